@@ -1,0 +1,62 @@
+"""``gpulayout``: the checks outside pytest.
+
+A thin shell: each verb lives in ``pytest_gpulayout/commands/<verb>.py`` with ``add_arguments(parser)``
+and ``run(args) -> int``. Errors the user can act on become one line on stderr and the exit code of
+design.md (2 bad input, 3 machine not probed); anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .errors import GpuLayoutError
+
+VERBS = {
+    "check": "the static checks (and startup with --launch) for a manifest",
+    "snapshot": "probe the live GPUs through NVML and write a machine snapshot",
+    "topo": "the link matrix, like nvidia-smi topo -m, for any machine source",
+    "parse-log": "what an engine's startup log says: KV pool, concurrency, error kind",
+    "plan": "candidate TP/PP/DP layouts for a model on a machine, ranked",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors: one line, exit 2
+        self.exit(2, f"gpulayout: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpulayout", description="Preflight checks for multi-GPU LLM serving layouts.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"gpulayout {__version__}")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    sub.required = True
+    for verb, help_text in VERBS.items():
+        module = importlib.import_module(f".commands.{verb.replace('-', '_')}", __package__)
+        p = sub.add_parser(verb, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args))
+    except GpuLayoutError as err:
+        print(f"gpulayout: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("gpulayout: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

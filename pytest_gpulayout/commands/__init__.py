@@ -1,0 +1,1 @@
+"""One module per ``gpulayout`` verb: ``add_arguments(parser)`` and ``run(args) -> int``."""

@@ -1,0 +1,86 @@
+"""One deployment from the manifest: a model, an engine and a TP x PP x DP layout, plus what it must hold.
+
+Plain frozen data; ``manifest.py`` builds and validates it, checks read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+ENGINES = ("vllm", "sglang")
+
+#: KV cache dtypes accepted in ``kv_cache_dtype`` (union of vLLM's and SGLang's choices).
+KV_CACHE_DTYPES = (
+    "auto", "float16", "bfloat16", "bf16", "fp16",
+    "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "mxfp8", "nvfp4", "int8",
+)
+
+
+@dataclass(frozen=True)
+class Require:
+    """What the deployment must deliver. ``None`` means: not demanded."""
+
+    kv_tokens: int | None = None
+    concurrency: int | None = None
+    tp_links: tuple[str, ...] | None = None      # link kinds accepted inside a TP group
+    balance_headroom_gib: float = 1.0            # margin above SGLang's 0.9 rule below which we warn
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the ``startup`` check launches the engine (opt-in)."""
+
+    enabled: bool = False
+    command: tuple[str, ...] | None = None       # None: the engine's default entry point
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    timeout_s: float = 900.0
+    dummy_weights: bool = True                   # --load-format dummy: same pool, nothing read from disk
+
+
+@dataclass(frozen=True)
+class Deployment:
+    name: str
+    model: str                                   # as written: path (relative to base_dir) or catalog id
+    engine: str = "vllm"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    gpus: tuple[int | str, ...] | None = None    # CUDA indices or UUIDs; None: first tp*pp*dp visible
+    max_model_len: int | None = None
+    memory_fraction: float | None = None         # None: engine default for engine_version
+    kv_cache_dtype: str = "auto"
+    engine_version: str | None = None            # pins engine defaults where the engine is not installed
+    enable_expert_parallel: bool = False
+    require: Require = field(default_factory=Require)
+    launch: Launch = field(default_factory=Launch)
+    base_dir: Path = field(default_factory=Path.cwd)   # manifest's directory: relative paths resolve here
+    manifest_path: Path | None = None
+
+    @property
+    def tp(self) -> int:
+        return self.tensor_parallel_size
+
+    @property
+    def pp(self) -> int:
+        return self.pipeline_parallel_size
+
+    @property
+    def dp(self) -> int:
+        return self.data_parallel_size
+
+    @property
+    def world_size(self) -> int:
+        """GPUs one replica spans (TP x PP)."""
+        return self.tp * self.pp
+
+    @property
+    def gpu_count(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def layout(self) -> str:
+        return f"TP={self.tp} PP={self.pp} DP={self.dp}"
