@@ -9,7 +9,11 @@ from typing import Any
 
 
 class Status(str, enum.Enum):
-    """Verdict of one check. Ordered so that ``worst()`` can pick the most severe."""
+    """Verdict of one check. Ordered so that ``worst()`` can pick the most severe.
+
+    ``skip`` ranks below ``pass``: a deployment whose checks passed except one that did not apply
+    (e.g. links with TP=1) has passed; one whose checks were all skipped is ``skip``.
+    """
 
     PASS = "pass"
     SKIP = "skip"
@@ -24,7 +28,7 @@ class Status(str, enum.Enum):
         return self.value
 
 
-_SEVERITY = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.FAIL: 3}
+_SEVERITY = {Status.SKIP: 0, Status.PASS: 1, Status.WARN: 2, Status.FAIL: 3}
 
 
 def worst(statuses: Iterable[Status]) -> Status:

@@ -1,0 +1,65 @@
+"""``gpulayout check [MANIFEST] [--machine M] [--json] [--launch]``: the pytest suite's verdicts, outside pytest."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..findings import Status
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("manifest", nargs="?", default=None, help="gpulayout.yaml (default: ./gpulayout.yaml)")
+    p.add_argument("--machine", metavar="M", default=None,
+                   help="auto | snapshot .yaml/.json | topo -m text | preset:<name> (default: the manifest's)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (design.md shape)")
+    p.add_argument("--launch", action="store_true", help="also run the startup check (launches the engines)")
+    p.add_argument("--strict", action="store_true", help="warnings make the exit code 1")
+    p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report")
+    p.add_argument("--log-dir", metavar="DIR", default=None, help="where startup logs go (with --launch)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..evaluate import ALL_CHECKS, load_models, run_checks
+    from ..manifest import find_manifest, load_manifest
+    from ..report import summary_table
+    from ..sources import load_machine
+
+    path = find_manifest(args.manifest, None, Path.cwd())
+    manifest = load_manifest(path)
+    models = load_models(manifest.deployments)
+    if args.machine:
+        machine = load_machine(args.machine, Path.cwd())
+    else:
+        machine = load_machine(manifest.machine, manifest.base_dir)
+    log_dir = Path(args.log_dir) if args.log_dir else None
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir)
+
+    if args.html:
+        from ..html_output import write_html
+
+        write_html(report, Path(args.html))
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = sys.stdout
+        out.write(f"machine: {machine.source}: {machine.describe()}"
+                  + (f", driver {machine.driver}" if machine.driver else "") + "\n")
+        if not machine.memory_known:
+            out.write("memory: unknown from this source: balance and kv_pool are skipped\n")
+        for name, result in report.results.items():
+            out.write(f"\n{name}  [{result.status.value.upper()}]  {result.deployment.engine} "
+                      f"{result.deployment.layout}  {result.model.name}\n")
+            for f in result.findings.values():
+                out.write(f"  {f.status.value:<4}  {f.check:<9}  {f.message}\n")
+        out.write("\n" + "\n".join(summary_table({n: r.findings for n, r in report.results.items()},
+                                                ALL_CHECKS)) + "\n")
+    status = report.status
+    if status is Status.FAIL or (args.strict and status is Status.WARN):
+        return 1
+    return 0

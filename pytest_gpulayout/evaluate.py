@@ -1,0 +1,135 @@
+"""Run the checks for deployments and collect their findings: the one place pytest, the CLI and the
+planner share, so all three give the same verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .deployment import Deployment
+from .errors import InputError
+from .findings import Finding, Status, skipped, worst
+from .machine import Machine
+from .modelspec import ModelSpec
+from .rules.balance import check_balance
+from .rules.heads import check_heads
+from .rules.kv_pool import check_kv_pool
+from .rules.links import check_links
+from .rules.placement import check_placement
+
+CheckFn = Callable[[Deployment, Machine, ModelSpec], Finding]
+
+#: The static checks, in the order they are reported. ``startup`` is separate: it launches an engine.
+STATIC_CHECKS: dict[str, CheckFn] = {
+    "placement": check_placement,
+    "heads": check_heads,
+    "balance": check_balance,
+    "links": check_links,
+    "kv_pool": check_kv_pool,
+}
+ALL_CHECKS = (*STATIC_CHECKS, "startup")
+
+
+def evaluate(dep: Deployment, machine: Machine, model: ModelSpec) -> dict[str, Finding]:
+    """Every static check's finding for one deployment, keyed by check name."""
+    return {name: fn(dep, machine, model) for name, fn in STATIC_CHECKS.items()}
+
+
+def check_status(findings: Iterable[Finding]) -> Status:
+    return worst(f.status for f in findings)
+
+
+def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
+    """Each deployment's model spec; a bad model reference names the manifest and the key."""
+    from .modelspec import load_model
+
+    models: dict[str, ModelSpec] = {}
+    for dep in deployments:
+        try:
+            models[dep.name] = load_model(dep.model, dep.base_dir)
+        except InputError as err:
+            where = err.where if err.where and err.where != str(dep.manifest_path) else None
+            raise InputError(
+                (f"{where}: " if where else "") + (f"{err.key}: " if err.key else "") + err.message,
+                where=dep.manifest_path, key=f"deployments.{dep.name}.model",
+            ) from None
+    return models
+
+
+def startup_skipped(dep: Deployment) -> Finding:
+    return skipped("startup", f"{dep.name}: not launched (opt-in: --gpulayout-launch, gpulayout check --launch, "
+                   f"or launch.enabled: true)", kv_tokens=None, max_concurrency=None, seconds_to_kv=None,
+                   error_kind=None)
+
+
+@dataclass
+class DeploymentResult:
+    deployment: Deployment
+    model: ModelSpec
+    findings: dict[str, Finding] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Status:
+        return check_status(self.findings.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "engine": self.deployment.engine,
+            "model": self.model.name,
+            "layout": {"tensor_parallel_size": self.deployment.tp, "pipeline_parallel_size": self.deployment.pp,
+                       "data_parallel_size": self.deployment.dp},
+            "checks": {name: f.to_json() for name, f in self.findings.items()},
+        }
+
+
+@dataclass
+class Report:
+    machine: Machine
+    results: dict[str, DeploymentResult]
+
+    @property
+    def status(self) -> Status:
+        return worst(r.status for r in self.results.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "machine": {"source": self.machine.source, "gpus": len(self.machine.gpus),
+                        "models": self.machine.describe(), "driver": self.machine.driver,
+                        "host": self.machine.host},
+            "deployments": {name: r.to_json() for name, r in self.results.items()},
+        }
+
+
+def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec], *,
+               launch: bool = False, log_dir: Path | None = None) -> Report:
+    """Static checks for every deployment, plus ``startup`` (launched where asked, else skipped)."""
+    results: dict[str, DeploymentResult] = {}
+    for dep in deployments:
+        model = models[dep.name]
+        findings = evaluate(dep, machine, model)
+        findings["startup"] = run_startup_check(dep, machine, model, findings, launch=launch, log_dir=log_dir)
+        results[dep.name] = DeploymentResult(dep, model, findings)
+    return Report(machine, results)
+
+
+def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findings: Mapping[str, Finding], *,
+                      launch: bool, log_dir: Path | None) -> Finding:
+    """Launch the engine when asked (flag or ``launch.enabled``) and the static checks leave a chance."""
+    if not (launch or dep.launch.enabled):
+        return startup_skipped(dep)
+    blocking = [f for f in (findings.get("placement"), findings.get("heads")) if f and f.status is Status.FAIL]
+    if blocking:
+        return skipped("startup", f"{dep.name}: not launched: {blocking[0].check} fails, the engine would "
+                       f"refuse the layout ({blocking[0].message})", kv_tokens=None, max_concurrency=None,
+                       seconds_to_kv=None, error_kind=None)
+    from .startup import run_startup
+
+    kv = findings.get("kv_pool")
+    predicted = kv.data.get("predicted_kv_tokens") if kv else None
+    import tempfile
+
+    return run_startup(dep, model, machine=machine, prediction_tokens=predicted,
+                       log_dir=log_dir or Path(tempfile.mkdtemp(prefix="gpulayout-logs-")))

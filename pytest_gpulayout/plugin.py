@@ -1,0 +1,276 @@
+"""The pytest plugin (entry point ``gpulayout``).
+
+Inert without ``--gpulayout``: this module imports only pytest and the standard library; the
+manifest, the NVML probe and the checks load in ``pytest_configure`` when the flag is given, or when
+a user's own test asks for one of the fixtures below.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import GpuLayoutWarning
+
+if TYPE_CHECKING:
+    from .findings import Finding
+    from .session import GpuLayoutState
+
+SUITE_DIR_NAME = "checks"
+_PKG_DIR = Path(__file__).resolve().parent
+
+
+def suite_dir() -> Path:
+    """``checks/`` shipped inside the wheel, else the source checkout's top-level ``checks/``."""
+    inside = _PKG_DIR / SUITE_DIR_NAME
+    return inside if inside.is_dir() else _PKG_DIR.parent / SUITE_DIR_NAME
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpulayout", "GPU layout preflight (pytest-gpulayout)")
+    group.addoption("--gpulayout", action="store_true", default=False,
+                    help="run the GPU layout preflight suite for the deployments in gpulayout.yaml")
+    group.addoption("--gpulayout-manifest", metavar="PATH", default=None,
+                    help="deployment manifest (default: ini gpulayout_manifest, then <rootdir>/gpulayout.yaml)")
+    group.addoption("--gpulayout-machine", metavar="M", default=None,
+                    help="machine: auto (live NVML), a snapshot .yaml/.json, nvidia-smi topo -m text, or preset:<name>")
+    group.addoption("--gpulayout-strict", action="store_true", default=False,
+                    help="warnings (slow links, thin headroom) fail the check")
+    group.addoption("--gpulayout-launch", action="store_true", default=False,
+                    help="run the startup check: launch each engine briefly and read its real KV pool")
+    group.addoption("--gpulayout-report", metavar="FILE", default=None,
+                    help="write the JSON of `gpulayout check --json` to FILE")
+    group.addoption("--gpulayout-html", metavar="FILE", default=None,
+                    help="write a self-contained HTML report (memory bars, link matrix, verdicts) to FILE")
+    parser.addini("gpulayout_manifest", "path of the deployment manifest", default="")
+    parser.addini("gpulayout_machine", "machine source (auto | snapshot | topo text | preset:<name>)", default="")
+    parser.addini("gpulayout_strict", "warnings fail the check", type="bool", default=False)
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("gpulayout", False))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpulayout: a GPU layout preflight check (added by pytest-gpulayout)")
+    if not _enabled(config):
+        return
+    from .errors import GpuLayoutError, ProbeError
+    from .session import get_state
+
+    state = get_state(config)
+    try:
+        state.load_manifest()
+        _ = state.machine
+    except ProbeError as err:
+        pytest.exit(f"gpulayout: {err}", returncode=3)
+    except GpuLayoutError as err:
+        raise pytest.UsageError(f"gpulayout: {err}") from None
+    config.pluginmanager.register(_ActivePlugin(state), "gpulayout-active")
+    suite = str(suite_dir())
+    if suite not in config.args:
+        config.args.append(suite)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Keep the shipped suite out of plain runs (it needs the manifest's deployments)."""
+    if not _enabled(config) and collection_path == suite_dir():
+        return True
+    return None
+
+
+class _ActivePlugin:
+    """Hooks that exist only while ``--gpulayout`` is on."""
+
+    def __init__(self, state: GpuLayoutState):
+        self.state = state
+        self.outcomes: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        m = self.state.machine
+        manifest = self.state.manifest
+        lines = [f"gpulayout: machine {m.source}: {m.describe()}"
+                 + (f", driver {m.driver}" if m.driver else "") + (f", host {m.host}" if m.host else "")]
+        if not m.memory_known:
+            lines.append("gpulayout: GPU memory unknown from this source: balance and kv_pool are skipped")
+        if manifest is not None:
+            lines.append(f"gpulayout: manifest {manifest.path} ({len(manifest.deployments)} deployments)"
+                         + (", strict" if self.state.strict else "") + (", launch" if self.state.launch else ""))
+        return lines
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "gpulayout_deployment" in metafunc.fixturenames and self.state.manifest is not None:
+            names = [d.name for d in self.state.manifest.deployments]
+            metafunc.parametrize("gpulayout_deployment", names, ids=names, indirect=True)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        outcome = yield
+        report = outcome.get_result()
+        finding = getattr(item, "_gpulayout_finding", None)
+        if finding is not None and report.when == "call":
+            report.gpulayout = {"deployment": item._gpulayout_deployment,  # type: ignore[attr-defined]
+                                "check": finding.check, **finding.to_json()}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "gpulayout", None)
+        if data and report.when == "call":
+            self.outcomes.setdefault(data["deployment"], {})[data["check"]] = data
+
+    def _findings(self) -> dict[str, dict[str, Finding]]:
+        from .findings import Finding, Status
+
+        return {dep: {c: Finding(c, Status(d["status"]), d["message"], d["data"]) for c, d in checks.items()}
+                for dep, checks in self.outcomes.items()}
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.outcomes:
+            return
+        from .evaluate import ALL_CHECKS
+        from .report import summary_table
+
+        findings = self._findings()
+        checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())]
+        terminalreporter.write_sep("=", "gpulayout")
+        for line in summary_table(findings, checks):
+            terminalreporter.write_line(line)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(session.config, "workerinput"):  # xdist worker: the controller writes the files
+            return
+        report_path = session.config.getoption("gpulayout_report", None)
+        html_path = session.config.getoption("gpulayout_html", None)
+        if not (report_path or html_path) or not self.outcomes:
+            return
+        from .evaluate import DeploymentResult, Report
+
+        state = self.state
+        results = {}
+        for name, checks in self._findings().items():
+            results[name] = DeploymentResult(state.deployment(name), state.models[name], checks)
+        report = Report(state.machine, results)
+        if report_path:
+            Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        if html_path:
+            from .html_output import write_html
+
+            write_html(report, Path(html_path))
+
+
+def _outcome(state: GpuLayoutState, finding: Finding) -> None:
+    """fail -> test failure with the message; warn -> GpuLayoutWarning (fails under --gpulayout-strict);
+    skip -> skipped with the reason; pass -> nothing."""
+    from .findings import Status
+
+    if finding.status is Status.FAIL:
+        pytest.fail(finding.message, pytrace=False)
+    if finding.status is Status.SKIP:
+        pytest.skip(finding.message)
+    if finding.status is Status.WARN:
+        if state.strict:
+            pytest.fail(f"[--gpulayout-strict] {finding.message}", pytrace=False)
+        warnings.warn(GpuLayoutWarning(finding.message), stacklevel=2)
+
+
+# -- fixtures: available to users' own tests; they load the machine lazily ---------------------------
+
+def _state(request: pytest.FixtureRequest) -> GpuLayoutState:
+    from .errors import GpuLayoutError
+    from .session import get_state
+
+    state = get_state(request.config)
+    try:
+        if state.manifest is None and (_enabled(request.config) or request.config.getoption("gpulayout_manifest")):
+            state.load_manifest()
+        _ = state.machine
+    except GpuLayoutError as err:
+        pytest.fail(f"gpulayout: {err}", pytrace=False)
+    return state
+
+
+@pytest.fixture(scope="session")
+def gpulayout_machine(request: pytest.FixtureRequest) -> Any:
+    """The machine (live NVML, or the snapshot/preset/topo given by --gpulayout-machine)."""
+    return _state(request).machine
+
+
+@pytest.fixture(scope="session")
+def gpulayout_gpus(gpulayout_machine: Any) -> Any:
+    """The visible GPUs, as CUDA will number them."""
+    return gpulayout_machine.gpus
+
+
+@pytest.fixture(scope="session")
+def gpulayout_links(gpulayout_machine: Any) -> Any:
+    """Link kind of every GPU pair, keyed ``(i, j)`` with ``i < j`` (``NV18``, ``PHB``, ``SYS`` ...)."""
+    return gpulayout_machine.links
+
+
+@pytest.fixture(scope="session")
+def gpulayout_model(request: pytest.FixtureRequest) -> Callable[[str], Any]:
+    """Load a model spec: a directory or config.json (relative to the rootdir) or a catalog id."""
+    from .errors import InputError
+    from .modelspec import load_model
+
+    def load(ref: str) -> Any:
+        try:
+            return load_model(ref, Path(request.config.rootpath))
+        except InputError as err:
+            pytest.fail(f"gpulayout: {err}", pytrace=False)
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def gpulayout_manifest(request: pytest.FixtureRequest) -> Any:
+    return _state(request).load_manifest()
+
+
+@pytest.fixture
+def gpulayout_deployment(request: pytest.FixtureRequest) -> Any:
+    """The deployment under test (the suite is parametrized over the manifest's deployments)."""
+    if not hasattr(request, "param"):
+        pytest.fail("gpulayout_deployment is parametrized by `pytest --gpulayout` over the manifest's "
+                    "deployments; use gpulayout_manifest.deployment(name) in your own tests", pytrace=False)
+    return _state(request).deployment(request.param)
+
+
+@pytest.fixture
+def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -> Callable[[str], Finding]:
+    """Run one check for the current deployment and turn its finding into the test's outcome."""
+    state = _state(request)
+
+    def run(check: str) -> Finding:
+        finding = state.finding(gpulayout_deployment.name, check)
+        node = request.node
+        node._gpulayout_finding = finding
+        node._gpulayout_deployment = gpulayout_deployment.name
+        from .report import junit_properties
+
+        node.user_properties.extend(junit_properties(finding))
+        _outcome(state, finding)
+        return finding
+
+    return run
+
+
+@pytest.fixture
+def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Launch an engine briefly for a manifest deployment (with overrides) and get its startup report::
+
+        def test_pool_after_upgrade(gpulayout_launch):
+            report = gpulayout_launch("qwen3-8b-tp2", max_model_len=8192)
+            assert report.kv_tokens >= 60_000
+    """
+    from .startup import make_launcher
+
+    state = _state(request)
+    manifest = state.load_manifest()
+    from .modelspec import load_model
+
+    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model)

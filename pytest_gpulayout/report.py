@@ -1,0 +1,80 @@
+"""Text renderings shared by the CLI and the pytest terminal summary: one table, deployment x check,
+each cell the verdict and the number that decided it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .findings import Finding, Status
+
+_MARK = {Status.PASS: "pass", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
+
+
+def _tokens(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return ""
+    n = int(n)
+    if abs(n) >= 10_000_000:
+        return f"{n / 1e6:.0f}M tok"
+    if abs(n) >= 10_000:
+        return f"{n / 1e3:.0f}k tok"
+    return f"{n} tok"
+
+
+def key_number(f: Finding) -> str:
+    """The one number a reader scans for in each check's cell."""
+    d = f.data
+    if f.check == "placement":
+        gpus = d.get("gpus")
+        return "GPU " + ",".join(map(str, gpus)) if gpus else f"{d.get('gpus_needed')} needed"
+    if f.check == "heads":
+        return f"kv/rank {d.get('kv_heads_per_rank')}"
+    if f.check == "balance":
+        if d.get("headroom_gib") is not None:
+            return f"{d['headroom_gib']:+.2f} GiB"
+        if d.get("vllm_min_margin_gib") is not None:
+            return f"{d['vllm_min_margin_gib']:+.2f} GiB"
+        return ""
+    if f.check == "links":
+        return str(d.get("worst_link") or "")
+    if f.check == "kv_pool":
+        return _tokens(d.get("predicted_kv_tokens"))
+    if f.check == "startup":
+        if d.get("error_kind"):
+            return str(d["error_kind"])
+        return _tokens(d.get("kv_tokens"))
+    return ""
+
+
+def cell(f: Finding | None) -> str:
+    if f is None:
+        return "-"
+    num = key_number(f)
+    return f"{_MARK[f.status]} {num}".strip()
+
+
+def summary_table(rows: Mapping[str, Mapping[str, Finding]], checks: Iterable[str]) -> list[str]:
+    """Aligned table: one row per deployment, one column per check, plus the overall verdict."""
+    checks = list(checks)
+    header = ["deployment", *checks, "verdict"]
+    body = []
+    for name, findings in rows.items():
+        statuses = [f.status for f in findings.values()]
+        from .findings import worst
+
+        body.append([name, *(cell(findings.get(c)) for c in checks), _MARK[worst(statuses)]])
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*r) for r in body]
+    return lines
+
+
+def junit_properties(f: Finding) -> list[tuple[str, str]]:
+    """Numbers as ``name=value`` pairs for JUnit XML (``gpulayout.<check>.<key>``)."""
+    props = [(f"gpulayout.{f.check}.status", f.status.value)]
+    for k, v in f.data.items():
+        if v is None or isinstance(v, (int, float, str, bool)):
+            props.append((f"gpulayout.{f.check}.{k}", "" if v is None else str(v)))
+    return props

@@ -1,0 +1,167 @@
+"""``balance``: will the engine's free-memory checks at start-up pass, and with how much room?
+
+- SGLang (all versions since Aug 2024): before loading weights each rank compares the MIN free
+  memory over the TP x PP world with its own: ``min_free < 0.9 x local_free`` raises "The memory
+  capacity is unbalanced". So it passes iff ``min_free >= 0.9 x max_free``; only when TP > 1; no CLI
+  flag turns it off (the env switch only downgrades it to a warning, and old ``SGL_DISABLE_...``
+  variables are no-ops in current releases). DP replicas are separate worlds, never compared.
+- vLLM (>= 0.10): each rank refuses to start when its free memory is below
+  ``gpu_memory_utilization x total`` ("Free memory on device ... on startup is less than desired GPU
+  memory utilization").
+- DP replicas get equal load (round robin), so replicas whose predicted pools differ by more than 2x
+  leave the small one as the bottleneck.
+
+Both engines measure after their own CUDA context (and NCCL buffers) exist, which takes roughly the
+same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is reported as a warning.
+"""
+
+from __future__ import annotations
+
+from ..deployment import Deployment
+from ..findings import Finding, Status, failed, passed, skipped, warned
+from ..machine import Machine
+from ..modelspec import ModelSpec
+from ..placement import PlacementError, Placement, format_group, place
+
+CHECK = "balance"
+SGLANG_RATIO = 0.9
+CONTEXT_RESERVE_GIB = 0.5
+LOPSIDED_RATIO = 2.0
+
+
+def _gib(mib: int | None) -> float:
+    return (mib or 0) / 1024
+
+
+def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tuple[Status, str, dict]:
+    """Worst replica under ``min_free >= 0.9 x max_free`` over its TP x PP world."""
+    margin = dep.require.balance_headroom_gib
+    worst: tuple[float, int, list[int]] | None = None
+    for d in range(dep.dp):
+        world = list(placement.replica_gpus(d))
+        frees = [_gib(machine.gpu(i).memory_free_mib) for i in world]
+        headroom = min(frees) - SGLANG_RATIO * max(frees)
+        if worst is None or headroom < worst[0]:
+            worst = (headroom, d, world)
+    assert worst is not None
+    headroom, d, world = worst
+    frees = {i: _gib(machine.gpu(i).memory_free_mib) for i in world}
+    lo = min(world, key=lambda i: frees[i])
+    hi = max(world, key=lambda i: frees[i])
+    need = SGLANG_RATIO * frees[hi]
+    data = {"min_free_gib": round(frees[lo], 2), "max_free_gib": round(frees[hi], 2),
+            "headroom_gib": round(headroom, 2), "rule": "min_free >= 0.9 x max_free"}
+    rep = f" (replica {d})" if dep.dp > 1 else ""
+    facts = (f"GPU{lo} has {frees[lo]:.2f} GiB free against {frees[hi]:.2f} GiB on GPU{hi}{rep}; SGLang needs "
+             f"min >= 0.9 x max = {need:.2f} GiB")
+    tenants = [p for p in machine.gpu(lo).processes]
+    who = (" (held by " + ", ".join(f"{p.name or 'pid'} {p.pid}" for p in tenants[:3]) + ")") if tenants else ""
+    if headroom < 0:
+        return Status.FAIL, (
+            f"{facts}: short by {-headroom:.2f} GiB, so SGLang stops with \"The memory capacity is unbalanced\" "
+            f"(no flag turns this off). Free {-headroom:.2f} GiB or more on GPU{lo}{who}, or move the TP group to "
+            f"GPUs with equal free memory"), data
+    if headroom < margin:
+        return Status.WARN, (
+            f"{facts}: only {headroom:.2f} GiB of headroom, below the {margin:g} GiB margin "
+            f"(require.balance_headroom_gib); a tenant growing on GPU{lo}{who} tips it over"), data
+    return Status.PASS, f"{facts}: {headroom:.2f} GiB of headroom", data
+
+
+def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction: float,
+               fraction_source: str) -> tuple[Status, str, dict]:
+    """Per rank: free >= gpu_memory_utilization x total."""
+    worst_i, worst_margin = -1, float("inf")
+    for i in placement.gpus:
+        g = machine.gpu(i)
+        margin = _gib(g.memory_free_mib) - fraction * _gib(g.memory_total_mib)
+        if margin < worst_margin:
+            worst_i, worst_margin = i, margin
+    g = machine.gpu(worst_i)
+    free, total = _gib(g.memory_free_mib), _gib(g.memory_total_mib)
+    want = fraction * total
+    data = {"vllm_min_margin_gib": round(worst_margin, 2), "gpu_memory_utilization": fraction,
+            "gpu_memory_utilization_source": fraction_source}
+    facts = (f"GPU{worst_i} has {free:.2f}/{total:.2f} GiB free; vLLM wants gpu_memory_utilization "
+             f"{fraction:g} ({fraction_source}) x {total:.2f} = {want:.2f} GiB free at start-up")
+    max_ok = max(0.0, (free - CONTEXT_RESERVE_GIB) / total) if total else 0.0
+    if worst_margin < 0:
+        return Status.FAIL, (
+            f"{facts}: short by {-worst_margin:.2f} GiB, so vLLM refuses to start (\"Free memory on device ... "
+            f"is less than desired GPU memory utilization\"). Set memory_fraction: {int(max_ok * 100) / 100:.2f} "
+            f"or lower, or free memory on GPU{worst_i}"), data
+    if worst_margin < CONTEXT_RESERVE_GIB:
+        return Status.WARN, (
+            f"{facts}: {worst_margin:.2f} GiB to spare, less than the ~{CONTEXT_RESERVE_GIB} GiB its CUDA context "
+            f"and NCCL buffers take before the check; set memory_fraction: {int(max_ok * 100) / 100:.2f} to be "
+            f"safe"), data
+    return Status.PASS, f"{facts}: {worst_margin:.2f} GiB to spare", data
+
+
+def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[Status, str, dict] | None:
+    from ..memory import MemoryUnknown
+    from .kv_pool import predict_replicas
+
+    try:
+        preds = predict_replicas(dep, machine, model)
+    except (MemoryUnknown, PlacementError):
+        return None
+    tokens = [p.kv_tokens for p in preds]
+    data = {"predicted_kv_tokens_per_replica": tokens}
+    lo, hi = min(tokens), max(tokens)
+    if lo <= 0 or hi / lo > LOPSIDED_RATIO:
+        return Status.WARN, (
+            f"DP replicas' predicted pools are lopsided ({', '.join(f'{t:,}' for t in tokens)} tokens): "
+            f"round-robin sends them equal load, so the smallest pool sets the pace; place replicas on GPUs "
+            f"with similar free memory"), data
+    return Status.PASS, f"DP replicas' pools within {LOPSIDED_RATIO:g}x ({', '.join(f'{t:,}' for t in tokens)} tokens)", data
+
+
+def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
+    try:
+        placement = place(dep, machine)
+    except PlacementError as err:
+        return skipped(CHECK, f"{dep.name}: balance not checked: {err}",
+                       min_free_gib=None, max_free_gib=None, headroom_gib=None)
+    missing = [i for i in placement.gpus if machine.gpu(i).memory_free_mib is None
+               or machine.gpu(i).memory_total_mib is None]
+    if missing:
+        return skipped(CHECK, f"{dep.name}: free memory of {', '.join(f'GPU{i}' for i in missing)} is unknown "
+                       f"(machine from {machine.source}); balance needs a live probe or a snapshot with memory.",
+                       min_free_gib=None, max_free_gib=None, headroom_gib=None)
+    frees = [_gib(machine.gpu(i).memory_free_mib) for i in placement.gpus]
+    data: dict[str, object] = {"min_free_gib": round(min(frees), 2), "max_free_gib": round(max(frees), 2),
+                               "headroom_gib": None}
+    parts: list[tuple[Status, str]] = []
+    if dep.tp > 1:
+        st, msg, d = _sglang_rule(dep, machine, placement)
+        data.update(d)
+        if dep.engine == "sglang":
+            parts.append((st, msg))
+    if dep.engine == "vllm":
+        from ..memory import default_memory_fraction
+        from ..engines import resolve_version
+
+        if dep.memory_fraction is not None:
+            fraction, source = dep.memory_fraction, "memory_fraction"
+        else:
+            version, vsource = resolve_version("vllm", dep.engine_version)
+            total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
+            fraction, _why = default_memory_fraction("vllm", version, gpu_total_mib=total, tp=dep.tp, pp=dep.pp)
+            source = f"vLLM {version} default, {vsource}"
+        st, msg, d = _vllm_rule(dep, machine, placement, fraction, source)
+        parts.append((st, msg))
+        data.update(d)
+    if dep.dp > 1:
+        lop = _lopsided(dep, machine, model)
+        if lop:
+            parts.append(lop[:2])
+            data.update(lop[2])
+    if not parts:
+        return skipped(CHECK, f"{dep.name}: SGLang's TP balance rule applies only with TP > 1, and a single "
+                       f"replica has no peers to compare: nothing to check.", **data)
+    order = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
+    status = max((s for s, _ in parts), key=order.__getitem__)
+    parts.sort(key=lambda p: -order[p[0]])
+    msg = f"{dep.name}: " + "; ".join(m for _, m in parts) + "."
+    return Finding(CHECK, status, msg, data)

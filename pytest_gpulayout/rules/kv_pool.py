@@ -1,0 +1,116 @@
+"""``kv_pool``: how many tokens of KV cache will each replica get, and is that what the deployment needs?
+
+The prediction (``memory.predict_pool``) mirrors each engine's sizing: bytes per token per rank from
+the config (KV heads per rank, MLA latent, layers on the busiest PP stage, KV dtype), weights per rank,
+the memory fraction (engine default by version when absent) and an activation reserve. It is an
+estimate: a requirement met with less than ``TIGHT_MARGIN`` to spare is a warning, and the
+``startup`` check measures the real pool.
+"""
+
+from __future__ import annotations
+
+from ..deployment import Deployment
+from ..findings import Finding, failed, passed, skipped, warned
+from ..machine import GIB, Machine
+from ..modelspec import ModelSpec
+from ..placement import PlacementError, place
+
+CHECK = "kv_pool"
+TIGHT_MARGIN = 0.10
+
+
+def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec) -> list:
+    """One ``PoolPrediction`` per DP replica (raises ``MemoryUnknown`` / ``PlacementError``)."""
+    from ..memory import predict_pool
+
+    placement = place(dep, machine)
+    return [
+        predict_pool(
+            model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
+            gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
+            memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
+            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
+        )
+        for d in range(dep.dp)
+    ]
+
+
+def required_tokens(dep: Deployment, max_model_len: int | None) -> tuple[int | None, str]:
+    """Tokens the pool must hold, and the words for it (from require.kv_tokens / require.concurrency)."""
+    req = dep.require
+    needs: list[tuple[int, str]] = []
+    if req.kv_tokens:
+        needs.append((req.kv_tokens, f"require.kv_tokens {req.kv_tokens:,}"))
+    if req.concurrency and max_model_len:
+        needs.append((req.concurrency * max_model_len,
+                      f"require.concurrency {req.concurrency} x max_model_len {max_model_len:,} = "
+                      f"{req.concurrency * max_model_len:,}"))
+    if not needs:
+        return None, ""
+    return max(needs)
+
+
+def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
+    from ..memory import MemoryUnknown, kv_bytes_per_token_per_rank, weight_bytes_per_rank
+
+    per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
+                                            kv_cache_dtype=dep.kv_cache_dtype)
+    weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
+                                    enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp)
+    data: dict[str, object] = {
+        "kv_bytes_per_token_per_rank": per_token,
+        "weights_gib_per_rank": round(weights / GIB, 2),
+        "predicted_kv_tokens": None,
+        "predicted_kv_tokens_per_replica": None,
+    }
+    try:
+        preds = predict_replicas(dep, machine, model)
+    except PlacementError as err:
+        return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", **data)
+    except MemoryUnknown as err:
+        return skipped(CHECK, f"{dep.name}: {per_token:,} bytes of KV per token per rank and "
+                       f"{weights / GIB:.2f} GiB of weights per rank, but the pool cannot be predicted: {err}",
+                       **data)
+    tokens = [p.kv_tokens for p in preds]
+    smallest = min(range(len(preds)), key=lambda i: tokens[i])
+    p = preds[smallest]
+    max_len = p.max_model_len
+    data.update({
+        "predicted_kv_tokens": tokens[smallest],
+        "predicted_kv_tokens_per_replica": tokens,
+        "max_model_len": max_len,
+        "max_concurrency": round(p.max_concurrency, 2) if p.max_concurrency is not None else None,
+        "memory_fraction": p.memory_fraction,
+        "memory_fraction_source": p.fraction_source,
+        "activation_reserve_gib": round(p.activation_reserve_gib, 2),
+        "kv_budget_gib_per_rank": round(p.kv_budget_bytes_per_rank / GIB, 2),
+    })
+    rep = f" (smallest of {len(preds)} replicas)" if len(preds) > 1 else ""
+    basis = (f"{per_token:,} B/token/rank, {p.weights_gib_per_rank:.2f} GiB weights/rank, "
+             f"memory fraction {p.memory_fraction:g} ({p.fraction_source})")
+    notes = (" " + " ".join(p.notes)) if p.notes else ""
+    head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
+    if tokens[smallest] <= 0:
+        return failed(CHECK, f"{head}: the weights leave no room for a KV cache on GPU{p.limiting_gpu}. "
+                      f"Raise memory_fraction, add tensor/pipeline parallel ranks, or quantize.{notes}", **data)
+    need, need_txt = required_tokens(dep, max_len)
+    if max_len and tokens[smallest] < max_len:
+        fix = (f"Lower max_model_len to {tokens[smallest]:,} or less, raise memory_fraction, or spread the "
+               f"model over more GPUs")
+        if dep.engine == "vllm":
+            return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so vLLM refuses to start "
+                          f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", **data)
+        return warned(CHECK, f"{head}: fewer than one full {max_len:,}-token request; SGLang starts but warns "
+                      f"\"KV pool holds ... fewer than --context-length\". {fix}.{notes}", **data)
+    conc = f"; {p.max_concurrency:.1f} full {max_len:,}-token requests" if p.max_concurrency and max_len else ""
+    if need is None:
+        return passed(CHECK, f"{head}{conc}; no requirement set (require.kv_tokens / require.concurrency).{notes}",
+                      **data)
+    data["required_kv_tokens"] = need
+    if tokens[smallest] < need:
+        return failed(CHECK, f"{head}, short of {need_txt} by {need - tokens[smallest]:,} tokens. Raise "
+                      f"memory_fraction, shorten max_model_len, use kv_cache_dtype: fp8, or add GPUs.{notes}", **data)
+    if tokens[smallest] < need * (1 + TIGHT_MARGIN):
+        return warned(CHECK, f"{head} meets {need_txt} with under {TIGHT_MARGIN:.0%} to spare; the prediction is "
+                      f"an estimate: confirm with the startup check (--gpulayout-launch).{notes}", **data)
+    return passed(CHECK, f"{head}{conc}: meets {need_txt}.{notes}", **data)

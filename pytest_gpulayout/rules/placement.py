@@ -1,0 +1,80 @@
+"""``placement``: are the GPUs the layout needs there, whole, not MIG slices, and alike inside a TP group?
+
+Engines split a model assuming every rank owns its GPU: another tenant's memory shrinks one rank's
+budget and, through the min over ranks, everyone's pool; MIG slices have no P2P between them (and
+vLLM cannot parse ``MIG-`` entries in ``CUDA_VISIBLE_DEVICES``); mixed GPU models make the smallest
+card set the size for every rank.
+"""
+
+from __future__ import annotations
+
+from ..deployment import Deployment
+from ..findings import Finding, failed, passed, warned
+from ..machine import Machine
+from ..modelspec import ModelSpec
+from ..placement import PlacementError, format_group, place
+
+CHECK = "placement"
+
+
+def _tenants(machine: Machine, gpus: tuple[int, ...]) -> list[str]:
+    out = []
+    for i in gpus:
+        g = machine.gpu(i)
+        if not g.processes:
+            continue
+        procs = ", ".join(
+            f"{p.name or 'pid'} {p.pid}" + (f" ({p.used_mib / 1024:.2f} GiB)" if p.used_mib is not None else "")
+            for p in g.processes[:4]
+        )
+        more = f" and {len(g.processes) - 4} more" if len(g.processes) > 4 else ""
+        out.append(f"GPU{i}: {procs}{more}")
+    return out
+
+
+def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None = None) -> Finding:
+    data: dict[str, object] = {"gpus_needed": dep.gpu_count, "gpus_visible": len(machine.gpus)}
+    try:
+        placement = place(dep, machine)
+    except PlacementError as err:
+        return failed(CHECK, f"{dep.name}: {err}. Change gpus, or reduce tensor/pipeline/data_parallel_size.",
+                      **data)
+    data["gpus"] = list(placement.gpus)
+    data["replicas"] = [[list(stage) for stage in rep] for rep in placement.replicas]
+    problems: list[str] = []
+    warnings: list[str] = []
+
+    migs = [i for i in placement.gpus if machine.gpu(i).mig]
+    if migs:
+        data["mig_gpus"] = migs
+        where = ", ".join(f"GPU{i}" for i in migs)
+        if dep.world_size > 1:
+            problems.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: MIG instances "
+                            f"have no P2P/NVLink between them, so TP/PP across them cannot work; use whole GPUs")
+        else:
+            warnings.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: "
+                            f"{'vLLM cannot parse MIG- UUIDs in CUDA_VISIBLE_DEVICES; ' if dep.engine == 'vllm' else ''}"
+                            f"the slice's memory is all the replica gets")
+
+    tenants = _tenants(machine, placement.gpus)
+    if tenants:
+        data["foreign_processes"] = tenants
+        warnings.append("other tenants on the GPUs this layout uses (" + "; ".join(tenants) + "): the split "
+                        "wants whole GPUs; their memory shrinks the pool of every rank in the group")
+
+    for group in placement.tp_groups:
+        names = {machine.gpu(i).name for i in group}
+        if len(names) > 1:
+            small = min(group, key=lambda i: machine.gpu(i).memory_total_mib or 0)
+            warnings.append(
+                f"TP group {format_group(group)} mixes {', '.join(sorted(n or '?' for n in names))}: every rank "
+                f"gets the size of the smallest card (GPU{small}); prefer PP with an uneven layer split "
+                f"(VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION) so each card holds what fits"
+            )
+    gpus_txt = ", ".join(f"GPU{i}" for i in placement.gpus)
+    if problems:
+        return failed(CHECK, f"{dep.name}: " + "; ".join(problems + warnings) + ".", **data)
+    if warnings:
+        return warned(CHECK, f"{dep.name}: " + "; ".join(warnings) + ".", **data)
+    return passed(CHECK, f"{dep.name}: {dep.layout} on {gpus_txt} ({len(placement.gpus)} of "
+                  f"{len(machine.gpus)} visible), whole GPUs, no other tenants.", **data)

@@ -1,0 +1,113 @@
+"""State of one pytest run with ``--gpulayout``: options, manifest, machine, models, cached findings.
+
+Created on first need (``pytest_configure`` when enabled, or a fixture in a user's own test), stored
+in ``config.stash``. Imported lazily by the plugin so that pytest without ``--gpulayout`` pays nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from .deployment import Deployment
+from .evaluate import evaluate, load_models, run_startup_check
+from .findings import Finding
+
+if TYPE_CHECKING:
+    from .machine import Machine
+    from .manifest import Manifest
+    from .modelspec import ModelSpec
+
+
+def _opt(config: pytest.Config, name: str, ini: str | None = None) -> str | None:
+    value = config.getoption(name, default=None)
+    if value:
+        return str(value)
+    if ini:
+        ini_value = config.getini(ini)
+        if ini_value:
+            return str(ini_value)
+    return None
+
+
+@dataclass
+class GpuLayoutState:
+    config: pytest.Config
+    manifest: Manifest | None = None
+    _machine: Machine | None = None
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    findings: dict[str, dict[str, Finding]] = field(default_factory=dict)
+
+    @property
+    def strict(self) -> bool:
+        return bool(self.config.getoption("gpulayout_strict", False) or self.config.getini("gpulayout_strict"))
+
+    @property
+    def launch(self) -> bool:
+        return bool(self.config.getoption("gpulayout_launch", False))
+
+    # -- loading (errors become one-line usage errors / exit 3 in the plugin) ---------------------
+    def load_manifest(self) -> Manifest:
+        if self.manifest is None:
+            from .manifest import find_manifest, load_manifest
+
+            path = find_manifest(self.config.getoption("gpulayout_manifest", None),
+                                 self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath))
+            self.manifest = load_manifest(path)
+            self.models = load_models(self.manifest.deployments)
+        return self.manifest
+
+    @property
+    def machine_spec(self) -> tuple[str, Path | None]:
+        """--gpulayout-machine beats the ini key, which beats the manifest's ``machine``; default live NVML."""
+        explicit = _opt(self.config, "gpulayout_machine", "gpulayout_machine")
+        if explicit:
+            return explicit, Path(self.config.invocation_params.dir)
+        if self.manifest is not None:
+            return self.manifest.machine, self.manifest.base_dir
+        return "auto", None
+
+    @property
+    def machine(self) -> Machine:
+        if self._machine is None:
+            from .sources import load_machine
+
+            spec, base = self.machine_spec
+            self._machine = load_machine(spec, base)
+        return self._machine
+
+    def deployment(self, name: str) -> Deployment:
+        assert self.manifest is not None
+        return self.manifest.deployment(name)
+
+    def static_findings(self, name: str) -> dict[str, Finding]:
+        if name not in self.findings:
+            self.findings[name] = evaluate(self.deployment(name), self.machine, self.models[name])
+        return self.findings[name]
+
+    def finding(self, name: str, check: str) -> Finding:
+        static = self.static_findings(name)
+        if check != "startup":
+            return static[check]
+        if "startup" not in static:
+            dep = self.deployment(name)
+            log_dir = Path(os.environ.get("GPULAYOUT_LOG_DIR") or self.config.cache.mkdir("gpulayout-logs")
+                           if self.config.cache else Path.cwd())
+            static["startup"] = run_startup_check(dep, self.machine, self.models[name], static,
+                                                  launch=self.launch, log_dir=Path(log_dir))
+        return static["startup"]
+
+
+STATE_KEY = pytest.StashKey[GpuLayoutState]()
+
+
+def get_state(config: pytest.Config) -> GpuLayoutState:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None:
+        state = GpuLayoutState(config)
+        config.stash[STATE_KEY] = state
+    return state

@@ -1,0 +1,78 @@
+"""Balance: SGLang's min >= 0.9 x max rule over the TP x PP world, vLLM's utilization rule per rank."""
+
+from __future__ import annotations
+
+import pytest
+from builders import dep, llama, machine
+
+from pytest_gpulayout.deployment import Require
+from pytest_gpulayout.findings import Status
+from pytest_gpulayout.rules.balance import check_balance
+
+
+def busy_l4():
+    # reference scenario 1: 21.70 GiB free on GPU0, 18.28 GiB on GPU1
+    return machine(2, free=[22221, 18719])
+
+
+def test_reference_scenario_sglang_tp2_fails_by_1_25_gib():
+    f = check_balance(dep("qwen3-8b-sglang-tp2", tp=2, engine="sglang"), busy_l4(), llama())
+    assert f.status is Status.FAIL
+    assert f.data["headroom_gib"] == pytest.approx(-1.25, abs=0.005)
+    assert f.data["min_free_gib"] == 18.28 and f.data["max_free_gib"] == 21.7
+    assert "short by 1.25 GiB" in f.message
+    assert "The memory capacity is unbalanced" in f.message
+    assert "GPU1" in f.message
+
+
+def test_sglang_thin_headroom_warns_against_margin():
+    # 20.0 vs 21.7 GiB: headroom 0.47 < default 1 GiB margin
+    m = machine(2, free=[22221, 20480])
+    f = check_balance(dep(tp=2, engine="sglang"), m, llama())
+    assert f.status is Status.WARN and "below the 1 GiB margin" in f.message
+    relaxed = check_balance(dep(tp=2, engine="sglang", require=Require(balance_headroom_gib=0.25)), m, llama())
+    assert relaxed.status is Status.PASS
+
+
+def test_sglang_tp1_has_no_balance_rule():
+    f = check_balance(dep(engine="sglang"), busy_l4(), llama())
+    assert f.status is Status.SKIP
+    assert f.data["headroom_gib"] is None
+
+
+def test_sglang_pp_ranks_are_in_the_same_world():
+    # TP=2 x PP=2: GPU3 busy -> the whole world's min drops
+    m = machine(4, free=[22221, 22221, 22221, 15000])
+    f = check_balance(dep(tp=2, pp=2, engine="sglang"), m, llama())
+    assert f.status is Status.FAIL and "GPU3" in f.message
+
+
+def test_sglang_dp_replicas_are_separate_worlds():
+    # replica 0 on GPU0-1 balanced, replica 1 on GPU2-3 balanced, but the replicas differ: no failure
+    m = machine(4, free=[22221, 22221, 16000, 16000])
+    f = check_balance(dep(tp=2, dp=2, engine="sglang"), m, llama())
+    assert f.status is not Status.FAIL
+
+
+def test_vllm_free_below_utilization_fails_and_suggests_a_fraction():
+    f = check_balance(dep(tp=2, memory_fraction=0.9), busy_l4(), llama())
+    assert f.status is Status.FAIL
+    assert "vLLM refuses to start" in f.message and "GPU1" in f.message
+    assert "memory_fraction: 0.77" in f.message
+    ok = check_balance(dep(tp=2, memory_fraction=0.75), busy_l4(), llama())
+    assert ok.status is Status.PASS
+
+
+def test_vllm_default_fraction_by_version():
+    # 22221/23034 = 0.9647 free: passes 0.9 and 0.92 with room
+    m = machine(2)
+    new = check_balance(dep(tp=2, engine_version="0.33.0"), m, llama())
+    assert new.data["gpu_memory_utilization"] == 0.92
+    old = check_balance(dep(tp=2, engine_version="0.11.0"), m, llama())
+    assert old.data["gpu_memory_utilization"] == 0.9
+
+
+def test_memory_unknown_skips_never_passes():
+    m = machine(2, total=None, free=None)
+    f = check_balance(dep(tp=2, engine="sglang"), m, llama())
+    assert f.status is Status.SKIP and "unknown" in f.message

@@ -1,0 +1,110 @@
+"""The heads rule mirrors the engines' divisibility asserts; these are the edges users hit."""
+
+from __future__ import annotations
+
+import pytest
+from builders import dep, llama, machine
+
+from pytest_gpulayout.findings import Status
+from pytest_gpulayout.modelspec import ModelSpec, Quantization
+from pytest_gpulayout.rules.heads import check_heads, tp_problems, valid_tp_sizes
+
+
+def test_tp3_for_32_heads_fails_with_engine_text_and_valid_sizes():
+    f = check_heads(dep("llama-tp3", tp=3), machine(4), llama())
+    assert f.status is Status.FAIL
+    assert "Total number of attention heads (32) must be divisible by tensor parallel size (3)" in f.message
+    assert "TP sizes that divide: 1, 2, 4, 8" in f.message
+    assert f.data["num_attention_heads"] == 32 and f.data["num_key_value_heads"] == 8
+
+
+@pytest.mark.parametrize("heads,tp,expected", [(28, 8, Status.FAIL), (52, 8, Status.FAIL), (40, 3, Status.FAIL),
+                                               (28, 4, Status.PASS), (52, 4, Status.PASS)])
+def test_real_error_reports(heads, tp, expected):
+    # errors/001, 003, 005 from users: 28 heads TP=8, 52 heads TP=8, 40 heads TP=3
+    model = llama(heads=heads, kv=4, hidden_size=heads * 128, intermediate_size=heads * 512)
+    assert check_heads(dep(tp=tp), machine(8), model).status is expected
+
+
+def test_kv_heads_fewer_than_tp_are_replicated():
+    f = check_heads(dep(tp=8), machine(8), llama(kv=2))
+    assert f.status is Status.PASS
+    assert f.data["kv_heads_per_rank"] == 1
+    assert f.data["kv_head_replicas"] == 4
+    assert "replicated on 4 ranks" in f.message
+
+
+def test_kv_heads_not_a_divisor_of_tp_fail():
+    # 6 KV heads, TP=4: 6 >= 4 but 6 % 4 != 0
+    f = check_heads(dep(tp=4), machine(4), llama(heads=24, kv=6, hidden_size=3072, intermediate_size=8192))
+    assert f.status is Status.FAIL
+    assert "6 KV heads do not divide by TP=4" in f.message
+    # 3 KV heads, TP=4 < ... : tp % kv != 0
+    problems = tp_problems(llama(heads=24, kv=3, intermediate_size=8192), 8)
+    assert any("not a multiple of the 3 KV heads" in p for p in problems)
+
+
+def test_kv_heads_per_rank_shrinks_with_tp():
+    assert check_heads(dep(tp=2), machine(2), llama()).data["kv_heads_per_rank"] == 4
+    assert check_heads(dep(tp=4), machine(4), llama()).data["kv_heads_per_rank"] == 2
+
+
+def test_mla_has_no_kv_head_rule_and_one_latent_per_rank():
+    ds = llama(heads=128, kv=128, layers=61, kv_lora_rank=512, qk_rope_head_dim=64, hidden_size=7168,
+               intermediate_size=18432, vocab_size=129280)
+    f = check_heads(dep(tp=8), machine(8), ds)
+    assert f.status is Status.PASS
+    assert f.data["kv_heads_per_rank"] == 1
+    assert "MLA" in f.message
+
+
+def test_pp_uneven_split_is_allowed_and_explained_per_engine():
+    v = check_heads(dep(pp=3), machine(3), llama(layers=32))
+    assert v.status is Status.PASS
+    assert v.data["pp_layer_split"] == [11, 11, 10]  # vLLM: extra layers before the last stage
+    assert "VLLM_PP_LAYER_PARTITION" in v.message
+    s = check_heads(dep(pp=3, engine="sglang"), machine(3), llama(layers=32))
+    assert s.data["pp_layer_split"] == [10, 11, 11]  # SGLang: the last stages take the extra layers
+    assert "SGLANG_PP_LAYER_PARTITION" in s.message
+
+
+def test_more_stages_than_layers_fails():
+    f = check_heads(dep(pp=4), machine(4), llama(layers=2))
+    assert f.status is Status.FAIL
+    assert "more stages than" in f.message
+
+
+def test_vocab_padding_rule():
+    # 32000 vocab padded to 32000 (multiple of 64): divisible by 2 and 4, not by 3
+    m = llama(heads=48, kv=48, hidden_size=6144, intermediate_size=24576, vocab_size=32000)
+    assert any("vocabulary" in p for p in tp_problems(m, 3))
+    assert not any("vocabulary" in p for p in tp_problems(m, 4))
+
+
+def test_moe_expert_parallel_uneven_warns_and_too_many_ranks_fail():
+    moe = llama(num_experts=6, num_experts_per_tok=2, moe_intermediate_size=1024)
+    warn = check_heads(dep(tp=4, enable_expert_parallel=True), machine(4), moe)
+    assert warn.status is Status.WARN and "do not split evenly" in warn.message
+    big = check_heads(dep(tp=8, enable_expert_parallel=True), machine(8), moe)
+    assert big.status is Status.FAIL and "exceeds the 6 experts" in big.message
+    even = check_heads(dep(tp=2, enable_expert_parallel=True), machine(2), moe)
+    assert even.status is Status.PASS and even.data["expert_parallel_size"] == 2
+
+
+def test_int4_group_size_must_divide_per_rank_width():
+    awq = llama(intermediate_size=14336, quantization=Quantization("awq", 4, group_size=128))
+    assert check_heads(dep(tp=2), machine(2), awq).status is Status.PASS   # 7168 / 128 = 56
+    f = check_heads(dep(tp=8), machine(8), awq)                              # 1792 / 128 = 14 -> ok
+    assert f.status is Status.PASS
+    odd = llama(intermediate_size=13824, quantization=Quantization("gptq", 4, group_size=128))
+    bad = tp_problems(odd, 4)                                               # 3456 / 128 = 27 ok
+    assert not bad
+    bad = tp_problems(odd, 8)                                               # 1728 / 128 = 13.5
+    assert any("group size 128" in p for p in bad)
+
+
+def test_valid_tp_sizes_for_qwen_like_model():
+    m = ModelSpec(name="q", source="t", model_type="qwen2", num_attention_heads=28, num_key_value_heads=4,
+                  head_dim=128, num_hidden_layers=28, hidden_size=3584, intermediate_size=18944,
+                  vocab_size=152064)
+    assert valid_tp_sizes(m, 8) == [1, 2, 4]
