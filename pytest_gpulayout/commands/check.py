@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report import summary_table
     from ..sources import load_machine
 
-    path = find_manifest(args.manifest, None, Path.cwd())
+    path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
     manifest = load_manifest(path)
     models = load_models(manifest.deployments)
     if args.machine:
