@@ -132,7 +132,9 @@ class Machine:
     """GPUs plus the link kind of every pair (keys ``(i, j)`` with ``i < j``).
 
     ``source`` says where the facts came from (``nvml``, ``snapshot:path``, ``preset:name``,
-    ``topo:path``), so every report can say what it looked at.
+    ``topo:path``), so every report can say what it looked at. ``notes`` are caveats the source
+    found while reading the machine (e.g. CUDA's device order is ambiguous on a mixed host), to be
+    shown next to the verdicts rather than lost.
     """
 
     gpus: tuple[Gpu, ...]
@@ -140,6 +142,7 @@ class Machine:
     host: str | None = None
     driver: str | None = None
     source: str = "unknown"
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         norm = {_pair(i, j): normalize_link(k) for (i, j), k in dict(self.links).items() if i != j}

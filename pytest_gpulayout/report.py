@@ -31,10 +31,11 @@ def key_number(f: Finding) -> str:
     if f.check == "heads":
         return f"kv/rank {d.get('kv_heads_per_rank')}"
     if f.check == "balance":
-        if d.get("headroom_gib") is not None:
-            return f"{d['headroom_gib']:+.2f} GiB"
+        # vLLM deployments carry their own rule's margin; SGLang's is the 0.9-rule headroom
         if d.get("vllm_min_margin_gib") is not None:
             return f"{d['vllm_min_margin_gib']:+.2f} GiB"
+        if d.get("headroom_gib") is not None:
+            return f"{d['headroom_gib']:+.2f} GiB"
         return ""
     if f.check == "links":
         return str(d.get("worst_link") or "")

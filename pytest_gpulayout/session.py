@@ -89,16 +89,20 @@ class GpuLayoutState:
             self.findings[name] = evaluate(self.deployment(name), self.machine, self.models[name])
         return self.findings[name]
 
+    def log_dir(self) -> Path | None:
+        """Where engine logs go: $GPULAYOUT_LOG_DIR, else pytest's cache dir (None: a temp dir)."""
+        if os.environ.get("GPULAYOUT_LOG_DIR"):
+            return Path(os.environ["GPULAYOUT_LOG_DIR"])
+        cache = getattr(self.config, "cache", None)
+        return Path(cache.mkdir("gpulayout-logs")) if cache is not None else None
+
     def finding(self, name: str, check: str) -> Finding:
         static = self.static_findings(name)
         if check != "startup":
             return static[check]
         if "startup" not in static:
-            dep = self.deployment(name)
-            log_dir = Path(os.environ.get("GPULAYOUT_LOG_DIR") or self.config.cache.mkdir("gpulayout-logs")
-                           if self.config.cache else Path.cwd())
-            static["startup"] = run_startup_check(dep, self.machine, self.models[name], static,
-                                                  launch=self.launch, log_dir=Path(log_dir))
+            static["startup"] = run_startup_check(self.deployment(name), self.machine, self.models[name],
+                                                  static, launch=self.launch, log_dir=self.log_dir())
         return static["startup"]
 
 

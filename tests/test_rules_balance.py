@@ -58,7 +58,7 @@ def test_vllm_free_below_utilization_fails_and_suggests_a_fraction():
     f = check_balance(dep(tp=2, memory_fraction=0.9), busy_l4(), llama())
     assert f.status is Status.FAIL
     assert "vLLM refuses to start" in f.message and "GPU1" in f.message
-    assert "memory_fraction: 0.77" in f.message
+    assert "memory_fraction: 0.79" in f.message
     ok = check_balance(dep(tp=2, memory_fraction=0.75), busy_l4(), llama())
     assert ok.status is Status.PASS
 

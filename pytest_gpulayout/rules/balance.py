@@ -52,8 +52,12 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tup
     data = {"min_free_gib": round(frees[lo], 2), "max_free_gib": round(frees[hi], 2),
             "headroom_gib": round(headroom, 2), "rule": "min_free >= 0.9 x max_free"}
     rep = f" (replica {d})" if dep.dp > 1 else ""
-    facts = (f"GPU{lo} has {frees[lo]:.2f} GiB free against {frees[hi]:.2f} GiB on GPU{hi}{rep}; SGLang needs "
-             f"min >= 0.9 x max = {need:.2f} GiB")
+    if frees[lo] == frees[hi]:
+        facts = (f"all {len(world)} ranks{rep} have {frees[lo]:.2f} GiB free; SGLang needs min >= 0.9 x max = "
+                 f"{need:.2f} GiB")
+    else:
+        facts = (f"GPU{lo} has {frees[lo]:.2f} GiB free against {frees[hi]:.2f} GiB on GPU{hi}{rep}; SGLang "
+                 f"needs min >= 0.9 x max = {need:.2f} GiB")
     tenants = [p for p in machine.gpu(lo).processes]
     who = (" (held by " + ", ".join(f"{p.name or 'pid'} {p.pid}" for p in tenants[:3]) + ")") if tenants else ""
     if headroom < 0:

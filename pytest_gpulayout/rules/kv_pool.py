@@ -35,19 +35,26 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec) -> lis
     ]
 
 
-def required_tokens(dep: Deployment, max_model_len: int | None) -> tuple[int | None, str]:
-    """Tokens the pool must hold, and the words for it (from require.kv_tokens / require.concurrency)."""
+def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_model_len: int | None
+               ) -> tuple[list[str], list[str]]:
+    """(unmet, tight) requirement sentences. Concurrency is judged on the engine's own measure, full
+    ``max_model_len`` requests at once, which counts sliding-window layers at their window."""
     req = dep.require
-    needs: list[tuple[int, str]] = []
+    unmet: list[str] = []
+    tight: list[str] = []
     if req.kv_tokens:
-        needs.append((req.kv_tokens, f"require.kv_tokens {req.kv_tokens:,}"))
-    if req.concurrency and max_model_len:
-        needs.append((req.concurrency * max_model_len,
-                      f"require.concurrency {req.concurrency} x max_model_len {max_model_len:,} = "
-                      f"{req.concurrency * max_model_len:,}"))
-    if not needs:
-        return None, ""
-    return max(needs)
+        text = f"require.kv_tokens {req.kv_tokens:,}"
+        if tokens < req.kv_tokens:
+            unmet.append(f"{text}: short by {req.kv_tokens - tokens:,} tokens")
+        elif tokens < req.kv_tokens * (1 + TIGHT_MARGIN):
+            tight.append(text)
+    if req.concurrency and concurrency is not None and max_model_len:
+        text = f"require.concurrency {req.concurrency} full {max_model_len:,}-token requests"
+        if concurrency < req.concurrency:
+            unmet.append(f"{text}: holds {concurrency:.1f}")
+        elif concurrency < req.concurrency * (1 + TIGHT_MARGIN):
+            tight.append(text)
+    return unmet, tight
 
 
 def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
@@ -86,31 +93,34 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
         "kv_budget_gib_per_rank": round(p.kv_budget_bytes_per_rank / GIB, 2),
     })
     rep = f" (smallest of {len(preds)} replicas)" if len(preds) > 1 else ""
-    basis = (f"{per_token:,} B/token/rank, {p.weights_gib_per_rank:.2f} GiB weights/rank, "
-             f"memory fraction {p.memory_fraction:g} ({p.fraction_source})")
+    fraction = ("memory_fraction " + f"{p.memory_fraction:g}" if p.fraction_source == "memory_fraction"
+                else p.fraction_source)
+    basis = f"{per_token:,} B/token/rank, {p.weights_gib_per_rank:.2f} GiB weights/rank, {fraction}"
     notes = (" " + " ".join(p.notes)) if p.notes else ""
     head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
         return failed(CHECK, f"{head}: the weights leave no room for a KV cache on GPU{p.limiting_gpu}. "
                       f"Raise memory_fraction, add tensor/pipeline parallel ranks, or quantize.{notes}", **data)
-    need, need_txt = required_tokens(dep, max_len)
-    if max_len and tokens[smallest] < max_len:
-        fix = (f"Lower max_model_len to {tokens[smallest]:,} or less, raise memory_fraction, or spread the "
-               f"model over more GPUs")
+    if p.fits_one_request is False:
+        fix = (f"Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
+               f"more GPUs")
         if dep.engine == "vllm":
             return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so vLLM refuses to start "
                           f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", **data)
         return warned(CHECK, f"{head}: fewer than one full {max_len:,}-token request; SGLang starts but warns "
                       f"\"KV pool holds ... fewer than --context-length\". {fix}.{notes}", **data)
     conc = f"; {p.max_concurrency:.1f} full {max_len:,}-token requests" if p.max_concurrency and max_len else ""
-    if need is None:
+    unmet, tight = shortfalls(dep, tokens[smallest], p.max_concurrency, max_len)
+    if unmet:
+        return failed(CHECK, f"{head}{conc}; misses " + "; ".join(unmet) + ". Raise memory_fraction, shorten "
+                      f"max_model_len, use kv_cache_dtype: fp8, or add GPUs.{notes}", **data)
+    if tight:
+        return warned(CHECK, f"{head}{conc}: meets " + " and ".join(tight) + f" with under {TIGHT_MARGIN:.0%} to "
+                      f"spare; the prediction is an estimate: confirm with the startup check "
+                      f"(--gpulayout-launch).{notes}", **data)
+    if not (dep.require.kv_tokens or dep.require.concurrency):
         return passed(CHECK, f"{head}{conc}; no requirement set (require.kv_tokens / require.concurrency).{notes}",
                       **data)
-    data["required_kv_tokens"] = need
-    if tokens[smallest] < need:
-        return failed(CHECK, f"{head}, short of {need_txt} by {need - tokens[smallest]:,} tokens. Raise "
-                      f"memory_fraction, shorten max_model_len, use kv_cache_dtype: fp8, or add GPUs.{notes}", **data)
-    if tokens[smallest] < need * (1 + TIGHT_MARGIN):
-        return warned(CHECK, f"{head} meets {need_txt} with under {TIGHT_MARGIN:.0%} to spare; the prediction is "
-                      f"an estimate: confirm with the startup check (--gpulayout-launch).{notes}", **data)
-    return passed(CHECK, f"{head}{conc}: meets {need_txt}.{notes}", **data)
+    met = [t for t in (dep.require.kv_tokens and f"require.kv_tokens {dep.require.kv_tokens:,}",
+                       dep.require.concurrency and f"require.concurrency {dep.require.concurrency}") if t]
+    return passed(CHECK, f"{head}{conc}: meets {' and '.join(met)}.{notes}", **data)
