@@ -33,8 +33,18 @@ ALL_CHECKS = (*STATIC_CHECKS, "startup")
 
 
 def evaluate(dep: Deployment, machine: Machine, model: ModelSpec) -> dict[str, Finding]:
-    """Every static check's finding for one deployment, keyed by check name."""
-    return {name: fn(dep, machine, model) for name, fn in STATIC_CHECKS.items()}
+    """Every static check's finding for one deployment, keyed by check name.
+
+    A value the checks find impossible for this model (e.g. ``kv_cache_dtype: fp8_ds_mla`` on a
+    non-MLA model) is bad input: it is re-raised naming the manifest and the deployment's key.
+    """
+    try:
+        return {name: fn(dep, machine, model) for name, fn in STATIC_CHECKS.items()}
+    except InputError as err:
+        if err.where and dep.manifest_path and err.where != str(dep.manifest_path):
+            raise  # the error is in another file (a model's config.json): it already names it
+        raise InputError(err.message, where=dep.manifest_path,
+                         key=f"deployments.{dep.name}" + (f".{err.key}" if err.key else "")) from None
 
 
 def check_status(findings: Iterable[Finding]) -> Status:
