@@ -23,7 +23,8 @@ DEPLOYMENTS = [
     ("qwen3-8b-tp2", "Qwen/Qwen3-8B", 2, 1, 1), ("qwen3-8b-pp2", "Qwen/Qwen3-8B", 1, 2, 1),
     ("qwen3-8b-dp8", "Qwen/Qwen3-8B", 1, 1, 8), ("llama-70b-tp4", "meta-llama/Llama-3.1-70B-Instruct", 4, 1, 2),
     ("llama-70b-tp8", "meta-llama/Llama-3.1-70B-Instruct", 8, 1, 1), ("qwen3-32b-tp2", "Qwen/Qwen3-32B", 2, 1, 4),
-    ("mixtral-tp4", "mistralai/Mixtral-8x7B-Instruct-v0.1", 4, 1, 2), ("gemma3-27b-tp2", "google/gemma-3-27b-it", 2, 1, 4),
+    ("mixtral-tp4", "mistralai/Mixtral-8x7B-Instruct-v0.1", 4, 1, 2),
+    ("gemma3-27b-tp2", "google/gemma-3-27b-it", 2, 1, 4),
     ("qwen3-30b-a3b-tp2", "Qwen/Qwen3-30B-A3B", 2, 1, 4), ("gpt-oss-120b-tp4", "openai/gpt-oss-120b", 4, 1, 2),
 ]
 

@@ -37,10 +37,10 @@ class Placement:
 
     def stage_boundaries(self) -> tuple[tuple[int, int], ...]:
         """GPU pairs that exchange activations between consecutive PP stages (same TP rank)."""
-        pairs = []
+        pairs: list[tuple[int, int]] = []
         for rep in self.replicas:
             for s in range(len(rep) - 1):
-                pairs.extend(zip(rep[s], rep[s + 1]))
+                pairs.extend(zip(rep[s], rep[s + 1], strict=True))
         return tuple(pairs)
 
 

@@ -18,10 +18,10 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 from __future__ import annotations
 
 from ..deployment import Deployment
-from ..findings import Finding, Status, failed, passed, skipped, warned
+from ..findings import Finding, Status, skipped
 from ..machine import Machine
 from ..modelspec import ModelSpec
-from ..placement import PlacementError, Placement, format_group, place
+from ..placement import Placement, PlacementError, place
 
 CHECK = "balance"
 SGLANG_RATIO = 0.9
@@ -45,18 +45,18 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tup
             worst = (headroom, d, world)
     assert worst is not None
     headroom, d, world = worst
-    frees = {i: _gib(machine.gpu(i).memory_free_mib) for i in world}
-    lo = min(world, key=lambda i: frees[i])
-    hi = max(world, key=lambda i: frees[i])
-    need = SGLANG_RATIO * frees[hi]
-    data = {"min_free_gib": round(frees[lo], 2), "max_free_gib": round(frees[hi], 2),
+    free_of = {i: _gib(machine.gpu(i).memory_free_mib) for i in world}
+    lo = min(world, key=lambda i: free_of[i])
+    hi = max(world, key=lambda i: free_of[i])
+    need = SGLANG_RATIO * free_of[hi]
+    data = {"min_free_gib": round(free_of[lo], 2), "max_free_gib": round(free_of[hi], 2),
             "headroom_gib": round(headroom, 2), "rule": "min_free >= 0.9 x max_free"}
     rep = f" (replica {d})" if dep.dp > 1 else ""
-    if frees[lo] == frees[hi]:
-        facts = (f"all {len(world)} ranks{rep} have {frees[lo]:.2f} GiB free; SGLang needs min >= 0.9 x max = "
+    if free_of[lo] == free_of[hi]:
+        facts = (f"all {len(world)} ranks{rep} have {free_of[lo]:.2f} GiB free; SGLang needs min >= 0.9 x max = "
                  f"{need:.2f} GiB")
     else:
-        facts = (f"GPU{lo} has {frees[lo]:.2f} GiB free against {frees[hi]:.2f} GiB on GPU{hi}{rep}; SGLang "
+        facts = (f"GPU{lo} has {free_of[lo]:.2f} GiB free against {free_of[hi]:.2f} GiB on GPU{hi}{rep}; SGLang "
                  f"needs min >= 0.9 x max = {need:.2f} GiB")
     tenants = [p for p in machine.gpu(lo).processes]
     who = (" (held by " + ", ".join(f"{p.name or 'pid'} {p.pid}" for p in tenants[:3]) + ")") if tenants else ""
@@ -67,7 +67,8 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tup
             f"GPUs with equal free memory"), data
     if headroom < margin:
         return Status.WARN, (
-            f"{facts}: only {headroom:.2f} GiB of headroom, below the {margin:g} GiB margin "
+            f"{facts}: only {headroom:.2f} GiB of headroom, "
+            f"below the {margin:g} GiB margin "
             f"(require.balance_headroom_gib); a tenant growing on GPU{lo}{who} tips it over"), data
     return Status.PASS, f"{facts}: {headroom:.2f} GiB of headroom", data
 
@@ -113,12 +114,13 @@ def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[Stat
     tokens = [p.kv_tokens for p in preds]
     data = {"predicted_kv_tokens_per_replica": tokens}
     lo, hi = min(tokens), max(tokens)
+    listed = ", ".join(f"{t:,}" for t in tokens)
     if lo <= 0 or hi / lo > LOPSIDED_RATIO:
         return Status.WARN, (
-            f"DP replicas' predicted pools are lopsided ({', '.join(f'{t:,}' for t in tokens)} tokens): "
+            f"DP replicas' predicted pools are lopsided ({listed} tokens): "
             f"round-robin sends them equal load, so the smallest pool sets the pace; place replicas on GPUs "
             f"with similar free memory"), data
-    return Status.PASS, f"DP replicas' pools within {LOPSIDED_RATIO:g}x ({', '.join(f'{t:,}' for t in tokens)} tokens)", data
+    return Status.PASS, f"DP replicas' pools within {LOPSIDED_RATIO:g}x ({listed} tokens)", data
 
 
 def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
@@ -143,8 +145,8 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
         if dep.engine == "sglang":
             parts.append((st, msg))
     if dep.engine == "vllm":
-        from ..memory import default_memory_fraction
         from ..engines import resolve_version
+        from ..memory import default_memory_fraction
 
         if dep.memory_fraction is not None:
             fraction, source = dep.memory_fraction, "memory_fraction"

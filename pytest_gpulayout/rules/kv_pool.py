@@ -102,8 +102,8 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
         return failed(CHECK, f"{head}: the weights leave no room for a KV cache on GPU{p.limiting_gpu}. "
                       f"Raise memory_fraction, add tensor/pipeline parallel ranks, or quantize.{notes}", **data)
     if p.fits_one_request is False:
-        fix = (f"Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
-               f"more GPUs")
+        fix = ("Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
+               "more GPUs")
         if dep.engine == "vllm":
             return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so vLLM refuses to start "
                           f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", **data)

@@ -35,7 +35,7 @@ def _policy_status(kind: str, allowed: tuple[str, ...] | None) -> str:
             return "pass"
         if kind in allowed:
             return "pass"
-        slowest_allowed = max((link_rank("NV1") if a == "NV" else link_rank(a) for a in allowed))
+        slowest_allowed = max(link_rank("NV1") if a == "NV" else link_rank(a) for a in allowed)
         return "pass" if link_rank(kind) <= slowest_allowed else "fail"
     fam = link_family(kind)
     if fam == "NV":

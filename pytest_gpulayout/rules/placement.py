@@ -52,9 +52,9 @@ def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None =
             problems.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: MIG instances "
                             f"have no P2P/NVLink between them, so TP/PP across them cannot work; use whole GPUs")
         else:
+            vllm_note = "vLLM cannot parse MIG- UUIDs in CUDA_VISIBLE_DEVICES; " if dep.engine == "vllm" else ""
             warnings.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: "
-                            f"{'vLLM cannot parse MIG- UUIDs in CUDA_VISIBLE_DEVICES; ' if dep.engine == 'vllm' else ''}"
-                            f"the slice's memory is all the replica gets")
+                            f"{vllm_note}the slice's memory is all the replica gets")
 
     tenants = _tenants(machine, placement.gpus)
     if tenants:
