@@ -8,7 +8,7 @@ The rules are the engines' own (vLLM ``ModelConfig.verify_with_parallel_config``
   replicated KV head);
 - every column/row-parallel width (MLP intermediate, MoE expert intermediate) % TP == 0;
 - the vocabulary, padded to a multiple of 64, % TP == 0;
-- int4 group-quantized row-parallel inputs must split into whole groups per rank.
+- int4 group-quantized (AWQ/GPTQ) row-parallel inputs must split into whole groups per rank.
 
 PP has no divisibility rule: the engines split layers unevenly, and the finding says how.
 """
@@ -58,7 +58,9 @@ def tp_problems(model: ModelSpec, tp: int) -> list[str]:
     if padded_vocab % tp:
         problems.append(f"vocabulary {model.vocab_size} (padded to {padded_vocab}) does not divide by TP={tp}")
     q = model.quantization
-    if q is not None and q.group_size and q.group_size > 0:
+    # int4 group quantization (AWQ/GPTQ and their Marlin kernels) needs whole groups per rank; mxfp4
+    # and fp8 kernels pad the per-rank width instead, so they have no such rule.
+    if q is not None and q.group_size and q.group_size > 0 and ("awq" in q.method or "gptq" in q.method):
         widths = {"MLP": model.moe_intermediate_size if model.is_moe else model.intermediate_size,
                   "attention output": model.num_attention_heads * model.head_dim}
         for what, width in widths.items():
