@@ -157,7 +157,7 @@ class _ActivePlugin:
         if report_path:
             Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
         if html_path:
-            from .html_output import write_html
+            from .html_report import write_html
 
             write_html(report, Path(html_path))
 

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir)
 
     if args.html:
-        from ..html_output import write_html
+        from ..html_report import write_html
 
         write_html(report, Path(args.html))
     if args.json:

@@ -4,7 +4,8 @@ The prediction (``memory.predict_pool``) mirrors each engine's sizing: bytes per
 the config (KV heads per rank, MLA latent, layers on the busiest PP stage, KV dtype), weights per rank,
 the memory fraction (engine default by version when absent) and an activation reserve. It is an
 estimate: a requirement met with less than ``TIGHT_MARGIN`` to spare is a warning, and the
-``startup`` check measures the real pool.
+``startup`` check measures the real pool. ``require.kv_tokens`` and ``require.concurrency`` are per
+replica: each DP engine has its own pool and round robin gives it its share of the users.
 """
 
 from __future__ import annotations
@@ -43,15 +44,16 @@ def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_mode
     unmet: list[str] = []
     tight: list[str] = []
     if req.kv_tokens:
-        text = f"require.kv_tokens {req.kv_tokens:,}"
+        text = f"require.kv_tokens {req.kv_tokens:,}" + (" per replica" if dep.dp > 1 else "")
         if tokens < req.kv_tokens:
             unmet.append(f"{text}: short by {req.kv_tokens - tokens:,} tokens")
         elif tokens < req.kv_tokens * (1 + TIGHT_MARGIN):
             tight.append(text)
     if req.concurrency and concurrency is not None and max_model_len:
-        text = f"require.concurrency {req.concurrency} full {max_model_len:,}-token requests"
+        per = " per replica" if dep.dp > 1 else ""
+        text = f"require.concurrency {req.concurrency} full {max_model_len:,}-token requests{per}"
         if concurrency < req.concurrency:
-            unmet.append(f"{text}: holds {concurrency:.1f}")
+            unmet.append(f"{text}: holds {concurrency:.2f}")
         elif concurrency < req.concurrency * (1 + TIGHT_MARGIN):
             tight.append(text)
     return unmet, tight
@@ -109,7 +111,7 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
                           f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", **data)
         return warned(CHECK, f"{head}: fewer than one full {max_len:,}-token request; SGLang starts but warns "
                       f"\"KV pool holds ... fewer than --context-length\". {fix}.{notes}", **data)
-    conc = f"; {p.max_concurrency:.1f} full {max_len:,}-token requests" if p.max_concurrency and max_len else ""
+    conc = f"; {p.max_concurrency:.2f} full {max_len:,}-token requests" if p.max_concurrency and max_len else ""
     unmet, tight = shortfalls(dep, tokens[smallest], p.max_concurrency, max_len)
     if unmet:
         return failed(CHECK, f"{head}{conc}; misses " + "; ".join(unmet) + ". Raise memory_fraction, shorten "

@@ -1,0 +1,296 @@
+"""``gpulayout plan MODEL [--machine M] ...``: candidate TP/PP/DP layouts side by side, best first.
+
+Prints an aligned table (layout, GPUs, weights per GPU, KV bytes per token per rank, predicted pool
+per replica, full-length requests, verdicts), one "why" line per layout, the refused layouts grouped
+by reason, and, where the rules cannot decide, the manifest that measures the contenders. ``--json``
+prints ``Plan.to_json()``; ``--html FILE`` writes the picture. Exit 0 when some layout serves the
+model as asked, 1 when none does, 2 on bad input, 3 when ``--machine auto`` cannot probe the GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..deployment import ENGINES, KV_CACHE_DTYPES
+from ..findings import Status
+from ..planner import LayoutRow, Plan, per_replica_text, requests_text
+
+#: How many candidate layouts the text table shows (``--json`` lists all).
+TEXT_LIMIT = 10
+#: Refused layouts shown in the table (those closest to the demand), to say how far off they are.
+REFUSED_IN_TABLE = 3
+#: Lines of grouped refusal reasons before "... more".
+REFUSED_LINES = 12
+
+
+def _positive_int(what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number, not {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be at least 1, not {value}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--memory-fraction must be a number in (0, 1], not {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"--memory-fraction must be in (0, 1], not {value:g} (it is the share "
+            f"of each GPU the engine may take, e.g. 0.9)"
+        )
+    return value
+
+
+def _catalog_epilog() -> str:
+    try:
+        from ..catalog import catalog_ids
+
+        ids = catalog_ids()
+    except Exception:  # the catalog is optional for --help; never let it break the CLI
+        return ""
+    return "bundled catalog models (MODEL may also be a directory holding config.json, or the file):\n  " + "\n  ".join(
+        ids
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = _catalog_epilog()
+    p.add_argument("model", metavar="MODEL", help="directory holding config.json | a config.json | catalog id")
+    p.add_argument(
+        "--machine",
+        metavar="M",
+        default="auto",
+        help="auto (live NVML, default) | snapshot .yaml/.json | topo -m text | preset:<name>",
+    )
+    p.add_argument("--engine", choices=ENGINES, default="vllm", help="serving engine (default: vllm)")
+    p.add_argument(
+        "--engine-version",
+        metavar="V",
+        default=None,
+        help="engine version whose defaults to assume (default: the installed one)",
+    )
+    p.add_argument(
+        "--max-model-len",
+        metavar="N",
+        type=_positive_int("--max-model-len"),
+        default=None,
+        help="longest request in tokens (default: the model's own maximum)",
+    )
+    need = p.add_mutually_exclusive_group()
+    need.add_argument(
+        "--concurrency",
+        metavar="C",
+        type=_positive_int("--concurrency"),
+        default=None,
+        help="full-length requests the deployment must hold at once, all DP replicas together",
+    )
+    need.add_argument(
+        "--kv-tokens",
+        metavar="T",
+        type=_positive_int("--kv-tokens"),
+        default=None,
+        help="tokens of KV cache the deployment must hold, all DP replicas together",
+    )
+    p.add_argument(
+        "--gpus",
+        metavar="N",
+        type=_positive_int("--gpus"),
+        default=None,
+        help="plan on at most N of the visible GPUs (default: all)",
+    )
+    p.add_argument(
+        "--memory-fraction",
+        metavar="F",
+        type=_fraction,
+        default=None,
+        help="vLLM --gpu-memory-utilization / SGLang --mem-fraction-static (default: engine's)",
+    )
+    p.add_argument(
+        "--kv-cache-dtype",
+        choices=KV_CACHE_DTYPES,
+        default="auto",
+        metavar="DTYPE",
+        help="KV cache dtype (auto | fp8 | ...; default auto)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object: model, machine, layouts")
+    p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report to FILE")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..modelspec import load_model
+    from ..planner import plan
+    from ..sources import load_machine
+
+    model = load_model(args.model, Path.cwd())
+    machine = load_machine(args.machine, Path.cwd())
+    result = plan(
+        model,
+        machine,
+        engine=args.engine,
+        engine_version=args.engine_version,
+        max_model_len=args.max_model_len,
+        concurrency=args.concurrency,
+        kv_tokens=args.kv_tokens,
+        max_gpus=args.gpus,
+        memory_fraction=args.memory_fraction,
+        kv_cache_dtype=args.kv_cache_dtype,
+        model_ref=args.model,
+    )
+    if args.html:
+        from ..html_report import render_plan_html
+
+        Path(args.html).write_text(render_plan_html(result), encoding="utf-8")
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_plan(result))
+    return 0 if result.candidates else 1
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for r in rows:
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _checks_cell(verdicts: dict[str, Status]) -> str:
+    bad = [f"{c} {s.value}" for c, s in verdicts.items() if s in (Status.WARN, Status.FAIL)]
+    return ", ".join(bad) if bad else "all pass"
+
+
+def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
+    """(layouts, reason) with DP sizes of one TP x PP shape merged: ``TP=3 PP=1 DP=1,2``."""
+    by_reason: dict[str, dict[tuple[int, int], list[int]]] = {}
+    # layouts the engine refuses outright first (heads, links, placement), then memory shortfalls
+    order = sorted(
+        refused,
+        key=lambda r: (
+            not str(r.refused).startswith(("heads", "links", "placement")),
+            r.group_size,
+            r.tp,
+            r.pp,
+            r.dp,
+        ),
+    )
+    for r in order:
+        by_reason.setdefault(r.refused or "", {}).setdefault((r.tp, r.pp), []).append(r.dp)
+    out = []
+    for reason, shapes in by_reason.items():
+        text = "; ".join(f"TP={tp} PP={pp} DP={','.join(map(str, sorted(dps)))}" for (tp, pp), dps in shapes.items())
+        out.append((text, reason))
+    return out
+
+
+def format_plan(plan: Plan, *, limit: int = TEXT_LIMIT) -> str:
+    """The plan as text for a terminal (what ``gpulayout plan`` prints and examples/ keep)."""
+    m, mc = plan.model, plan.machine
+    lines = [
+        f"model: {m.name} ({m.source}): {m.num_attention_heads} attention heads, "
+        f"{m.num_key_value_heads} KV heads, "
+        f"{m.num_hidden_layers} layers"
+        + (", MLA" if m.is_mla else "")
+        + (f", {m.num_experts} experts" if m.is_moe else ""),
+        f"machine: {mc.source}: {mc.describe()}"
+        + (f", driver {mc.driver}" if mc.driver else "")
+        + (
+            f" (planning on {plan.gpus_considered} of {len(mc.gpus)} GPUs)"
+            if plan.gpus_considered < len(mc.gpus)
+            else ""
+        ),
+    ]
+    kv = next((r.findings.get("kv_pool") for r in plan.layouts if r.findings.get("kv_pool")), None)
+    eng = f"engine: {plan.engine}" + (f" {plan.engine_version}" if plan.engine_version else "")
+    if kv is not None and kv.data.get("memory_fraction") is not None:
+        eng += f"; memory fraction {kv.data['memory_fraction']:g} ({kv.data.get('memory_fraction_source')})"
+    if plan.max_model_len:
+        eng += f"; max_model_len {plan.max_model_len:,}"
+    lines.append(eng)
+    lines.append(
+        f"needs: {plan.required}"
+        if plan.required
+        else "needs: one full-length request per replica (give --concurrency or --kv-tokens for more)"
+    )
+    for note in plan.notes:
+        lines.append(f"note: {note}")
+    lines.append("")
+
+    shown, hidden = plan.headline(limit)
+    # refused for memory (pool too small, start-up check): their numbers say how far off they are
+    sized = plan.closest_refused(REFUSED_IN_TABLE)
+    if shown or sized:
+        header = [
+            "#",
+            "layout",
+            "GPUs",
+            "weights GiB/GPU",
+            "KV B/token/rank",
+            "KV tokens/replica",
+            "full-length reqs",
+            "status",
+            "checks",
+        ]
+        body = []
+        for r in [*shown, *sized]:
+            body.append(
+                [
+                    str(plan.layouts.index(r) + 1) if r.refused is None else "-",
+                    r.layout,
+                    ",".join(map(str, r.gpus)),
+                    f"{r.weights_gib_per_gpu:.2f}" if r.weights_gib_per_gpu is not None else "?",
+                    f"{r.kv_bytes_per_token_per_rank:,}" if r.kv_bytes_per_token_per_rank else "?",
+                    per_replica_text(r.predicted_kv_tokens_per_replica),
+                    requests_text(r.full_length_requests),
+                    "refused" if r.refused else r.status.value,
+                    _checks_cell(dict(r.verdicts)),
+                ]
+            )
+        lines.extend(_table([header, *body], right={0, 3, 4, 5, 6}))
+        lines.append("  (KV tokens per replica: xN = N replicas alike; full-length reqs: held at once, all replicas)")
+    if shown:
+        lines.append("")
+        lines.append("why:")
+        for r in shown:
+            lines.append(f"  {plan.layouts.index(r) + 1:>2}  {r.layout}: {r.why}")
+        if hidden:
+            lines.append(
+                f"  ({hidden} more candidate layout{'s' if hidden != 1 else ''}, "
+                f"mostly the same shapes on fewer GPUs: "
+                f"--json lists all)"
+            )
+    else:
+        lines.append("")
+        lines.append("no layout serves this model on these GPUs with what was asked.")
+    refused = _group_refused(plan.refused)
+    if refused:
+        lines.append("")
+        lines.append(f"refused ({len(plan.refused)} layout{'s' if len(plan.refused) != 1 else ''}):")
+        for layouts_txt, reason in refused[:REFUSED_LINES]:
+            lines.append(f"  {layouts_txt}: {reason}")
+        if len(refused) > REFUSED_LINES:
+            lines.append(f"  ... {len(refused) - REFUSED_LINES} more reasons (--json lists every layout)")
+    if plan.measurement:
+        lines.append("")
+        lines.append("measure: " + plan.measurement.text)
+        lines.append("  gpulayout.yaml for `gpulayout check --launch` (or pytest --gpulayout --gpulayout-launch):")
+        lines.extend("    " + ln for ln in plan.measurement.manifest.rstrip("\n").splitlines())
+    return "\n".join(lines) + "\n"
