@@ -267,10 +267,18 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
             report = gpulayout_launch("qwen3-8b-tp2", max_model_len=8192)
             assert report.kv_tokens >= 60_000
     """
+    from .errors import GpuLayoutError
+    from .modelspec import load_model
+    from .session import get_state
     from .startup import make_launcher
 
-    state = _state(request)
-    manifest = state.load_manifest()
-    from .modelspec import load_model
-
-    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model)
+    state = get_state(request.config)
+    try:
+        manifest = state.load_manifest()
+    except GpuLayoutError as err:
+        pytest.fail(f"gpulayout: {err}", pytrace=False)
+    try:  # with the machine, GPUs are placed and locked by UUID; a launch itself needs only the engine
+        machine = state.machine
+    except GpuLayoutError:
+        machine = None
+    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model, machine=machine)

@@ -112,3 +112,13 @@ def test_bad_model_reference_names_manifest_and_key(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2
     assert "gpulayout.yaml" in err and "deployments.x.model" in err and err.count("\n") == 1
+
+
+def test_machine_auto_without_nvml_exits_3_never_passes(capsys, tmp_path):
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: auto\ndeployments:\n  x:\n    model: Qwen/Qwen3-8B\n")
+    code = main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 3
+    assert captured.out == ""           # no verdict printed for a machine nobody saw
+    assert "NVML" in captured.err and captured.err.count("\n") == 1

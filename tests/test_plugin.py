@@ -150,3 +150,12 @@ def test_xdist_runs_the_suite_and_prints_the_summary(project):
     out = result.stdout.str()
     assert result.ret == 0
     assert "= gpulayout =" in out and "qwen3-8b-pp2" in out
+
+
+def test_html_report_from_pytest(project, tmp_path):
+    p = project(TP2, PP2)
+    html = tmp_path / "report.html"
+    p.runpytest("--gpulayout", "-p", "no:cacheprovider", f"--gpulayout-html={html}")
+    text = html.read_text()
+    assert "qwen3-8b-tp2" in text and "qwen3-8b-pp2" in text and "PHB" in text
+    assert "http://" not in text and "https://" not in text

