@@ -108,7 +108,7 @@ class Report:
         return {
             "machine": {"source": self.machine.source, "gpus": len(self.machine.gpus),
                         "models": self.machine.describe(), "driver": self.machine.driver,
-                        "host": self.machine.host},
+                        "host": self.machine.host, "notes": list(self.machine.notes)},
             "deployments": {name: r.to_json() for name, r in self.results.items()},
         }
 

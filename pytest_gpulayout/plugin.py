@@ -98,6 +98,7 @@ class _ActivePlugin:
                  + (f", driver {m.driver}" if m.driver else "") + (f", host {m.host}" if m.host else "")]
         if not m.memory_known:
             lines.append("gpulayout: GPU memory unknown from this source: balance and kv_pool are skipped")
+        lines.extend(f"gpulayout: note: {note}" for note in m.notes)
         if manifest is not None:
             lines.append(f"gpulayout: manifest {manifest.path} ({len(manifest.deployments)} deployments)"
                          + (", strict" if self.state.strict else "") + (", launch" if self.state.launch else ""))

@@ -122,3 +122,15 @@ def test_machine_auto_without_nvml_exits_3_never_passes(capsys, tmp_path):
     assert code == 3
     assert captured.out == ""           # no verdict printed for a machine nobody saw
     assert "NVML" in captured.err and captured.err.count("\n") == 1
+
+
+def test_machine_notes_are_shown_next_to_the_verdicts(capsys, tmp_path):
+    snap = (EXAMPLES / "01-two-l4-pcie/machine.yaml").read_text()
+    (tmp_path / "m.yaml").write_text(snap + "notes: [\"CUDA_DEVICE_ORDER is not PCI_BUS_ID on a mixed host\"]\n")
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: m.yaml\ndeployments:\n  x:\n    model: Qwen/Qwen3-8B\n    max_model_len: 4096\n")
+    main(["check", str(tmp_path / "gpulayout.yaml")])
+    assert "note: CUDA_DEVICE_ORDER is not PCI_BUS_ID on a mixed host" in capsys.readouterr().out
+    main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    assert json.loads(capsys.readouterr().out)["machine"]["notes"] == [
+        "CUDA_DEVICE_ORDER is not PCI_BUS_ID on a mixed host"]

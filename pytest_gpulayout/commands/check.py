@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
                   + (f", driver {machine.driver}" if machine.driver else "") + "\n")
         if not machine.memory_known:
             out.write("memory: unknown from this source: balance and kv_pool are skipped\n")
+        for note in machine.notes:
+            out.write(f"note: {note}\n")
         for name, result in report.results.items():
             out.write(f"\n{name}  [{result.status.value.upper()}]  {result.deployment.engine} "
                       f"{result.deployment.layout}  {result.model.name}\n")
