@@ -163,7 +163,7 @@ class _ActivePlugin:
             write_html(report, Path(html_path))
 
 
-def _outcome(state: GpuLayoutState, finding: Finding) -> None:
+def _outcome(state: GpuLayoutState, finding: Finding, deployment: str) -> None:
     """fail -> test failure with the message; warn -> GpuLayoutWarning (fails under --gpulayout-strict);
     skip -> skipped with the reason; pass -> nothing."""
     from .findings import Status
@@ -175,7 +175,10 @@ def _outcome(state: GpuLayoutState, finding: Finding) -> None:
     if finding.status is Status.WARN:
         if state.strict:
             pytest.fail(f"[--gpulayout-strict] {finding.message}", pytrace=False)
-        warnings.warn(GpuLayoutWarning(finding.message), stacklevel=2)
+        # Point the warning at the deployment in the manifest, where the fix goes, not at this file.
+        where, line = state.manifest_location(deployment)
+        warnings.warn_explicit(GpuLayoutWarning(finding.message), GpuLayoutWarning, where, line,
+                               module="pytest_gpulayout")
 
 
 # -- fixtures: available to users' own tests; they load the machine lazily ---------------------------
@@ -254,7 +257,7 @@ def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -
         from .report import junit_properties
 
         node.user_properties.extend(junit_properties(finding))
-        _outcome(state, finding)
+        _outcome(state, finding, gpulayout_deployment.name)
         return finding
 
     return run

@@ -89,6 +89,18 @@ class GpuLayoutState:
             self.findings[name] = evaluate(self.deployment(name), self.machine, self.models[name])
         return self.findings[name]
 
+    def manifest_location(self, name: str) -> tuple[str, int]:
+        """(manifest path, line of the deployment's key) for warnings; line 1 when not found."""
+        if self.manifest is None:
+            return "gpulayout", 1
+        try:
+            for no, text in enumerate(self.manifest.path.read_text().splitlines(), 1):
+                if text.strip().rstrip(":").strip("'\"") == name and text.rstrip().endswith(":"):
+                    return str(self.manifest.path), no
+        except OSError:
+            pass
+        return str(self.manifest.path), 1
+
     def log_dir(self) -> Path | None:
         """Where engine logs go: $GPULAYOUT_LOG_DIR, else pytest's cache dir (None: a temp dir)."""
         if os.environ.get("GPULAYOUT_LOG_DIR"):

@@ -78,6 +78,7 @@ def test_warn_is_a_warning_and_strict_fails(project):
     relaxed = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "tp_link")
     relaxed.assert_outcomes(passed=1, warnings=1)
     assert "GpuLayoutWarning" in relaxed.stdout.str()
+    assert "gpulayout.yaml:9: GpuLayoutWarning: qwen3-8b-tp2" in relaxed.stdout.str()  # points at the fix
     strict = p.runpytest("--gpulayout", "--gpulayout-strict", "-p", "no:cacheprovider", "-k", "tp_link")
     strict.assert_outcomes(failed=1)
     assert "[--gpulayout-strict] qwen3-8b-tp2: TP group GPU0-GPU1 is joined by PHB" in strict.stdout.str()
