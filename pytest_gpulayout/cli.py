@@ -52,6 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GpuLayoutError as err:
         print(f"gpulayout: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:  # a path the user gave that cannot be read or written (--html, -o, --log-dir)
+        if err.filename is None or isinstance(err, BrokenPipeError):
+            raise
+        print(f"gpulayout: {err.filename}: {err.strerror or err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("gpulayout: interrupted", file=sys.stderr)
         return 130

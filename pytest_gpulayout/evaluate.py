@@ -39,12 +39,20 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec) -> dict[str, F
     non-MLA model) is bad input: it is re-raised naming the manifest and the deployment's key.
     """
     try:
-        return {name: fn(dep, machine, model) for name, fn in STATIC_CHECKS.items()}
+        findings = {name: fn(dep, machine, model) for name, fn in STATIC_CHECKS.items()}
     except InputError as err:
         if err.where and dep.manifest_path and err.where != str(dep.manifest_path):
             raise  # the error is in another file (a model's config.json): it already names it
         raise InputError(err.message, where=dep.manifest_path,
                          key=f"deployments.{dep.name}" + (f".{err.key}" if err.key else "")) from None
+    heads = findings["heads"]
+    pool = findings["kv_pool"]
+    if heads.status is Status.FAIL and pool.status in (Status.PASS, Status.WARN):
+        # A pool for a layout the engine refuses to build is not a verdict; keep the numbers, not the pass.
+        reference = pool.message.split(": ", 1)[-1]
+        findings["kv_pool"] = Finding(pool.check, Status.SKIP, f"{dep.name}: not judged: the engine refuses this "
+                                      f"layout (see heads). Prediction for reference: {reference}", pool.data)
+    return findings
 
 
 def check_status(findings: Iterable[Finding]) -> Status:

@@ -221,6 +221,7 @@ def find_manifest(
     rootdir: Path,
     *,
     flag: str = "--gpulayout-manifest PATH",
+    also: Path | None = None,
 ) -> Path:
     """Where the manifest is: ``--gpulayout-manifest``, else ini ``gpulayout_manifest``, else
     ``<rootdir>/gpulayout.yaml``. Returns an absolute path to an existing file.
@@ -229,11 +230,18 @@ def find_manifest(
     source: checking a different manifest than the one asked for would be a silent wrong answer.
     ``explicit`` is relative to the working directory (it came from a command line); ``ini_value``
     relative to ``rootdir`` (it came from the ini file). ``flag`` is the option named in the hint
-    (the CLI passes its own spelling).
+    (the CLI passes its own spelling). A directory named explicitly means its ``gpulayout.yaml``.
+    ``also`` is a second directory to look in (pytest's invocation directory: a space-separated
+    plugin option value can move pytest's rootdir away from it).
     """
     rootdir = Path(rootdir)
     if explicit:
         path = _absolute(Path(explicit).expanduser())
+        if path.is_dir():
+            inside = path / MANIFEST_NAME
+            if not inside.is_file():
+                raise InputError(f"is a directory without a {MANIFEST_NAME}", where=explicit)
+            return inside
         if not path.is_file():
             raise InputError("manifest not found", where=explicit)
         return path
@@ -243,9 +251,9 @@ def find_manifest(
         if not path.is_file():
             raise InputError("manifest not found (named by ini option gpulayout_manifest)", where=path)
         return path
-    path = _absolute(rootdir / MANIFEST_NAME)
-    if path.is_file():
-        return path
+    for folder in (rootdir, also):
+        if folder is not None and _absolute(folder / MANIFEST_NAME).is_file():
+            return _absolute(folder / MANIFEST_NAME)
     message = f"no {MANIFEST_NAME} in {rootdir}; pass {flag}"
     if (rootdir / "gpulayout.yml").is_file():
         message += " (found gpulayout.yml: rename it to gpulayout.yaml)"

@@ -611,9 +611,6 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
         notes.append(f"{model.name} has no layer with a per-token KV cache: there is no token pool to size.")
 
     max_len = max_model_len or model.max_position_embeddings
-    if max_model_len and model.max_position_embeddings and max_model_len > model.max_position_embeddings:
-        notes.append(f"max_model_len {max_model_len:,} exceeds the model's {model.max_position_embeddings:,} "
-                     f"(vLLM refuses unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1).")
     concurrency: float | None = None
     if max_len:
         concurrency = kv_tokens / max_len

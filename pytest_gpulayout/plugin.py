@@ -71,6 +71,12 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(f"gpulayout: {err}", returncode=3)
     except GpuLayoutError as err:
         raise pytest.UsageError(f"gpulayout: {err}") from None
+    for option in ("gpulayout_report", "gpulayout_html"):
+        target = config.getoption(option, None)
+        if target and (Path(target).is_dir() or not Path(target).resolve().parent.is_dir()):
+            flag = "--" + option.replace("_", "-")
+            raise pytest.UsageError(f"gpulayout: {flag} {target}: not a writable file path (no such directory, "
+                                    f"or it is a directory)")
     config.pluginmanager.register(_ActivePlugin(state), "gpulayout-active")
     suite = str(suite_dir())
     if suite not in config.args:
@@ -124,10 +130,15 @@ class _ActivePlugin:
             self.outcomes.setdefault(data["deployment"], {})[data["check"]] = data
 
     def _findings(self) -> dict[str, dict[str, Finding]]:
+        """Findings per deployment and check, in manifest and check order (xdist reports arrive shuffled)."""
+        from .evaluate import ALL_CHECKS
         from .findings import Finding, Status
 
-        return {dep: {c: Finding(c, Status(d["status"]), d["message"], d["data"]) for c, d in checks.items()}
-                for dep, checks in self.outcomes.items()}
+        order = [d.name for d in self.state.manifest.deployments] if self.state.manifest else []
+        names = sorted(self.outcomes, key=lambda n: order.index(n) if n in order else len(order))
+        return {dep: {c: Finding(c, Status(d["status"]), d["message"], d["data"])
+                      for c in ALL_CHECKS if (d := self.outcomes[dep].get(c)) is not None}
+                for dep in names}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.outcomes:
@@ -155,12 +166,18 @@ class _ActivePlugin:
         for name, checks in self._findings().items():
             results[name] = DeploymentResult(state.deployment(name), state.models[name], checks)
         report = Report(state.machine, results)
-        if report_path:
-            Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
-        if html_path:
-            from .html_report import write_html
+        try:
+            if report_path:
+                Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+            if html_path:
+                from .html_report import write_html
 
-            write_html(report, Path(html_path))
+                write_html(report, Path(html_path))
+        except OSError as err:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"gpulayout: could not write {err.filename}: {err.strerror or err}", red=True)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def _outcome(state: GpuLayoutState, finding: Finding, deployment: str) -> None:

@@ -56,7 +56,8 @@ class GpuLayoutState:
             from .manifest import find_manifest, load_manifest
 
             path = find_manifest(self.config.getoption("gpulayout_manifest", None),
-                                 self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath))
+                                 self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath),
+                                 also=Path(self.config.invocation_params.dir))
             self.manifest = load_manifest(path)
             self.models = load_models(self.manifest.deployments)
         return self.manifest

@@ -134,3 +134,46 @@ def test_machine_notes_are_shown_next_to_the_verdicts(capsys, tmp_path):
     main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
     assert json.loads(capsys.readouterr().out)["machine"]["notes"] == [
         "CUDA_DEVICE_ORDER is not PCI_BUS_ID on a mixed host"]
+
+
+def test_unwritable_html_and_log_dir_are_one_line_errors(capsys, tmp_path):
+    manifest = str(EXAMPLES / "01-two-l4-pcie/gpulayout.yaml")
+    for extra in (["--html", str(tmp_path / "no" / "x.html")], ["--html", str(tmp_path)]):
+        code = main(["check", manifest, *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    # --log-dir is only used (and created) with --launch
+    assert main(["check", manifest, "--log-dir", str(tmp_path / "logs")]) == 0
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_directory_means_its_gpulayout_yaml(capsys):
+    assert main(["check", str(EXAMPLES / "01-two-l4-pcie"), "--json"]) == 0
+    assert "qwen3-8b-tp2" in json.loads(capsys.readouterr().out)["deployments"]
+
+
+def test_max_model_len_beyond_the_model_fails_with_the_engines_override(capsys, tmp_path):
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndefaults:\n  model: Qwen/Qwen3-8B\n  max_model_len: 65536\n"
+        "deployments:\n  v:\n    engine: vllm\n  s:\n    engine: sglang\n"
+        "  v-override:\n    engine: vllm\n    launch:\n      env: {VLLM_ALLOW_LONG_MAX_MODEL_LEN: \"1\"}\n")
+    code, out = check_json(capsys, str(tmp_path / "gpulayout.yaml"))
+    assert code == 1
+    v, s, o = (out["deployments"][n]["checks"]["kv_pool"] for n in ("v", "s", "v-override"))
+    assert v["status"] == "fail" and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in v["message"] and "40,960" in v["message"]
+    assert s["status"] == "fail" and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in s["message"]
+    assert o["status"] == "warn"
+
+
+def test_memory_unknown_is_never_a_pass(capsys, tmp_path):
+    topo = (Path(__file__).parent / "data" / "topo" / "003.txt").read_text().split("---\n", 1)[1]
+    (tmp_path / "topo.txt").write_text(topo)
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: topo.txt\ndeployments:\n  pp2:\n    model: Qwen/Qwen3-8B\n"
+        "    pipeline_parallel_size: 2\n    gpus: [1, 2]\n")
+    code, out = check_json(capsys, str(tmp_path / "gpulayout.yaml"))
+    d = out["deployments"]["pp2"]
+    assert d["status"] == "warn"
+    assert d["checks"]["balance"]["status"] == "warn" and d["checks"]["kv_pool"]["status"] == "warn"
+    assert "NOT checked" in d["checks"]["kv_pool"]["message"]
+    assert main(["check", str(tmp_path / "gpulayout.yaml"), "--strict"]) == 1

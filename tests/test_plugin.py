@@ -160,3 +160,23 @@ def test_html_report_from_pytest(project, tmp_path):
     text = html.read_text()
     assert "qwen3-8b-tp2" in text and "qwen3-8b-pp2" in text and "PHB" in text
     assert "http://" not in text and "https://" not in text
+
+
+def test_unwritable_report_path_is_a_usage_error_before_any_test(project, tmp_path):
+    p = project(TP2)
+    result = p.runpytest_subprocess("--gpulayout", "-p", "no:cacheprovider",
+                                    f"--gpulayout-report={tmp_path / 'missing' / 'r.json'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gpulayout-report" in result.stderr.str() and "Traceback" not in result.stderr.str()
+    assert "passed" not in result.stdout.str()
+
+
+def test_manifest_found_in_the_invocation_dir_when_an_option_value_moves_the_rootdir(project, tmp_path):
+    # `--gpulayout-machine PATH` (space form) makes pytest take PATH into its rootdir guess
+    p = project(TP2)
+    elsewhere = tmp_path / "machines"
+    elsewhere.mkdir()
+    (elsewhere / "m.yaml").write_text((DATA / "snapshots" / "two-l4.yaml").read_text())
+    result = p.runpytest_subprocess("--gpulayout", "-p", "no:cacheprovider", "--gpulayout-machine",
+                                    str(elsewhere / "m.yaml"), "-k", "tp_link")
+    result.assert_outcomes(passed=1, warnings=1)

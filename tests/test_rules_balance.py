@@ -72,7 +72,26 @@ def test_vllm_default_fraction_by_version():
     assert old.data["gpu_memory_utilization"] == 0.9
 
 
-def test_memory_unknown_skips_never_passes():
+def test_memory_unknown_warns_never_passes():
     m = machine(2, total=None, free=None)
     f = check_balance(dep(tp=2, engine="sglang"), m, llama())
-    assert f.status is Status.SKIP and "unknown" in f.message
+    assert f.status is Status.WARN and "NOT checked" in f.message and "GPU0, GPU1" in f.message
+
+
+def test_vllm_before_0_10_has_no_free_memory_rule():
+    # vLLM 0.8.5 sizes the pool around other tenants instead of refusing (the check came in 0.10)
+    old = check_balance(dep(tp=2, memory_fraction=0.9, engine_version="0.8.5"), busy_l4(), llama())
+    assert old.status is Status.PASS and "no free-memory start-up check" in old.message
+    new = check_balance(dep(tp=2, memory_fraction=0.9, engine_version="0.10.0"), busy_l4(), llama())
+    assert new.status is Status.FAIL
+
+
+def test_sglang_mixed_card_sizes_cannot_be_fixed_by_freeing_memory():
+    from pytest_gpulayout.machine import Gpu, Machine
+
+    gpus = (Gpu(0, name="NVIDIA L4", memory_total_mib=23034, memory_free_mib=22221),
+            Gpu(1, name="NVIDIA A100-SXM4-80GB", memory_total_mib=81920, memory_free_mib=81158))
+    f = check_balance(dep(tp=2, engine="sglang"), Machine(gpus=gpus, links={(0, 1): "PHB"}), llama())
+    assert f.status is Status.FAIL
+    assert "no cleanup makes it pass" in f.message and "do not mix card sizes" in f.message
+    assert "Free " not in f.message

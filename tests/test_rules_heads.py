@@ -117,3 +117,28 @@ def test_mxfp4_pads_per_rank_widths_so_gpt_oss_runs_at_tp4_and_tp8():
     model = load_model("openai/gpt-oss-120b")
     for tp in (1, 2, 4, 8):
         assert check_heads(dep(tp=tp), machine(8), model).status is Status.PASS, tp
+
+
+def test_vllm_moe_with_dp_shards_experts_over_tp_times_dp():
+    # Qwen3-30B-A3B-like: expert width 768; vLLM without EP shards each expert over TP x DP ranks
+    moe = llama(heads=32, kv=4, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                intermediate_size=6144)
+    bad = check_heads(dep(dp=5), machine(8), moe)
+    assert bad.status is Status.FAIL and "TP x DP = 5" in bad.message and "768" in bad.message
+    assert check_heads(dep(dp=4), machine(8), moe).status is Status.PASS
+    assert check_heads(dep(dp=5, enable_expert_parallel=True), machine(8), moe).status is Status.WARN  # 128 / 5 uneven
+    # SGLang DP replicas are full copies: no such rule
+    assert check_heads(dep(dp=5, engine="sglang"), machine(8), moe).status is Status.PASS
+
+
+def test_expert_parallel_on_a_dense_model_fails():
+    f = check_heads(dep(tp=2, enable_expert_parallel=True), machine(2), llama())
+    assert f.status is Status.FAIL and "has no experts" in f.message
+
+
+def test_sglang_expert_parallel_lives_inside_the_tp_group():
+    moe = llama(num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768)
+    s = check_heads(dep(tp=4, dp=2, engine="sglang", enable_expert_parallel=True), machine(8), moe)
+    assert s.data["expert_parallel_size"] == 4 and "32 per rank" in s.message
+    v = check_heads(dep(tp=4, dp=2, enable_expert_parallel=True), machine(8), moe)
+    assert v.data["expert_parallel_size"] == 8 and "16 per rank" in v.message

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         machine = load_machine(args.machine, Path.cwd())
     else:
         machine = load_machine(manifest.machine, manifest.base_dir)
-    log_dir = Path(args.log_dir) if args.log_dir else None
+    log_dir = Path(args.log_dir) if args.log_dir and args.launch else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
     report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir)

@@ -18,7 +18,7 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 from __future__ import annotations
 
 from ..deployment import Deployment
-from ..findings import Finding, Status, skipped
+from ..findings import Finding, Status, skipped, warned
 from ..machine import Machine
 from ..modelspec import ModelSpec
 from ..placement import Placement, PlacementError, place
@@ -27,6 +27,7 @@ CHECK = "balance"
 SGLANG_RATIO = 0.9
 CONTEXT_RESERVE_GIB = 0.5
 LOPSIDED_RATIO = 2.0
+VLLM_FREE_RULE_SINCE = "0.10"
 
 
 def _gib(mib: int | None) -> float:
@@ -61,10 +62,16 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tup
     tenants = [p for p in machine.gpu(lo).processes]
     who = (" (held by " + ", ".join(f"{p.name or 'pid'} {p.pid}" for p in tenants[:3]) + ")") if tenants else ""
     if headroom < 0:
+        lo_total = _gib(machine.gpu(lo).memory_total_mib)
+        if lo_total < need:
+            fix = (f"GPU{lo} has only {lo_total:.2f} GiB in total, so no cleanup makes it pass: do not mix card "
+                   f"sizes in one TP group (use PP with an uneven layer split, or equal cards)")
+        else:
+            fix = (f"Free {-headroom:.2f} GiB or more on GPU{lo}{who}, or move the TP group to GPUs with equal "
+                   f"free memory")
         return Status.FAIL, (
             f"{facts}: short by {-headroom:.2f} GiB, so SGLang stops with \"The memory capacity is unbalanced\" "
-            f"(no flag turns this off). Free {-headroom:.2f} GiB or more on GPU{lo}{who}, or move the TP group to "
-            f"GPUs with equal free memory"), data
+            f"(no flag turns this off). {fix}"), data
     if headroom < margin:
         return Status.WARN, (
             f"{facts}: only {headroom:.2f} GiB of headroom, "
@@ -114,6 +121,8 @@ def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[Stat
     tokens = [p.kv_tokens for p in preds]
     data = {"predicted_kv_tokens_per_replica": tokens}
     lo, hi = min(tokens), max(tokens)
+    if hi <= 0:
+        return None  # no replica has a pool: kv_pool fails, there is no balance between replicas to judge
     listed = ", ".join(f"{t:,}" for t in tokens)
     if lo <= 0 or hi / lo > LOPSIDED_RATIO:
         return Status.WARN, (
@@ -132,9 +141,11 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
     missing = [i for i in placement.gpus if machine.gpu(i).memory_free_mib is None
                or machine.gpu(i).memory_total_mib is None]
     if missing:
-        return skipped(CHECK, f"{dep.name}: free memory of {', '.join(f'GPU{i}' for i in missing)} is unknown "
-                       f"(machine from {machine.source}); balance needs a live probe or a snapshot with memory.",
-                       min_free_gib=None, max_free_gib=None, headroom_gib=None)
+        # Never a pass: the engines' start-up memory rules are exactly what nobody could look at.
+        return warned(CHECK, f"{dep.name}: memory balance NOT checked: free memory of "
+                      f"{', '.join(f'GPU{i}' for i in missing)} is unknown (machine from {machine.source}). "
+                      f"Probe the host (machine: auto) or use a snapshot with memory to get a verdict.",
+                      min_free_gib=None, max_free_gib=None, headroom_gib=None)
     frees = [_gib(machine.gpu(i).memory_free_mib) for i in placement.gpus]
     data: dict[str, object] = {"min_free_gib": round(min(frees), 2), "max_free_gib": round(max(frees), 2),
                                "headroom_gib": None}
@@ -145,19 +156,25 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
         if dep.engine == "sglang":
             parts.append((st, msg))
     if dep.engine == "vllm":
+        from packaging.version import Version
+
         from ..engines import resolve_version
         from ..memory import default_memory_fraction
 
+        version, vsource = resolve_version("vllm", dep.engine_version)
         if dep.memory_fraction is not None:
             fraction, source = dep.memory_fraction, "memory_fraction"
         else:
-            version, vsource = resolve_version("vllm", dep.engine_version)
             total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
             fraction, _why = default_memory_fraction("vllm", version, gpu_total_mib=total, tp=dep.tp, pp=dep.pp)
             source = f"vLLM {version} default, {vsource}"
-        st, msg, d = _vllm_rule(dep, machine, placement, fraction, source)
-        parts.append((st, msg))
-        data.update(d)
+        if version >= Version(VLLM_FREE_RULE_SINCE):
+            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source)
+            parts.append((st, msg))
+            data.update(d)
+        else:
+            parts.append((Status.PASS, f"vLLM {version} ({vsource}) has no free-memory start-up check (it came in "
+                          f"{VLLM_FREE_RULE_SINCE}): other tenants' memory comes out of the KV pool instead"))
     if dep.dp > 1:
         lop = _lopsided(dep, machine, model)
         if lop:

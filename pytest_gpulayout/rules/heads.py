@@ -72,6 +72,20 @@ def tp_problems(model: ModelSpec, tp: int) -> list[str]:
     return problems
 
 
+def expert_layout(dep: Deployment) -> tuple[int, int]:
+    """(expert parallel size, ranks each expert is sharded over) as the engine sets them up.
+
+    vLLM flattens DP into the MoE layers: with ``--enable-expert-parallel`` the experts spread over
+    EP = TP x DP ranks, without it every expert is sharded over TP x DP ranks
+    (``FusedMoEParallelConfig.make``). SGLang keeps EP inside the TP group (``--ep-size`` <= TP) and
+    DP replicas hold full copies.
+    """
+    if dep.engine == "vllm":
+        flat = dep.tp * dep.dp
+        return (flat, 1) if dep.enable_expert_parallel else (1, flat)
+    return (dep.tp, 1) if dep.enable_expert_parallel else (1, dep.tp)
+
+
 def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
     """What each rank stores: ``max(1, kv_heads // tp)`` (both engines); MLA keeps one latent per rank."""
     if model.is_mla:
@@ -99,6 +113,17 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> F
         "pipeline_parallel_size": pp,
     }
     problems = tp_problems(model, tp)
+    if dep.enable_expert_parallel and not model.is_moe:
+        return failed(CHECK, f"{dep.name}: enable_expert_parallel is set but {model.name} has no experts "
+                      f"(vLLM: \"Number of experts in the model must be greater than 0 when expert parallelism "
+                      f"is enabled\"). Remove enable_expert_parallel.", **data)
+    ep, expert_shards = expert_layout(dep)
+    if (model.is_moe and model.moe_intermediate_size and expert_shards > tp
+            and model.moe_intermediate_size % expert_shards):
+        problems.append(
+            f"vLLM shards every expert over TP x DP = {expert_shards} ranks when expert parallel is off, and the "
+            f"expert MLP width {model.moe_intermediate_size} does not divide by {expert_shards} (set "
+            f"enable_expert_parallel: true, or a data_parallel_size that divides it)")
     if problems:
         limit = max(8, len(machine.gpus) if machine else 8)
         ok = valid_tp_sizes(model, limit)
@@ -116,10 +141,10 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> F
         notes.append(f"MLA: every rank stores the full {model.kv_lora_rank}+{model.qk_rope_head_dim} latent "
                      f"per layer (TP={tp} does not shrink KV per rank)")
     elif kv < tp:
-        notes.append(f"{kv} KV heads < TP={tp}: each KV head is replicated on {tp // kv} ranks "
+        notes.append(f"{kv} KV head{'s' if kv != 1 else ''} < TP={tp}: each KV head is replicated on {tp // kv} ranks "
                      f"(each rank stores 1, so KV per rank stops shrinking beyond TP={kv})")
     else:
-        notes.append(f"each rank stores {per_rank} of {kv} KV heads")
+        notes.append(f"each rank stores {per_rank} of {kv} KV head{'s' if kv != 1 else ''}")
     if pp > 1:
         split = pp_split(model, dep)
         data["pp_layer_split"] = list(split)
@@ -137,12 +162,12 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> F
         else:
             notes.append(f"{model.num_hidden_layers} layers split evenly over PP={pp} as {list(split)}")
     if model.is_moe and model.num_experts:
-        ep = dep.tp * dep.dp if dep.enable_expert_parallel else 1
         data["num_experts"] = model.num_experts
         data["expert_parallel_size"] = ep
         if dep.enable_expert_parallel:
+            what = "TP x DP" if dep.engine == "vllm" else "TP"
             if ep > model.num_experts:
-                return failed(CHECK, f"{dep.name}: expert parallel size {ep} (TP x DP) exceeds the "
+                return failed(CHECK, f"{dep.name}: expert parallel size {ep} ({what}) exceeds the "
                               f"{model.num_experts} experts of {model.name}: some ranks would hold none.", **data)
             if model.num_experts % ep:
                 status_warn = True
@@ -152,6 +177,9 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> F
                              f"the busiest rank sets the pace")
             else:
                 notes.append(f"{model.num_experts} experts, {model.num_experts // ep} per rank (EP={ep})")
+        elif expert_shards > tp:
+            notes.append(f"{model.num_experts} experts, each sharded over TP x DP = {expert_shards} ranks "
+                         f"(vLLM flattens DP into the MoE layers)")
         else:
             notes.append(f"{model.num_experts} experts, each sharded over TP={tp}")
     msg = f"{dep.name}: {h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."

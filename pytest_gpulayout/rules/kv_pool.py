@@ -11,7 +11,7 @@ replica: each DP engine has its own pool and round robin gives it its share of t
 from __future__ import annotations
 
 from ..deployment import Deployment
-from ..findings import Finding, failed, passed, skipped, warned
+from ..findings import Finding, Status, failed, passed, skipped, warned
 from ..machine import GIB, Machine
 from ..modelspec import ModelSpec
 from ..placement import PlacementError, place
@@ -59,7 +59,41 @@ def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_mode
     return unmet, tight
 
 
+#: The environment switch each engine reads to accept a max_model_len above the model's own.
+LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
+
+
+def _too_long(dep: Deployment, model: ModelSpec) -> Finding | None:
+    """max_model_len above the model's derived maximum: both engines refuse at config time unless
+    their override variable is set (then it starts, with positions the model never trained on)."""
+    limit = model.max_position_embeddings
+    if not (dep.max_model_len and limit and dep.max_model_len > limit):
+        return None
+    env = LONG_CONTEXT_ENV[dep.engine]
+    data = {"max_model_len": dep.max_model_len, "model_max_len": limit}
+    if str(dep.launch.env.get(env, "")).lower() in ("1", "true"):
+        return warned(CHECK, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
+                      f"{limit:,} positions; {env}=1 in launch.env lets the engine start, but quality past "
+                      f"{limit:,} tokens is not what the model was trained for.", **data)
+    text = ("\"User-specified max_model_len ... is greater than the derived max_model_len\"" if dep.engine == "vllm"
+            else "\"User-specified context_length ... is greater than the derived context_length\"")
+    return failed(CHECK, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
+                  f"positions, so {'vLLM' if dep.engine == 'vllm' else 'SGLang'} refuses to start ({text}). "
+                  f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.", **data)
+
+
 def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
+    finding = _check_pool(dep, machine, model)
+    too_long = _too_long(dep, model)
+    if too_long is None or finding.status is Status.FAIL:
+        return finding
+    if too_long.status is Status.FAIL:
+        return Finding(CHECK, Status.FAIL, too_long.message, {**finding.data, **too_long.data})
+    status = Status.WARN if finding.status in (Status.PASS, Status.WARN) else finding.status
+    return Finding(CHECK, status, f"{too_long.message} {finding.message}", {**finding.data, **too_long.data})
+
+
+def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
     from ..memory import MemoryUnknown, kv_bytes_per_token_per_rank, weight_bytes_per_rank
 
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
@@ -77,9 +111,10 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
     except PlacementError as err:
         return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", **data)
     except MemoryUnknown as err:
-        return skipped(CHECK, f"{dep.name}: {per_token:,} bytes of KV per token per rank and "
-                       f"{weights / GIB:.2f} GiB of weights per rank, but the pool cannot be predicted: {err}",
-                       **data)
+        # Never a pass: the pool is what the deployment serves from, and nobody looked at the memory.
+        return warned(CHECK, f"{dep.name}: KV pool NOT checked: {err}. Known without memory: {per_token:,} "
+                      f"bytes of KV per token per rank, {weights / GIB:.2f} GiB of weights per rank. Probe the "
+                      f"host (machine: auto) or use a snapshot with memory to get a verdict.", **data)
     tokens = [p.kv_tokens for p in preds]
     smallest = min(range(len(preds)), key=lambda i: tokens[i])
     p = preds[smallest]
