@@ -37,14 +37,19 @@ _ALIASES = {"SOC": "SYS", "X": "X"}
 def normalize_link(kind: str) -> str:
     """Canonical spelling of a link kind: upper case, old ``SOC`` -> ``SYS``, ``NV#`` kept with its count.
 
-    Raises ``ValueError`` for anything that is not a link kind.
+    Raises ``ValueError`` for anything that is not a link kind, ``NV0`` included: a bond of zero
+    NVLinks is no NVLink at all, and accepting it would rank a PCIe pair as the fastest link there is.
     """
     k = kind.strip().upper()
     k = _ALIASES.get(k, k)
     if k in PCIE_KINDS or k == "NET":
         return k
-    if _NV_RE.match(k):
-        return k
+    m = _NV_RE.match(k)
+    if m:
+        if int(m.group(1)) == 0:
+            raise ValueError(f"{kind.strip()} means no NVLink (zero links), so it is not a link kind: give the "
+                             f"pair's PCIe kind (PIX, PXB, PHB, NODE or SYS)")
+        return f"NV{int(m.group(1))}"
     raise ValueError(f"unknown link kind {kind!r} (expected NV<n>, PIX, PXB, PHB, NODE, SYS or NET)")
 
 

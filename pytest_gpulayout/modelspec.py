@@ -344,7 +344,9 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
     close = catalog.suggest(ref)
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
     if looks_like_path:
-        raise InputError(f"no such file or directory: {path}.{hint} Point model: at a directory holding "
+        # ``where`` names the path; the text does not repeat it (evaluate.load_models prefixes ``where``
+        # to this message when it re-wraps the error under the manifest's key)
+        raise InputError(f"no such file or directory.{hint} Point model: at a directory holding "
                          f"config.json or at the config.json itself", where=str(path))
     ids = catalog.catalog_ids()
     raise InputError(f"{ref!r} is neither a path nor a bundled catalog model.{hint} Point model: at a "
@@ -618,6 +620,7 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
     if kv_heads is None and isinstance(text.get("attn_config"), Mapping):   # DBRX
         v = text["attn_config"].get("kv_n_heads")
         kv_heads = v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+        kv_key = "attn_config.kv_n_heads"
     if kv_heads is None:
         kv_heads = heads   # no alias key: multi-head attention, one KV head per attention head
 
@@ -632,6 +635,9 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         nope_dim = r.int_("qk_nope_head_dim", minimum=0) or 0
         head_dim = nope_dim + (rope_dim or 0) if nope_dim else head_dim
 
+    if not kv_lora:  # MLA caches one latent per token: engines never read its KV head count
+        _check_kv_groups(r, kv_key, heads, kv_heads)
+
     intermediate = r.int_("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim")
     if intermediate is None:
         intermediate = 4 * hidden
@@ -641,6 +647,8 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
     if not dtype:
         dtype = "bfloat16"
         notes.append("No torch_dtype in the config: bfloat16 assumed.")
+    elif dtype.lower() not in MODEL_DTYPES:
+        _reject_dtype(r, dtype)
     tie = r.bool_("tie_word_embeddings", use_fallback=True)
     if tie is None:
         tie = bool(defaults.get("tie_word_embeddings", False))
@@ -703,6 +711,44 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         vision_params=vision_params, vision_hidden_size=vision_h, vision_num_layers=vision_layers,
         notes=tuple(notes),
     )
+
+
+def _check_kv_groups(r: _Reader, kv_key: str, heads: int, kv_heads: int) -> None:
+    """Refuse KV head counts no engine builds: GQA shares each KV head among a whole group of heads.
+
+    vLLM's ``Attention`` asserts ``num_heads % num_kv_heads == 0`` and SGLang's ``RadixAttention``
+    derives the group size by integer division, so 16 KV heads for 8 heads, or 3 for 8, fail at
+    load time. Letting such a config through would size a KV cache for a model that cannot start.
+    """
+    if heads % kv_heads == 0:
+        return
+    key = r.key(kv_key) if r.has(kv_key.split(".")[0]) else kv_key
+    divisors = ", ".join(str(d) for d in range(1, heads + 1) if heads % d == 0)
+    if kv_heads > heads:
+        why = (f"{kv_heads} KV heads for only {heads} attention heads (num_attention_heads): each KV head "
+               f"serves a group of attention heads, so there can be at most {heads}")
+    else:
+        why = (f"{kv_heads} does not divide num_attention_heads {heads}: grouped-query attention needs "
+               f"whole groups ({heads} / {kv_heads} is not an integer)")
+    raise InputError(f"{why}; no engine loads this model. Use a divisor of {heads}: {divisors}",
+                     where=r.where, key=key)
+
+
+#: Model (weight/activation) dtypes the engines accept in ``torch_dtype`` (vLLM's ``--dtype``
+#: names; SGLang the same). fp8 / int8 / int4 weights are declared by ``quantization_config``,
+#: never by ``torch_dtype``.
+MODEL_DTYPES = ("bfloat16", "float16", "float32", "half", "float")
+
+
+def _reject_dtype(r: _Reader, dtype: str) -> None:
+    k, _ = r.raw("torch_dtype", "dtype", use_fallback=True)
+    key = r.key(k) if r.has(k) else k
+    hint = ""
+    if "8" in dtype or "4" in dtype:
+        hint = (" (quantized weights are declared by quantization_config, e.g. quant_method: fp8, with "
+                "torch_dtype: bfloat16)")
+    raise InputError(f"{dtype!r} is not a model dtype the engines load; use one of "
+                     f"{', '.join(MODEL_DTYPES)}{hint}", where=r.where, key=key)
 
 
 def did_you_mean(word: str, choices: Sequence[str], n: int = 2) -> list[str]:

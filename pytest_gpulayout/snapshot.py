@@ -256,13 +256,9 @@ def _links(
                 key=key,
             )
         try:
-            kind = normalize_link(v)
+            kind = normalize_link(v)  # refuses NV0 (and NV00): zero NVLinks is no NVLink
         except ValueError as err:
             raise InputError(str(err), where=where, key=key) from None
-        if kind == "NV0":
-            raise InputError(
-                "NV0 means no NVLink; give the PCIe kind (PIX, PXB, PHB, NODE, SYS)", where=where, key=key
-            )
         pair = (min(i, j), max(i, j))
         if pair in links:
             raise InputError(

@@ -25,6 +25,7 @@ _NIC_LABEL_RE = re.compile(r"^(NIC\d+|mlx\S*|ib\S*|eth\S*|bnxt\S*|enp\S*)$", re.
 _LABEL_PREFIX_RE = re.compile(r"^[^\t]*?:\s*(?=GPU0\b)")
 # A cell past the GPU columns that is made of link words, possibly glued (``NODENODE``, ``NODEPXB``).
 _LINKISH_RE = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NET)+$", re.IGNORECASE)
+_NV_ZERO_RE = re.compile(r"^NV0+$", re.IGNORECASE)
 _P2P_WORDS = {"OK", "CNS", "GNS", "TNS", "NS", "DR", "U"}
 
 #: The trailing per-GPU columns newer drivers print, in their order.
@@ -104,7 +105,9 @@ def _parse_row(tokens: list[str], n: int, tail_cols: list[str], lineno: int, whe
             continue
         try:
             kind = normalize_link(cell)
-        except ValueError:
+        except ValueError as err:
+            if _NV_ZERO_RE.match(cell):  # NV0: NVLink-shaped, but zero links is no link; say why
+                raise InputError(f"line {lineno}: {label}-GPU{col}: {err}", where=where) from None
             hint = ""
             if cell.upper() in _P2P_WORDS:
                 hint = " (this looks like `nvidia-smi topo -p2p` output; paste `nvidia-smi topo -m`)"

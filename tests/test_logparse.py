@@ -555,12 +555,32 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(out["kv_tokens_all"]) == 2
 
 
-def test_cli_text_reports_an_error_with_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_text_reports_an_error_with_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     rc = cli.main(["parse-log", str(LOGS / "vllm-cpu" / "vllm-tp3.log")])
     out = capsys.readouterr().out
-    assert rc == 0
+    assert rc == 1  # a CI gate on the log must stop: the engine did not start
     assert "heads_not_divisible" in out and "tensor_parallel_size=3" in out
     assert "KV pool: not reported" in out
+
+
+@pytest.mark.parametrize(("rel", "kind"), [
+    ("vllm/027.txt", "kv_cache_too_small"),     # no pool, the error only
+    ("vllm/023.txt", "kv_cache_too_small"),     # a pool AND the error: still a failed startup
+    ("sglang/007.txt", "tp_memory_unbalanced"),
+    ("errors/001.txt", "heads_not_divisible"),
+])
+def test_cli_recognised_error_exits_1_as_file_is(rel: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # the recorded files as they are (provenance header included), the way a user passes a paste
+    rc = cli.main(["parse-log", str(LOGS / rel), "--json"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert json.loads(captured.out)["error_kind"] == kind
+    assert captured.err == ""
+
+
+def test_cli_pool_and_no_error_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["parse-log", str(LOGS / "vllm" / "001.txt")]) == 0
+    assert "error: none" in capsys.readouterr().out
 
 
 def test_cli_text_summary(capsys: pytest.CaptureFixture[str]) -> None:
@@ -587,13 +607,59 @@ def test_cli_missing_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
     assert err.count("\n") == 1 and str(missing) in err and "Traceback" not in err
 
 
-def test_cli_unrecognisable_log_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("content", "says"), [
+    (b"hello\nworld\n", "no KV pool line and no recognised error"),
+    (b"", "empty"),
+    (b"\n  \n", "empty"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 4, "binary"),
+    (bytes(range(0x80, 0x100)) * 8, "binary"),  # no NUL, but nothing decodes
+])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_cli_unreadable_or_unrecognisable_log_is_one_line_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, says: str, as_json: bool) -> None:
     path = tmp_path / "other.log"
-    path.write_text("hello\nworld\n")
-    assert cli.main(["parse-log", str(path), "--json"]) == 2
+    path.write_bytes(content)
+    assert cli.main(["parse-log", str(path), *(["--json"] if as_json else [])]) == 2
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["kv_tokens"] is None
-    assert captured.err.count("\n") == 1 and str(path) in captured.err
+    assert captured.out == ""  # no half-empty report that reads like an answer
+    assert captured.err.count("\n") == 1 and str(path) in captured.err and says in captured.err
+
+
+@pytest.mark.parametrize(("rel", "forced", "actual"), [
+    ("vllm/003.txt", "sglang", "vllm"),    # a vLLM pool, which the parser would otherwise label SGLang
+    ("vllm/027.txt", "sglang", "vllm"),    # a vLLM error
+    ("sglang/013.txt", "vllm", "sglang"),
+])
+def test_cli_forced_engine_on_the_other_engines_log_is_exit_2(
+        rel: str, forced: str, actual: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = cli.main(["parse-log", str(LOGS / rel), "--engine", forced, "--json"])
+    captured = capsys.readouterr()
+    assert rc == 2 and captured.out == ""
+    assert captured.err.count("\n") == 1 and "--engine" in captured.err
+    assert f"--engine {actual}" in captured.err  # it says which engine wrote it
+
+
+def test_cli_forced_engine_is_kept_when_the_log_has_its_lines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an SGLang log that also carries vLLM module paths (SGLang 0.4 imported vLLM's layers)
+    text = ("WARNING: vllm/distributed/parallel_state.py: custom allreduce disabled, memory saved\n"
+            + log_text("sglang/013.txt"))
+    assert parse_log(text).engine == "vllm"  # auto-detection is fooled by the first line ...
+    path = tmp_path / "sglang-0.4.log"
+    path.write_text(text)
+    assert cli.main(["parse-log", str(path), "--engine", "sglang", "--json"]) == 0  # ... --engine fixes it
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"] == "sglang" and out["kv_tokens"] == 46611
+
+
+def test_cli_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["parse-log", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for line in ("0  the log shows a KV pool and no recognised error", "1  the log shows a recognised error",
+                 "2  bad input"):
+        assert line in out
 
 
 def test_cli_bad_engine_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,6 +56,23 @@ def test_a_missing_path_is_not_silently_replaced_by_a_catalog_model():
         load_model("models/Qwen3-8B", base_dir=MODELS)
 
 
+def test_a_missing_path_is_named_once_also_under_the_manifest_key(tmp_path: Path, capsys):
+    from pytest_gpulayout import cli
+
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(InputError) as err:
+        load_model("./no-such-model", base_dir=tmp_path)
+    assert str(err.value).count(str(missing)) == 1
+    # gpulayout check re-wraps the error under deployments.<name>.model: the path still reads once
+    manifest = tmp_path / "gpulayout.yaml"
+    manifest.write_text("version: 1\nmachine: preset:2xL4-pcie\ndeployments:\n  x:\n"
+                        "    model: ./no-such-model\n    engine: vllm\n    tensor_parallel_size: 2\n")
+    assert cli.main(["check", str(manifest)]) == 2
+    line = capsys.readouterr().err
+    assert line.count("\n") == 1 and "deployments.x.model" in line and "no such file or directory" in line
+    assert line.count(str(missing)) == 1
+
+
 def test_directory_without_config_json(tmp_path: Path):
     with pytest.raises(InputError) as err:
         load_model(str(tmp_path))
@@ -77,6 +94,41 @@ def test_bad_config_names_file_and_key(name: str, key: str, words: str):
     msg = str(err.value)
     assert str(path) in msg and f"{key}:" in msg and words in msg
     assert "\n" not in msg
+
+
+_SMALL = {"num_attention_heads": 8, "num_hidden_layers": 2, "hidden_size": 256, "vocab_size": 100}
+
+
+@pytest.mark.parametrize(("extra", "key", "words"), [
+    ({"num_key_value_heads": 16}, "num_key_value_heads", "16 KV heads for only 8 attention heads"),
+    ({"num_key_value_heads": 3}, "num_key_value_heads", "3 does not divide num_attention_heads 8"),
+    ({"num_kv_heads": 3}, "num_kv_heads", "whole groups"),                      # an alias key is named as written
+    ({"text_config": {**_SMALL, "num_key_value_heads": 3}}, "text_config.num_key_value_heads", "whole groups"),
+    ({"torch_dtype": "float8"}, "torch_dtype", "quantization_config"),
+    ({"torch_dtype": "torch.float8_e4m3fn"}, "torch_dtype", "bfloat16, float16, float32"),
+    ({"dtype": "int4"}, "dtype", "not a model dtype"),
+    ({"text_config": _SMALL, "torch_dtype": "float8"}, "torch_dtype", "not a model dtype"),  # top-level key
+])
+def test_configs_no_engine_loads_are_refused(tmp_path: Path, extra: dict, key: str, words: str):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_SMALL, **extra}))
+    with pytest.raises(InputError) as err:
+        load_model(str(path))
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: {key}: ") and words in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("extra", [
+    {"num_key_value_heads": 8}, {"num_key_value_heads": 1}, {"num_key_value_heads": 4},
+    {"torch_dtype": "float16"}, {"torch_dtype": "torch.bfloat16"}, {"torch_dtype": "float32"},
+    # MLA: the engines never read num_key_value_heads, so an odd value there does not stop loading
+    {"kv_lora_rank": 64, "qk_rope_head_dim": 16, "num_key_value_heads": 3},
+])
+def test_configs_engines_load_are_kept(tmp_path: Path, extra: dict):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**_SMALL, **extra}))
+    spec = load_model(str(path))
+    assert spec.num_attention_heads == 8 and spec.dtype in ("bfloat16", "float16", "float32")
 
 
 @pytest.mark.parametrize("name", ["not-json.json", "list.json"])

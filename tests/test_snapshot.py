@@ -222,7 +222,8 @@ def test_duplicate_uuid():
         ({"0-0": "PHB"}, "links.0-0: a link joins two different GPUs"),
         ({"0:1": "PHB"}, 'links.0:1: link keys are "i-j"'),
         ({"0-1": "PHB", "1-0": "SYS"}, "the pair 0-1 is given twice"),
-        ({"0-1": "NV0"}, "NV0 means no NVLink"),
+        ({"0-1": "NV0"}, "links.0-1: NV0 means no NVLink"),
+        ({"0-1": "nv00"}, "links.0-1: nv00 means no NVLink"),  # any spelling of zero links
         (["0-1"], "links: must be a mapping"),
     ],
 )
@@ -230,6 +231,19 @@ def test_bad_links(links, needle):
     d = good()
     d["links"] = links
     assert needle in bad(d)
+
+
+def test_nv0_is_refused_in_a_snapshot_file_and_a_built_machine(tmp_path):
+    path = tmp_path / "m.yaml"
+    d = good()
+    d["links"] = {"0-1": "NV0", "0-2": "SYS", "1-2": "SYS"}
+    path.write_text(json.dumps(d))
+    with pytest.raises(InputError) as exc:
+        load_machine(str(path))
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}: links.0-1: NV0 means no NVLink") and "\n" not in msg
+    with pytest.raises(ValueError, match="NV0 means no NVLink"):
+        Machine(gpus=(Gpu(0), Gpu(1)), links={(0, 1): "NV0"})
 
 
 def test_top_level_problems():

@@ -203,6 +203,18 @@ def test_garbage_cell_in_a_gpu_column_names_line_and_pair():
     assert "line 2" in msg and "GPU0-GPU1" in msg and "'FAST'" in msg
 
 
+@pytest.mark.parametrize("cell", ["NV0", "nv0", "NV00"])
+def test_nv0_is_not_nvlink_and_names_line_and_pair(cell):
+    # zero bonded NVLinks is a PCIe pair: taken as NVLink it would rank as the fastest link there is
+    msg = _msg(f"\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV12\tSYS\nGPU1\tNV12\t X \t{cell}\nGPU2\tSYS\t{cell}\t X \n")
+    assert msg.startswith(f"paste.txt: line 3: GPU1-GPU2: {cell} means no NVLink") and "PCIe kind" in msg
+
+
+def test_nv_counts_are_kept_and_leading_zeros_dropped():
+    m = parse_topo("\tGPU0\tGPU1\nGPU0\t X \tNV04\nGPU1\tNV4\t X \n")
+    assert m.link(0, 1) == "NV4"
+
+
 def test_p2p_matrix_gets_a_hint():
     msg = _msg("\tGPU0\tGPU1\nGPU0\tX\tOK\nGPU1\tOK\tX\n")
     assert "topo -p2p" in msg

@@ -6,10 +6,17 @@ prefixes and container timestamps are fine. ``--json`` prints design.md's object
 ``gpu_blocks``, ``max_concurrency``, ``max_concurrency_len``, ``available_kv_gib``, ``error_kind``,
 ``error_numbers`` (null where the log does not say).
 
-Exit codes: 0 when the log shows a KV pool or a recognised error (an engine that failed to start
-is a successful parse: the error is the answer); 2 when the file cannot be read, or when it shows
-neither (most likely not an engine's startup log, or cut before the pool; the output is still
-printed, and one line on stderr says why the exit code is 2).
+Exit codes follow design.md's (0 pass, 1 a check failed, 2 bad input), because the command is used as
+a CI gate on a recorded startup: ``parse-log engine.log || exit 1`` must stop the pipeline when the
+engine failed to start, so a recognised error cannot exit 0 just because it parsed well.
+
+* 0: the log shows a KV pool and no recognised error.
+* 1: the log shows a recognised error (``error_kind`` is set, ``other_error`` included), with or
+  without a pool; the report is printed as usual, the error is its answer.
+* 2: bad input: the file cannot be read, is empty or binary, shows neither a pool nor an error (most
+  likely not an engine's startup log, or cut before the pool), or ``--engine`` names the other engine
+  than the one that wrote the log. One line on stderr says which; nothing is printed on stdout, so no
+  half-empty report can be mistaken for an answer.
 """
 
 from __future__ import annotations
@@ -19,7 +26,17 @@ import json
 import sys
 
 from ..errors import InputError
-from ..logparse import StartupLog, parse_log
+from ..logparse import ENGINES, LogWatcher, StartupLog, parse_log
+
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+EXIT_CODES = """\
+exit codes:
+  0  the log shows a KV pool and no recognised error
+  1  the log shows a recognised error (the engine failed or warned: error_kind is set)
+  2  bad input: unreadable, empty or binary file, a log with neither a KV pool nor a
+     recognised error, or --engine naming the other engine than the one that wrote it
+     (one line on stderr, nothing on stdout)"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("auto", "vllm", "sglang"), default="auto",
                    help="which engine wrote it (default: recognised from the log)")
     p.add_argument("--json", action="store_true", help="print one JSON object (design.md shape)")
+    p.epilog = EXIT_CODES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the table's line breaks
 
 
 def _read(path: str) -> str:
@@ -45,7 +64,7 @@ def _read(path: str) -> str:
 
 def summary(log: StartupLog) -> str:
     """A few lines a person reads at a glance."""
-    engine = {"vllm": "vLLM", "sglang": "SGLang"}.get(log.engine or "", "unknown engine")
+    engine = _NAMES.get(log.engine or "", "unknown engine")
     lines = [f"engine: {engine}"]
     if log.kv_tokens is not None:
         pool = f"KV pool: {log.kv_tokens:,} tokens"
@@ -80,16 +99,53 @@ def summary(log: StartupLog) -> str:
     return "\n".join(lines)
 
 
+def engines_seen(text: str) -> set[str]:
+    """Every engine some line of ``text`` is recognisably from (the parser's own per-line detection).
+
+    The parser reads every engine's pool lines whatever ``--engine`` says, so a forced engine alone
+    would relabel a vLLM log as SGLang without a word. Auto-detection stops at the first marked line;
+    this looks at every line, so a log that really mixes both (SGLang 0.4 logs carry vLLM module
+    paths) keeps the user's choice, and only a log with none of the forced engine's lines is refused.
+    """
+    seen: set[str] = set()
+    watcher = LogWatcher()
+    for line in text.splitlines():
+        watcher.engine = None  # re-arm detection: the one line decides alone
+        watcher.feed(line)
+        if watcher.engine is not None:
+            seen.add(watcher.engine)
+            if len(seen) == len(ENGINES):
+                break
+    return seen
+
+
+def _check_input(text: str, engine: str, where: str) -> None:
+    """Refuse, in one line, what is not an answer: nothing to read, or the wrong engine forced."""
+    if not text.strip():
+        raise InputError("empty: no log lines to read", where=where)
+    if "\x00" in text or text.count("\ufffd") > len(text) // 10:  # NULs, or mostly undecodable bytes
+        raise InputError("binary data, not a text startup log", where=where)
+    if engine == "auto":
+        return
+    seen = engines_seen(text)
+    if engine not in seen and seen:
+        other = sorted(seen)[0]
+        raise InputError(f"no {_NAMES[engine]} line in this log, but {_NAMES[other]} lines: it was written "
+                         f"by {_NAMES[other]}; run with --engine {other} or without --engine",
+                         where=where, key="--engine")
+
+
 def run(args: argparse.Namespace) -> int:
-    log = parse_log(_read(args.file), engine=args.engine)
+    where = "stdin" if args.file == "-" else args.file
+    text = _read(args.file)
+    _check_input(text, args.engine, where)
+    log = parse_log(text, engine=args.engine)
+    if not log.has_pool and log.error_kind is None:
+        raise InputError("no KV pool line and no recognised error: is this a vLLM or SGLang startup log, "
+                         "and does it reach the KV cache allocation?", where=where)
     if args.json:
         json.dump(log.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(summary(log) + "\n")
-    if log.kv_tokens is None and log.gpu_blocks is None and log.error_kind is None:
-        where = "stdin" if args.file == "-" else args.file
-        print(f"gpulayout: {where}: no KV pool line and no recognised error: is this a vLLM or SGLang "
-              f"startup log, and does it reach the KV cache allocation?", file=sys.stderr)
-        return 2
-    return 0
+    return 1 if log.error_kind is not None else 0
