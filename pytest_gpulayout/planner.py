@@ -7,16 +7,24 @@ ranks first is one the preflight passes, and a refusal carries the reason the ch
 Ranking, best first (each rule applies only where the ones above it tie):
 
 1. PP across hosts comes after every layout that stays inside one host.
-2. More independent replicas first. This is "copies win when one GPU holds the model with the KV
+2. Room for what the users need. With ``--concurrency`` / ``--kv-tokens`` a layout short of it is
+   refused; without them the planner assumes each replica should hold at least
+   ``ASSUMED_REQUESTS_PER_REPLICA`` full-length requests at once (a replica that holds one serves
+   long requests one at a time), and layouts holding fewer rank after those that do, the closest
+   first. The header says what was assumed.
+3. More independent replicas first. This is "copies win when one GPU holds the model with the KV
    room the users need" (a one-GPU replica sends nothing between GPUs and every GPU is another
    copy) and, when one GPU does not, "the fewest GPUs per replica that fit, then more replicas".
    (vLLM shards a MoE model's experts over every DP rank, so there its DP ranks are one group.)
-3. Split inside the host the way the links allow: TP where NVLink joins the group (the engines
+4. With as many replicas either way, use every GPU: GPUs that cannot make another replica give the
+   replicas KV room rather than sit idle, so a layout that leaves GPUs idle ranks after one that
+   does not (PP=7 on 8 GPUs after PP=8 and TP=2 x PP=4 when neither makes two replicas).
+5. Split inside the host the way the links allow: TP where NVLink joins the group (the engines
    all-reduce after every layer), PP over PCIe or across sockets (it sends activations only at
    stage boundaries and accepts uneven layer splits). A TP group over PCIe works but warns; whether
    it beats PP there depends on the workload, so the plan says so and offers the manifest that
    measures both with the startup check.
-4. With as many replicas either way, leave no GPU idle; then cleaner verdicts.
+6. Cleaner verdicts.
 
 Layouts a check refuses (heads do not divide, the weights or the pool do not fit, TP across sockets,
 an engine start-up check that would fail) are listed after the candidates with that reason.
@@ -44,6 +52,12 @@ from .modelspec import ModelSpec
 CHECK_ORDER = ("placement", "heads", "balance", "links", "kv_pool")
 #: Above this many GPU subsets, pick groups greedily instead of trying every subset.
 _EXACT_LIMIT = 4000
+#: Without --concurrency / --kv-tokens: the full-length requests each replica should hold at once.
+#: One is what the engines need to start; a replica that holds only one serves long requests one at
+#: a time, so layouts with fewer rank after the ones with this much room.
+ASSUMED_REQUESTS_PER_REPLICA = 2
+#: The highest memory fraction the planner suggests when the engine's default is what refuses a layout.
+FRACTION_CAP = 0.95
 
 
 # -- GPU choice ---------------------------------------------------------------------------------
@@ -178,6 +192,14 @@ class LayoutRow:
     #: vLLM shards a MoE model's experts over all TP x DP ranks: its DP ranks then exchange
     #: activations in every MoE layer and are one group, not independent copies
     shared_experts: bool = False
+    #: refused only by the engine's default memory fraction: the smallest fraction (up to
+    #: ``FRACTION_CAP``) with which every check passes
+    fits_with_memory_fraction: float | None = None
+
+    @property
+    def pool_predicted(self) -> bool:
+        """False when the KV pool could not be predicted (GPU memory unknown): nobody knows it fits."""
+        return self.predicted_kv_tokens_per_replica is not None
 
     @property
     def tp(self) -> int:
@@ -242,6 +264,8 @@ class LayoutRow:
             "full_length_requests": (None if self.full_length_requests is None else list(self.full_length_requests)),
             "max_model_len": self.max_model_len,
             "independent_replicas": self.independent_replicas,
+            "pool_predicted": self.pool_predicted,
+            "fits_with_memory_fraction": self.fits_with_memory_fraction,
             "verdicts": {k: v.value for k, v in self.verdicts.items()},
             "why": self.why,
             "checks": {k: f.to_json() for k, f in self.findings.items()},
@@ -274,6 +298,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     measurement: Measurement | None = None
     gpus_considered: int = 0
+    #: without --concurrency / --kv-tokens: full-length requests per replica assumed (None when given)
+    assumed_requests: int | None = None
 
     @property
     def candidates(self) -> tuple[LayoutRow, ...]:
@@ -284,16 +310,38 @@ class Plan:
         return tuple(r for r in self.layouts if r.refused is not None)
 
     @property
+    def serving(self) -> tuple[LayoutRow, ...]:
+        """Candidates known to serve: their pool was predicted (GPU memory known) and holds the need."""
+        return tuple(r for r in self.candidates if r.pool_predicted)
+
+    @property
     def best(self) -> LayoutRow | None:
         c = self.candidates
         return c[0] if c else None
 
-    def headline(self, limit: int = 10) -> tuple[list[LayoutRow], int]:
+    @property
+    def assumed(self) -> str | None:
+        """The need assumed when none was given, in words (None when the user gave one)."""
+        if self.assumed_requests is None:
+            return None
+        n = self.assumed_requests
+        return (
+            f"none given; assumed room for {n} full-length request{'s' if n != 1 else ''} per replica "
+            f"(layouts holding fewer rank after those that do; --concurrency or --kv-tokens sets the real need)"
+        )
+
+    def rank(self, row: LayoutRow) -> int:
+        """1-based place of a candidate among all candidates (the order of ``--json`` and ``--all``)."""
+        return self.candidates.index(row) + 1
+
+    def headline(self, limit: int | None = 10) -> tuple[list[LayoutRow], int]:
         """The candidates worth a line, best first, and how many were left out.
 
         A layout also listed with more replicas and no worse verdict says nothing new (the same shape
-        on fewer GPUs), so it is left out, as is everything past ``limit``.
+        on fewer GPUs), so it is left out, as is everything past ``limit``. ``limit=None``: all of them.
         """
+        if limit is None:
+            return list(self.candidates), 0
         shown: list[LayoutRow] = []
         hidden = 0
         for r in self.candidates:
@@ -349,6 +397,11 @@ class Plan:
             "engine_version": self.engine_version,
             "max_model_len": self.max_model_len,
             "required": self.required,
+            "assumed_need": (
+                None
+                if self.assumed_requests is None
+                else {"full_length_requests_per_replica": self.assumed_requests, "text": self.assumed}
+            ),
             "notes": list(self.notes),
             "measurement": self.measurement.to_json() if self.measurement else None,
             "layouts": [r.to_json() for r in self.layouts],
@@ -529,14 +582,26 @@ def _links_severity(row: LayoutRow) -> int:
     return 1 if st is Status.WARN else 0
 
 
-def _rank_key(row: LayoutRow, machine: Machine) -> tuple:
+def _room(row: LayoutRow, assumed: int | None) -> int:
+    """Full-length requests per replica, capped at the assumed need: equal for every layout that meets it.
+
+    With a need the user gave (``assumed`` None) every candidate meets it (the others are refused);
+    a pool nobody could predict (memory unknown) is ranked as if it met the need.
+    """
+    if assumed is None or row.full_length_requests is None:
+        return assumed or 0
+    return min(min(row.full_length_requests), assumed)
+
+
+def _rank_key(row: LayoutRow, machine: Machine, assumed: int | None = None) -> tuple:
     """Sort key, best first; the rules in the module docstring, in order."""
     pcie_tp = _links_severity(row)
     return (
         _crosses_hosts(row, machine),
+        -_room(row, assumed),
         -row.independent_replicas,
+        -row.gpu_count,  # as many replicas either way: the spare GPUs give KV room rather than sit idle
         pcie_tp,
-        -row.group_size,
         row.tp if pcie_tp else -row.tp,  # TP inside NVLink; over PCIe, as little TP as possible
         row.status.severity,
         row.gpus,
@@ -560,21 +625,70 @@ def _boundary_links(row: LayoutRow) -> list[str]:
     return list(f.data.get("pp_boundary_links") or []) if f else []
 
 
-def _why(row: LayoutRow, min_world: int, single_refusal: str | None, total_gpus: int) -> str:
-    """One line: what the layout does and why it ranks where it does."""
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+@dataclass(frozen=True)
+class _WhyContext:
+    """What every "why" line is measured against (so that the lines agree with the order)."""
+
+    min_world: int  # fewest GPUs per replica among the layouts that meet the need
+    max_replicas: int  # replicas that many GPUs per replica make on the GPUs planned on
+    smaller: str | None  # why fewer GPUs per replica do not do
+    total_gpus: int
+    assumed: int | None  # full-length requests per replica assumed (None: the user gave the need)
+
+
+def _why_context(
+    candidates: Sequence[LayoutRow], refused: Sequence[LayoutRow], n: int, assumed: int | None
+) -> _WhyContext:
+    fit = [r for r in candidates if _room(r, assumed) == (assumed or 0)] or list(candidates)
+    min_world = min((r.group_size for r in fit), default=0)
+    smaller: str | None = None
+    if min_world > 1:
+        short = [r for r in candidates if r.group_size < min_world and r.full_length_requests]
+        if short:
+            r = max(short, key=lambda r: (r.group_size, min(r.full_length_requests or (0,))))
+            held = min(r.full_length_requests or (0,))
+            smaller = (
+                f"{_plural(r.group_size, 'GPU')} per replica hold{'s' if r.group_size == 1 else ''} only "
+                f"{_plural(held, 'full-length request')}"
+            )
+        else:
+            single = next((r for r in refused if r.gpu_count == 1), None)
+            if single is not None and single.fits_with_memory_fraction is not None and single.deployment:
+                kv = single.findings.get("kv_pool")
+                default = kv.data.get("memory_fraction") if kv else None
+                smaller = (
+                    f"one GPU: refused at {_default_fraction_name(single.deployment.engine)} {default:g}, "
+                    f"serves with --memory-fraction {single.fits_with_memory_fraction:.2f}"
+                )
+            elif single is not None and single.refused:
+                smaller = f"one GPU: {single.refused.split(': ', 1)[-1]}"
+    max_replicas = n // min_world if min_world else 0
+    return _WhyContext(min_world, max_replicas, smaller, n, assumed)
+
+
+def _why(row: LayoutRow, ctx: _WhyContext, fuller_above: bool = False) -> str:
+    """One line: what the layout does and why it ranks where it does.
+
+    ``fuller_above``: a layout with as many replicas on more GPUs ranks above this one.
+    """
     parts: list[str] = []
     w = row.weights_gib_per_gpu
     tokens = _tokens_txt(row)
     full = row.full_length_requests
     known = bool(tokens)
+    below = ctx.assumed is not None and full is not None and min(full) < ctx.assumed
     room = ""
     if tokens:
         room = f"{tokens} tokens of KV per replica"
         if full and row.max_model_len:
-            room += f" ({min(full)} full {row.max_model_len:,}-token requests"
+            room += f" ({_plural(min(full), f'full {row.max_model_len:,}-token request')}"
             room += f", {sum(full)} in all)" if row.dp > 1 else ")"
     if row.group_size == 1:
-        what = "one GPU holds the model" if known else "one GPU per replica"
+        what = "one GPU holds the model" if known and not below else "one GPU per replica"
         what += f" ({w:.1f} GiB of weights)" if w is not None else ""
         parts.append(what + (f" with {room}" if room else ""))
         parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")
@@ -585,17 +699,27 @@ def _why(row: LayoutRow, min_world: int, single_refusal: str | None, total_gpus:
                 f"TP x DP = {row.tp * row.dp} ranks (DP attention): the {row.dp} DP ranks exchange "
                 f"activations in every MoE layer, one group rather than independent copies"
             )
-        if not known:
-            parts.append(f"{row.group_size} GPUs per replica")
-        elif row.group_size == min_world:
-            need = f"needs {row.group_size} GPUs" + (" per replica" if not row.shared_experts else "")
-            if single_refusal and min_world > 1:
-                need += f" (one GPU: {single_refusal.split(': ', 1)[-1]})"
+        g, m = row.group_size, ctx.min_world
+        if not known or below or not m:
+            parts.append(f"{g} GPUs per replica")
+        elif g == m:
+            need = f"needs {g} GPUs" + (" per replica" if not row.shared_experts else "")
+            if ctx.smaller:
+                need += f" ({ctx.smaller})"
             parts.append(need)
+        elif row.gpu_count < ctx.total_gpus:
+            parts.append(f"{g} GPUs per replica where {m} would do: more KV room per replica")
+        elif row.shared_experts or row.independent_replicas >= ctx.max_replicas:
+            extra = row.gpu_count - m * row.independent_replicas
+            parts.append(
+                f"{g} GPUs per replica where {m} would do: {m}-GPU replicas make no more than "
+                f"{_plural(ctx.max_replicas, 'replica')} on {ctx.total_gpus} GPUs, so the other "
+                f"{_plural(extra, 'GPU')} add{'s' if extra == 1 else ''} KV room instead of sitting idle"
+            )
         else:
             parts.append(
-                f"spreads each replica over {row.group_size} GPUs where {min_world} would do: "
-                f"more KV room per replica, fewer replicas"
+                f"spreads each replica over {g} GPUs where {m} would do: more KV room per replica, "
+                f"{_plural(row.independent_replicas, 'replica')} where {m}-GPU ones make {ctx.max_replicas}"
             )
         if row.tp > 1:
             kind = _tp_link(row)
@@ -618,10 +742,21 @@ def _why(row: LayoutRow, min_world: int, single_refusal: str | None, total_gpus:
             parts.append(room)
         if row.independent_replicas > 1:
             parts.append(f"{row.dp} replicas")
+    if below and full is not None:
+        parts.append(
+            f"holds only {_plural(min(full), 'full-length request')} per replica, fewer than the "
+            f"{ctx.assumed} assumed: ranked after the layouts with room for {ctx.assumed}"
+        )
     used = row.gpu_count
-    if used < total_gpus:
-        parts.append(f"uses {used} of {total_gpus} GPUs")
-    warns = [c for c, s in row.verdicts.items() if s is Status.WARN]
+    if used < ctx.total_gpus:
+        idle = f"uses {used} of {ctx.total_gpus} GPUs"
+        if fuller_above:
+            idle += f", {ctx.total_gpus - used} idle: ranked after layouts with as many replicas that use more GPUs"
+        parts.append(idle)
+    if not row.pool_predicted:
+        parts.append("KV pool NOT predicted (GPU memory unknown): whether it fits is not known")
+    unknown_memory = {"balance", "kv_pool"} if not row.pool_predicted else set()
+    warns = [c for c, s in row.verdicts.items() if s is Status.WARN and c not in unknown_memory]
     if warns:
         parts.append("warns: " + ", ".join(warns))
     return "; ".join(parts)
@@ -767,8 +902,12 @@ def plan(
     ``concurrency`` (full ``max_model_len`` requests at once) and ``kv_tokens`` are what the users need
     from the whole deployment: DP replicas share them evenly, so each replica must hold its share
     (64 users on DP=2 are 32 per copy; on TP=2 all 64 in one sharded pool). With neither, each
-    replica must hold one full-length request. ``model_ref`` is how the model is named in
-    the manifest snippet of a measurement hint (default: from ``model.source``).
+    replica must hold one full-length request (what the engines need to start), and layouts holding
+    fewer than ``ASSUMED_REQUESTS_PER_REPLICA`` rank after those that do (``Plan.assumed`` says so).
+    With the engine's default memory fraction, a layout refused for its pool is tried at higher
+    fractions (up to ``FRACTION_CAP``): the refusal then names the fraction that serves.
+    ``model_ref`` is how the model is named in the manifest snippet of a measurement hint (default:
+    from ``model.source``).
     """
     from .evaluate import evaluate
 
@@ -805,22 +944,48 @@ def plan(
         )
         rows.append(_row(dep, machine, model, evaluate(dep, machine, model), (concurrency, kv_tokens)))
 
-    candidates = sorted((r for r in rows if r.refused is None), key=lambda r: _rank_key(r, machine))
+    assumed = None if (concurrency or kv_tokens) else ASSUMED_REQUESTS_PER_REPLICA
+    if memory_fraction is None:
+        rows = [_with_fraction_hint(r, machine, model, (concurrency, kv_tokens), assumed) for r in rows]
+    candidates = sorted((r for r in rows if r.refused is None), key=lambda r: _rank_key(r, machine, assumed))
     refused = sorted((r for r in rows if r.refused is not None), key=lambda r: (r.group_size, r.tp, r.pp, r.dp))
-    min_world = min((r.group_size for r in candidates), default=0)
-    single = next((r for r in refused if r.gpu_count == 1), None)
-    single_refusal = single.refused if single and min_world > 1 else None
-    ranked = tuple(_replace_why(r, _why(r, min_world, single_refusal, n)) for r in candidates) + tuple(
-        _replace_why(r, f"refused: {r.refused}") for r in refused
-    )
+    ctx = _why_context(candidates, refused, n, assumed)
+    whys = []
+    for i, r in enumerate(candidates):
+        fuller = any(
+            o.independent_replicas == r.independent_replicas
+            and o.gpu_count > r.gpu_count
+            and _room(o, assumed) == _room(r, assumed)
+            for o in candidates[:i]
+        )
+        whys.append(_replace_why(r, _why(r, ctx, fuller)))
+    ranked = tuple(whys) + tuple(_replace_why(r, f"refused: {r.refused}") for r in refused)
 
     notes: list[str] = []
     if not machine.memory_known:
         notes.append(
-            f"GPU memory is unknown from {machine.source}: whether a layout fits is not known, so "
-            f"balance and kv_pool are skipped and layouts are ranked as if each fits. Probe the "
-            f"host or use a snapshot/preset with memory to rank by fit."
+            f"GPU memory is unknown from {machine.source}: the KV pool could NOT be predicted and the "
+            f"memory balance NOT checked, so no layout is known to fit (exit code 1). Layouts are "
+            f"ranked on heads and links alone, as if each fits. Probe the host (--machine auto) or use "
+            f"a snapshot/preset with memory for a verdict."
         )
+    hinted = [r for r in refused if r.fits_with_memory_fraction is not None]
+    if hinted:
+        # with the fraction it meets the need: it would rank by replicas, then GPUs used
+        first = min(hinted, key=lambda r: (_crosses_hosts(r, machine), -r.independent_replicas, -r.gpu_count))
+        best = candidates[0] if candidates else None
+        better = best is None or (
+            (_crosses_hosts(first, machine), -(assumed or 0), -first.independent_replicas, -first.gpu_count)
+            < (_crosses_hosts(best, machine), -_room(best, assumed), -best.independent_replicas, -best.gpu_count)
+        )
+        if better:
+            kv = first.findings.get("kv_pool")
+            default = kv.data.get("memory_fraction") if kv else None
+            notes.append(
+                f"{first.layout} is refused only by {_default_fraction_name(engine)} {default:g}: with "
+                f"--memory-fraction {first.fits_with_memory_fraction:.2f} it serves and would rank "
+                f"{'first' if best is None else f'above {best.layout}'} (re-run with it; the startup check confirms)"
+            )
     if not candidates:
         notes.append(
             "no layout on these GPUs serves this model with what was asked: see the refusals "
@@ -878,7 +1043,87 @@ def plan(
         notes=tuple(notes),
         measurement=measurement,
         gpus_considered=n,
+        assumed_requests=assumed,
     )
+
+
+def _default_fraction_name(engine: str) -> str:
+    return "SGLang's default mem_fraction_static" if engine == "sglang" else "vLLM's default gpu_memory_utilization"
+
+
+def _fraction_that_fits(
+    dep: Deployment,
+    machine: Machine,
+    model: ModelSpec,
+    demand: tuple[int | None, int | None],
+    default: float,
+    assumed: int | None,
+) -> float | None:
+    """The smallest memory fraction, in hundredths above ``default`` up to ``FRACTION_CAP``, with which
+    every check passes and each replica holds the need (the assumed one too); None when even the cap
+    does not.
+
+    The pool grows with the fraction, so the search halves the range, and every fraction it returns
+    was evaluated with all the checks. vLLM's start-up check (free memory >= fraction x total)
+    tightens as the fraction grows: a layout that fails it at the cap gets no suggestion, which errs
+    towards saying nothing rather than suggesting a fraction the engine would refuse.
+    """
+    from dataclasses import replace
+
+    from .evaluate import evaluate
+
+    def serves(hundredths: int) -> bool:
+        d = replace(dep, memory_fraction=hundredths / 100)
+        row = _row(d, machine, model, evaluate(d, machine, model), demand)
+        return row.refused is None and _room(row, assumed) == (assumed or 0)
+
+    lo, hi = math.floor(default * 100 + 1e-9) + 1, round(FRACTION_CAP * 100)
+    if lo > hi or not serves(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if serves(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi / 100
+
+
+def _with_fraction_hint(
+    row: LayoutRow,
+    machine: Machine,
+    model: ModelSpec,
+    demand: tuple[int | None, int | None],
+    assumed: int | None,
+) -> LayoutRow:
+    """A layout refused for its pool at the engine's default memory fraction: if a higher fraction
+    serves, say so with the number (the weights are not what refuses it then)."""
+    kv = row.findings.get("kv_pool")
+    dep = row.deployment
+    if dep is None or kv is None or not (row.refused or "").startswith("kv_pool"):
+        return row
+    default = kv.data.get("memory_fraction")
+    if kv.data.get("memory_fraction_source") == "memory_fraction" or not isinstance(default, (int, float)):
+        return row
+    fits = _fraction_that_fits(dep, machine, model, demand, float(default), assumed)
+    if fits is None:
+        return row
+    from dataclasses import replace
+
+    name = f"{_default_fraction_name(dep.engine)} {default:g}"
+    detail = (row.refused or "").split(": ", 1)[-1]
+    if "leave no room for a KV cache" in detail:
+        w = kv.data.get("weights_gib_per_rank")
+        what = f"{name} leaves no room for a KV cache next to {w} GiB of weights per GPU"
+    else:
+        what = f"{detail} at {name}"
+    kept = (
+        "less kept back for activations and CUDA graphs"
+        if dep.engine == "sglang"
+        else "less headroom for CUDA graphs and other processes"
+    )
+    text = f"kv_pool: {what}; --memory-fraction {fits:.2f} would serve ({kept}: confirm with the startup check)"
+    return replace(row, refused=text, fits_with_memory_fraction=fits)
 
 
 def _closest(rows: Sequence[LayoutRow]) -> str | None:

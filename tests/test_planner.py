@@ -197,7 +197,7 @@ def test_tp2_lands_on_a_phb_pair_not_on_the_gpu_across_the_socket(qwen):
     assert pp2 is not None and 0 not in pp2.gpus
     # topo text has no memory: the plan says so instead of pretending to know the pools
     assert any("memory is unknown" in n for n in p.notes)
-    assert tp2.predicted_kv_tokens_per_replica is None and tp2.verdicts["kv_pool"] is Status.SKIP
+    assert not tp2.pool_predicted and tp2.verdicts["kv_pool"] is not Status.PASS
 
 
 def test_tp_groups_stay_inside_a_socket_and_tp8_across_sockets_is_refused():
@@ -323,6 +323,7 @@ def exit_code(argv: list[str]) -> int:
         ),
         (["--machine", "preset:2xL4-pcie", "--max-model-len", "0"], "--max-model-len must be at least 1"),
         (["--machine", "preset:2xl4"], "unknown preset"),
+        (["--machine", "preset:2xL4-pcie", "--engine-version", "banana"], "--engine-version: not a version: 'banana'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
@@ -361,3 +362,128 @@ def test_plan_on_8_gpus_answers_well_under_a_second(qwen):
     elapsed = time.perf_counter() - start
     assert len(p.layouts) == len(layouts(8))
     assert elapsed < 0.5, f"plan took {elapsed:.2f} s"
+
+
+# -- review findings: ranking, default need, hidden ranks, bad flags, memory fraction, memory unknown --
+
+
+def test_two_socket_l40s_70b_uses_every_gpu_before_leaving_some_idle(capsys):
+    """Llama 70B on 8 L40S (no NVLink): with one replica either way, PP=7/6/5 leave GPUs idle and rank
+    after the layouts that put all 8 to work; the rank order follows replicas, then GPUs used."""
+    p = plan(load_model("meta-llama/Llama-3.1-70B-Instruct"), load_preset("8xL40S-2socket"))
+    order = [shape(r) for r in p.candidates]
+    for full in ((2, 4, 1), (4, 2, 1), (1, 8, 1)):
+        for idle in ((1, 7, 1), (1, 6, 1), (1, 5, 1)):
+            assert order.index(full) < order.index(idle), (full, idle, order)
+    assert p.best is not None and p.best.gpu_count == 8
+    # the rule holds over the whole list: more replicas first, then (as many) more GPUs used
+    room = [min(r.full_length_requests) >= 2 for r in p.candidates]
+    keys = [(not ok, -r.independent_replicas, -r.gpu_count) for ok, r in zip(room, p.candidates, strict=True)]
+    assert keys == sorted(keys)
+    # the why lines agree with the order: no "fewer replicas" where no more replicas were possible
+    assert "fewer replicas" not in p.best.why and "idle" in p.best.why
+    pp7 = p.find(1, 7, 1)
+    assert pp7 is not None and "uses 7 of 8 GPUs, 1 idle" in pp7.why and "ranked after" in pp7.why
+
+
+def test_without_a_need_layouts_with_room_for_a_few_requests_rank_first(capsys):
+    """70B on 4 A100 at 32k: TP=2 x DP=2 holds one request per copy, TP=4 fifteen; with no need
+    given the plan assumes a few per replica, says so, and ranks TP=4 first."""
+    args = ["meta-llama/Llama-3.1-70B-Instruct", "--machine", "preset:4xA100-80gb-sxm", "--max-model-len", "32768"]
+    code, out = run_json(capsys, *args)
+    assert code == 0
+    assumed = out["assumed_need"]["full_length_requests_per_replica"]
+    rows = [r for r in out["layouts"] if not r["refused"]]
+    order = [(r["tensor_parallel_size"], r["pipeline_parallel_size"], r["data_parallel_size"]) for r in rows]
+    assert order[0] == (4, 1, 1)
+    assert order.index((4, 1, 1)) < order.index((2, 1, 2))
+    held = {k: min(r["full_length_requests"]) for k, r in zip(order, rows, strict=True)}
+    assert held[(2, 1, 2)] < assumed <= held[(4, 1, 1)]
+    # every layout with room for the assumed need comes before every one without
+    ok = [min(r["full_length_requests"]) >= assumed for r in rows]
+    assert ok == sorted(ok, reverse=True)
+    tp2dp2 = rows[order.index((2, 1, 2))]
+    assert f"fewer than the {assumed} assumed" in tp2dp2["why"]
+    assert main(["plan", *args]) == 0
+    text = capsys.readouterr().out
+    assert f"needs: none given; assumed room for {assumed} full-length requests per replica" in text
+    # a need the user gives replaces the assumption: 2 users fit the two copies, and copies win
+    code, out = run_json(capsys, *args, "--concurrency", "2")
+    assert code == 0 and out["assumed_need"] is None
+    top = out["layouts"][0]
+    assert top["data_parallel_size"] == 2
+
+
+def test_hidden_rows_are_named_with_their_ranks_and_all_shows_them(capsys):
+    argv = ["plan", QWEN3_8B, "--machine", "preset:8xH100-sxm", "--max-model-len", "8192"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table = out.split("why:")[0]
+    shown = [int(ln.split()[0]) for ln in table.splitlines() if ln.strip()[:1].isdigit()]
+    assert shown[0] == 1 and shown != list(range(1, len(shown) + 1))  # some were left out
+    note = next(ln for ln in table.splitlines() if "ranks not shown" in ln)
+    assert "--all" in note
+    hidden: list[int] = []
+    for part in note.split("ranks not shown: ")[1].split(":")[0].split(", "):
+        a, _, b = part.lstrip("#").partition("-")
+        hidden += list(range(int(a), int(b or a) + 1))
+    n_candidates = len(plan(load_model(QWEN3_8B), load_preset("8xH100-sxm"), max_model_len=8192).candidates)
+    assert sorted(shown + hidden) == list(range(1, n_candidates + 1))
+    assert main([*argv, "--all"]) == 0
+    full = capsys.readouterr().out.split("why:")[0]
+    ranks = [int(ln.split()[0]) for ln in full.splitlines() if ln.strip()[:1].isdigit()]
+    assert ranks == list(range(1, n_candidates + 1)) and "ranks not shown" not in full
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "directory"])
+def test_bad_html_path_is_one_line_exit_2_before_any_work(where, tmp_path, capsys, monkeypatch):
+    target = tmp_path / "nope" / "x.html" if where == "missing-folder" else tmp_path
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # --machine auto would exit 3: the path is checked first
+    assert exit_code(["plan", QWEN3_8B, "--html", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert str(target) in err and "--html" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_sglang_refusal_names_the_default_fraction_and_the_one_that_serves(capsys):
+    """Qwen3-8B on one L4 under SGLang: the default mem_fraction_static, not the weights, leaves no
+    KV room; the refusal says so with the smallest --memory-fraction that serves, and that works."""
+    model, machine = load_model(QWEN3_8B), load_preset("2xL4-pcie")
+    p = plan(model, machine, engine="sglang", max_model_len=8192)
+    dp2 = p.find(1, 1, 2)
+    assert dp2 is not None and dp2.refused
+    fraction = dp2.fits_with_memory_fraction
+    assert fraction is not None and 0.7 < fraction <= 0.95
+    assert "mem_fraction_static" in dp2.refused and f"--memory-fraction {fraction:.2f}" in dp2.refused
+    assert any(f"--memory-fraction {fraction:.2f}" in n and "TP=1 PP=1 DP=2" in n for n in p.notes)
+    with_it = plan(model, machine, engine="sglang", max_model_len=8192, memory_fraction=fraction)
+    ok = with_it.find(1, 1, 2)
+    assert ok is not None and ok.refused is None and min(ok.full_length_requests) >= with_it.assumed_requests
+    assert with_it.best is not None and shape(with_it.best) == (1, 1, 2)  # copies win once they fit
+    below = plan(model, machine, engine="sglang", max_model_len=8192, memory_fraction=round(fraction - 0.01, 2))
+    short = below.find(1, 1, 2)
+    assert short is not None and (short.refused or min(short.full_length_requests) < below.assumed_requests)
+    # a fraction the user set is not second-guessed
+    assert below.find(1, 1, 1).fits_with_memory_fraction is None
+
+
+def test_unknown_memory_never_reads_as_pass_and_exits_1(tmp_path, capsys):
+    text = (DATA / "topo" / "003.txt").read_text().split("\n---\n", 1)[1]
+    topo = tmp_path / "topo.txt"
+    topo.write_text(text)
+    assert main(["plan", QWEN3_8B, "--machine", str(topo)]) == 1
+    out = capsys.readouterr().out
+    table = out.split("why:")[0]
+    rows = [ln for ln in table.splitlines() if ln.strip()[:1].isdigit()]
+    assert rows and "all pass" not in out and " pass " not in " ".join(rows)
+    assert all("unknown" in ln and "KV pool NOT predicted" in ln for ln in rows)
+    assert "no layout is known to fit" in out
+    code, data = run_json(capsys, QWEN3_8B, "--machine", str(topo))
+    assert code == 1
+    cands = [r for r in data["layouts"] if not r["refused"]]
+    assert cands and not any(r["pool_predicted"] for r in cands)
+    # the ranking still works on heads and links: TP=3 refused, PP over PHB before TP over PHB
+    refused = {(r["tensor_parallel_size"], r["pipeline_parallel_size"]) for r in data["layouts"] if r["refused"]}
+    assert (3, 1) in refused
+    order = [(r["tensor_parallel_size"], r["pipeline_parallel_size"], r["data_parallel_size"]) for r in cands]
+    assert order.index((1, 2, 2)) < order.index((2, 1, 2))

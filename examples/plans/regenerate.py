@@ -62,8 +62,8 @@ EXAMPLES = [
         "Two 32 GB cards, Gemma 3 12B, 2,048-token context: TP=2 shards the KV cache (each rank stores 4 "
         "of the 8 KV heads: half the KV bytes per token per rank) and halves the weights, so its one pool "
         "holds several times the requests; DP=2 keeps a full copy and a full-width pool per card. Copies "
-        "still rank first when each card holds the model with room for one request: give the users' "
-        "number (next example) to let the requirement decide.",
+        "still rank first when each card holds the model with room for the two full-length requests the "
+        "plan assumes without a need: give the users' number (next example) to let the requirement decide.",
         [
             "google/gemma-3-12b-it",
             "--machine",

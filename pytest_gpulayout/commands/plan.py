@@ -3,19 +3,23 @@
 Prints an aligned table (layout, GPUs, weights per GPU, KV bytes per token per rank, predicted pool
 per replica, full-length requests, verdicts), one "why" line per layout, the refused layouts grouped
 by reason, and, where the rules cannot decide, the manifest that measures the contenders. ``--json``
-prints ``Plan.to_json()``; ``--html FILE`` writes the picture. Exit 0 when some layout serves the
-model as asked, 1 when none does, 2 on bad input, 3 when ``--machine auto`` cannot probe the GPUs.
+prints ``Plan.to_json()``; ``--html FILE`` writes the picture; ``--all`` lists every layout. Exit 0
+when some layout is known to serve the model as asked, 1 when none does or when none is known to
+(GPU memory unknown: no pool was predicted), 2 on bad input, 3 when ``--machine auto`` cannot probe
+the GPUs. Arguments are checked before any work, so a bad one never costs a plan (or a probe).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..deployment import ENGINES, KV_CACHE_DTYPES
+from ..errors import InputError
 from ..findings import Status
 from ..planner import LayoutRow, Plan, per_replica_text, requests_text
 
@@ -53,6 +57,30 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _version(text: str) -> str:
+    """``--engine-version``: a version the engine defaults can be looked up by (checked up front)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text.strip())
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError(f"not a version: {text!r} (e.g. 0.11.0)") from None
+    return text.strip()
+
+
+def _check_html_path(text: str) -> Path:
+    """``--html FILE``: somewhere a file can be written, checked before the plan is computed."""
+    path = Path(text)
+    if path.is_dir():
+        raise InputError(f"--html: is a directory, not a file (e.g. {path / 'plan.html'})", where=path)
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(f"--html: folder {folder} does not exist", where=path)
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError("--html: cannot write here (permission denied)", where=path)
+    return path
+
+
 def _catalog_epilog() -> str:
     try:
         from ..catalog import catalog_ids
@@ -79,6 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine-version",
         metavar="V",
+        type=_version,
         default=None,
         help="engine version whose defaults to assume (default: the installed one)",
     )
@@ -127,6 +156,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object: model, machine, layouts")
     p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report to FILE")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help=f"list every layout (default: the first {TEXT_LIMIT}, without the same shapes on fewer GPUs)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     from ..planner import plan
     from ..sources import load_machine
 
+    html = _check_html_path(args.html) if args.html else None
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd())
     result = plan(
@@ -149,16 +184,17 @@ def run(args: argparse.Namespace) -> int:
         kv_cache_dtype=args.kv_cache_dtype,
         model_ref=args.model,
     )
-    if args.html:
+    if html is not None:
         from ..html_report import render_plan_html
 
-        Path(args.html).write_text(render_plan_html(result), encoding="utf-8")
+        html.write_text(render_plan_html(result), encoding="utf-8")
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(format_plan(result))
-    return 0 if result.candidates else 1
+        sys.stdout.write(format_plan(result, limit=None if args.all else TEXT_LIMIT))
+    # a layout whose pool nobody could predict is not known to serve: never exit 0 on it
+    return 0 if result.serving else 1
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -173,9 +209,34 @@ def _table(rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
     return out
 
 
-def _checks_cell(verdicts: dict[str, Status]) -> str:
-    bad = [f"{c} {s.value}" for c, s in verdicts.items() if s in (Status.WARN, Status.FAIL)]
+def _checks_cell(row: LayoutRow) -> str:
+    """The verdicts worth reading; never "all pass" for a layout whose pool was not predicted."""
+    unknown = not row.pool_predicted and row.refused is None
+    skip = {"balance", "kv_pool"} if unknown else set()
+    bad = [f"{c} {s.value}" for c, s in row.verdicts.items() if s in (Status.WARN, Status.FAIL) and c not in skip]
+    if unknown:
+        bad.append("KV pool NOT predicted (memory unknown)")
     return ", ".join(bad) if bad else "all pass"
+
+
+def _status_cell(row: LayoutRow) -> str:
+    if row.refused:
+        return "refused"
+    return row.status.value if row.pool_predicted else "unknown"
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """``2-4, 7, 9-12`` for 2,3,4,7,9,10,11,12."""
+    out: list[str] = []
+    start = prev = None
+    for n in [*numbers, None]:
+        if n is not None and prev is not None and n == prev + 1:
+            prev = n
+            continue
+        if start is not None:
+            out.append(f"#{start}" if start == prev else f"#{start}-{prev}")
+        start = prev = n
+    return ", ".join(out)
 
 
 def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
@@ -201,8 +262,12 @@ def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
     return out
 
 
-def format_plan(plan: Plan, *, limit: int = TEXT_LIMIT) -> str:
-    """The plan as text for a terminal (what ``gpulayout plan`` prints and examples/ keep)."""
+def format_plan(plan: Plan, *, limit: int | None = TEXT_LIMIT) -> str:
+    """The plan as text for a terminal (what ``gpulayout plan`` prints and examples/ keep).
+
+    Rows keep their rank among all candidates (the order of ``--json`` and ``--all``); when some are
+    left out, the line under the table names the missing ranks and how to see them.
+    """
     m, mc = plan.model, plan.machine
     lines = [
         f"model: {m.name} ({m.source}): {m.num_attention_heads} attention heads, "
@@ -225,11 +290,7 @@ def format_plan(plan: Plan, *, limit: int = TEXT_LIMIT) -> str:
     if plan.max_model_len:
         eng += f"; max_model_len {plan.max_model_len:,}"
     lines.append(eng)
-    lines.append(
-        f"needs: {plan.required}"
-        if plan.required
-        else "needs: one full-length request per replica (give --concurrency or --kv-tokens for more)"
-    )
+    lines.append(f"needs: {plan.required or plan.assumed}")
     for note in plan.notes:
         lines.append(f"note: {note}")
     lines.append("")
@@ -253,30 +314,32 @@ def format_plan(plan: Plan, *, limit: int = TEXT_LIMIT) -> str:
         for r in [*shown, *sized]:
             body.append(
                 [
-                    str(plan.layouts.index(r) + 1) if r.refused is None else "-",
+                    str(plan.rank(r)) if r.refused is None else "-",
                     r.layout,
                     ",".join(map(str, r.gpus)),
                     f"{r.weights_gib_per_gpu:.2f}" if r.weights_gib_per_gpu is not None else "?",
                     f"{r.kv_bytes_per_token_per_rank:,}" if r.kv_bytes_per_token_per_rank else "?",
                     per_replica_text(r.predicted_kv_tokens_per_replica),
                     requests_text(r.full_length_requests),
-                    "refused" if r.refused else r.status.value,
-                    _checks_cell(dict(r.verdicts)),
+                    _status_cell(r),
+                    _checks_cell(r),
                 ]
             )
         lines.extend(_table([header, *body], right={0, 3, 4, 5, 6}))
         lines.append("  (KV tokens per replica: xN = N replicas alike; full-length reqs: held at once, all replicas)")
+        if hidden:
+            missing = [plan.rank(r) for r in plan.candidates if r not in shown]
+            past = limit is not None and len(shown) >= limit
+            lines.append(
+                f"  (ranks not shown: {_ranges(missing)}: the same shapes with fewer replicas"
+                + (f" or past the first {limit}" if past else "")
+                + "; --all lists every layout, --json too)"
+            )
     if shown:
         lines.append("")
         lines.append("why:")
         for r in shown:
-            lines.append(f"  {plan.layouts.index(r) + 1:>2}  {r.layout}: {r.why}")
-        if hidden:
-            lines.append(
-                f"  ({hidden} more candidate layout{'s' if hidden != 1 else ''}, "
-                f"mostly the same shapes on fewer GPUs: "
-                f"--json lists all)"
-            )
+            lines.append(f"  {plan.rank(r):>2}  {r.layout}: {r.why}")
     else:
         lines.append("")
         lines.append("no layout serves this model on these GPUs with what was asked.")
@@ -284,10 +347,11 @@ def format_plan(plan: Plan, *, limit: int = TEXT_LIMIT) -> str:
     if refused:
         lines.append("")
         lines.append(f"refused ({len(plan.refused)} layout{'s' if len(plan.refused) != 1 else ''}):")
-        for layouts_txt, reason in refused[:REFUSED_LINES]:
+        cap = len(refused) if limit is None else REFUSED_LINES
+        for layouts_txt, reason in refused[:cap]:
             lines.append(f"  {layouts_txt}: {reason}")
-        if len(refused) > REFUSED_LINES:
-            lines.append(f"  ... {len(refused) - REFUSED_LINES} more reasons (--json lists every layout)")
+        if len(refused) > cap:
+            lines.append(f"  ... {len(refused) - cap} more reasons (--all or --json lists every layout)")
     if plan.measurement:
         lines.append("")
         lines.append("measure: " + plan.measurement.text)
