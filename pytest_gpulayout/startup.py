@@ -25,7 +25,7 @@ from typing import Any
 
 from .deployment import Deployment
 from .errors import InputError, LaunchError
-from .findings import Finding, failed, passed, warned
+from .findings import Finding, Status, failed, passed, warned, worst
 from .launcher import LaunchResult, free_port, launch
 from .logparse import (
     HEADS_NOT_DIVISIBLE,
@@ -251,6 +251,44 @@ def _tail_text(lines: Sequence[str], n: int = TAIL_IN_MESSAGE) -> str:
     return "\n".join("    " + ln[:300] for ln in shown)
 
 
+MEMORY_SLACK_MIB = 256     # free memory may wobble by the driver's own bookkeeping
+MEMORY_WAIT_S = 30.0       # the driver frees a dead process's memory within seconds
+
+
+def _try_probe(reprobe: Callable[[], Machine] | None) -> Machine | None:
+    if reprobe is None:
+        return None
+    try:
+        return reprobe()
+    except Exception:  # a probe that fails here only loses the after-check, never the launch
+        return None
+
+
+def memory_not_released(before: Machine, reprobe: Callable[[], Machine], indices: Sequence[int], *,
+                        wait_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    """GPUs (machine ``indices``) with less free memory than before the launch, after waiting up to
+    ``wait_s``. Matched by UUID, so a re-probe that numbers GPUs differently still compares the same cards.
+    """
+    wanted = [g for g in before.gpus if g.index in set(indices)]
+    deadline = time.monotonic() + (MEMORY_WAIT_S if wait_s is None else wait_s)
+    while True:
+        try:
+            after = reprobe()
+        except Exception:
+            return []
+        short = []
+        for g in wanted:
+            now = next((h for h in after.gpus if h.uuid and h.uuid == g.uuid), None)
+            if now is None or g.memory_free_mib is None or now.memory_free_mib is None:
+                continue
+            if now.memory_free_mib < g.memory_free_mib - MEMORY_SLACK_MIB:
+                short.append(f"GPU{g.index} has {(g.memory_free_mib - now.memory_free_mib) / 1024:.2f} GiB less free "
+                             f"than before the launch")
+        if not short or time.monotonic() >= deadline:
+            return short
+        sleep(1.0)
+
+
 def launch_deployment(
     dep: Deployment,
     model: ModelSpec | None = None,
@@ -261,10 +299,14 @@ def launch_deployment(
     engine_version: str | None = None,
     stop_when: str = "kv",
     grace_s: float = 10.0,
+    reprobe: Callable[[], Machine] | None = None,
 ) -> StartupReport:
     """Launch ``dep`` briefly and judge what it allocated.
 
-    Never raises for engine trouble (not found, failed, timed out): that is the finding.
+    Never raises for engine trouble (not found, failed, timed out): that is the finding. On a live
+    machine (``machine.source == "nvml"``, or with ``reprobe`` given) the GPUs' free memory is read
+    before the launch and again after the tree is gone: memory that did not come back means something
+    of the engine survives outside its process tree (or another tenant arrived), and is reported.
     """
     name = _ENGINE_NAMES.get(dep.engine, dep.engine)
     version = engine_version or dep.engine_version
@@ -278,6 +320,9 @@ def launch_deployment(
         argv = engine_argv(dep, model_path_for(dep), port, engine_version=version)
         engines, ranks = expected_reports(dep, version)
         log_path = _log_path(Path(log_dir), dep)
+        if reprobe is None and machine is not None and machine.source == "nvml":
+            from .probe import probe as reprobe
+        before = _try_probe(reprobe)
         result = launch(argv, env=engine_env(dep, plan.visible), expected_engines=engines, engine=dep.engine,
                         ranks_per_engine=ranks, timeout_s=dep.launch.timeout_s, log_path=log_path,
                         grace_s=grace_s, stop_when=stop_when, gpus=plan.lock_keys, stop_signal=STOP_SIGNAL)
@@ -295,6 +340,19 @@ def launch_deployment(
                          command=cmd)
         return StartupReport(None, (), None, None, None, None, finding, None)
     finding = judge(dep, model, result, prediction_tokens=prediction_tokens)
+    if before is not None and reprobe is not None:
+        from .placement import PlacementError, resolve_gpus
+
+        try:
+            short = memory_not_released(before, reprobe, resolve_gpus(dep, before))
+        except PlacementError:
+            short = []
+        if short:
+            finding = Finding(CHECK, worst([finding.status, Status.WARN]),
+                              f"{finding.message} GPU memory did not come back after the engine stopped: "
+                              f"{'; '.join(short)}. Look for engine processes outside its tree "
+                              f"(nvidia-smi) before the next launch.",
+                              {**finding.data, "memory_not_released": short})
     log = result.log
     return StartupReport(log.kv_tokens, log.kv_tokens_all, log.max_concurrency, result.seconds_to_kv,
                          log.error_kind, result.log_path, finding, result)

@@ -406,3 +406,41 @@ def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: P
     assert report.result.leftover_pids == ()
     assert _engine_processes(since, dep.model, report.result.pid) == []
     assert not pid_alive(report.result.pid)
+
+
+def test_memory_that_does_not_come_back_is_reported(tmp_path: Path) -> None:
+    from pytest_gpulayout.machine import Gpu, Machine
+    from pytest_gpulayout.startup import memory_not_released
+
+    def m(free1: int) -> Machine:
+        return Machine(gpus=(Gpu(0, uuid="GPU-a", memory_total_mib=80000, memory_free_mib=79000),
+                             Gpu(1, uuid="GPU-b", memory_total_mib=80000, memory_free_mib=free1)), source="nvml")
+
+    before = m(79000)
+    # the driver takes a moment: the second re-probe shows the memory back
+    seq = iter([m(60000), m(78900)])
+    assert memory_not_released(before, lambda: next(seq), [0, 1], wait_s=5, sleep=lambda s: None) == []
+    # a leftover keeps 18.55 GiB on GPU1 until the wait runs out
+    short = memory_not_released(before, lambda: m(60000), [0, 1], wait_s=0, sleep=lambda s: None)
+    assert short == ["GPU1 has 18.55 GiB less free than before the launch"]
+    # GPUs outside the deployment are not its business
+    assert memory_not_released(before, lambda: m(60000), [0], wait_s=0, sleep=lambda s: None) == []
+
+
+def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deployment, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_gpulayout.startup as startup
+    from pytest_gpulayout.machine import Gpu, Machine
+
+    monkeypatch.setattr(startup, "MEMORY_WAIT_S", 0.0)
+    probes = iter([79000, 60000])  # before the launch, after the tree is gone
+
+    def reprobe() -> Machine:
+        return Machine(gpus=(Gpu(0, uuid="GPU-a", memory_total_mib=80000, memory_free_mib=next(probes)),),
+                       source="nvml")
+
+    report = startup.launch_deployment(fake_dep, None, log_dir=tmp_path / "logs", reprobe=reprobe)
+    assert report.kv_tokens == tiny_tokens_per_gib()
+    assert report.finding.status is Status.WARN
+    assert "GPU memory did not come back" in report.finding.message and "GPU0 has 18.55 GiB" in report.finding.message
+    assert report.finding.data["memory_not_released"] == ["GPU0 has 18.55 GiB less free than before the launch"]
