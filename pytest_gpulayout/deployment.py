@@ -41,24 +41,13 @@ class Launch:
     dummy_weights: bool = True                   # --load-format dummy: same pool, nothing read from disk
 
 
-@dataclass(frozen=True)
-class Deployment:
-    name: str
-    model: str                                   # as written: path (relative to base_dir) or catalog id
-    engine: str = "vllm"
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    data_parallel_size: int = 1
-    gpus: tuple[int | str, ...] | None = None    # CUDA indices or UUIDs; None: first tp*pp*dp visible
-    max_model_len: int | None = None
-    memory_fraction: float | None = None         # None: engine default for engine_version
-    kv_cache_dtype: str = "auto"
-    engine_version: str | None = None            # pins engine defaults where the engine is not installed
-    enable_expert_parallel: bool = False
-    require: Require = field(default_factory=Require)
-    launch: Launch = field(default_factory=Launch)
-    base_dir: Path = field(default_factory=Path.cwd)   # manifest's directory: relative paths resolve here
-    manifest_path: Path | None = None
+class ParallelShape:
+    """TP/PP/DP arithmetic shared by anything that has the three ``*_parallel_size`` fields
+    (a deployment, a planner row), so the words and numbers for a layout are spelled once."""
+
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
 
     @property
     def tp(self) -> int:
@@ -84,3 +73,23 @@ class Deployment:
     @property
     def layout(self) -> str:
         return f"TP={self.tp} PP={self.pp} DP={self.dp}"
+
+
+@dataclass(frozen=True)
+class Deployment(ParallelShape):
+    name: str
+    model: str                                   # as written: path (relative to base_dir) or catalog id
+    engine: str = "vllm"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    gpus: tuple[int | str, ...] | None = None    # CUDA indices or UUIDs; None: first tp*pp*dp visible
+    max_model_len: int | None = None
+    memory_fraction: float | None = None         # None: engine default for engine_version
+    kv_cache_dtype: str = "auto"
+    engine_version: str | None = None            # pins engine defaults where the engine is not installed
+    enable_expert_parallel: bool = False
+    require: Require = field(default_factory=Require)
+    launch: Launch = field(default_factory=Launch)
+    base_dir: Path = field(default_factory=Path.cwd)   # manifest's directory: relative paths resolve here
+    manifest_path: Path | None = None

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .deployment import Deployment, Require
+from .deployment import Deployment, ParallelShape, Require
 from .errors import InputError
 from .findings import Finding, Status, worst
 from .machine import LINK_KINDS, Machine, describe_link, is_nvlink, link_rank
@@ -167,7 +167,7 @@ def layouts(n: int) -> list[tuple[int, int, int]]:
 
 
 @dataclass(frozen=True)
-class LayoutRow:
+class LayoutRow(ParallelShape):
     """One candidate layout with its GPUs, predicted memory and verdicts.
 
     ``refused`` holds the reason a check gave when the layout cannot serve (None for candidates);
@@ -200,30 +200,6 @@ class LayoutRow:
     def pool_predicted(self) -> bool:
         """False when the KV pool could not be predicted (GPU memory unknown): nobody knows it fits."""
         return self.predicted_kv_tokens_per_replica is not None
-
-    @property
-    def tp(self) -> int:
-        return self.tensor_parallel_size
-
-    @property
-    def pp(self) -> int:
-        return self.pipeline_parallel_size
-
-    @property
-    def dp(self) -> int:
-        return self.data_parallel_size
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.pp
-
-    @property
-    def layout(self) -> str:
-        return f"TP={self.tp} PP={self.pp} DP={self.dp}"
-
-    @property
-    def gpu_count(self) -> int:
-        return self.tp * self.pp * self.dp
 
     @property
     def group_size(self) -> int:
