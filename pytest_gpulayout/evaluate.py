@@ -121,6 +121,18 @@ class Report:
         }
 
 
+_LOG_DIR: list[Path] = []
+
+
+def _run_log_dir() -> Path:
+    """One temporary folder for all of this process's engine logs (not one per launch)."""
+    if not _LOG_DIR:
+        import tempfile
+
+        _LOG_DIR.append(Path(tempfile.mkdtemp(prefix="gpulayout-logs-")))
+    return _LOG_DIR[0]
+
+
 def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec], *,
                launch: bool = False, log_dir: Path | None = None) -> Report:
     """Static checks for every deployment, plus ``startup`` (launched where asked, else skipped)."""
@@ -138,16 +150,15 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
     """Launch the engine when asked (flag or ``launch.enabled``) and the static checks leave a chance."""
     if not (launch or dep.launch.enabled):
         return startup_skipped(dep)
-    blocking = [f for f in (findings.get("placement"), findings.get("heads")) if f and f.status is Status.FAIL]
+    pool = findings.get("kv_pool")
+    too_long = pool if pool is not None and "model_max_len" in pool.data else None  # refused at config time
+    blocking = [f for f in (findings.get("placement"), findings.get("heads"), too_long)
+                if f and f.status is Status.FAIL]
     if blocking:
         return skipped("startup", f"{dep.name}: not launched: {blocking[0].check} fails, the engine would "
                        f"refuse the layout ({blocking[0].message})", kv_tokens=None, max_concurrency=None,
                        seconds_to_kv=None, error_kind=None)
     from .startup import run_startup
 
-    kv = findings.get("kv_pool")
-    predicted = kv.data.get("predicted_kv_tokens") if kv else None
-    import tempfile
-
-    return run_startup(dep, model, machine=machine, prediction_tokens=predicted,
-                       log_dir=log_dir or Path(tempfile.mkdtemp(prefix="gpulayout-logs-")))
+    predicted = pool.data.get("predicted_kv_tokens") if pool else None
+    return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir())

@@ -253,7 +253,10 @@ def _install_handlers() -> None:
     with _INSTALL_LOCK:
         for sig in _HANDLED_SIGNALS:
             current = signal.getsignal(sig)
-            if current is _on_signal:
+            if current is _on_signal or current == signal.SIG_IGN:
+                # an ignored signal (e.g. SIGINT for a job started with `&`) stays ignored: the run
+                # goes on, so its engines must too; killing them would turn a stray signal into a
+                # false engine failure
                 continue
             try:
                 signal.signal(sig, _on_signal)

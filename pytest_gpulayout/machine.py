@@ -184,6 +184,11 @@ class Machine:
                 yield group[a], group[b], self.link(group[a], group[b])
 
     @property
+    def tenants_known(self) -> bool:
+        """False for sources that cannot list processes or MIG mode (pasted ``nvidia-smi topo -m``)."""
+        return not self.source.startswith("topo:")
+
+    @property
     def memory_known(self) -> bool:
         return all(g.memory_total_mib is not None and g.memory_free_mib is not None for g in self.gpus)
 

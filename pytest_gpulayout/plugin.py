@@ -103,7 +103,7 @@ class _ActivePlugin:
         lines = [f"gpulayout: machine {m.source}: {m.describe()}"
                  + (f", driver {m.driver}" if m.driver else "") + (f", host {m.host}" if m.host else "")]
         if not m.memory_known:
-            lines.append("gpulayout: GPU memory unknown from this source: balance and kv_pool are skipped")
+            lines.append("gpulayout: GPU memory unknown from this source: balance and kv_pool cannot be checked (warn)")
         lines.extend(f"gpulayout: note: {note}" for note in m.notes)
         if manifest is not None:
             lines.append(f"gpulayout: manifest {manifest.path} ({len(manifest.deployments)} deployments)"
@@ -267,7 +267,12 @@ def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -
     state = _state(request)
 
     def run(check: str) -> Finding:
-        finding = state.finding(gpulayout_deployment.name, check)
+        from .errors import GpuLayoutError
+
+        try:
+            finding = state.finding(gpulayout_deployment.name, check)
+        except GpuLayoutError as err:
+            pytest.fail(f"gpulayout: {err}", pytrace=False)
         node = request.node
         node._gpulayout_finding = finding
         node._gpulayout_deployment = gpulayout_deployment.name

@@ -29,6 +29,10 @@ def key_number(f: Finding) -> str:
         gpus = d.get("gpus")
         return "GPU " + ",".join(map(str, gpus)) if gpus else f"{d.get('gpus_needed')} needed"
     if f.check == "heads":
+        if f.status is Status.FAIL:  # the number that decided: heads that TP does not divide (else see message)
+            if d.get("attention_heads_per_rank") is None:
+                return f"{d.get('num_attention_heads')} heads, TP={d.get('tensor_parallel_size')}"
+            return ""
         return f"kv/rank {d.get('kv_heads_per_rank')}"
     if f.check == "balance":
         # vLLM deployments carry their own rule's margin; SGLang's is the 0.9-rule headroom

@@ -105,7 +105,15 @@ class GpuLayoutState:
     def log_dir(self) -> Path | None:
         """Where engine logs go: $GPULAYOUT_LOG_DIR, else pytest's cache dir (None: a temp dir)."""
         if os.environ.get("GPULAYOUT_LOG_DIR"):
-            return Path(os.environ["GPULAYOUT_LOG_DIR"])
+            path = Path(os.environ["GPULAYOUT_LOG_DIR"])
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                from .errors import InputError
+
+                raise InputError(f"cannot create the engine log folder: {err.strerror or err}", where=path,
+                                 key="GPULAYOUT_LOG_DIR") from None
+            return path
         cache = getattr(self.config, "cache", None)
         return Path(cache.mkdir("gpulayout-logs")) if cache is not None else None
 

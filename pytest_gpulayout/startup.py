@@ -44,6 +44,8 @@ CHECK = "startup"
 #: grace lost per launch); on SIGINT the API server, engine core and workers all exit in seconds.
 STOP_SIGNAL = signal.SIGINT
 TAIL_IN_MESSAGE = 12
+#: actual/predicted outside this band is called out in the message (the real pool decides the verdict)
+PREDICTION_BAND = (0.5, 2.0)
 _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _LOG_COUNTER = itertools.count(1)
 
@@ -420,6 +422,10 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
     pred = ""
     if prediction_tokens:
         pred = f"; predicted {prediction_tokens:,} (actual/predicted {ratio:.2f})"
+        if ratio is not None and not PREDICTION_BAND[0] <= ratio <= PREDICTION_BAND[1]:
+            pred += (" -- far off: the machine the static checks read is not the one the engine ran on "
+                     "(a snapshot or preset?), or the flags differ (memory_fraction, --enforce-eager, "
+                     "launch.env such as VLLM_CPU_KVCACHE_SPACE); the real pool is the one to trust")
     said = f"{dep.name}: {name} started {dep.layout} with a KV pool of {pool}"
     said += f" = {conc_text}" if conc_text else ""
     said += f" after {result.seconds_to_kv:.0f} s" if result.seconds_to_kv is not None else ""
@@ -454,6 +460,19 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
 # ------------------------------------------------------------------------------------------------
 # The fixture's body
 # ------------------------------------------------------------------------------------------------
+def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None) -> int | None:
+    """The kv_pool check's prediction for ``dep`` (smallest replica), or None where it cannot be made."""
+    if machine is None or model is None:
+        return None
+    from .rules.kv_pool import check_kv_pool
+
+    try:
+        tokens = check_kv_pool(dep, machine, model).data.get("predicted_kv_tokens")
+    except Exception:  # a prediction is a comparison aid; the launch is the measurement
+        return None
+    return tokens if isinstance(tokens, int) else None
+
+
 def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
                   load_model: Callable[..., ModelSpec] | None = None, *,
                   machine: Machine | None = None) -> Callable[..., StartupReport]:
@@ -492,6 +511,7 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
         if overrides:
             dep = dataclasses.replace(dep, **overrides)
         model = load_model(dep.model, dep.base_dir) if load_model is not None else None
-        return launch_deployment(dep, model, machine=machine, log_dir=log_dir)
+        return launch_deployment(dep, model, machine=machine, log_dir=log_dir,
+                                 prediction_tokens=_predicted(dep, machine, model))
 
     return launch_one

@@ -177,3 +177,25 @@ def test_memory_unknown_is_never_a_pass(capsys, tmp_path):
     assert d["checks"]["balance"]["status"] == "warn" and d["checks"]["kv_pool"]["status"] == "warn"
     assert "NOT checked" in d["checks"]["kv_pool"]["message"]
     assert main(["check", str(tmp_path / "gpulayout.yaml"), "--strict"]) == 1
+
+
+def test_bad_html_path_is_refused_before_any_launch(capsys):
+    # with --launch the engines would start (and fail: no `vllm` here) before a late --html error
+    code = main(["check", str(EXAMPLES / "01-two-l4-pcie/gpulayout.yaml"), "--launch", "--html", "/nonexistent/x.html"])
+    captured = capsys.readouterr()
+    assert code == 2 and "--html" in captured.err and captured.out == ""
+
+
+def test_a_config_time_refusal_is_not_launched(tmp_path):
+    from pytest_gpulayout.evaluate import load_models, run_checks
+    from pytest_gpulayout.manifest import load_manifest
+    from pytest_gpulayout.sources import load_machine
+
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  long:\n    model: Qwen/Qwen3-8B\n"
+        "    max_model_len: 65536\n    launch:\n      enabled: true\n      command: [/bin/false]\n")
+    manifest = load_manifest(tmp_path / "gpulayout.yaml")
+    report = run_checks(manifest.deployments, load_machine("preset:8xH100-sxm"), load_models(manifest.deployments),
+                        launch=True, log_dir=tmp_path)
+    startup = report.results["long"].findings["startup"]
+    assert startup.status.value == "skip" and "not launched: kv_pool fails" in startup.message

@@ -255,6 +255,27 @@ def test_interrupted_launcher_leaves_no_engine(fake: Fake, sig: signal.Signals) 
     fake.assert_all_gone()
 
 
+def test_an_ignored_sigint_leaves_the_launch_alone(fake: Fake) -> None:
+    # a job started with `&` ignores SIGINT: a stray one must not kill the engine mid-launch
+    driver_src = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n" + DRIVER.replace(
+        "launch(argv,", "r = launch(argv,").replace('print("launch returned", flush=True)',
+                                                      'print("launch returned", r.stopped_by, flush=True)')
+    argv = fake.argv(TINY_LOG, scale=0.3)
+    driver = subprocess.Popen([sys.executable, "-c", driver_src, *argv, str(fake.locks)], start_new_session=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not fake.processes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert b"launch returned kv" in out, out[-2000:]
+    fake.assert_all_gone()
+
+
 # ------------------------------------------------------------------------------------------------
 # GPU locks
 # ------------------------------------------------------------------------------------------------

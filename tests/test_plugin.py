@@ -180,3 +180,12 @@ def test_manifest_found_in_the_invocation_dir_when_an_option_value_moves_the_roo
     result = p.runpytest_subprocess("--gpulayout", "-p", "no:cacheprovider", "--gpulayout-machine",
                                     str(elsewhere / "m.yaml"), "-k", "tp_link")
     result.assert_outcomes(passed=1, warnings=1)
+
+
+def test_unwritable_log_dir_is_one_line(project, monkeypatch):
+    p = project(TP2.replace("tensor_parallel_size: 2", "tensor_parallel_size: 2\n    launch:\n      enabled: true"))
+    monkeypatch.setenv("GPULAYOUT_LOG_DIR", "/proc/no-such-dir/logs")
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "test_startup")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "GPULAYOUT_LOG_DIR: cannot create the engine log folder" in out and "Traceback" not in out

@@ -125,15 +125,19 @@ def test_vllm_moe_with_dp_shards_experts_over_tp_times_dp():
                 intermediate_size=6144)
     bad = check_heads(dep(dp=5), machine(8), moe)
     assert bad.status is Status.FAIL and "TP x DP = 5" in bad.message and "768" in bad.message
+    assert "data_parallel_size that divides it with TP=1: 1, 2, 3, 4, 6, 8" in bad.message
+    assert "TP sizes that divide" not in bad.message  # DP is the problem, not TP
     assert check_heads(dep(dp=4), machine(8), moe).status is Status.PASS
     assert check_heads(dep(dp=5, enable_expert_parallel=True), machine(8), moe).status is Status.WARN  # 128 / 5 uneven
     # SGLang DP replicas are full copies: no such rule
     assert check_heads(dep(dp=5, engine="sglang"), machine(8), moe).status is Status.PASS
 
 
-def test_expert_parallel_on_a_dense_model_fails():
+def test_expert_parallel_on_a_dense_model_fails_in_vllm_and_warns_in_sglang():
     f = check_heads(dep(tp=2, enable_expert_parallel=True), machine(2), llama())
-    assert f.status is Status.FAIL and "has no experts" in f.message
+    assert f.status is Status.FAIL and "has no experts" in f.message and "vLLM" in f.message
+    s = check_heads(dep(tp=2, engine="sglang", enable_expert_parallel=True), machine(2), llama())
+    assert s.status is Status.WARN and "no effect" in s.message and "vLLM" not in s.message
 
 
 def test_sglang_expert_parallel_lives_inside_the_tp_group():

@@ -60,3 +60,9 @@ def test_rank_order_matches_engines():
     # with an explicit list, position k in gpus is CUDA device k
     q = place(dep(tp=2, gpus=(3, 1)), machine(4))
     assert q.replicas == (((3, 1),),)
+
+
+def test_topo_text_cannot_vouch_for_whole_gpus():
+    m = machine(2, source="topo:paste.txt")
+    f = check_placement(dep(tp=2), m, llama())
+    assert f.status is Status.WARN and "unknown" in f.message and "no other tenants" not in f.message

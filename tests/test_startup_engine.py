@@ -444,3 +444,11 @@ def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deploy
     assert report.finding.status is Status.WARN
     assert "GPU memory did not come back" in report.finding.message and "GPU0 has 18.55 GiB" in report.finding.message
     assert report.finding.data["memory_not_released"] == ["GPU0 has 18.55 GiB less free than before the launch"]
+
+
+def test_a_far_off_prediction_is_called_out_but_the_real_pool_decides(fake_dep: Deployment, tmp_path: Path) -> None:
+    f = run_startup(fake_dep, None, prediction_tokens=tiny_tokens_per_gib() * 20, log_dir=tmp_path / "logs")
+    assert f.status is Status.PASS
+    assert "far off" in f.message and f.data["ratio"] == 0.05
+    near = run_startup(fake_dep, None, prediction_tokens=tiny_tokens_per_gib(), log_dir=tmp_path / "logs")
+    assert "far off" not in near.message

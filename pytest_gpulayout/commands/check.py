@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import InputError
 from ..findings import Status
 
 
@@ -27,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from ..report import summary_table
     from ..sources import load_machine
 
+    if args.html:  # before any work: a launch takes minutes, and its results must not be lost to a typo
+        target = Path(args.html)
+        if target.is_dir() or not target.resolve().parent.is_dir():
+            raise InputError("--html: not a writable file path (no such folder, or it is a folder)", where=args.html)
     path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
     manifest = load_manifest(path)
     models = load_models(manifest.deployments)
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         out.write(f"machine: {machine.source}: {machine.describe()}"
                   + (f", driver {machine.driver}" if machine.driver else "") + "\n")
         if not machine.memory_known:
-            out.write("memory: unknown from this source: balance and kv_pool are skipped\n")
+            out.write("memory: unknown from this source: balance and kv_pool cannot be checked (warn)\n")
         for note in machine.notes:
             out.write(f"note: {note}\n")
         for name, result in report.results.items():

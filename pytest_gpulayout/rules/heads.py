@@ -113,17 +113,20 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> F
         "pipeline_parallel_size": pp,
     }
     problems = tp_problems(model, tp)
-    if dep.enable_expert_parallel and not model.is_moe:
+    if dep.enable_expert_parallel and not model.is_moe and dep.engine == "vllm":
         return failed(CHECK, f"{dep.name}: enable_expert_parallel is set but {model.name} has no experts "
                       f"(vLLM: \"Number of experts in the model must be greater than 0 when expert parallelism "
                       f"is enabled\"). Remove enable_expert_parallel.", **data)
     ep, expert_shards = expert_layout(dep)
-    if (model.is_moe and model.moe_intermediate_size and expert_shards > tp
-            and model.moe_intermediate_size % expert_shards):
-        problems.append(
-            f"vLLM shards every expert over TP x DP = {expert_shards} ranks when expert parallel is off, and the "
-            f"expert MLP width {model.moe_intermediate_size} does not divide by {expert_shards} (set "
-            f"enable_expert_parallel: true, or a data_parallel_size that divides it)")
+    width = model.moe_intermediate_size
+    if not problems and model.is_moe and width and expert_shards > tp and width % expert_shards:
+        ok_dp = [d for d in range(1, max(8, len(machine.gpus) if machine else 8) + 1) if width % (tp * d) == 0]
+        return failed(
+            CHECK,
+            f"{dep.name}: vLLM shards every expert of {model.name} over TP x DP = {expert_shards} ranks when "
+            f"expert parallel is off, and the expert MLP width {width} does not divide by {expert_shards}. "
+            f"Set enable_expert_parallel: true, or a data_parallel_size that divides it with TP={tp}: "
+            f"{', '.join(map(str, ok_dp))}.", **data)
     if problems:
         limit = max(8, len(machine.gpus) if machine else 8)
         ok = valid_tp_sizes(model, limit)
@@ -137,6 +140,9 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> F
         )
     notes: list[str] = []
     status_warn = False
+    if dep.enable_expert_parallel and not model.is_moe:  # SGLang: --ep-size splits nothing in a dense model
+        status_warn = True
+        notes.append(f"enable_expert_parallel has no effect: {model.name} has no experts (remove it)")
     if model.is_mla:
         notes.append(f"MLA: every rank stores the full {model.kv_lora_rank}+{model.qk_rope_head_dim} latent "
                      f"per layer (TP={tp} does not shrink KV per rank)")

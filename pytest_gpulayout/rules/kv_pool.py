@@ -10,6 +10,8 @@ replica: each DP engine has its own pool and round robin gives it its share of t
 
 from __future__ import annotations
 
+import os
+
 from ..deployment import Deployment
 from ..findings import Finding, Status, failed, passed, skipped, warned
 from ..machine import GIB, Machine
@@ -71,9 +73,12 @@ def _too_long(dep: Deployment, model: ModelSpec) -> Finding | None:
         return None
     env = LONG_CONTEXT_ENV[dep.engine]
     data = {"max_model_len": dep.max_model_len, "model_max_len": limit}
-    if str(dep.launch.env.get(env, "")).lower() in ("1", "true"):
+    # the engine inherits this process's environment, then launch.env on top (startup.engine_env)
+    value = dep.launch.env.get(env, os.environ.get(env, ""))
+    where = "launch.env" if env in dep.launch.env else "the environment"
+    if str(value).lower() in ("1", "true"):
         return warned(CHECK, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
-                      f"{limit:,} positions; {env}=1 in launch.env lets the engine start, but quality past "
+                      f"{limit:,} positions; {env}=1 in {where} lets the engine start, but quality past "
                       f"{limit:,} tokens is not what the model was trained for.", **data)
     text = ("\"User-specified max_model_len ... is greater than the derived max_model_len\"" if dep.engine == "vllm"
             else "\"User-specified context_length ... is greater than the derived context_length\"")

@@ -72,6 +72,9 @@ def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None =
                 f"(VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION) so each card holds what fits"
             )
     gpus_txt = ", ".join(f"GPU{i}" for i in placement.gpus)
+    if not machine.tenants_known:
+        warnings.append(f"other tenants and MIG mode of {gpus_txt} are unknown (machine from {machine.source}: "
+                        f"topo text lists links only); probe the host (machine: auto) to check them")
     if problems:
         return failed(CHECK, f"{dep.name}: " + "; ".join(problems + warnings) + ".", **data)
     if warnings:
