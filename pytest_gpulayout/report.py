@@ -78,8 +78,12 @@ def summary_table(rows: Mapping[str, Mapping[str, Finding]], checks: Iterable[st
 
 def junit_properties(f: Finding) -> list[tuple[str, str]]:
     """Numbers as ``name=value`` pairs for JUnit XML (``gpulayout.<check>.<key>``)."""
+    import json
+
     props = [(f"gpulayout.{f.check}.status", f.status.value)]
     for k, v in f.data.items():
         if v is None or isinstance(v, (int, float, str, bool)):
             props.append((f"gpulayout.{f.check}.{k}", "" if v is None else str(v)))
+        else:  # lists and mappings (per-replica pools, GPU lists) as JSON, not dropped
+            props.append((f"gpulayout.{f.check}.{k}", json.dumps(v, default=str)))
     return props

@@ -103,6 +103,7 @@ def test_junit_properties_and_report_file(project, tmp_path):
     text = xml.read_text()
     assert 'name="gpulayout.links.worst_link" value="PHB"' in text
     assert 'name="gpulayout.heads.kv_heads_per_rank" value="4"' in text
+    assert 'name="gpulayout.kv_pool.predicted_kv_tokens_per_replica" value="[' in text
     data = json.loads(report.read_text())
     assert data["machine"]["gpus"] == 2
     tp2 = data["deployments"]["qwen3-8b-tp2"]
