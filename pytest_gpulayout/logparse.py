@@ -17,6 +17,13 @@ lines at vLLM's INFO/WARNING/DEBUG level never raise the alarm (except a negativ
 is always fatal), nothing after the server said it was ready or began shutting down counts, and a
 specific cause (heads not divisible, KV too small ...) always wins over a generic one
 ("EngineCore failed to start", a bare traceback), because the generic lines come after the cause.
+A pydantic ``ValidationError`` (vLLM's config checks) names only the config class; the indented
+``Value error, ...`` line after it is what went wrong, so that line is the one reported.
+
+Which engine wrote it. Pasted logs arrive with prose around them (an issue title "vLLM vs SGLang", a
+URL into vllm-project/...) and SGLang 0.4 logs carry vLLM module paths. Such mentions only give a
+provisional answer; the first line only one engine prints (its own pool, prefix or error wording)
+decides, whatever was mentioned before it.
 """
 
 from __future__ import annotations
@@ -211,6 +218,7 @@ _SHUTDOWN_RE = re.compile(r"\[shutdown\]|Shutting down|shutdown triggered")
 # ------------------------------------------------------------------------------------------------
 # Error lines: (kind, regex, number names). The first kind that matches a line decides it.
 # ------------------------------------------------------------------------------------------------
+_CONTEXT_TOO_LONG = ("max_model_len", "derived_max_model_len")  # the numbers of a too-long context
 _ERRORS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     (TP_MEMORY_UNBALANCED, re.compile(
         r"memory capacity is unbalanced"
@@ -258,6 +266,16 @@ _ERRORS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
      ("used_gib", "reserved_gib")),
     (NO_KV_MEMORY, re.compile(r"Cannot auto-fit max_model_len: not enough GPU memory"), ()),
     (OOM, re.compile(r"Failed to load model - not enough GPU memory"), ()),
+    # A context longer than the model's positions, refused at config time (no kind of its own in
+    # design.md). vLLM: "... derived max_model_len (max_position_embeddings=2048.0 or model_max_length=None
+    # ...)", the first key being the derived value; SGLang: "... derived context_length (2048)".
+    (OTHER_ERROR, re.compile(
+        r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len \(\w+=(\d+(?:\.\d+)?)"),
+     _CONTEXT_TOO_LONG),
+    (OTHER_ERROR, re.compile(
+        r"(?:User-specified|Target model's) context_length \((\d+)\) is greater than the derived context_length "
+        r"\((\d+)\)"),
+     _CONTEXT_TOO_LONG),
     (OOM, re.compile(
         r"(?:CUDA out of memory|OutOfMemoryError)(?:.*?Tried to allocate " + _F + r" ?(GiB|MiB))?"
         r"(?:.*?total capacity of " + _F + r" ?GiB of which " + _F + r" ?(GiB|MiB) is free)?"),
@@ -277,23 +295,38 @@ _EXIT_CODE_RE = re.compile(r"exit code:? (-?\d+)")
 _EXC_SUMMARY_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::\s|$)")
 _TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\)")
 _HEAD_ASSERT_RE = re.compile(r"^\s*assert .*heads.*%.*tp_size|^\s*assert .*tp_size\s*%.*heads")
+# What a pydantic ValidationError says went wrong, on the indented line(s) after its summary:
+# "  Value error, <the validator's message> [type=value_error, ...]", "  Assertion failed, ...", or a
+# field error such as "  Input should be a valid integer [type=int_parsing, ...]".
+_PYDANTIC_CAUSE_RE = re.compile(r"^\s+(?:(?:Value error|Assertion failed), \S|\S.*\[type=\w+)")
+_PYDANTIC_TAIL_RE = re.compile(r"\s*\[type=\w+.*$")
+# Asked to be allowed: the engine only warns about a context beyond the model's positions when the
+# user set VLLM_ALLOW_LONG_MAX_MODEL_LEN / SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN; the refusal says so.
+_CONTEXT_OVERRIDE_HINT = "To allow overriding this maximum"
 
 # Lines worth a closer look; everything else is skipped after one search of the lower-cased line
 # (the launcher may see MBs of output; a case-insensitive alternation would cost 20x more).
 _KEYWORDS = ("kv cache", "blocks:", "concurrency", "max_total_num_tokens", "model loading", "loading model",
              "load weight", "startup complete", "ready to roll", "shut", "sigquit", "unbalanced", "divisible",
              "max seq len", "kv pool", "memory", "error", "exception", "failed", "traceback", "assert",
-             "died", "fraction", "gib", "no available")
+             "died", "fraction", "gib", "no available", "[type=")
 _INTERESTING_RE = re.compile("|".join(re.escape(k) for k in _KEYWORDS))
 
-_VLLM_MARK_RE = re.compile(
-    r"[A-Z] KV cache size:|# ?(?:GPU|cuda|CPU) blocks|\bvLLM\b|EngineCore|\(APIServer pid=|VllmWorker"
-    r"|Model loading took|Available KV cache memory|gpu_memory_utilization|\bvllm[./]"
-    r"|Total number of attention heads")
-_SGL_MARK_RE = re.compile(
+# Engine marks. "Own" lines are wording only that engine prints (its pool, its start-up steps, its
+# errors): one decides. "Mentions" (the name, a module path, a flag) also turn up in prose around a
+# paste and in the other engine's log (SGLang 0.4 imports vLLM layers): they only guess, until an
+# own line is seen.
+_VLLM_OWN_RE = re.compile(
+    r"[A-Z] KV cache size: " + _N + r" tokens|# ?(?:GPU|cuda|CPU) blocks:|Maximum concurrency for " + _N
+    + r" tokens per request|\(EngineCore|\(APIServer pid=|\bVllmWorker|Available KV cache memory:"
+    r"|Model loading took|EngineCore failed to start|Engine core initialization failed"
+    r"|Total number of attention heads \(\d+\) must be divisible|User-specified max_model_len \(")
+_VLLM_MENTION_RE = re.compile(r"\bvLLM\b|EngineCore|gpu_memory_utilization|\bvllm[./]")
+_SGL_OWN_RE = re.compile(
     r"KV Cache is allocated|KV Cache VA upper bound|max_total_num_tokens=|Load weight end\.|Memory pool end\."
-    r"|fired up and ready to roll|\bsglang\b|mem[-_]fraction[-_]static|Scheduler hit an exception"
-    r"|memory capacity is unbalanced|KV pool holds")
+    r"|fired up and ready to roll|Scheduler hit an exception|memory capacity is unbalanced"
+    r"|KV pool holds \d+ tokens|Post-capture KV sizing|context_length \(\d+\) is greater than the derived")
+_SGL_MENTION_RE = re.compile(r"\bsglang\b|mem[-_]fraction[-_]static")
 
 
 @dataclass
@@ -332,6 +365,7 @@ class LogWatcher:
             raise ValueError(f"engine must be auto, vllm or sglang, not {engine!r}")
         self.engine: str | None = None if engine == "auto" else engine
         self._engine_fixed = engine != "auto"
+        self._engine_sure = False               # an engine's own line was seen (not only a mention)
         self.expected_engines = max(1, expected_engines)
         self.ranks_per_engine = max(1, ranks_per_engine)
         self.lines = 0
@@ -352,6 +386,8 @@ class LogWatcher:
         self._generic_numbers: dict[str, float] = {}
         self._fatal = False
         self._last_code_line = ""
+        self._validation_open = False           # the last exception summary was a pydantic ValidationError
+        self._cause: str | None = None          # the line under that summary that says what went wrong
 
     # -- state the launcher polls ------------------------------------------------------------------
     @property
@@ -382,7 +418,7 @@ class LogWatcher:
         err = self._chosen_error()
         if err is not None:
             return err.kind
-        return OTHER_ERROR if self._generic is not None else None
+        return OTHER_ERROR if self._generic is not None or self._cause is not None else None
 
     # -- feeding -------------------------------------------------------------------------------------
     def feed(self, raw: str) -> None:
@@ -391,7 +427,7 @@ class LogWatcher:
             return
         line = _split(raw)
         msg = line.message
-        if not self._engine_fixed and self.engine is None:
+        if not self._engine_fixed and (self.engine is None or not self._engine_sure):
             self._detect_engine(msg, line)
         if _READY_RE.search(msg):
             self.ready = True
@@ -403,16 +439,22 @@ class LogWatcher:
             self._error_facts(msg, line)
 
     def _needs_context(self, raw: str) -> bool:
-        # SGLang's "[ts TP0]" prefix alone says which engine this is
-        return self.engine is None and not self._engine_fixed and "] " in raw
+        # a prefix alone says which engine this is: SGLang's "[ts TP0]", vLLM's "(EngineCore pid=1)"
+        return not self._engine_sure and not self._engine_fixed and ("] " in raw or " pid=" in raw)
 
     def _detect_engine(self, msg: str, line: _Line) -> None:
+        """An engine's own line decides (and overrides an earlier guess); a mention only guesses."""
         vllm_proc = line.proc is not None and line.proc.startswith(("EngineCore", "Worker", "VllmWorker",
                                                                      "APIServer"))
-        if line.vllm_prefix or vllm_proc or _VLLM_MARK_RE.search(msg):
-            self.engine = "vllm"
-        elif line.sglang_prefix or _SGL_MARK_RE.search(msg):
-            self.engine = "sglang"
+        if line.vllm_prefix or vllm_proc or _VLLM_OWN_RE.search(msg):
+            self.engine, self._engine_sure = "vllm", True
+        elif (line.sglang_prefix and line.tags) or _SGL_OWN_RE.search(msg):
+            self.engine, self._engine_sure = "sglang", True
+        elif self.engine is None:
+            if _VLLM_MENTION_RE.search(msg):
+                self.engine = "vllm"
+            elif line.sglang_prefix or _SGL_MENTION_RE.search(msg):
+                self.engine = "sglang"
 
     def _pool_facts(self, msg: str, line: _Line) -> None:
         m = _V1_SIZE_RE.search(msg)
@@ -479,11 +521,15 @@ class LogWatcher:
         summary = _EXC_SUMMARY_RE.match(msg)
         if summary or _FAILURE_RE.search(msg):
             self._fatal = True
+        pydantic_cause = self._validation_open and _PYDANTIC_CAUSE_RE.match(msg) is not None
         for kind, rx, names in _ERRORS:
             m = rx.search(msg)
             if m:
                 if kind == HEADS_NOT_DIVISIBLE and names == ("numerator", "denominator") and not summary:
                     continue  # a bare "x is not divisible by y" only counts as the exception's message
+                if (names is _CONTEXT_TOO_LONG and not summary and not pydantic_cause
+                        and _CONTEXT_OVERRIDE_HINT not in msg and line.level not in ("ERROR", "CRITICAL")):
+                    continue  # SGLang's warning when the user allowed the longer context: it starts
                 fatal_class = kind != KV_CACHE_TOO_SMALL or "KV pool holds" not in msg
                 if kind == TP_MEMORY_UNBALANCED and not summary:
                     fatal_class = False  # SGLang only warns when its balance check is switched off
@@ -494,6 +540,9 @@ class LogWatcher:
             if bare_assert and _HEAD_ASSERT_RE.search(self._last_code_line):
                 self._add_error(HEADS_NOT_DIVISIBLE, {}, f"{stripped} ({self._last_code_line.strip()})",
                                 fatal_class=True)
+            elif pydantic_cause:
+                if self._cause is None:  # the validator's own words beat "1 validation error for X"
+                    self._cause = _PYDANTIC_TAIL_RE.sub("", stripped)[:_MAX_ERROR_LINE]
             elif summary or _FAILURE_RE.search(msg) or _TRACEBACK_RE.match(msg) or line.level in ("ERROR",
                                                                                                    "CRITICAL"):
                 if self._generic is None:
@@ -505,9 +554,13 @@ class LogWatcher:
                     self._generic = stripped[:_MAX_ERROR_LINE]  # the exception beats "Traceback ..."
         if msg.startswith("    ") and not msg.lstrip().startswith("File "):
             self._last_code_line = msg
+        if summary:
+            self._validation_open = summary.group("exc") == "ValidationError"
+        elif pydantic_cause:
+            self._validation_open = False  # its first cause is the one to report
 
     def _add_error(self, kind: str, numbers: dict[str, float], line: str, *, fatal_class: bool) -> None:
-        line = re.sub(r"\s*\[type=value_error.*$", "", line)[:_MAX_ERROR_LINE]
+        line = _PYDANTIC_TAIL_RE.sub("", line)[:_MAX_ERROR_LINE]
         for err in self._errors:
             if err.kind == kind:
                 for k, v in numbers.items():
@@ -548,12 +601,13 @@ class LogWatcher:
         available = (min(self._available) if self._available
                      else min(self._sgl_kv_gib) if self._sgl_kv_gib
                      else min(self._available_fallback) if self._available_fallback else None)
+        kind: str | None = None
+        numbers: Mapping[str, float] = {}
+        line: str | None = None
         if err is not None:
             kind, numbers, line = err.kind, err.numbers, err.line
-        elif self._generic is not None:
-            kind, numbers, line = OTHER_ERROR, self._generic_numbers, self._generic
-        else:
-            kind, numbers, line = None, {}, None
+        elif self._generic is not None or self._cause is not None:
+            kind, numbers, line = OTHER_ERROR, self._generic_numbers, self._cause or self._generic
         return StartupLog(
             engine=self.engine,
             kv_tokens=kv_tokens,

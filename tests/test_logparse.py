@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ def tiny_tokens_per_gib(tp: int = 1, pp: int = 1) -> int:
 # ------------------------------------------------------------------------------------------------
 # Every real log: what a person reading it would write down
 # ------------------------------------------------------------------------------------------------
-REAL = {
+REAL: dict[str, dict[str, Any]] = {
     # vLLM V0: "GPU blocks" pasted without '#'; the block size (16) follows from the concurrency line
     "vllm/001.txt": dict(engine="vllm", kv_tokens=1952 * 16, gpu_blocks=1952, max_concurrency=1.56,
                          max_concurrency_len=20000, available_kv_gib=3.81, weights_gib=14.9888,
@@ -136,6 +137,34 @@ def test_cpu_vllm_tp3_is_heads_not_divisible() -> None:
                                                                     "heads")
     assert "[type=value_error" not in log.error_line
     assert log.kv_tokens is None and not log.ready
+
+
+def test_cpu_vllm_max_model_len_beyond_positions_reports_the_cause() -> None:
+    # vLLM 0.32 CPU, --max-model-len 4096 on the tiny Llama: pydantic's "1 validation error for
+    # ModelConfig" only names the class; the "Value error, ..." line under it says what is wrong.
+    text = log_text("vllm-cpu/vllm-long-max-model-len.log")
+    positions = json.loads(TINY.read_text())["max_position_embeddings"]
+    log = parse_log(text)
+    assert log.engine == "vllm"
+    assert log.error_kind == "other_error"
+    assert dict(log.error_numbers) == {"max_model_len": 4096, "derived_max_model_len": positions}
+    assert log.error_line is not None
+    assert log.error_line.startswith("Value error, User-specified max_model_len (4096) is greater than the "
+                                     f"derived max_model_len (max_position_embeddings={positions}.0")
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in log.error_line  # the fix is in the reported line
+    assert "[type=value_error" not in log.error_line and "ValidationError" not in log.error_line
+    assert log.kv_tokens is None and not log.ready
+    watcher = LogWatcher()
+    for line in text.splitlines():
+        watcher.feed(line)
+    assert watcher.failed  # the launcher stops waiting at once
+
+
+def test_cpu_vllm_allowed_long_max_model_len_is_only_a_warning() -> None:
+    # same launch with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM warns and allocates its pool
+    log = parse_log(log_text("vllm-cpu/vllm-long-max-model-len-allowed.log"))
+    assert log.error_kind is None and log.error_line is None
+    assert log.kv_tokens == tiny_tokens_per_gib() and log.max_concurrency_len == 4096
 
 
 def test_to_json_has_exactly_the_design_keys() -> None:
@@ -344,7 +373,7 @@ def test_inline_paste_is_found_mid_text() -> None:
 # ------------------------------------------------------------------------------------------------
 # Errors: each kind with its numbers
 # ------------------------------------------------------------------------------------------------
-ERRORS = {
+ERRORS: dict[str, tuple[str, str, dict[str, float]]] = {
     "sglang unbalanced 0.5.23": (
         "[2026-01-01 00:00:00 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
         "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
@@ -458,6 +487,26 @@ ERRORS = {
         "(SIGKILL), "
         "a common cause is the OS OOM killer.",
         "other_error", {"exit_code": -9}),
+    "vllm max_model_len beyond positions 0.32 (pydantic)": (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+        "  Value error, User-specified max_model_len (40960) is greater than the derived max_model_len "
+        "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). To allow overriding "
+        "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. [type=value_error, input_value="
+        "ArgsKwargs((), {}), input_type=ArgsKwargs]",
+        "other_error", {"max_model_len": 40960, "derived_max_model_len": 32768}),
+    "vllm max_model_len beyond positions 0.6 (ValueError)": (
+        "ValueError: User-specified max_model_len (8192) is greater than the derived max_model_len "
+        "(max_position_embeddings=4096 or model_max_length=None in model's config.json). This may lead to "
+        "incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        "other_error", {"max_model_len": 8192, "derived_max_model_len": 4096}),
+    "sglang context_length beyond positions": (
+        "[2026-01-01 00:00:00] Traceback (most recent call last):\n"
+        "ValueError: Warning: User-specified context_length (65536) is greater than the derived "
+        "context_length (32768). This may lead to incorrect model outputs or CUDA errors. Note that the "
+        "derived context_length may differ from max_position_embeddings in the model's config. To allow "
+        "overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+        "other_error", {"max_model_len": 65536, "derived_max_model_len": 32768}),
     "bare traceback": (
         "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'rope_scaling'",
         "other_error", {}),
@@ -486,6 +535,41 @@ def test_specific_cause_wins_over_the_generic_lines_around_it() -> None:
     log = parse_log(text)
     assert log.error_kind == "no_kv_memory"
     assert log.error_line is not None and log.error_line.startswith("ValueError: No available memory")
+
+
+_VALIDATION = "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    # any validator's message, not only the ones with a kind of their own
+    (f"{_VALIDATION}\n  Value error, Invalid repository ID or local directory specified: '/models/nope'. "
+     "[type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"
+     "    For further information visit https://errors.pydantic.dev/2.14/v/value_error",
+     "Value error, Invalid repository ID or local directory specified: '/models/nope'."),
+    # in the engine core (vLLM V1): "EngineCore failed to start." and the traceback come first
+    ("(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [core.py:700] EngineCore failed to start.\n"
+     "(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [core.py:700] Traceback (most recent call last):\n"
+     f"(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [core.py:700] {_VALIDATION}\n"
+     "(EngineCore_DP0 pid=9) ERROR 01-01 00:00:00 [core.py:700]   Value error, The model type qwen9 is "
+     "not supported. [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]\n"
+     "(APIServer pid=8) RuntimeError: Engine core initialization failed. See root cause above.",
+     "Value error, The model type qwen9 is not supported."),
+    # a field's type error: the first of two
+    ("pydantic_core._pydantic_core.ValidationError: 2 validation errors for CacheConfig\nblock_size\n"
+     "  Input should be a valid integer, unable to parse string as an integer [type=int_parsing, "
+     "input_value='x', input_type=str]\nswap_space\n  Input should be greater than 0 [type=greater_than]",
+     "Input should be a valid integer, unable to parse string as an integer"),
+])
+def test_pydantic_validation_error_reports_the_line_that_says_why(text: str, line: str) -> None:
+    log = parse_log(text)
+    assert log.error_kind == "other_error"
+    assert log.error_line == line
+
+
+def test_value_error_line_without_a_validation_error_is_not_a_cause() -> None:
+    # the indented line only counts under pydantic's summary; elsewhere the exception line is the answer
+    log = parse_log("Traceback (most recent call last):\nKeyError: 'rope_scaling'\n  Value error, unrelated")
+    assert log.error_line == "KeyError: 'rope_scaling'"
 
 
 def test_fatal_cause_wins_over_an_earlier_warning() -> None:
@@ -528,6 +612,13 @@ def test_warnings_engines_survive_are_reported_but_not_fatal() -> None:
     "(APIServer pid=1) ERROR 11-29 07:13:17 [async_llm.py:906] AsyncLLM output_handler failed.",
     # a Python warning is not an error
     "venv/lib/python3.11/site-packages/vllm/x.py:24: DeprecationWarning: `x` is deprecated",
+    # a context beyond the model's positions that the user allowed: both engines only warn and start
+    "(APIServer pid=1) WARNING 11-29 09:11:46 [model.py:2660] User-specified max_model_len (4096) is greater "
+    "than the derived max_model_len (max_position_embeddings=2048.0 or model_max_length=None in model's "
+    "config.json). VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.",
+    "[2026-01-01 00:00:00] Warning: User-specified context_length (65536) is greater than the derived "
+    "context_length (32768). This may lead to incorrect model outputs or CUDA errors. Note that the derived "
+    "context_length may differ from max_position_embeddings in the model's config.",
 ])
 def test_not_errors(text: str) -> None:
     log = parse_log(text)
@@ -536,6 +627,64 @@ def test_not_errors(text: str) -> None:
     for line in text.splitlines():
         watcher.feed(line)
     assert not watcher.failed
+
+
+# ------------------------------------------------------------------------------------------------
+# Which engine wrote it: its own lines decide, mentions of a name only guess
+# ------------------------------------------------------------------------------------------------
+_OWN_LINES = [
+    ("KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB", "sglang"),
+    ("max_total_num_tokens=2086558, chunked_prefill_size=8192, max_prefill_tokens=16384", "sglang"),
+    ("Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=45.93 GB, mem usage=15.54 GB.",
+     "sglang"),
+    ("Memory pool end. avail mem=33.03 GB", "sglang"),
+    ("The server is fired up and ready to roll!", "sglang"),
+    ("[2025-03-10 09:52:01 TP3] Init torch distributed begin.", "sglang"),
+    ("[2025-03-10 09:52:01 DP1 TP0] Capture cuda graph begin.", "sglang"),
+    ("GPU KV cache size: 178,880 tokens", "vllm"),
+    ("INFO 01-30 03:19:14 gpu_executor.py:76] # GPU blocks: 4000, # CPU blocks: 2048", "vllm"),
+    ("# GPU blocks: 127626", "vllm"),
+    ("Maximum concurrency for 2,048 tokens per request: 997.08x", "vllm"),
+    ("(EngineCore_DP0 pid=1) Using max model len 4096", "vllm"),
+    ("(EngineCore pid=1) compiled graphs", "vllm"),
+    ("Available KV cache memory: 8.11 GiB", "vllm"),
+]
+# prose that names the other engine, as in a pasted issue's header
+_MENTION = {"sglang": "title: [Performance]: KV Cache Size Comparison vLLM vs SGLang",
+            "vllm": "notes: same box as the sglang run, KV cache budget compared"}
+
+
+@pytest.mark.parametrize(("line", "engine"), _OWN_LINES)
+def test_an_engines_own_line_decides_even_after_a_mention_of_the_other(line: str, engine: str) -> None:
+    assert parse_log(line).engine == engine
+    mention = _MENTION[engine]
+    assert parse_log(mention).engine not in (engine, None)  # the mention alone points the other way ...
+    assert parse_log(f"{mention}\n{line}").engine == engine  # ... until the engine's own line
+    assert parse_log(f"{line}\n{mention}").engine == engine  # and a later mention does not undo it
+
+
+def test_watcher_corrects_its_guess_while_streaming() -> None:
+    watcher = LogWatcher()
+    watcher.feed(_MENTION["sglang"])
+    assert watcher.engine == "vllm"
+    watcher.feed("KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB")
+    assert watcher.engine == "sglang" and watcher.kv_complete
+
+
+@pytest.mark.parametrize("rel", sorted(rel for rel in REAL if parse_log(log_text(rel)).engine is not None))
+def test_paste_headers_do_not_change_the_engine(rel: str) -> None:
+    # the files as users pass them, provenance header (issue titles, vllm-project URLs) included
+    as_is = parse_log((LOGS / rel).read_text(encoding="utf-8"))
+    assert as_is.engine == parse_log(log_text(rel)).engine
+
+
+def test_cli_single_sglang_line_under_a_vllm_issue_header(capsys: pytest.CaptureFixture[str]) -> None:
+    # sglang/001: "KV Cache is allocated ..." alone, pasted in vLLM's tracker ("vLLM vs SGLang" title)
+    assert cli.main(["parse-log", str(LOGS / "sglang" / "001.txt")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("engine: SGLang\n") and "KV pool: 367,404 tokens" in out
+    assert cli.main(["parse-log", str(LOGS / "sglang" / "001.txt"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "sglang"
 
 
 def test_explicit_engine_is_kept() -> None:
@@ -644,10 +793,10 @@ def test_cli_forced_engine_is_kept_when_the_log_has_its_lines(
     # an SGLang log that also carries vLLM module paths (SGLang 0.4 imported vLLM's layers)
     text = ("WARNING: vllm/distributed/parallel_state.py: custom allreduce disabled, memory saved\n"
             + log_text("sglang/013.txt"))
-    assert parse_log(text).engine == "vllm"  # auto-detection is fooled by the first line ...
+    assert parse_log(text).engine == "sglang"  # the module path is a mention; SGLang's own lines decide
     path = tmp_path / "sglang-0.4.log"
     path.write_text(text)
-    assert cli.main(["parse-log", str(path), "--engine", "sglang", "--json"]) == 0  # ... --engine fixes it
+    assert cli.main(["parse-log", str(path), "--engine", "sglang", "--json"]) == 0  # --engine is kept too
     out = json.loads(capsys.readouterr().out)
     assert out["engine"] == "sglang" and out["kv_tokens"] == 46611
 
