@@ -2,7 +2,7 @@
 
 A thin shell: each verb lives in ``pytest_gpulayout/commands/<verb>.py`` with ``add_arguments(parser)``
 and ``run(args) -> int``. Errors the user can act on become one line on stderr and the exit code of
-design.md (2 bad input, 3 machine not probed); anything else is a bug and keeps its traceback.
+README.md (2 bad input, 3 machine not probed); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations

@@ -55,10 +55,6 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec) -> dict[str, F
     return findings
 
 
-def check_status(findings: Iterable[Finding]) -> Status:
-    return worst(f.status for f in findings)
-
-
 def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
     """Each deployment's model spec; a bad model reference names the manifest and the key."""
     from .modelspec import load_model
@@ -76,10 +72,11 @@ def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
     return models
 
 
-def startup_skipped(dep: Deployment) -> Finding:
-    return skipped("startup", f"{dep.name}: not launched (opt-in: --gpulayout-launch, gpulayout check --launch, "
-                   f"or launch.enabled: true)", kv_tokens=None, max_concurrency=None, seconds_to_kv=None,
-                   error_kind=None)
+def startup_skipped(dep: Deployment, why: str = "opt-in: --gpulayout-launch, gpulayout check --launch, "
+                                                   "or launch.enabled: true") -> Finding:
+    """The ``startup`` finding when no engine is launched, with the data keys a launch would fill."""
+    return skipped("startup", f"{dep.name}: not launched ({why})", kv_tokens=None, max_concurrency=None,
+                   seconds_to_kv=None, error_kind=None)
 
 
 @dataclass
@@ -90,7 +87,7 @@ class DeploymentResult:
 
     @property
     def status(self) -> Status:
-        return check_status(self.findings.values())
+        return worst(f.status for f in self.findings.values())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -155,9 +152,8 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
     blocking = [f for f in (findings.get("placement"), findings.get("heads"), too_long)
                 if f and f.status is Status.FAIL]
     if blocking:
-        return skipped("startup", f"{dep.name}: not launched: {blocking[0].check} fails, the engine would "
-                       f"refuse the layout ({blocking[0].message})", kv_tokens=None, max_concurrency=None,
-                       seconds_to_kv=None, error_kind=None)
+        return startup_skipped(dep, f"{blocking[0].check} fails, the engine would refuse the layout: "
+                                    f"{blocking[0].message}")
     from .startup import run_startup
 
     predicted = pool.data.get("predicted_kv_tokens") if pool else None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .evaluate import ALL_CHECKS
 from .findings import Finding, Status, worst
 from .machine import GIB, Machine, describe_link, link_family
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # annotations only: keep this module light to import
     from .modelspec import ModelSpec
     from .planner import Plan
 
-CHECKS = ("placement", "heads", "balance", "links", "kv_pool", "startup")
+CHECKS = ALL_CHECKS
 
 # Memory segments, bottom of the card first: (key, label, fill colour, text colour).
 SEGMENTS = (
@@ -462,7 +463,6 @@ def _link_matrix(machine: Machine, views: Sequence[DeploymentView]) -> str:
             f'<text x="{pad - 8}" y="{pad + k * cell + cell / 2 + 4}" font-size="12" font-weight="600" '
             f'text-anchor="end">GPU{g}</text>'
         )
-    from .rules.links import effective_link
 
     present: set[str] = set()
     for a in idx:
@@ -475,7 +475,7 @@ def _link_matrix(machine: Machine, views: Sequence[DeploymentView]) -> str:
                     f'fill="#8c959f">X</text>'
                 )
                 continue
-            kind = effective_link(machine, a, b)
+            kind = machine.effective_link(a, b)
             fill, fg = LINK_COLOURS.get(link_family(kind), UNKNOWN_LINK) if kind else UNKNOWN_LINK
             present.add(link_family(kind) if kind else "?")
             label = kind or "?"

@@ -6,7 +6,7 @@ output, so the launcher can stop the engine the moment every expected engine has
 or a recognised error has happened, instead of waiting minutes for the server to become ready.
 
 The formats come from the engines' sources across versions (vLLM 0.6 - 0.33, SGLang 0.4 - 0.5.23;
-see the reference notes) and from real pasted logs. They are matched after removing the noise that
+read in the engines' source) and from real pasted logs. They are matched after removing the noise that
 real logs carry: ANSI colours (real ESC bytes and the ``^[[0;36m`` caret notation of copied
 terminals), container timestamps, process prefixes (``(EngineCore_DP0 pid=1)``, ``(Worker_TP1 pid=2)``,
 ``[2025-01-01 00:00:00 DP1 TP3]``), vLLM's ``LEVEL date [file:line]`` and thousands separators.
@@ -81,7 +81,7 @@ class StartupLog:
         return self.kv_tokens is not None or self.gpu_blocks is not None
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly the keys of design.md's ``parse-log --json`` object."""
+        """Exactly the keys of the ``parse-log --json`` object (README.md, "The CLI")."""
         return {
             "engine": self.engine,
             "kv_tokens": self.kv_tokens,

@@ -177,6 +177,13 @@ class Machine:
             return None
         return self.links.get(_pair(i, j))
 
+    def effective_link(self, i: int, j: int) -> str | None:
+        """What traffic between two GPUs crosses: ``NET`` when they sit on different hosts, else the link."""
+        gi, gj = self.gpu(i), self.gpu(j)
+        if gi.host and gj.host and gi.host != gj.host:
+            return "NET"
+        return self.link(i, j)
+
     def links_within(self, group: Iterable[int]) -> Iterator[tuple[int, int, str | None]]:
         group = list(group)
         for a in range(len(group)):

@@ -8,6 +8,7 @@ SGLang's ``base_gpu_id += tp_size * pp_size`` per replica). The deployment's ``g
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .deployment import Deployment
@@ -74,13 +75,13 @@ def resolve_gpus(dep: Deployment, machine: Machine) -> tuple[int, ...]:
     return tuple(chosen)
 
 
+def split_ranks(gpus: Sequence[int], tp: int, pp: int, dp: int) -> Placement:
+    """The engines' arithmetic: rank ``r`` of stage ``s`` of replica ``d`` gets ``gpus[d*tp*pp + s*tp + r]``."""
+    return Placement(tuple(
+        tuple(tuple(gpus[d * tp * pp + s * tp + r] for r in range(tp)) for s in range(pp)) for d in range(dp)
+    ))
+
+
 def place(dep: Deployment, machine: Machine) -> Placement:
     """Assign every rank a GPU; raises ``PlacementError`` when the layout does not fit."""
-    gpus = resolve_gpus(dep, machine)
-    tp, pp = dep.tp, dep.pp
-    replicas = []
-    for d in range(dep.dp):
-        base = d * tp * pp
-        stages = tuple(tuple(gpus[base + s * tp + r] for r in range(tp)) for s in range(pp))
-        replicas.append(stages)
-    return Placement(tuple(replicas))
+    return split_ranks(resolve_gpus(dep, machine), dep.tp, dep.pp, dep.dp)

@@ -44,12 +44,14 @@ from typing import Any
 
 from .deployment import Deployment, ParallelShape, Require
 from .errors import InputError
+from .evaluate import STATIC_CHECKS
 from .findings import Finding, Status, worst
 from .machine import LINK_KINDS, Machine, describe_link, is_nvlink, link_rank
 from .modelspec import ModelSpec
+from .placement import split_ranks
 
 #: Order the checks are shown in (the static checks of ``evaluate``).
-CHECK_ORDER = ("placement", "heads", "balance", "links", "kv_pool")
+CHECK_ORDER = tuple(STATIC_CHECKS)
 #: Above this many GPU subsets, pick groups greedily instead of trying every subset.
 _EXACT_LIMIT = 4000
 #: Without --concurrency / --kv-tokens: the full-length requests each replica should hold at once.
@@ -61,14 +63,6 @@ FRACTION_CAP = 0.95
 
 
 # -- GPU choice ---------------------------------------------------------------------------------
-
-
-def _link_kind(machine: Machine, a: int, b: int) -> str | None:
-    """The link between two GPUs, ``NET`` across hosts (same rule as the ``links`` check)."""
-    ga, gb = machine.gpu(a), machine.gpu(b)
-    if ga.host and gb.host and ga.host != gb.host:
-        return "NET"
-    return machine.link(a, b)
 
 
 def _cost(kind: str | None) -> int:
@@ -85,7 +79,7 @@ class _Links:
     def __init__(self, machine: Machine):
         self.machine = machine
         idx = machine.indices
-        self.cost = {(a, b): _cost(_link_kind(machine, a, b)) for a in idx for b in idx if a != b}
+        self.cost = {(a, b): _cost(machine.effective_link(a, b)) for a in idx for b in idx if a != b}
         self.free = {g.index: (g.memory_free_mib or 0) for g in machine.gpus}
         self.name = {g.index: g.name for g in machine.gpus}
 
@@ -218,11 +212,7 @@ class LayoutRow(ParallelShape):
     @property
     def replicas(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
         """``replicas[d][s]`` = TP group of stage ``s`` of replica ``d`` (same shape as ``Placement``)."""
-        w = self.world_size
-        return tuple(
-            tuple(tuple(self.gpus[d * w + s * self.tp + r] for r in range(self.tp)) for s in range(self.pp))
-            for d in range(self.dp)
-        )
+        return split_ranks(self.gpus, self.tp, self.pp, self.dp).replicas
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -6,7 +6,7 @@ GPU that is not there, all stop with one line naming the file and the key (``gpu
 instead of quietly producing a different machine. Nothing missing is filled in by guessing: a pair
 with no link stays unknown, memory given as ``null`` stays unknown.
 
-Format (``version: 1``), see design.md "Machine snapshot"::
+Format (``version: 1``), the same as ``gpulayout snapshot`` writes::
 
     version: 1
     host: gpu-node-17

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("manifest", nargs="?", default=None, help="gpulayout.yaml (default: ./gpulayout.yaml)")
     p.add_argument("--machine", metavar="M", default=None,
                    help="auto | snapshot .yaml/.json | topo -m text | preset:<name> (default: the manifest's)")
-    p.add_argument("--json", action="store_true", help="print one JSON object (design.md shape)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (keys: README.md, The CLI)")
     p.add_argument("--launch", action="store_true", help="also run the startup check (launches the engines)")
     p.add_argument("--strict", action="store_true", help="warnings make the exit code 1")
     p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report")

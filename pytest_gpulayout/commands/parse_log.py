@@ -1,12 +1,12 @@
 """``gpulayout parse-log FILE [--engine auto|vllm|sglang] [--json]``: what a startup log says.
 
 ``FILE`` is a vLLM or SGLang startup log (``-`` reads stdin); pasted logs with colour codes, process
-prefixes and container timestamps are fine. ``--json`` prints design.md's object: ``engine``,
+prefixes and container timestamps are fine. ``--json`` prints one object: ``engine``,
 ``kv_tokens`` (the smallest pool when several ranks or DP engines report), ``kv_tokens_all``,
 ``gpu_blocks``, ``max_concurrency``, ``max_concurrency_len``, ``available_kv_gib``, ``error_kind``,
 ``error_numbers`` (null where the log does not say).
 
-Exit codes follow design.md's (0 pass, 1 a check failed, 2 bad input), because the command is used as
+Exit codes follow the project's (0 pass, 1 a check failed, 2 bad input), because the command is used as
 a CI gate on a recorded startup: ``parse-log engine.log || exit 1`` must stop the pipeline when the
 engine failed to start, so a recognised error cannot exit 0 just because it parsed well.
 
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the engine's startup log ('-' for stdin)")
     p.add_argument("--engine", choices=("auto", "vllm", "sglang"), default="auto",
                    help="which engine wrote it (default: recognised from the log)")
-    p.add_argument("--json", action="store_true", help="print one JSON object (design.md shape)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (keys: README.md, The CLI)")
     p.epilog = EXIT_CODES
     p.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the table's line breaks
 

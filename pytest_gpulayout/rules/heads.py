@@ -24,10 +24,6 @@ CHECK = "heads"
 VOCAB_PADDING = 64
 
 
-def _divisors(n: int, limit: int) -> list[int]:
-    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
-
-
 def valid_tp_sizes(model: ModelSpec, limit: int = 64) -> list[int]:
     """TP sizes (up to ``limit``) for which every divisibility rule holds."""
     return [t for t in range(1, limit + 1) if not tp_problems(model, t)]

@@ -17,15 +17,6 @@ from ..placement import PlacementError, format_group, place
 
 CHECK = "links"
 _WARN_FAMILIES = ("PIX", "PXB", "PHB", "NODE")
-_FAIL_FAMILIES = ("SYS", "NET")
-
-
-def effective_link(machine: Machine, a: int, b: int) -> str | None:
-    """The link kind between two GPUs; ``NET`` when they sit on different hosts."""
-    ga, gb = machine.gpu(a), machine.gpu(b)
-    if ga.host and gb.host and ga.host != gb.host:
-        return "NET"
-    return machine.link(a, b)
 
 
 def _policy_status(kind: str, allowed: tuple[str, ...] | None) -> str:
@@ -64,7 +55,7 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = Non
     except PlacementError as err:
         return skipped(CHECK, f"{dep.name}: links not checked: {err}", worst_link=None)
     allowed = dep.require.tp_links
-    boundaries = sorted({effective_link(machine, a, b) or "unknown" for a, b in placement.stage_boundaries()})
+    boundaries = sorted({machine.effective_link(a, b) or "unknown" for a, b in placement.stage_boundaries()})
     data: dict[str, object] = {"worst_link": None, "tp_groups": [list(g) for g in placement.tp_groups],
                                "pp_boundary_links": boundaries}
     if dep.tp == 1:
@@ -86,7 +77,7 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = Non
     worst_pair: tuple[int, int] = (0, 0)
     for group in placement.tp_groups:
         for a, b, _ in machine.links_within(group):
-            kind = effective_link(machine, a, b)
+            kind = machine.effective_link(a, b)
             if kind is None:
                 unknown.append(f"GPU{a}-GPU{b}")
                 continue
