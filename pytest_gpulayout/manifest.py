@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 from .deployment import ENGINES, KV_CACHE_DTYPES, Deployment, Launch, Require
 from .errors import InputError
 from .machine import normalize_link
+from .suggest import close_matches
 
 __all__ = [
     "MANIFEST_NAME",
@@ -479,13 +480,8 @@ def _norm(word: str) -> str:
 def _did_you_mean(word: object, choices: Sequence[str]) -> str:
     if not isinstance(word, str):
         return ""
-    squashed = {c.lower().replace("-", "").replace("_", ""): c for c in choices}
-    exact = squashed.get(word.strip().lower().replace("-", "").replace("_", "").replace(" ", ""))
-    if exact is not None:
-        return f": did you mean {exact!r}?"
-    lowered = {c.lower(): c for c in choices}
-    close = difflib.get_close_matches(word.strip().lower(), list(lowered), n=1, cutoff=0.6)
-    return f": did you mean {lowered[close[0]]!r}?" if close else ""
+    close = close_matches(word, choices)
+    return f": did you mean {close[0]!r}?" if close else ""
 
 
 def _check_keys(

@@ -13,7 +13,6 @@ engine reads would predict a different KV pool than the one the engine allocates
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .suggest import close_matches
 
 #: Per-layer attention kinds in ``ModelSpec.layer_types``.
 FULL = "full_attention"
@@ -753,5 +753,4 @@ def _reject_dtype(r: _Reader, dtype: str) -> None:
 
 def did_you_mean(word: str, choices: Sequence[str], n: int = 2) -> list[str]:
     """Close matches, case-insensitive, in their original spelling."""
-    lower = {c.lower(): c for c in choices}
-    return [lower[m] for m in difflib.get_close_matches(word.lower(), list(lower), n=n, cutoff=0.6)]
+    return close_matches(word, choices, n=n)

@@ -7,12 +7,12 @@ its memory figures come from.
 
 from __future__ import annotations
 
-import difflib
 from importlib import resources
 from typing import TYPE_CHECKING
 
 from .errors import InputError
 from .machine import Machine
+from .suggest import close_matches
 
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs it
     from importlib.resources.abc import Traversable
@@ -44,11 +44,10 @@ def preset_text(name: str) -> str:
 
 
 def _unknown(name: str, names: list[str]) -> InputError:
-    lowered = {n.lower(): n for n in names}  # case slips ("8xh100-sxm") are the usual typo
-    close = [n for n in lowered if n.startswith(name.lower())]  # "8xH100" -> "8xH100-sxm"
+    close = [n for n in names if n.lower().startswith(name.lower())]  # "8xH100" -> "8xH100-sxm"
     if len(close) != 1:
-        close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.5)
-    hint = f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+        close = close_matches(name, names, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
     return InputError(f"unknown preset {name!r}{hint}; presets: {', '.join(names)}", where=f"preset:{name}")
 
 

@@ -24,7 +24,6 @@ so filling it can never make a layout pass that should not).
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from typing import Any
 
 from .errors import InputError
 from .machine import PCIE_KINDS, Gpu, GpuProcess, Machine, normalize_link
+from .suggest import close_matches
 
 SNAPSHOT_VERSION = 1
 
@@ -114,7 +114,7 @@ def dump_snapshot(machine: Machine, fmt: str = "yaml") -> str:
 
 
 def _did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    close = close_matches(word, choices)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
