@@ -12,11 +12,14 @@ from types import MappingProxyType
 
 ENGINES = ("vllm", "sglang")
 
-#: KV cache dtypes accepted in ``kv_cache_dtype`` (union of vLLM's and SGLang's choices).
-KV_CACHE_DTYPES = (
-    "auto", "float16", "bfloat16", "bf16", "fp16",
-    "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "mxfp8", "nvfp4", "int8",
-)
+#: ``--kv-cache-dtype`` choices per engine (vLLM 0.33 ``CacheDType``; SGLang 0.5.23 ``kv_cache_dtype``
+#: choices), checked per deployment so the launch never hands an engine a value it rejects.
+ENGINE_KV_CACHE_DTYPES = {
+    "vllm": ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4"),
+    "sglang": ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4"),
+}
+#: KV cache dtypes accepted in ``kv_cache_dtype`` by some engine (the per-engine check follows).
+KV_CACHE_DTYPES = tuple(dict.fromkeys(d for ds in ENGINE_KV_CACHE_DTYPES.values() for d in ds))
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from .deployment import ENGINES, KV_CACHE_DTYPES, Deployment, Launch, Require
+from .deployment import ENGINE_KV_CACHE_DTYPES, ENGINES, KV_CACHE_DTYPES, Deployment, Launch, Require
 from .errors import InputError
 from .machine import normalize_link
 from .suggest import close_matches
@@ -887,6 +887,10 @@ def _resolve_model(model: str, base_dir: Path) -> str:
     return str(_absolute(path if path.is_absolute() else base_dir / path))
 
 
+#: The same KV dtype as the other engine spells it (SGLang has no plain ``fp8`` nor ``float16``).
+_KV_DTYPE_SPELLINGS = {"fp8": "fp8_e4m3", "bf16": "bfloat16", "fp16": "float16"}
+
+
 def _build(ctx: _Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: Path,
            manifest_path: Path, inherited: frozenset[str] = frozenset()) -> Deployment:
     """Cross-field checks on the merged deployment, then the frozen :class:`Deployment`.
@@ -909,6 +913,17 @@ def _build(ctx: _Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: 
                  f"data_parallel_size = {n} ({tp} x {pp} x {dp}); list exactly {n}, "
                  f"or leave gpus out to use the first {n} visible"
                  + (" (gpus is set in defaults)" if "gpus" in inherited else ""))
+
+    engine = fields.get("engine", "vllm")
+    dtype = fields.get("kv_cache_dtype", "auto")
+    accepted = ENGINE_KV_CACHE_DTYPES.get(engine, ())
+    if accepted and dtype not in accepted:
+        same = _KV_DTYPE_SPELLINGS.get(dtype)
+        hint = f": did you mean {same!r}?" if same in accepted else _did_you_mean(dtype, accepted)
+        ctx.fail(f"{prefix}.kv_cache_dtype",
+                 f"{dtype!r} is not a {engine} --kv-cache-dtype{hint} "
+                 f"({engine} accepts: {', '.join(accepted)})"
+                 + (" (kv_cache_dtype is set in defaults)" if "kv_cache_dtype" in inherited else ""))
 
     launch_fields = fields["launch"]
     args = launch_fields.get("args", ())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulayout.deployment import KV_CACHE_DTYPES
+from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.manifest import find_manifest, load_manifest, parse_manifest
 
@@ -308,10 +308,21 @@ def test_gpus_accept_indices_and_uuids(tmp_path):
                         "MIG-8e1a2b3c-1111-2222")
 
 
-@pytest.mark.parametrize("dtype", KV_CACHE_DTYPES)
-def test_every_known_kv_cache_dtype_is_accepted(tmp_path, dtype):
-    dep = load_one(tmp_path, f"model: m\nkv_cache_dtype: {dtype}")
+@pytest.mark.parametrize(("engine", "dtype"), [(e, d) for e, ds in ENGINE_KV_CACHE_DTYPES.items() for d in ds])
+def test_every_known_kv_cache_dtype_is_accepted(tmp_path, engine, dtype):
+    dep = load_one(tmp_path, f"model: m\nengine: {engine}\nkv_cache_dtype: {dtype}")
     assert dep.kv_cache_dtype == dtype
+
+
+@pytest.mark.parametrize(("engine", "dtype", "hint"), [("sglang", "fp8", "did you mean 'fp8_e4m3'"),
+                                                       ("sglang", "fp8_ds_mla", "sglang accepts"),
+                                                       ("vllm", "mxfp8", "vllm accepts"),
+                                                       ("vllm", "bf16", "did you mean 'bfloat16'")])
+def test_kv_cache_dtype_is_checked_against_the_deployments_engine(tmp_path, engine, dtype, hint):
+    with pytest.raises(InputError) as err:
+        load_one(tmp_path, f"model: m\nengine: {engine}\nkv_cache_dtype: {dtype}")
+    text = str(err.value)
+    assert "kv_cache_dtype" in text and hint in text and "\n" not in text
 
 
 @pytest.mark.parametrize(("written", "expected"), [("1", 1.0), ("0.5", 0.5), ("0.92", 0.92)])
