@@ -14,11 +14,15 @@ This is the only module that starts processes. Its promises:
 - Memory stays bounded however much the engine prints: lines are parsed as they stream, only the
   last ``tail_lines`` are kept, and the log file is capped.
 - Interrupting pytest (Ctrl-C, SIGTERM, SIGHUP) still stops the engine: ``launch`` cleans up in
-  ``finally``, and chained signal handlers plus an ``atexit`` hook kill every active launch.
+  ``finally``, and chained signal handlers plus an ``atexit`` hook kill every active launch. The
+  first launch installs them; importing this module changes nothing.
 - Launches that share a GPU never overlap, also across pytest-xdist workers: a ``flock`` per GPU,
   taken in sorted order (no deadlock between two launches wanting overlapping sets).
 
-Linux only for the tree walk (``/proc``); elsewhere only the process group is killed.
+The tree walk lives in ``proctree`` (Linux only, ``/proc``; elsewhere only the process group is
+killed), the GPU locks and the free port in ``gpu_locks``. This module keeps the signal handling and
+the launch itself, and re-exports ``process_table``, ``pid_alive``, ``gpu_locks``, ``default_lock_dir``
+and ``free_port`` for the callers that import them from here.
 """
 
 from __future__ import annotations
@@ -26,27 +30,30 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import fcntl
 import os
 import re
 import selectors
 import signal
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from .errors import LaunchError
+from .gpu_locks import default_lock_dir, free_port, gpu_locks
 from .logparse import LogWatcher, StartupLog, clean
+from .proctree import ProcessTree, pid_alive, process_table
 
-STOP_REASONS = ("kv", "ready", "error", "exit", "timeout")
+__all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_locks", "launch", "pid_alive",
+           "process_table"]
+
+#: Why a launch stopped (``LaunchResult.stopped_by``).
+StopReason = Literal["kv", "ready", "error", "exit", "timeout"]
 _READ_CHUNK = 1 << 16
 _LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
 
@@ -73,7 +80,7 @@ class LaunchResult:
     tail: tuple[str, ...]
     timed_out: bool
     leftover_pids: tuple[int, ...]
-    stopped_by: str
+    stopped_by: StopReason
     started_at: float          # time.time() when the engine was started (after the GPU locks)
     ended_at: float            # time.time() when the last process of the tree was gone
     lines: int = 0
@@ -82,150 +89,13 @@ class LaunchResult:
 
 
 # ------------------------------------------------------------------------------------------------
-# The process tree, from /proc
-# ------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Stat:
-    pid: int
-    ppid: int
-    pgid: int
-    sid: int
-    start: int      # start time in clock ticks since boot: tells a live pid from a reused one
-    state: str
-
-
-def _read_stat(pid: int) -> _Stat | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    try:
-        fields = data[data.rindex(b")") + 2:].split()
-        return _Stat(pid, int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]), fields[0].decode())
-    except (ValueError, IndexError):
-        return None
-
-
-def process_table() -> dict[int, _Stat]:
-    """Every process visible in ``/proc`` (empty where there is no ``/proc``)."""
-    table: dict[int, _Stat] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
-        if name.isdigit():
-            st = _read_stat(int(name))
-            if st is not None:
-                table[st.pid] = st
-    return table
-
-
-def _dead(st: _Stat | None) -> bool:
-    return st is None or st.state in ("Z", "X", "x")
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    st = _read_stat(pid)
-    return not _dead(st) if os.path.isdir("/proc") else True
-
-
-class _Tree:
-    """The engine's process tree: the group leader plus every descendant ever seen."""
-
-    def __init__(self, pid: int):
-        self.root = pid
-        self.known: dict[int, int] = {}     # pid -> start ticks
-        st = _read_stat(pid)
-        self.root_start = st.start if st else 0
-        if st:
-            self.known[pid] = st.start
-
-    def scan(self) -> dict[int, _Stat]:
-        """Add descendants (also those that left the group) and session members to ``known``."""
-        table = process_table()
-        children: dict[int, list[int]] = {}
-        for st in table.values():
-            children.setdefault(st.ppid, []).append(st.pid)
-        stack = [p for p, start in self.known.items() if p in table and table[p].start == start]
-        while stack:
-            p = stack.pop()
-            for c in children.get(p, ()):
-                if c not in self.known and not _dead(table[c]):
-                    self.known[c] = table[c].start
-                    stack.append(c)
-        for st in table.values():  # orphans of the group or session (double fork): reparented to init
-            if (st.pgid == self.root or st.sid == self.root) and st.pid not in self.known \
-                    and st.start >= self.root_start and not _dead(st):
-                self.known[st.pid] = st.start
-        return table
-
-    def alive(self, table: Mapping[int, _Stat] | None = None) -> list[int]:
-        table = process_table() if table is None else table
-        if not table and not os.path.isdir("/proc"):  # no /proc: the group is all we know
-            try:
-                os.killpg(self.root, 0)
-                return [self.root]
-            except OSError:
-                return []
-        out = []
-        for pid, start in self.known.items():
-            st = table.get(pid)
-            if st is not None and st.start == start and not _dead(st):
-                out.append(pid)
-        for st in table.values():
-            if st.pgid == self.root and st.pid not in out and not _dead(st):
-                out.append(st.pid)
-        return sorted(out)
-
-    def signal(self, sig: int) -> None:
-        """``sig`` to the group, then to every live tracked process outside it (checked for pid reuse)."""
-        with contextlib.suppress(OSError):
-            os.killpg(self.root, sig)
-        table = self.scan()
-        for pid in self.alive(table):
-            st = table.get(pid)
-            if st is not None and st.pgid != self.root:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, sig)
-
-    def kill_now(self, grace_s: float = 2.0) -> None:
-        """For signal handlers and exit hooks: SIGTERM, a short wait, SIGKILL."""
-        self.scan()
-        self.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and self.alive():
-            _reap(self.root)
-            time.sleep(0.05)
-        if self.alive():
-            self.signal(signal.SIGKILL)
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and self.alive():  # SIGKILL is not instant
-                _reap(self.root)
-                time.sleep(0.02)
-        _reap(self.root)
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-# ------------------------------------------------------------------------------------------------
 # Active launches: killed on SIGTERM/SIGHUP/SIGINT to this process and at interpreter exit
 # ------------------------------------------------------------------------------------------------
-_ACTIVE: dict[int, _Tree] = {}
+_ACTIVE: dict[int, ProcessTree] = {}
 _PREVIOUS: dict[int, Any] = {}
 _INSTALL_LOCK = threading.Lock()
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_exit_hook_registered = False
 
 
 def _kill_active(grace_s: float = 2.0) -> None:
@@ -248,9 +118,17 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 
 
 def _install_handlers() -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return  # signal handlers can only be set from the main thread; atexit + finally still apply
+    """Arm the clean-up before an engine starts: the ``atexit`` hook, and the signal handlers.
+
+    Called by every launch rather than at import, so importing the launcher has no side effect.
+    """
+    global _exit_hook_registered
     with _INSTALL_LOCK:
+        if not _exit_hook_registered:
+            atexit.register(_kill_active)
+            _exit_hook_registered = True
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread; atexit + finally still apply
         for sig in _HANDLED_SIGNALS:
             current = signal.getsignal(sig)
             if current is _on_signal or current == signal.SIG_IGN:
@@ -263,79 +141,6 @@ def _install_handlers() -> None:
             except (ValueError, OSError):
                 continue
             _PREVIOUS[sig] = current if current is not None else signal.SIG_DFL
-
-
-atexit.register(_kill_active)
-
-
-# ------------------------------------------------------------------------------------------------
-# GPU locks and ports
-# ------------------------------------------------------------------------------------------------
-def default_lock_dir() -> Path:
-    """``$GPULAYOUT_LOCK_DIR``, else one machine-wide directory (GPUs are machine-wide), else per user."""
-    env = os.environ.get("GPULAYOUT_LOCK_DIR")
-    if env:
-        return Path(env)
-    shared = Path(tempfile.gettempdir()) / "pytest-gpulayout-locks"
-    try:
-        shared.mkdir(mode=0o1777, exist_ok=True)
-        if shared.stat().st_uid == os.getuid():
-            with contextlib.suppress(OSError):
-                shared.chmod(0o1777)
-        if os.access(shared, os.W_OK | os.X_OK):
-            return shared
-    except OSError:
-        pass
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) if runtime else Path(tempfile.gettempdir())
-    return base / f"pytest-gpulayout-locks-{os.getuid()}"
-
-
-def _lock_name(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:120] or "gpu"
-
-
-@contextlib.contextmanager
-def gpu_locks(keys: Iterable[str], lock_dir: Path | None = None,
-              timeout_s: float | None = None) -> Iterator[tuple[str, ...]]:
-    """Hold an exclusive ``flock`` per GPU key (a UUID, or ``index-N``) for the block.
-
-    Taken in sorted order, so two launches asking for overlapping GPU sets cannot deadlock.
-    ``timeout_s`` None waits as long as it takes (the other launch has its own timeout).
-    """
-    names = sorted({_lock_name(k) for k in keys})
-    directory = lock_dir if lock_dir is not None else default_lock_dir()
-    fds: list[int] = []
-    try:
-        if names:
-            directory.mkdir(parents=True, exist_ok=True)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        for name in names:
-            path = directory / f"{name}.lock"
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC, 0o644)
-            fds.append(fd)
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise LaunchError(f"GPU lock {path} is still held by another launch after "
-                                          f"{timeout_s:.0f} s") from None
-                    time.sleep(0.05)
-        yield tuple(names)
-    finally:
-        for fd in reversed(fds):
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the engine binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -480,14 +285,14 @@ class _Launch:
         except OSError as err:
             self._close_log()
             raise LaunchError(f"cannot start the engine {self.argv[0]!r}: {err.strerror or err}") from None
-        tree = _Tree(proc.pid)
+        tree = ProcessTree(proc.pid)
         _ACTIVE[proc.pid] = tree
         assert proc.stdout is not None
         self.fd = proc.stdout.fileno()
         os.set_blocking(self.fd, False)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.fd, selectors.EVENT_READ)
-        stopped_by = "timeout"
+        stopped_by: StopReason = "timeout"
         kv_at: float | None = None
         interrupted = False
         try:
@@ -521,10 +326,10 @@ class _Launch:
                 self.log_file.close()
             self.log_file = None
 
-    def _watch(self, proc: subprocess.Popen[bytes], tree: _Tree, t0: float) -> tuple[str, float | None]:
+    def _watch(self, proc: subprocess.Popen[bytes], tree: ProcessTree, t0: float) -> tuple[StopReason, float | None]:
         deadline = t0 + self.timeout_s
         next_scan = 0.0
-        reason: str | None = None
+        reason: StopReason | None = None
         linger_until = 0.0
         kv_at: float | None = None
         w = self.watcher
@@ -556,7 +361,7 @@ class _Launch:
                         reason = "kv"
                     return reason, kv_at
 
-    def _stop(self, proc: subprocess.Popen[bytes], tree: _Tree, grace_s: float) -> list[int]:
+    def _stop(self, proc: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float) -> list[int]:
         """Signal the tree, keep draining its output for ``grace_s``, SIGKILL what is left, verify."""
         try:
             tree.scan()
@@ -575,7 +380,7 @@ class _Launch:
                 proc.wait(timeout=1.0)
         return tree.alive()
 
-    def _wait_gone(self, proc: subprocess.Popen[bytes], tree: _Tree, seconds: float) -> None:
+    def _wait_gone(self, proc: subprocess.Popen[bytes], tree: ProcessTree, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         next_scan = 0.0
         while time.monotonic() < deadline:

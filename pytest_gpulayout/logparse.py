@@ -29,23 +29,25 @@ decides, whatever was mentioned before it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final, Literal
+
+from .text import strip_ansi
 
 ENGINES = ("vllm", "sglang")
 
-#: Error kinds, as design.md names them.
-TP_MEMORY_UNBALANCED = "tp_memory_unbalanced"
-HEADS_NOT_DIVISIBLE = "heads_not_divisible"
-KV_CACHE_TOO_SMALL = "kv_cache_too_small"
-INSUFFICIENT_FREE_MEMORY = "insufficient_free_memory"
-NO_KV_MEMORY = "no_kv_memory"
-OOM = "oom"
-OTHER_ERROR = "other_error"
-ERROR_KINDS = (TP_MEMORY_UNBALANCED, HEADS_NOT_DIVISIBLE, KV_CACHE_TOO_SMALL, INSUFFICIENT_FREE_MEMORY,
-               NO_KV_MEMORY, OOM, OTHER_ERROR)
+#: Error kinds, as design.md names them (``StartupLog.error_kind``).
+ErrorKind = Literal["tp_memory_unbalanced", "heads_not_divisible", "kv_cache_too_small",
+                    "insufficient_free_memory", "no_kv_memory", "oom", "other_error"]
+TP_MEMORY_UNBALANCED: Final = "tp_memory_unbalanced"
+HEADS_NOT_DIVISIBLE: Final = "heads_not_divisible"
+KV_CACHE_TOO_SMALL: Final = "kv_cache_too_small"
+INSUFFICIENT_FREE_MEMORY: Final = "insufficient_free_memory"
+NO_KV_MEMORY: Final = "no_kv_memory"
+OOM: Final = "oom"
+OTHER_ERROR: Final = "other_error"
 
 #: Keys of ``StartupLog.to_json()``: the ``parse-log --json`` contract of design.md.
 JSON_KEYS = ("engine", "kv_tokens", "kv_tokens_all", "gpu_blocks", "max_concurrency", "max_concurrency_len",
@@ -71,7 +73,7 @@ class StartupLog:
     max_concurrency_len: int | None = None
     available_kv_gib: float | None = None
     weights_gib: float | None = None
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     error_numbers: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     error_line: str | None = None
     ready: bool = False
@@ -106,7 +108,6 @@ def parse_log(text: str, engine: str = "auto") -> StartupLog:
 # ------------------------------------------------------------------------------------------------
 # Noise
 # ------------------------------------------------------------------------------------------------
-_ANSI_RE = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 _ISO_TS_RE = re.compile(r"\s*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 _PROC_RE = re.compile(r"\s*\((?P<proc>[^()]{1,80}?) pid=\d+\)\s?")
 _SGL_PREFIX_RE = re.compile(
@@ -130,7 +131,7 @@ class _Line:
 
 def clean(raw: str) -> str:
     """The line without ANSI colour codes and trailing whitespace."""
-    return _ANSI_RE.sub("", raw).rstrip()
+    return strip_ansi(raw).rstrip()
 
 
 def _split(raw: str) -> _Line:
@@ -219,7 +220,7 @@ _SHUTDOWN_RE = re.compile(r"\[shutdown\]|Shutting down|shutdown triggered")
 # Error lines: (kind, regex, number names). The first kind that matches a line decides it.
 # ------------------------------------------------------------------------------------------------
 _CONTEXT_TOO_LONG = ("max_model_len", "derived_max_model_len")  # the numbers of a too-long context
-_ERRORS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
+_ERRORS: tuple[tuple[ErrorKind, re.Pattern[str], tuple[str, ...]], ...] = (
     (TP_MEMORY_UNBALANCED, re.compile(
         r"memory capacity is unbalanced"
         r"(?:.*?(?:min_per_gpu_memory|pre_model_load_memory)=" + _F
@@ -331,7 +332,7 @@ _SGL_MENTION_RE = re.compile(r"\bsglang\b|mem[-_]fraction[-_]static")
 
 @dataclass
 class _Error:
-    kind: str
+    kind: ErrorKind
     numbers: dict[str, float]
     line: str
     fatal_class: bool     # False for conditions the engine only warns about and survives
@@ -414,7 +415,7 @@ class LogWatcher:
         return self._fatal
 
     @property
-    def error_kind(self) -> str | None:
+    def error_kind(self) -> ErrorKind | None:
         err = self._chosen_error()
         if err is not None:
             return err.kind
@@ -559,7 +560,7 @@ class LogWatcher:
         elif pydantic_cause:
             self._validation_open = False  # its first cause is the one to report
 
-    def _add_error(self, kind: str, numbers: dict[str, float], line: str, *, fatal_class: bool) -> None:
+    def _add_error(self, kind: ErrorKind, numbers: dict[str, float], line: str, *, fatal_class: bool) -> None:
         line = _PYDANTIC_TAIL_RE.sub("", line)[:_MAX_ERROR_LINE]
         for err in self._errors:
             if err.kind == kind:
@@ -601,7 +602,7 @@ class LogWatcher:
         available = (min(self._available) if self._available
                      else min(self._sgl_kv_gib) if self._sgl_kv_gib
                      else min(self._available_fallback) if self._available_fallback else None)
-        kind: str | None = None
+        kind: ErrorKind | None = None
         numbers: Mapping[str, float] = {}
         line: str | None = None
         if err is not None:
@@ -636,14 +637,3 @@ def _infer_block_size(blocks: int, concurrency: tuple[int, float] | None) -> int
     fits = [b for b in (2 ** i for i in range(12)) if abs(blocks * b - x * length) <= tolerance]
     return fits[0] if len(fits) == 1 else None
 
-
-def iter_lines(chunks: Iterable[str]) -> Iterable[str]:
-    """Split a stream of text chunks into lines (``\\r`` too: progress bars redraw with it)."""
-    pending = ""
-    for chunk in chunks:
-        pending += chunk
-        parts = re.split(r"\r\n|\r|\n", pending)
-        pending = parts.pop()
-        yield from parts
-    if pending:
-        yield pending

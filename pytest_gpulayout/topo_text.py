@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from .errors import InputError
 from .machine import Gpu, Machine, normalize_link
+from .text import strip_ansi
 
-_ANSI_RE = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 _GPU_LABEL_RE = re.compile(r"^GPU(\d+)$")
 _NIC_LABEL_RE = re.compile(r"^(NIC\d+|mlx\S*|ib\S*|eth\S*|bnxt\S*|enp\S*)$", re.IGNORECASE)
 _LABEL_PREFIX_RE = re.compile(r"^[^\t]*?:\s*(?=GPU0\b)")
@@ -38,11 +38,6 @@ class _Row:
     cells: tuple[str, ...]  # link kinds, "X" on the diagonal
     numa: int | None
     line: int
-
-
-def strip_ansi(text: str) -> str:
-    """Remove terminal colour codes, real or written out as ``^[[...m`` by a copy from a log."""
-    return _ANSI_RE.sub("", text)
 
 
 def _header_gpus(line: str) -> list[int] | None:

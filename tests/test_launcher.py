@@ -273,6 +273,45 @@ def test_an_ignored_sigint_leaves_the_launch_alone(fake: Fake) -> None:
         if driver.poll() is None:
             driver.kill()
     assert b"launch returned kv" in out, out[-2000:]
+
+
+def test_importing_the_launcher_installs_nothing() -> None:
+    # the plugin imports it in every pytest run: no exit hook, no signal handler until a launch
+    src = textwrap.dedent("""
+        import atexit, signal
+        def state():
+            return atexit._ncallbacks(), [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]
+        before = state()
+        import pytest_gpulayout.launcher
+        assert state() == before, (before, state())
+    """)
+    if not hasattr(__import__("atexit"), "_ncallbacks"):
+        pytest.skip("atexit._ncallbacks is CPython's")
+    done = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+
+
+def test_exit_while_a_thread_launches_leaves_no_engine(fake: Fake) -> None:
+    # signal handlers need the main thread; the exit hook armed by the launch still stops the engine
+    driver_src = DRIVER.replace("launch(argv,", "threading.Thread(target=lambda: launch(argv,").replace(
+        "lock_dir=Path(sys.argv[-1]))", "lock_dir=Path(sys.argv[-1])), daemon=True).start()").replace(
+        'print("launch returned", flush=True)', "sys.stdin.readline(); sys.exit(0)")
+    driver_src = "import threading\n" + driver_src
+    argv = fake.argv(TINY_LOG, "never-reports,fork")
+    driver = subprocess.Popen([sys.executable, "-c", driver_src, *argv, str(fake.locks)], start_new_session=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while len(fake.processes()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(fake.processes()) == 4, "fake engine did not start its processes"
+        time.sleep(0.5)  # the launcher's /proc walk has seen them
+        out, _ = driver.communicate(b"exit\n", timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, out[-2000:]
+    fake.assert_all_gone()
     fake.assert_all_gone()
 
 
