@@ -32,7 +32,7 @@ from .machine import GIB, Machine, describe_link, link_family
 if TYPE_CHECKING:  # annotations only: keep this module light to import
     from .deployment import Deployment
     from .modelspec import ModelSpec
-    from .planner import Plan
+    from .plan_rows import Plan
 
 CHECKS = ALL_CHECKS
 
@@ -535,7 +535,7 @@ def _link_matrix(machine: Machine, views: Sequence[DeploymentView]) -> str:
 
 
 def _plan_table(plan: Plan, rows: Sequence[Any], full: bool = False) -> str:
-    from .planner import per_replica_text, requests_text
+    from .report import per_replica_text, requests_text
 
     body = []
     for r in rows:

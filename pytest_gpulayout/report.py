@@ -3,7 +3,7 @@ each cell the verdict and the number that decided it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .findings import Finding, Status
@@ -87,3 +87,22 @@ def junit_properties(f: Finding) -> list[tuple[str, str]]:
         else:  # lists and mappings (per-replica pools, GPU lists) as JSON, not dropped
             props.append((f"gpulayout.{f.check}.{k}", json.dumps(v, default=str)))
     return props
+
+
+def per_replica_text(values: Sequence[int] | None) -> str:
+    """``407,488 x8`` when the replicas are alike, else each one: ``60,545 / 48,112``; ``?`` unknown."""
+    if not values:
+        return "?"
+    if len(set(values)) == 1:
+        return f"{values[0]:,}" + (f" x{len(values)}" if len(values) > 1 else "")
+    return " / ".join(f"{v:,}" for v in values)
+
+
+def requests_text(values: Sequence[int] | None) -> str:
+    """Full-length requests the whole layout holds at once: ``14 (7 x2)`` with replicas."""
+    if not values:
+        return "?"
+    if len(values) == 1:
+        return str(values[0])
+    alike = f"{values[0]} x{len(values)}" if len(set(values)) == 1 else " / ".join(map(str, values))
+    return f"{sum(values)} ({alike})"

@@ -21,7 +21,8 @@ from pathlib import Path
 from ..deployment import ENGINES, KV_CACHE_DTYPES
 from ..errors import InputError
 from ..findings import Status
-from ..planner import LayoutRow, Plan, per_replica_text, requests_text
+from ..plan_rows import LayoutRow, Plan
+from ..report import per_replica_text, requests_text
 
 #: How many candidate layouts the text table shows (``--json`` lists all).
 TEXT_LIMIT = 10
