@@ -1,5 +1,6 @@
-"""Text renderings shared by the CLI and the pytest terminal summary: one table, deployment x check,
-each cell the verdict and the number that decided it."""
+"""Text renderings shared by the CLI, the pytest terminal summary and the HTML report: the table
+(deployment x check, each cell the verdict and the number that decided it), JUnit properties, and the
+planner's per-replica numbers."""
 
 from __future__ import annotations
 
