@@ -33,6 +33,7 @@ from typing import Any
 from .errors import InputError
 from .machine import PCIE_KINDS, Gpu, GpuProcess, Machine, normalize_link
 from .suggest import close_matches
+from .text import read_text
 
 SNAPSHOT_VERSION = 1
 
@@ -405,20 +406,6 @@ def parse_snapshot_text(text: str, where: str, fmt: str) -> object:
         except json.JSONDecodeError as err:
             raise InputError(f"line {err.lineno}: not valid JSON: {err.msg}", where=where) from None
     return _yaml_load(text, where)
-
-
-def read_text(path: Path) -> str:
-    """A file's text, or an InputError naming it (missing, a directory, unreadable, not UTF-8)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", where=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a file", where=path) from None
-    except UnicodeDecodeError:
-        raise InputError("is not a text file (not UTF-8)", where=path) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", where=path) from None
 
 
 def load_snapshot(path: str | Path) -> Machine:

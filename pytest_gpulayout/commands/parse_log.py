@@ -27,6 +27,7 @@ import sys
 
 from ..errors import InputError
 from ..logparse import ENGINES, LogWatcher, StartupLog, parse_log
+from ..text import read_text
 
 _NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
@@ -51,15 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _read(path: str) -> str:
     if path == "-":
         return sys.stdin.buffer.read().decode("utf-8", "replace")
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        raise InputError("no such file", where=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a log file", where=path) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", where=path) from None
+    return read_text(path, lenient=True)
 
 
 def summary(log: StartupLog) -> str:
