@@ -79,12 +79,17 @@ def vllm_gpu_memory_utilization(version: Version) -> float:
 
 
 def vllm_scheduler_defaults(version: Version, *, gpu_total_mib: int | None,
-                            gpu_name: str = "") -> tuple[int, int]:
+                            gpu_name: str = "", max_model_len: int | None = None) -> tuple[int, int]:
     """``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` (``EngineArgs._set_default_args``).
 
     From 0.9 (PR #17885): GPUs with >= 70 GiB that are not A100s get 8192 tokens and 1024 sequences
-    for the API server; others 2048 and 256. Older releases: 2048 and 256.
+    for the API server; others 2048 and 256. Before 0.8 the default engine was V0, where chunked
+    prefill is off up to a 32K context (0.6.6 ``EngineArgs.create_engine_config``:
+    ``use_long_context = max_model_len > 32768``) and ``SchedulerConfig`` then batches a whole
+    prompt: ``max(max_model_len, 2048)`` tokens, which is what its profile run allocates.
     """
+    if version < Version("0.8") and max_model_len and max_model_len <= 32768:
+        return max(max_model_len, 2048), 256
     big = (gpu_total_mib is not None and gpu_total_mib >= 70 * GIB_MIB and "a100" not in gpu_name.lower())
     if version >= Version("0.9") and big:
         return 8192, 1024

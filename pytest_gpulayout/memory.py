@@ -380,7 +380,8 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
                              pp: int, gpu_total_mib: int | None, gpu_name: str = "",
                              enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                              max_num_seqs: int | None = None, dp: int = 1,
-                             enable_expert_parallel: bool = False) -> tuple[int, str]:
+                             enable_expert_parallel: bool = False,
+                             max_model_len: int | None = None) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
@@ -402,7 +403,8 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     if e == "sglang":
         return 0, "SGLang keeps activations and CUDA graphs in the (1 - mem_fraction_static) slack"
     v = _version(version, e)
-    tokens, seqs = vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name)
+    tokens, seqs = vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name,
+                                           max_model_len=max_model_len or model.max_position_embeddings)
     tokens = max_num_batched_tokens or tokens
     seqs = max_num_seqs or seqs
     h = model.hidden_size
@@ -551,7 +553,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     reserve, reserve_why = activation_reserve_bytes(
         model, engine=e, version=version, tp=tp, pp=pp, gpu_total_mib=min(totals), gpu_name=gpu_name,
         enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        dp=dp, enable_expert_parallel=enable_expert_parallel)
+        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=max_model_len)
 
     budgets: list[int] = []
     tokens: list[int | None] = []     # None: this rank holds no KV layer, so it does not bound the pool

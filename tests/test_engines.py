@@ -92,3 +92,16 @@ def test_sglang_prefill_graph_sizes_stop_at_max_bs():
     sizes = sglang_prefill_graph_sizes(4096)
     assert sizes[:3] == [4, 8, 12] and sizes[-1] == 4096 and len(sizes) == 50
     assert sglang_prefill_graph_sizes(8192)[-1] == 8192
+
+
+def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
+    from packaging.version import Version
+
+    from pytest_gpulayout.engines import vllm_scheduler_defaults
+
+    # V0 (before 0.8): chunked prefill off up to 32K, so the profile run batches max(max_model_len, 2048)
+    assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=20000)[0] == 20000
+    assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=1024)[0] == 2048
+    assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=40960)[0] == 2048
+    # V1 chunks whatever the context
+    assert vllm_scheduler_defaults(Version("0.10.1"), gpu_total_mib=24576, max_model_len=20000)[0] == 2048
