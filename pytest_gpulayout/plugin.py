@@ -71,12 +71,15 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(f"gpulayout: {err}", returncode=3)
     except GpuLayoutError as err:
         raise pytest.UsageError(f"gpulayout: {err}") from None
+    from .text import writable_path
+
     for option in ("gpulayout_report", "gpulayout_html"):
         target = config.getoption(option, None)
-        if target and (Path(target).is_dir() or not Path(target).resolve().parent.is_dir()):
-            flag = "--" + option.replace("_", "-")
-            raise pytest.UsageError(f"gpulayout: {flag} {target}: not a writable file path (no such directory, "
-                                    f"or it is a directory)")
+        if target:
+            try:
+                writable_path(target, "--" + option.replace("_", "-"))
+            except GpuLayoutError as err:
+                raise pytest.UsageError(f"gpulayout: {err}") from None
     config.pluginmanager.register(_ActivePlugin(state), "gpulayout-active")
     suite = str(suite_dir())
     if suite not in config.args:

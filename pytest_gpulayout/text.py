@@ -9,6 +9,7 @@ Kept apart (and tiny) so ``topo_text`` need not import the log parser.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -42,3 +43,17 @@ def read_text(path: str | Path, *, lenient: bool = False) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError("is not a text file (not UTF-8)", where=path) from None
+
+
+def writable_path(text: str | Path, flag: str) -> Path:
+    """An output file named by ``flag`` (``--html``, ``--gpulayout-report`` ...), checked before any
+    work: a typo must not cost a plan or minutes of engine launches."""
+    path = Path(text)
+    if path.is_dir():
+        raise InputError(f"{flag}: is a directory, not a file (e.g. {path / 'report.html'})", where=path)
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"{flag}: folder {folder} does not exist", where=path)
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{flag}: cannot write here (permission denied)", where=path)
+    return path

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import InputError
 from ..findings import Status
+from ..text import writable_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,10 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report import summary_table
     from ..sources import load_machine
 
-    if args.html:  # before any work: a launch takes minutes, and its results must not be lost to a typo
-        target = Path(args.html)
-        if target.is_dir() or not target.resolve().parent.is_dir():
-            raise InputError("--html: not a writable file path (no such folder, or it is a folder)", where=args.html)
+    if args.html:
+        writable_path(args.html, "--html")
     path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
     manifest = load_manifest(path)
     models = load_models(manifest.deployments)

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..deployment import ENGINES, KV_CACHE_DTYPES
-from ..errors import InputError
 from ..findings import Status
 from ..plan_rows import LayoutRow, Plan
 from ..report import per_replica_text, requests_text
+from ..text import writable_path
 
 #: How many candidate layouts the text table shows (``--json`` lists all).
 TEXT_LIMIT = 10
@@ -67,19 +66,6 @@ def _version(text: str) -> str:
     except InvalidVersion:
         raise argparse.ArgumentTypeError(f"not a version: {text!r} (e.g. 0.11.0)") from None
     return text.strip()
-
-
-def _check_html_path(text: str) -> Path:
-    """``--html FILE``: somewhere a file can be written, checked before the plan is computed."""
-    path = Path(text)
-    if path.is_dir():
-        raise InputError(f"--html: is a directory, not a file (e.g. {path / 'plan.html'})", where=path)
-    folder = path.parent
-    if not folder.is_dir():
-        raise InputError(f"--html: folder {folder} does not exist", where=path)
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InputError("--html: cannot write here (permission denied)", where=path)
-    return path
 
 
 def _catalog_epilog() -> str:
@@ -169,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     from ..planner import plan
     from ..sources import load_machine
 
-    html = _check_html_path(args.html) if args.html else None
+    html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd())
     result = plan(
