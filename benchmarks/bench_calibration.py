@@ -30,11 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_gpulayout import catalog  # noqa: E402
-from pytest_gpulayout.logparse import StartupLog, parse_log  # noqa: E402
-from pytest_gpulayout.machine import GIB, Gpu  # noqa: E402
-from pytest_gpulayout.memory import PoolPrediction, predict_pool  # noqa: E402
-from pytest_gpulayout.modelspec import ModelSpec, load_model, spec_from_config  # noqa: E402
+from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
+from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
+from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
+from pytest_gpulayout.model import catalog  # noqa: E402
+from pytest_gpulayout.model.spec import ModelSpec, load_model, spec_from_config  # noqa: E402
 
 LOGS = REPO / "tests" / "data" / "logs"
 MODELS = REPO / "tests" / "data" / "models"

@@ -38,9 +38,9 @@ def timed(argv: list[str], repeat: int) -> float:
 
 
 def in_process(repeat: int) -> list[tuple[str, float]]:
-    from pytest_gpulayout.modelspec import load_model
-    from pytest_gpulayout.planner import plan
-    from pytest_gpulayout.presets import load_preset
+    from pytest_gpulayout.machine.presets import load_preset
+    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.planner.plan import plan
 
     machine = load_preset(MACHINE.split(":", 1)[1])
     out = []

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_gpulayout.deployment import Deployment, Launch  # noqa: E402
-from pytest_gpulayout.startup import launch_deployment  # noqa: E402
+from pytest_gpulayout.launch.startup import launch_deployment  # noqa: E402
 
 TINY = REPO / "tests" / "data" / "models" / "tiny-llama"
 FAKE = REPO / "tests" / "fakes" / "fake_engine.py"

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .errors import GpuLayoutError
+from pytest_gpulayout.errors import GpuLayoutError
 
 VERBS = {
     "check": "the static checks (and startup with --launch) for a manifest",
@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpulayout", description="Preflight checks for multi-GPU LLM serving layouts.")
-    from . import __version__
+    from pytest_gpulayout import __version__
 
     parser.add_argument("--version", action="version", version=f"gpulayout {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .deployment import Deployment
-from .errors import InputError
-from .findings import Finding, Status, skipped, worst
-from .machine import Machine
-from .modelspec import ModelSpec
-from .rules.balance import check_balance
-from .rules.heads import check_heads
-from .rules.kv_pool import check_kv_pool
-from .rules.links import check_links
-from .rules.placement import check_placement
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.findings import Finding, Status, skipped, worst
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.rules.balance import check_balance
+from pytest_gpulayout.rules.heads import check_heads
+from pytest_gpulayout.rules.kv_pool import check_kv_pool
+from pytest_gpulayout.rules.links import check_links
+from pytest_gpulayout.rules.placement import check_placement
 
 CheckFn = Callable[[Deployment, Machine, ModelSpec], Finding]
 
@@ -57,7 +57,7 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec) -> dict[str, F
 
 def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
     """Each deployment's model spec; a bad model reference names the manifest and the key."""
-    from .modelspec import load_model
+    from pytest_gpulayout.model.spec import load_model
 
     models: dict[str, ModelSpec] = {}
     for dep in deployments:
@@ -154,7 +154,7 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
     if blocking:
         return startup_skipped(dep, f"{blocking[0].check} fails, the engine would refuse the layout: "
                                     f"{blocking[0].message}")
-    from .startup import run_startup
+    from pytest_gpulayout.launch.startup import run_startup
 
     predicted = pool.data.get("predicted_kv_tokens") if pool else None
     return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir())

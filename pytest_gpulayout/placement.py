@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .deployment import Deployment
-from .machine import Machine
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.machine.facts import Machine
 
 
 class PlacementError(ValueError):

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import GpuLayoutWarning
+from pytest_gpulayout import GpuLayoutWarning
 
 if TYPE_CHECKING:
-    from .findings import Finding
-    from .session import GpuLayoutState
+    from pytest_gpulayout.findings import Finding
+    from pytest_gpulayout.session import GpuLayoutState
 
 SUITE_DIR_NAME = "checks"
 _PKG_DIR = Path(__file__).resolve().parent
@@ -60,8 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpulayout: a GPU layout preflight check (added by pytest-gpulayout)")
     if not _enabled(config):
         return
-    from .errors import GpuLayoutError, ProbeError
-    from .session import get_state
+    from pytest_gpulayout.errors import GpuLayoutError, ProbeError
+    from pytest_gpulayout.session import get_state
 
     state = get_state(config)
     try:
@@ -71,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(f"gpulayout: {err}", returncode=3)
     except GpuLayoutError as err:
         raise pytest.UsageError(f"gpulayout: {err}") from None
-    from .text import writable_path
+    from pytest_gpulayout.inputs.files import writable_path
 
     for option in ("gpulayout_report", "gpulayout_html"):
         target = config.getoption(option, None)
@@ -134,8 +134,8 @@ class _ActivePlugin:
 
     def _findings(self) -> dict[str, dict[str, Finding]]:
         """Findings per deployment and check, in manifest and check order (xdist reports arrive shuffled)."""
-        from .evaluate import ALL_CHECKS
-        from .findings import Finding, Status
+        from pytest_gpulayout.evaluate import ALL_CHECKS
+        from pytest_gpulayout.findings import Finding, Status
 
         order = [d.name for d in self.state.manifest.deployments] if self.state.manifest else []
         names = sorted(self.outcomes, key=lambda n: order.index(n) if n in order else len(order))
@@ -146,8 +146,8 @@ class _ActivePlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.outcomes:
             return
-        from .evaluate import ALL_CHECKS
-        from .report import summary_table
+        from pytest_gpulayout.evaluate import ALL_CHECKS
+        from pytest_gpulayout.report.text import summary_table
 
         findings = self._findings()
         checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())]
@@ -162,7 +162,7 @@ class _ActivePlugin:
         html_path = session.config.getoption("gpulayout_html", None)
         if not (report_path or html_path) or not self.outcomes:
             return
-        from .evaluate import DeploymentResult, Report
+        from pytest_gpulayout.evaluate import DeploymentResult, Report
 
         state = self.state
         results = {}
@@ -173,7 +173,7 @@ class _ActivePlugin:
             if report_path:
                 Path(report_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
             if html_path:
-                from .html_report import write_html
+                from pytest_gpulayout.report.html import write_html
 
                 write_html(report, Path(html_path))
         except OSError as err:
@@ -186,7 +186,7 @@ class _ActivePlugin:
 def _outcome(state: GpuLayoutState, finding: Finding, deployment: str) -> None:
     """fail -> test failure with the message; warn -> GpuLayoutWarning (fails under --gpulayout-strict);
     skip -> skipped with the reason; pass -> nothing."""
-    from .findings import Status
+    from pytest_gpulayout.findings import Status
 
     if finding.status is Status.FAIL:
         pytest.fail(finding.message, pytrace=False)
@@ -204,8 +204,8 @@ def _outcome(state: GpuLayoutState, finding: Finding, deployment: str) -> None:
 # -- fixtures: available to users' own tests; they load the machine lazily ---------------------------
 
 def _state(request: pytest.FixtureRequest) -> GpuLayoutState:
-    from .errors import GpuLayoutError
-    from .session import get_state
+    from pytest_gpulayout.errors import GpuLayoutError
+    from pytest_gpulayout.session import get_state
 
     state = get_state(request.config)
     try:
@@ -238,8 +238,8 @@ def gpulayout_links(gpulayout_machine: Any) -> Any:
 @pytest.fixture(scope="session")
 def gpulayout_model(request: pytest.FixtureRequest) -> Callable[[str], Any]:
     """Load a model spec: a directory or config.json (relative to the rootdir) or a catalog id."""
-    from .errors import InputError
-    from .modelspec import load_model
+    from pytest_gpulayout.errors import InputError
+    from pytest_gpulayout.model.spec import load_model
 
     def load(ref: str) -> Any:
         try:
@@ -270,7 +270,7 @@ def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -
     state = _state(request)
 
     def run(check: str) -> Finding:
-        from .errors import GpuLayoutError
+        from pytest_gpulayout.errors import GpuLayoutError
 
         try:
             finding = state.finding(gpulayout_deployment.name, check)
@@ -279,7 +279,7 @@ def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -
         node = request.node
         node._gpulayout_finding = finding
         node._gpulayout_deployment = gpulayout_deployment.name
-        from .report import junit_properties
+        from pytest_gpulayout.report.text import junit_properties
 
         node.user_properties.extend(junit_properties(finding))
         _outcome(state, finding, gpulayout_deployment.name)
@@ -296,10 +296,10 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
             report = gpulayout_launch("qwen3-8b-tp2", max_model_len=8192)
             assert report.kv_tokens >= 60_000
     """
-    from .errors import GpuLayoutError
-    from .modelspec import load_model
-    from .session import get_state
-    from .startup import make_launcher
+    from pytest_gpulayout.errors import GpuLayoutError
+    from pytest_gpulayout.launch.startup import make_launcher
+    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.session import get_state
 
     state = get_state(request.config)
     try:

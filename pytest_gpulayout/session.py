@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .deployment import Deployment
-from .evaluate import evaluate, load_models, run_startup_check
-from .findings import Finding
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.evaluate import evaluate, load_models, run_startup_check
+from pytest_gpulayout.findings import Finding
 
 if TYPE_CHECKING:
-    from .machine import Machine
-    from .manifest import Manifest
-    from .modelspec import ModelSpec
+    from pytest_gpulayout.machine.facts import Machine
+    from pytest_gpulayout.manifest.load import Manifest
+    from pytest_gpulayout.model.spec import ModelSpec
 
 
 def _opt(config: pytest.Config, name: str, ini: str | None = None) -> str | None:
@@ -53,7 +53,7 @@ class GpuLayoutState:
     # -- loading (errors become one-line usage errors / exit 3 in the plugin) ---------------------
     def load_manifest(self) -> Manifest:
         if self.manifest is None:
-            from .manifest import find_manifest, load_manifest
+            from pytest_gpulayout.manifest.load import find_manifest, load_manifest
 
             path = find_manifest(self.config.getoption("gpulayout_manifest", None),
                                  self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath),
@@ -75,7 +75,7 @@ class GpuLayoutState:
     @property
     def machine(self) -> Machine:
         if self._machine is None:
-            from .sources import load_machine
+            from pytest_gpulayout.machine.sources import load_machine
 
             spec, base = self.machine_spec
             self._machine = load_machine(spec, base)
@@ -109,7 +109,7 @@ class GpuLayoutState:
             try:
                 path.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                from .errors import InputError
+                from pytest_gpulayout.errors import InputError
 
                 raise InputError(f"cannot create the engine log folder: {err.strerror or err}", where=path,
                                  key="GPULAYOUT_LOG_DIR") from None

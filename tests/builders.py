@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment, Require
-from pytest_gpulayout.machine import Gpu, GpuProcess, Machine
-from pytest_gpulayout.modelspec import ModelSpec
+from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
+from pytest_gpulayout.model.spec import ModelSpec
 
 
 def machine(n: int = 2, *, link: str = "PHB", name: str = "NVIDIA L4", total: int | None = 23034,

@@ -24,7 +24,7 @@ from typing import Any
 
 import pynvml
 
-from pytest_gpulayout.machine import Gpu, Machine, is_nvlink, nvlink_count
+from pytest_gpulayout.machine.facts import Gpu, Machine, is_nvlink, nvlink_count
 
 MIB = 1024 * 1024
 

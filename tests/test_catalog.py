@@ -7,11 +7,11 @@ from importlib import resources
 
 import pytest
 
-from pytest_gpulayout import catalog
-from pytest_gpulayout.machine import GIB
-from pytest_gpulayout.memory import weight_bytes_per_rank
-from pytest_gpulayout.modelspec import load_model
-from pytest_gpulayout.weights import computed_weight_bytes, total_params
+from pytest_gpulayout.machine.facts import GIB
+from pytest_gpulayout.memory.pool import weight_bytes_per_rank
+from pytest_gpulayout.model import catalog
+from pytest_gpulayout.model.spec import load_model
+from pytest_gpulayout.model.weights import computed_weight_bytes, total_params
 
 REQUIRED = [
     "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct",
@@ -36,7 +36,7 @@ def test_every_entry_loads_and_is_package_data(model_id: str):
     assert m.num_hidden_layers > 0
     assert m.is_mla or m.num_attention_heads % m.num_key_value_heads == 0
     name = model_id.replace("/", "--") + ".json"
-    data = json.loads(resources.files("pytest_gpulayout").joinpath("catalog").joinpath(name).read_text())
+    data = json.loads(resources.files("pytest_gpulayout.model.catalog").joinpath(name).read_text())
     assert isinstance(data, dict) and data.get("architectures")
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from fake_pynvml import FakeNvml
 
-import pytest_gpulayout.probe as probe_mod
+import pytest_gpulayout.machine.probe as probe_mod
 from pytest_gpulayout.cli import main
-from pytest_gpulayout.presets import load_preset
-from pytest_gpulayout.snapshot import load_snapshot
+from pytest_gpulayout.machine.presets import load_preset
+from pytest_gpulayout.machine.snapshot import load_snapshot
 
 DATA = Path(__file__).parent / "data"
 

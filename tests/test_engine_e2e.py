@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulayout.launcher import process_table
+from pytest_gpulayout.launch.launcher import process_table
 
 HERE = Path(__file__).resolve().parent
 TINY_DIR = HERE / "data" / "models" / "tiny-llama"

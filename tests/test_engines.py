@@ -9,8 +9,8 @@ from importlib import metadata
 import pytest
 from packaging.version import Version
 
-from pytest_gpulayout import engines
-from pytest_gpulayout.engines import (
+from pytest_gpulayout.engines import versions as engines
+from pytest_gpulayout.engines.versions import (
     installed_version,
     resolve_version,
     sglang_memory_defaults,
@@ -41,7 +41,7 @@ def test_installed_version_from_metadata_with_the_cpu_build_as_fallback(monkeypa
 
 
 def test_resolving_a_version_never_imports_the_engine():
-    code = ("import sys; from pytest_gpulayout.engines import resolve_version; "
+    code = ("import sys; from pytest_gpulayout.engines.versions import resolve_version; "
             "from pytest_gpulayout import memory; "
             "resolve_version('vllm', None); resolve_version('sglang', None); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'sglang', 'torch')))")
@@ -97,7 +97,7 @@ def test_sglang_prefill_graph_sizes_stop_at_max_bs():
 def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     from packaging.version import Version
 
-    from pytest_gpulayout.engines import vllm_scheduler_defaults
+    from pytest_gpulayout.engines.versions import vllm_scheduler_defaults
 
     # V0 (before 0.8): chunked prefill off up to 32K, so the profile run batches max(max_model_len, 2048)
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=20000)[0] == 20000

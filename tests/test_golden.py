@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from golden_cases import GOLDEN, ROOT, cases, run
 
 CASES = cases()

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.findings import Finding, Status, failed, passed, skipped, warned
-from pytest_gpulayout.html_report import DeploymentView, GpuMemory, render_html
-from pytest_gpulayout.machine import Gpu, GpuProcess, Machine
+from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
+from pytest_gpulayout.report.html import DeploymentView, GpuMemory, render_html
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -317,9 +317,9 @@ def _check_report_dom(dom: Elements, names: list[str]) -> None:
 def test_browser_renders_reference_scenarios_from_check(example, names, tmp_path):
     browser()
     from pytest_gpulayout.evaluate import load_models, run_checks
-    from pytest_gpulayout.html_report import views_from_report
-    from pytest_gpulayout.manifest import load_manifest
-    from pytest_gpulayout.sources import load_machine
+    from pytest_gpulayout.machine.sources import load_machine
+    from pytest_gpulayout.manifest.load import load_manifest
+    from pytest_gpulayout.report.html import views_from_report
 
     manifest = load_manifest(EXAMPLES / example)
     machine = load_machine(manifest.machine, manifest.base_dir)
@@ -350,7 +350,7 @@ def test_browser_renders_reference_scenarios_from_check(example, names, tmp_path
 
 
 def test_status_colours_differ():
-    from pytest_gpulayout.html_report import STATUS_COLOURS
+    from pytest_gpulayout.report.html import STATUS_COLOURS
 
     assert len({STATUS_COLOURS[s] for s in Status}) == 4
 
@@ -365,10 +365,10 @@ def test_finding_messages_show_in_tooltips():
 
 def test_browser_renders_the_plan_page(tmp_path):
     browser()
-    from pytest_gpulayout.html_report import render_plan_html
-    from pytest_gpulayout.modelspec import load_model
-    from pytest_gpulayout.planner import plan
-    from pytest_gpulayout.presets import load_preset
+    from pytest_gpulayout.machine.presets import load_preset
+    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.planner.plan import plan
+    from pytest_gpulayout.report.html import render_plan_html
 
     p = plan(load_model("Qwen/Qwen3-8B"), load_preset("2xL4-pcie"))  # needs two cards: PP=2 vs TP=2
     html_text = render_plan_html(p)

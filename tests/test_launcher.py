@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.errors import LaunchError
-from pytest_gpulayout.launcher import LaunchResult, free_port, gpu_locks, launch, pid_alive
+from pytest_gpulayout.launch.launcher import LaunchResult, free_port, gpu_locks, launch, pid_alive
 
 HERE = Path(__file__).parent
 FAKE = HERE / "fakes" / "fake_engine.py"
@@ -227,7 +227,7 @@ def test_stop_when_must_be_known(fake: Fake) -> None:
 DRIVER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from pytest_gpulayout.launcher import launch
+    from pytest_gpulayout.launch.launcher import launch
     argv = sys.argv[1:-1]
     print("launching", flush=True)
     launch(argv, env=dict(os.environ), timeout_s=120, grace_s=1, lock_dir=Path(sys.argv[-1]))
@@ -282,7 +282,7 @@ def test_importing_the_launcher_installs_nothing() -> None:
         def state():
             return atexit._ncallbacks(), [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]
         before = state()
-        import pytest_gpulayout.launcher
+        import pytest_gpulayout.launch.launcher
         assert state() == before, (before, state())
     """)
     if not hasattr(__import__("atexit"), "_ncallbacks"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_gpulayout import cli
-from pytest_gpulayout.logparse import JSON_KEYS, LogWatcher, parse_log
+from pytest_gpulayout.launch.logparse import JSON_KEYS, LogWatcher, parse_log
 
 LOGS = Path(__file__).parent / "data" / "logs"
 TINY = Path(__file__).parent / "data" / "models" / "tiny-llama" / "config.json"

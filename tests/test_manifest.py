@@ -16,7 +16,7 @@ import pytest
 
 from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.manifest import find_manifest, load_manifest, parse_manifest
+from pytest_gpulayout.manifest.load import find_manifest, load_manifest, parse_manifest
 
 DESIGN_EXAMPLE = """\
 version: 1
@@ -731,7 +731,7 @@ def test_deployment_lookup_suggests_names(tmp_path):
 
 def test_importing_the_module_does_not_import_yaml():
     """The plugin imports this at pytest start-up; YAML must load only when a manifest is read."""
-    code = "import sys, pytest_gpulayout.manifest; print('yaml' in sys.modules)"
+    code = "import sys, pytest_gpulayout.manifest.load; print('yaml' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"

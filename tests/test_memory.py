@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.machine import GIB, MIB, Gpu
-from pytest_gpulayout.memory import (
+from pytest_gpulayout.machine.facts import GIB, MIB, Gpu
+from pytest_gpulayout.memory.pool import (
     MemoryUnknown,
     default_memory_fraction,
     kv_bytes_per_token_by_stage,
@@ -20,8 +20,8 @@ from pytest_gpulayout.memory import (
     weight_bytes_by_stage,
     weight_bytes_per_rank,
 )
-from pytest_gpulayout.modelspec import FULL, NO_KV, load_model
-from pytest_gpulayout.weights import computed_weight_bytes, model_weight_bytes
+from pytest_gpulayout.model.spec import FULL, NO_KV, load_model
+from pytest_gpulayout.model.weights import computed_weight_bytes, model_weight_bytes
 
 MODELS = Path(__file__).parent / "data" / "models"
 H100 = 81559      # MiB, NVIDIA H100 80GB HBM3

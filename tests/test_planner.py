@@ -16,11 +16,11 @@ import pytest
 
 from pytest_gpulayout.cli import main
 from pytest_gpulayout.findings import Status
-from pytest_gpulayout.machine import Gpu, Machine
-from pytest_gpulayout.modelspec import load_model
-from pytest_gpulayout.planner import choose_gpus, layouts, plan
-from pytest_gpulayout.presets import load_preset
-from pytest_gpulayout.sources import load_machine
+from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.machine.presets import load_preset
+from pytest_gpulayout.machine.sources import load_machine
+from pytest_gpulayout.model.spec import load_model
+from pytest_gpulayout.planner.plan import choose_gpus, layouts, plan
 
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -95,7 +95,7 @@ def test_model_that_needs_two_pcie_l4_lists_pp2_and_tp2_with_the_pcie_caveat(qwe
     assert "cannot decide" in m.text and "PHB" in m.text
     import yaml
 
-    from pytest_gpulayout.manifest import parse_manifest
+    from pytest_gpulayout.manifest.load import parse_manifest
 
     manifest = parse_manifest(yaml.safe_load(m.manifest), path=EXAMPLES / "gpulayout.yaml")
     deps = {d.name: d for d in manifest.deployments}

@@ -46,7 +46,7 @@ def test_inert_without_flag(pytester: pytest.Pytester):
         """
         import sys
         def test_nothing_loaded():
-            heavy = [m for m in ("pynvml", "yaml", "pytest_gpulayout.session", "pytest_gpulayout.probe",
+            heavy = [m for m in ("pynvml", "yaml", "pytest_gpulayout.session", "pytest_gpulayout.machine.probe",
                                  "pytest_gpulayout.evaluate") if m in sys.modules]
             assert heavy == []
         """

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.presets import list_presets, load_preset, preset_text
+from pytest_gpulayout.machine.presets import list_presets, load_preset, preset_text
 
 REQUIRED = {"2xL4-pcie", "2x32gb-pcie", "4xA100-80gb-sxm", "8xH100-sxm", "8xH200", "8xL40S-2socket"}
 
@@ -75,7 +75,7 @@ def test_preset_files_say_where_memory_numbers_come_from(name):
 
 
 def test_presets_ship_inside_the_package():
-    root = resources.files("pytest_gpulayout").joinpath("presets")
+    root = resources.files("pytest_gpulayout.machine.presets")
     assert {p.name for p in root.iterdir() if p.name.endswith(".yaml")} >= {f"{n}.yaml" for n in REQUIRED}
 
 

@@ -12,10 +12,10 @@ import pytest
 from fake_pynvml import FakeNvml, err, mig_specs
 
 from pytest_gpulayout.errors import ProbeError
-from pytest_gpulayout.machine import Gpu, GpuProcess, Machine
-from pytest_gpulayout.presets import load_preset
-from pytest_gpulayout.probe import probe
-from pytest_gpulayout.snapshot import load_snapshot
+from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
+from pytest_gpulayout.machine.presets import load_preset
+from pytest_gpulayout.machine.probe import probe
+from pytest_gpulayout.machine.snapshot import load_snapshot
 
 DATA = Path(__file__).parent / "data"
 

@@ -87,7 +87,7 @@ def test_vllm_before_0_10_has_no_free_memory_rule():
 
 
 def test_sglang_mixed_card_sizes_cannot_be_fixed_by_freeing_memory():
-    from pytest_gpulayout.machine import Gpu, Machine
+    from pytest_gpulayout.machine.facts import Gpu, Machine
 
     gpus = (Gpu(0, name="NVIDIA L4", memory_total_mib=23034, memory_free_mib=22221),
             Gpu(1, name="NVIDIA A100-SXM4-80GB", memory_total_mib=81920, memory_free_mib=81158))

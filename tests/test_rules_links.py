@@ -7,7 +7,7 @@ from builders import dep, llama, machine
 
 from pytest_gpulayout.deployment import Require
 from pytest_gpulayout.findings import Status
-from pytest_gpulayout.machine import Gpu, Machine
+from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.rules.links import check_links
 
 

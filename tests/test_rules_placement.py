@@ -5,7 +5,7 @@ from __future__ import annotations
 from builders import dep, llama, machine
 
 from pytest_gpulayout.findings import Status
-from pytest_gpulayout.machine import GpuProcess
+from pytest_gpulayout.machine.facts import GpuProcess
 from pytest_gpulayout.placement import place
 from pytest_gpulayout.rules.placement import check_placement
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.machine import Gpu, GpuProcess, Machine
-from pytest_gpulayout.presets import list_presets, load_preset
-from pytest_gpulayout.snapshot import dump_snapshot, load_snapshot, machine_from_dict, machine_to_dict
-from pytest_gpulayout.sources import load_machine
+from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
+from pytest_gpulayout.machine.presets import list_presets, load_preset
+from pytest_gpulayout.machine.snapshot import dump_snapshot, load_snapshot, machine_from_dict, machine_to_dict
+from pytest_gpulayout.machine.sources import load_machine
 
 DATA = Path(__file__).parent / "data"
 

@@ -22,10 +22,9 @@ import pytest
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Status
-from pytest_gpulayout.launcher import LaunchResult, pid_alive, process_table
-from pytest_gpulayout.logparse import StartupLog, parse_log
-from pytest_gpulayout.machine import Gpu, Machine
-from pytest_gpulayout.startup import (
+from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive, process_table
+from pytest_gpulayout.launch.logparse import StartupLog, parse_log
+from pytest_gpulayout.launch.startup import (
     default_command,
     engine_argv,
     engine_env,
@@ -36,6 +35,7 @@ from pytest_gpulayout.startup import (
     make_launcher,
     run_startup,
 )
+from pytest_gpulayout.machine.facts import Gpu, Machine
 
 HERE = Path(__file__).parent
 REPO = HERE.parent
@@ -297,7 +297,7 @@ def test_make_launcher_with_overrides(fake_dep: Deployment, tmp_path: Path) -> N
 
     def load_model(ref: str, base_dir: Path | None = None) -> object:
         loaded.append(ref)
-        from pytest_gpulayout.modelspec import load_model as real
+        from pytest_gpulayout.model.spec import load_model as real
 
         return real(ref, base_dir)
 
@@ -409,8 +409,8 @@ def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: P
 
 
 def test_memory_that_does_not_come_back_is_reported(tmp_path: Path) -> None:
-    from pytest_gpulayout.machine import Gpu, Machine
-    from pytest_gpulayout.startup import memory_not_released
+    from pytest_gpulayout.launch.startup import memory_not_released
+    from pytest_gpulayout.machine.facts import Gpu, Machine
 
     def m(free1: int) -> Machine:
         return Machine(gpus=(Gpu(0, uuid="GPU-a", memory_total_mib=80000, memory_free_mib=79000),
@@ -429,8 +429,8 @@ def test_memory_that_does_not_come_back_is_reported(tmp_path: Path) -> None:
 
 def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deployment, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_gpulayout.startup as startup
-    from pytest_gpulayout.machine import Gpu, Machine
+    import pytest_gpulayout.launch.startup as startup
+    from pytest_gpulayout.machine.facts import Gpu, Machine
 
     monkeypatch.setattr(startup, "MEMORY_WAIT_S", 0.0)
     probes = iter([79000, 60000])  # before the launch, after the tree is gone

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.machine import Gpu, Machine
-from pytest_gpulayout.presets import list_presets, load_preset
-from pytest_gpulayout.topo_text import has_topo_matrix, parse_topo, render_topo
+from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.machine.presets import list_presets, load_preset
+from pytest_gpulayout.machine.topo_text import has_topo_matrix, parse_topo, render_topo
 
 TOPO = Path(__file__).parent / "data" / "topo"
 

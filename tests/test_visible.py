@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpulayout.visible import MigInstance, NvmlGpu, cuda_order, pci_sort_key, resolve, resolve_visible
+from pytest_gpulayout.machine.visible import MigInstance, NvmlGpu, cuda_order, pci_sort_key, resolve, resolve_visible
 
 # NVML order deliberately differs from PCI order for the last two GPUs.
 GPUS = [

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..findings import Status
-from ..text import writable_path
+from pytest_gpulayout.findings import Status
+from pytest_gpulayout.inputs.files import writable_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,10 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluate import ALL_CHECKS, load_models, run_checks
-    from ..manifest import find_manifest, load_manifest
-    from ..report import summary_table
-    from ..sources import load_machine
+    from pytest_gpulayout.evaluate import ALL_CHECKS, load_models, run_checks
+    from pytest_gpulayout.machine.sources import load_machine
+    from pytest_gpulayout.manifest.load import find_manifest, load_manifest
+    from pytest_gpulayout.report.text import summary_table
 
     if args.html:
         writable_path(args.html, "--html")
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir)
 
     if args.html:
-        from ..html_report import write_html
+        from pytest_gpulayout.report.html import write_html
 
         write_html(report, Path(args.html))
     if args.json:

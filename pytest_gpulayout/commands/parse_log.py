@@ -25,9 +25,9 @@ import argparse
 import json
 import sys
 
-from ..errors import InputError
-from ..logparse import ENGINES, LogWatcher, StartupLog, parse_log
-from ..text import read_text
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import read_text
+from pytest_gpulayout.launch.logparse import ENGINES, LogWatcher, StartupLog, parse_log
 
 _NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 

@@ -17,11 +17,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..deployment import ENGINES, KV_CACHE_DTYPES
-from ..findings import Status
-from ..plan_rows import LayoutRow, Plan
-from ..report import per_replica_text, requests_text
-from ..text import writable_path
+from pytest_gpulayout.deployment import ENGINES, KV_CACHE_DTYPES
+from pytest_gpulayout.findings import Status
+from pytest_gpulayout.inputs.files import writable_path
+from pytest_gpulayout.planner.rows import LayoutRow, Plan
+from pytest_gpulayout.report.text import per_replica_text, requests_text
 
 #: How many candidate layouts the text table shows (``--json`` lists all).
 TEXT_LIMIT = 10
@@ -70,7 +70,7 @@ def _version(text: str) -> str:
 
 def _catalog_epilog() -> str:
     try:
-        from ..catalog import catalog_ids
+        from pytest_gpulayout.model.catalog import catalog_ids
 
         ids = catalog_ids()
     except Exception:  # the catalog is optional for --help; never let it break the CLI
@@ -151,9 +151,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..modelspec import load_model
-    from ..planner import plan
-    from ..sources import load_machine
+    from pytest_gpulayout.machine.sources import load_machine
+    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.planner.plan import plan
 
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
     model = load_model(args.model, Path.cwd())
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         model_ref=args.model,
     )
     if html is not None:
-        from ..html_report import render_plan_html
+        from pytest_gpulayout.report.html import render_plan_html
 
         html.write_text(render_plan_html(result), encoding="utf-8")
     if args.json:

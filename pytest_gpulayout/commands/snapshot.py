@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import InputError
+from pytest_gpulayout.errors import InputError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..probe import probe
-    from ..snapshot import dump_snapshot
+    from pytest_gpulayout.machine.probe import probe
+    from pytest_gpulayout.machine.snapshot import dump_snapshot
 
     out = Path(args.output) if args.output else None
     fmt = "json" if args.json or (out is not None and out.suffix.lower() == ".json") else "yaml"

@@ -25,9 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..snapshot import machine_to_dict
-    from ..sources import load_machine
-    from ..topo_text import render_topo
+    from pytest_gpulayout.machine.snapshot import machine_to_dict
+    from pytest_gpulayout.machine.sources import load_machine
+    from pytest_gpulayout.machine.topo_text import render_topo
 
     machine = load_machine(args.machine, Path.cwd())
     out = sys.stdout

@@ -17,11 +17,11 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 
 from __future__ import annotations
 
-from ..deployment import Deployment
-from ..findings import Finding, Status, skipped, warned
-from ..machine import Machine
-from ..modelspec import ModelSpec
-from ..placement import Placement, PlacementError, place
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.findings import Finding, Status, skipped, warned
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.placement import Placement, PlacementError, place
 
 CHECK = "balance"
 SGLANG_RATIO = 0.9
@@ -111,8 +111,8 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
 
 
 def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[Status, str, dict] | None:
-    from ..memory import MemoryUnknown
-    from .kv_pool import predict_replicas
+    from pytest_gpulayout.memory.pool import MemoryUnknown
+    from pytest_gpulayout.rules.kv_pool import predict_replicas
 
     try:
         preds = predict_replicas(dep, machine, model)
@@ -158,8 +158,8 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
     if dep.engine == "vllm":
         from packaging.version import Version
 
-        from ..engines import resolve_version
-        from ..memory import default_memory_fraction
+        from pytest_gpulayout.engines.versions import resolve_version
+        from pytest_gpulayout.memory.pool import default_memory_fraction
 
         version, vsource = resolve_version("vllm", dep.engine_version)
         if dep.memory_fraction is not None:

@@ -15,10 +15,10 @@ PP has no divisibility rule: the engines split layers unevenly, and the finding 
 
 from __future__ import annotations
 
-from ..deployment import Deployment
-from ..findings import Finding, failed, passed, warned
-from ..machine import Machine
-from ..modelspec import ModelSpec
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.findings import Finding, failed, passed, warned
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.spec import ModelSpec
 
 CHECK = "heads"
 VOCAB_PADDING = 64
@@ -90,7 +90,7 @@ def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
 
 
 def pp_split(model: ModelSpec, dep: Deployment) -> tuple[int, ...]:
-    from ..memory import pp_partition
+    from pytest_gpulayout.memory.pool import pp_partition
 
     return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine))
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 
-from ..deployment import Deployment
-from ..findings import Finding, Status, failed, passed, skipped, warned
-from ..machine import GIB, Machine
-from ..modelspec import ModelSpec
-from ..placement import PlacementError, place
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.findings import Finding, Status, failed, passed, skipped, warned
+from pytest_gpulayout.machine.facts import GIB, Machine
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.placement import PlacementError, place
 
 CHECK = "kv_pool"
 TIGHT_MARGIN = 0.10
@@ -24,7 +24,7 @@ TIGHT_MARGIN = 0.10
 
 def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec) -> list:
     """One ``PoolPrediction`` per DP replica (raises ``MemoryUnknown`` / ``PlacementError``)."""
-    from ..memory import predict_pool
+    from pytest_gpulayout.memory.pool import predict_pool
 
     placement = place(dep, machine)
     return [
@@ -99,7 +99,7 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
 
 
 def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
-    from ..memory import MemoryUnknown, kv_bytes_per_token_per_rank, weight_bytes_per_rank
+    from pytest_gpulayout.memory.pool import MemoryUnknown, kv_bytes_per_token_per_rank, weight_bytes_per_rank
 
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
                                             kv_cache_dtype=dep.kv_cache_dtype)

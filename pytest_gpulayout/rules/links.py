@@ -9,11 +9,11 @@ any NVLink count) or faster than the slowest kind listed. PP stage boundaries ma
 
 from __future__ import annotations
 
-from ..deployment import Deployment
-from ..findings import Finding, failed, passed, skipped, warned
-from ..machine import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
-from ..modelspec import ModelSpec
-from ..placement import PlacementError, format_group, place
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.findings import Finding, failed, passed, skipped, warned
+from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.placement import PlacementError, format_group, place
 
 CHECK = "links"
 _WARN_FAMILIES = ("PIX", "PXB", "PHB", "NODE")

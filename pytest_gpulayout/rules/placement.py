@@ -8,11 +8,11 @@ card set the size for every rank.
 
 from __future__ import annotations
 
-from ..deployment import Deployment
-from ..findings import Finding, failed, passed, warned
-from ..machine import Machine
-from ..modelspec import ModelSpec
-from ..placement import PlacementError, format_group, place
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.findings import Finding, failed, passed, warned
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.placement import PlacementError, format_group, place
 
 CHECK = "placement"
 

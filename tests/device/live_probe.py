@@ -28,9 +28,9 @@ def main() -> int:
     ok = True
 
     from pytest_gpulayout.errors import ProbeError
-    from pytest_gpulayout.probe import probe
-    from pytest_gpulayout.snapshot import machine_to_dict
-    from pytest_gpulayout.topo_text import render_topo
+    from pytest_gpulayout.machine.probe import probe
+    from pytest_gpulayout.machine.snapshot import machine_to_dict
+    from pytest_gpulayout.machine.topo_text import render_topo
 
     t0 = time.perf_counter()
     try:

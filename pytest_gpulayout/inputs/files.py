@@ -1,0 +1,59 @@
+"""Reading the text users hand us: files (one error line naming the file, however they fail) and
+terminal colour codes, removed the one way everywhere text from a terminal is read.
+
+Engine logs and ``nvidia-smi topo -m`` pastes both carry ANSI colours, as real ``ESC`` bytes or
+written out as ``^[[0;36m`` by a copy from a terminal or a log viewer. ``logparse`` and
+``topo_text`` used to carry their own copy of the pattern; one definition keeps them agreeing.
+Kept apart (and tiny) so ``topo_text`` need not import the log parser.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pytest_gpulayout.errors import InputError
+
+_ANSI_RE = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove terminal colour codes, real or written out as ``^[[...m`` by a copy from a log."""
+    return _ANSI_RE.sub("", text)
+
+
+def read_text(path: str | Path, *, lenient: bool = False) -> str:
+    """A file's text, or an InputError naming it (missing, a directory, unreadable, not UTF-8).
+
+    ``lenient`` replaces undecodable bytes instead of refusing: logs pasted from terminals often
+    carry a few, and the lines that matter are still readable.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", where=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", where=path) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", where=path) from None
+    if lenient:
+        return raw.decode("utf-8", "replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("is not a text file (not UTF-8)", where=path) from None
+
+
+def writable_path(text: str | Path, flag: str) -> Path:
+    """An output file named by ``flag`` (``--html``, ``--gpulayout-report`` ...), checked before any
+    work: a typo must not cost a plan or minutes of engine launches."""
+    path = Path(text)
+    if path.is_dir():
+        raise InputError(f"{flag}: is a directory, not a file (e.g. {path / 'report.html'})", where=path)
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise InputError(f"{flag}: folder {folder} does not exist", where=path)
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{flag}: cannot write here (permission denied)", where=path)
+    return path

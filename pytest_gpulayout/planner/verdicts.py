@@ -1,0 +1,165 @@
+"""One layout's verdicts as a plan row: what the checks said, and the one reason it is refused.
+
+The planner runs the same checks as ``gpulayout check`` (``evaluate.evaluate``); this module turns
+their findings into a ``LayoutRow`` and words the refusal so that it reads the same for every DP
+size (the users' whole demand, not each replica's share) and groups well in a table. It knows the
+checks' data keys; the ranking and the plan only read the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.evaluate import STATIC_CHECKS
+from pytest_gpulayout.findings import Finding, Status, worst
+from pytest_gpulayout.machine.facts import describe_link
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.planner.request import Demand
+from pytest_gpulayout.planner.rows import LayoutRow
+
+#: Order the checks are shown in (the static checks of ``evaluate``).
+CHECK_ORDER = tuple(STATIC_CHECKS)
+
+
+def default_fraction_name(engine: str) -> str:
+    """The engine's own name for the memory fraction the planner may suggest raising."""
+    return "SGLang's default mem_fraction_static" if engine == "sglang" else "vLLM's default gpu_memory_utilization"
+
+
+def _first_clause(text: str) -> str:
+    """``32 attention heads do not divide by TP=3 (vLLM: ...)`` -> the part before the quote."""
+    return text.split(" (", 1)[0].strip()
+
+
+def _strip_name(message: str, name: str) -> str:
+    prefix = f"{name}: "
+    return message[len(prefix) :] if message.startswith(prefix) else message
+
+
+def _shorten(text: str, limit: int = 150) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut.rstrip(",;:") + " ..."
+
+
+def refusal(
+    row_findings: Mapping[str, Finding],
+    dep: Deployment,
+    model: ModelSpec,
+    demand: Demand,
+) -> str | None:
+    """Why the layout cannot serve (None when it can), in words that group well across DP sizes.
+
+    ``demand`` is the users' need for the whole deployment, before the split over DP replicas, so
+    that the reason reads the same for every DP size.
+    """
+    fails = [row_findings[c] for c in CHECK_ORDER if c in row_findings and row_findings[c].status is Status.FAIL]
+    kv = row_findings.get("kv_pool")
+    if not fails:
+        # SGLang starts with a pool smaller than one request (warn); a plan cannot recommend it
+        if kv is not None and kv.data.get("predicted_kv_tokens") is not None and kv.data.get("max_model_len"):
+            tokens, max_len = kv.data["predicted_kv_tokens"], kv.data["max_model_len"]
+            if tokens < max_len and (kv.data.get("max_concurrency") or 0) < 1:
+                return f"kv_pool: {tokens:,} tokens of KV per replica, less than one {max_len:,}-token request"
+        return None
+    f = fails[0]
+    d = f.data
+    if f.check == "heads":
+        from pytest_gpulayout.rules.heads import tp_problems
+
+        problems = tp_problems(model, dep.tp)
+        if problems:
+            return "heads: " + "; ".join(_first_clause(p) for p in problems[:2])
+    if f.check == "links":
+        kind = d.get("worst_link")
+        if kind:
+            return f"links: a TP group crosses {kind} ({describe_link(kind)}); keep TP inside a socket, PP across"
+    if f.check == "kv_pool":
+        tokens, max_len = d.get("predicted_kv_tokens"), d.get("max_model_len")
+        conc = d.get("max_concurrency")
+        w = d.get("weights_gib_per_rank")
+        share = "each replica's share of the" if dep.dp > 1 else "the"
+        users, total_tokens = demand.concurrency, demand.kv_tokens
+        if isinstance(tokens, int) and tokens <= 0:
+            return f"kv_pool: {w} GiB of weights per GPU leave no room for a KV cache"
+        if isinstance(tokens, int) and max_len and tokens < max_len and (conc is None or conc < 1):
+            return f"kv_pool: {tokens:,} tokens of KV per replica, less than one {max_len:,}-token request"
+        if isinstance(tokens, int) and dep.require.concurrency and users and conc is not None and max_len:
+            need = dep.require.concurrency
+            if conc < need or tokens < need * max_len:
+                held = f"{conc:g}" if conc < need else f"just under {need}"  # 3.998 is rounded to 4.0
+                return (
+                    f"kv_pool: {held} full {max_len:,}-token requests per replica ({tokens:,} tokens), "
+                    f"short of {share} {users} needed"
+                )
+        if isinstance(tokens, int) and dep.require.kv_tokens and total_tokens and tokens < dep.require.kv_tokens:
+            return f"kv_pool: {tokens:,} tokens of KV per replica, short of {share} {total_tokens:,} needed"
+    if f.check == "balance":
+        headroom, margin = d.get("headroom_gib"), d.get("vllm_min_margin_gib")
+        if dep.engine == "sglang" and isinstance(headroom, (int, float)) and headroom < 0:
+            return (
+                f"balance: SGLang's TP memory-balance check (min free >= 0.9 x max free) fails by "
+                f"{-headroom:.2f} GiB ({d.get('min_free_gib')} against {d.get('max_free_gib')} GiB free)"
+            )
+        if dep.engine == "vllm" and isinstance(margin, (int, float)) and margin < 0:
+            return (
+                f"balance: vLLM's start-up check fails: a GPU has {-margin:.2f} GiB less free than "
+                f"gpu_memory_utilization x total"
+            )
+    return f"{f.check}: " + _shorten(_strip_name(f.message, dep.name))
+
+
+def full_requests(
+    tokens: Sequence[int] | None, max_len: int | None, max_concurrency: float | None
+) -> tuple[int, ...] | None:
+    """Whole ``max_model_len`` requests each replica holds at once.
+
+    The memory model's ``max_concurrency`` (the smallest replica's, sliding-window aware like vLLM's
+    "Maximum concurrency" line) scales with the pool, so other replicas get it in proportion.
+    """
+    if not tokens or not max_len:
+        return None
+    lo = min(tokens)
+    if max_concurrency is not None and lo > 0:
+        per_token = float(max_concurrency) / lo
+        return tuple(int(t * per_token + 1e-9) if t > 0 else 0 for t in tokens)
+    return tuple(int(t) // int(max_len) if t > 0 else 0 for t in tokens)
+
+
+def layout_row(
+    dep: Deployment,
+    model: ModelSpec,
+    findings: dict[str, Finding],
+    demand: Demand,
+) -> LayoutRow:
+    """The plan row for ``dep``: its GPUs, predicted memory, each check's verdict and the refusal."""
+    kv = findings.get("kv_pool")
+    d = dict(kv.data) if kv else {}
+    tokens = d.get("predicted_kv_tokens_per_replica")
+    max_len = d.get("max_model_len") or dep.max_model_len
+    full = full_requests(tokens, max_len, d.get("max_concurrency"))
+    verdicts = {c: findings[c].status for c in CHECK_ORDER if c in findings}
+    return LayoutRow(
+        tensor_parallel_size=dep.tp,
+        pipeline_parallel_size=dep.pp,
+        data_parallel_size=dep.dp,
+        gpus=tuple(int(g) for g in (dep.gpus or ())),
+        weights_gib_per_gpu=d.get("weights_gib_per_rank"),
+        kv_bytes_per_token_per_rank=d.get("kv_bytes_per_token_per_rank"),
+        predicted_kv_tokens_per_replica=tuple(tokens) if tokens else None,
+        full_length_requests=full,
+        max_model_len=max_len,
+        status=worst(verdicts.values()),
+        verdicts=verdicts,
+        why="",
+        refused=refusal(findings, dep, model, demand),
+        findings=findings,
+        deployment=dep,
+        shared_experts=dep.engine == "vllm" and model.is_moe and dep.dp > 1,
+    )
+
+
+__all__ = ["CHECK_ORDER", "default_fraction_name", "full_requests", "layout_row", "refusal"]

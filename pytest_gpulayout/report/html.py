@@ -1,0 +1,630 @@
+"""One self-contained HTML page that shows where the memory goes and why each verdict is what it is.
+
+A table answers "pass or fail"; deciding between layouts goes faster with a picture. The page holds:
+
+- the verdict table (deployment x check, the key number of each cell, coloured by status), with
+  the messages of every warning and failure under it;
+- the plan's ranked layouts when a plan is given;
+- per deployment, one stacked bar per GPU: weights, KV pool, activations + engine overhead, other
+  tenants (and the driver's reservation), free; numbers in GiB on the bars and under them;
+- the link matrix coloured by link kind, each deployment's TP groups outlined in its colour.
+
+Everything is inline (CSS, SVG); there is no script, no font, no image and no URL, so the file opens
+the same from a CI artifact, an e-mail or an air-gapped host.
+
+Callers build one :class:`DeploymentView` per deployment (``deployment_view`` does it from a
+deployment, the machine, the model and its findings; ``views_from_report`` from
+``evaluate.Report``) and pass them to :func:`render_html`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_gpulayout.evaluate import ALL_CHECKS
+from pytest_gpulayout.findings import Finding, Status, worst
+from pytest_gpulayout.machine.facts import GIB, Machine, describe_link, link_family
+
+if TYPE_CHECKING:  # annotations only: keep this module light to import
+    from pytest_gpulayout.deployment import Deployment
+    from pytest_gpulayout.model.spec import ModelSpec
+    from pytest_gpulayout.planner.rows import Plan
+
+CHECKS = ALL_CHECKS
+
+# Memory segments, bottom of the card first: (key, label, fill colour, text colour).
+SEGMENTS = (
+    ("others", "other tenants + driver", "#8d6e63", "#ffffff"),
+    ("weights", "weights", "#3f6fb5", "#ffffff"),
+    ("kv", "KV pool", "#3d9a5b", "#ffffff"),
+    ("activations", "activations + engine overhead", "#e08a3c", "#1a1a1a"),
+    ("free", "free", "#eceff1", "#37474f"),
+)
+
+# Link families fastest first: fill, text colour.
+LINK_COLOURS = {
+    "NV": ("#1a9850", "#ffffff"),
+    "PIX": ("#91cf60", "#1a1a1a"),
+    "PXB": ("#d9ef8b", "#1a1a1a"),
+    "PHB": ("#fee08b", "#1a1a1a"),
+    "NODE": ("#fdae61", "#1a1a1a"),
+    "SYS": ("#d73027", "#ffffff"),
+    "NET": ("#7f0000", "#ffffff"),
+}
+UNKNOWN_LINK = ("#cfd8dc", "#37474f")
+
+STATUS_COLOURS = {
+    Status.PASS: ("#e6f4ea", "#1e6b34"),
+    Status.WARN: ("#fff3d6", "#8a5300"),
+    Status.FAIL: ("#fde2e1", "#b3261e"),
+    Status.SKIP: ("#eef0f2", "#5f6368"),
+}
+
+# One outline colour per deployment in the link matrix (cycled).
+OUTLINES = ("#1565c0", "#ad1457", "#00838f", "#6a1b9a", "#ef6c00", "#2e7d32", "#4e342e", "#283593")
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """Predicted use of one GPU by one deployment, in GiB.
+
+    ``others`` is what is gone before the engine starts (other tenants plus the driver's own
+    reservation: total - free as NVML reports it). ``free`` is what is left after the engine takes
+    its memory fraction; ``over`` is by how much the parts exceed the card (the layout does not fit).
+    """
+
+    total: float
+    weights: float
+    kv: float
+    activations: float
+    others: float
+
+    @property
+    def used(self) -> float:
+        return self.weights + self.kv + self.activations + self.others
+
+    @property
+    def free(self) -> float:
+        return max(0.0, self.total - self.used)
+
+    @property
+    def over(self) -> float:
+        return max(0.0, self.used - self.total)
+
+    def part(self, key: str) -> float:
+        return self.free if key == "free" else float(getattr(self, key))
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """What the report shows of one deployment.
+
+    - ``name``: deployment name (or plan rank and layout);
+    - ``engine``: ``vllm`` | ``sglang``;
+    - ``layout``: ``TP=2 PP=1 DP=1``;
+    - ``replicas``: ``replicas[d][s]`` = GPU indices of the TP group of stage ``s`` of DP replica ``d``
+      (``Placement.replicas``; empty when the layout could not be placed);
+    - ``findings``: check name -> ``Finding`` (static checks, plus ``startup`` when it ran);
+    - ``memory``: GPU index -> predicted :class:`GpuMemory` (empty when memory is unknown);
+    - ``model``: model name; ``note``: why ``memory`` is empty, if it is.
+    """
+
+    name: str
+    engine: str
+    layout: str
+    replicas: tuple[tuple[tuple[int, ...], ...], ...]
+    findings: Mapping[str, Finding]
+    memory: Mapping[int, GpuMemory] = field(default_factory=dict)
+    model: str = ""
+    note: str = ""
+
+    @property
+    def status(self) -> Status:
+        return worst(f.status for f in self.findings.values())
+
+    @property
+    def tp_groups(self) -> list[tuple[int, ...]]:
+        return [stage for rep in self.replicas for stage in rep]
+
+
+# -- building views -----------------------------------------------------------------------------
+
+
+def memory_split(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[dict[int, GpuMemory], str]:
+    """Per-GPU predicted memory of ``dep`` (from the memory model), or ``({}, why not)``."""
+    from pytest_gpulayout.errors import GpuLayoutError
+    from pytest_gpulayout.memory.pool import MemoryUnknown
+    from pytest_gpulayout.placement import PlacementError, place
+    from pytest_gpulayout.rules.kv_pool import predict_replicas
+
+    try:
+        placement = place(dep, machine)
+        preds = predict_replicas(dep, machine, model)
+    except (PlacementError, MemoryUnknown, GpuLayoutError) as err:
+        return {}, str(err)
+    out: dict[int, GpuMemory] = {}
+    for d, p in enumerate(preds):
+        kv = max(0.0, p.kv_budget_bytes_per_rank / GIB)
+        weights = p.weights_bytes_per_rank / GIB
+        for g in placement.replica_gpus(d):
+            gpu = machine.gpu(g)
+            total = (gpu.memory_total_mib or 0) / 1024
+            free = (gpu.memory_free_mib or 0) / 1024
+            if dep.engine == "sglang":
+                # SGLang keeps everything outside mem_fraction_static for activations and CUDA graphs
+                act = max(0.0, free - weights - kv)
+            else:
+                act = max(0.0, p.activation_reserve_gib)
+            out[g] = GpuMemory(total=total, weights=weights, kv=kv, activations=act, others=max(0.0, total - free))
+    return out, ""
+
+
+def deployment_view(
+    dep: Deployment,
+    machine: Machine,
+    model: ModelSpec,
+    findings: Mapping[str, Finding],
+    *,
+    name: str | None = None,
+) -> DeploymentView:
+    """A view of one checked deployment: its placement and predicted per-GPU memory."""
+    from pytest_gpulayout.placement import PlacementError, place
+
+    try:
+        replicas = place(dep, machine).replicas
+    except PlacementError:
+        replicas = ()
+    memory, note = memory_split(dep, machine, model)
+    return DeploymentView(
+        name=name or dep.name,
+        engine=dep.engine,
+        layout=dep.layout,
+        replicas=replicas,
+        findings=dict(findings),
+        memory=memory,
+        model=model.name,
+        note=note,
+    )
+
+
+def views_from_report(report: Any) -> list[DeploymentView]:
+    """Views for every deployment of an ``evaluate.Report`` (what ``check`` and the plugin hold)."""
+    return [
+        deployment_view(r.deployment, report.machine, r.model, r.findings, name=name)
+        for name, r in report.results.items()
+    ]
+
+
+def plan_views(plan: Plan, top: int = 3) -> list[DeploymentView]:
+    """Views of the ``top`` best candidate layouts of a plan (refused ones when there is no candidate)."""
+    rows: list = []
+    for r in plan.candidates:  # one of each TP x PP shape: copies, TP, PP side by side
+        if len(rows) < top and all((r.tp, r.pp) != (s.tp, s.pp) for s in rows):
+            rows.append(r)
+    rows = rows or plan.closest_refused(top) or list(plan.refused[:top])
+    views = []
+    for row in rows:
+        assert row.deployment is not None
+        label = f"#{plan.layouts.index(row) + 1} {row.layout}" if row.refused is None else f"refused {row.layout}"
+        views.append(deployment_view(row.deployment, plan.machine, plan.model, row.findings, name=label))
+    return views
+
+
+def write_html(report: Any, path: Path, *, title: str | None = None) -> None:
+    """Write the HTML report of an ``evaluate.Report`` to ``path`` (what ``--html`` does)."""
+    page = render_html(machine=report.machine, results=views_from_report(report), title=title or "gpulayout check")
+    Path(path).write_text(page, encoding="utf-8")
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _gib(x: float) -> str:
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+CSS = """
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
+       margin: 24px 32px; color: #1f2328; background: #fff; font-size: 14px; line-height: 1.4; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+.sub { color: #57606a; margin: 0 0 4px; }
+table { border-collapse: collapse; margin: 6px 0; }
+th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.st { font-weight: 600; white-space: nowrap; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 12px; }
+.legend { display: flex; flex-wrap: wrap; gap: 6px 16px; margin: 6px 0 10px; }
+.legend span.sw { display: inline-block; width: 14px; height: 14px; border-radius: 3px;
+                  vertical-align: -2px; margin-right: 5px; border: 1px solid rgba(0,0,0,.15); }
+.msgs { margin: 6px 0 0; padding-left: 20px; }
+.msgs li { margin: 3px 0; }
+.gpuline { color: #444; font-size: 12px; margin: 0 0 10px 0; font-variant-numeric: tabular-nums; }
+.dep { margin: 10px 0 18px; }
+.note { color: #57606a; font-style: italic; }
+pre { background: #f6f8fa; border: 1px solid #d0d7de; padding: 8px 10px; overflow-x: auto; font-size: 12px; }
+tr.refused td { color: #6e7781; background: #fafafa; }
+table.plan { width: 100%; }
+td.layout, td.num { white-space: nowrap; }
+.why { min-width: 260px; }
+details summary { cursor: pointer; color: #57606a; }
+"""
+
+
+def _badge(status: Status) -> str:
+    bg, fg = STATUS_COLOURS[status]
+    return f'<span class="badge" style="background:{bg};color:{fg}">{_e(status.value)}</span>'
+
+
+def _header(machine: Machine, title: str, views: Sequence[DeploymentView]) -> str:
+    kinds = {(g.name, g.memory_total_mib) for g in machine.gpus}
+    if len(kinds) == 1:
+        name, total = next(iter(kinds))
+        gpus = f"{len(machine.gpus)} x {name}, {total / 1024:.1f} GiB each" if name and total else ""
+    else:
+        gpus = ", ".join(
+            f"GPU{g.index} {g.name}" + (f" ({g.total_gib:.1f} GiB)" if g.total_gib is not None else "")
+            for g in machine.gpus
+            if g.name or g.total_gib is not None
+        )
+    parts = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="sub">machine: <b>{_e(machine.source)}</b>: {_e(machine.describe())}'
+        + (f", driver {_e(machine.driver)}" if machine.driver else "")
+        + (f", host {_e(machine.host)}" if machine.host else "")
+        + "</p>",
+    ]
+    if gpus:
+        parts.append(f'<p class="sub">{_e(gpus)}</p>')
+    if views:
+        overall = worst(v.status for v in views)
+        parts.append(
+            f'<p class="sub">overall: {_badge(overall)} over {len(views)} '
+            f"deployment{'s' if len(views) != 1 else ''}</p>"
+        )
+    for note in machine.notes:
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    return "\n".join(parts)
+
+
+def _verdict_table(views: Sequence[DeploymentView]) -> str:
+    from pytest_gpulayout.report.text import key_number
+
+    checks = [c for c in CHECKS if any(c in v.findings for v in views)]
+    head = "".join(f"<th>{_e(c)}</th>" for c in checks)
+    rows = []
+    for v in views:
+        cells = []
+        for c in checks:
+            f = v.findings.get(c)
+            if f is None:
+                cells.append('<td class="st">-</td>')
+                continue
+            bg, fg = STATUS_COLOURS[f.status]
+            num = key_number(f)
+            cells.append(
+                f'<td class="st" data-check="{_e(c)}" data-status="{_e(f.status.value)}" '
+                f'style="background:{bg};color:{fg}" title="{_e(f.message)}">{_e(f.status.value)}'
+                + (f" <span style='font-weight:400'>{_e(num)}</span>" if num else "")
+                + "</td>"
+            )
+        rows.append(
+            f'<tr data-deployment="{_e(v.name)}"><td><b>{_e(v.name)}</b><br>'
+            f'<span class="sub">{_e(v.engine)} {_e(v.layout)}{(" · " + _e(v.model)) if v.model else ""}'
+            f'</span></td>{"".join(cells)}<td class="st">{_badge(v.status)}</td></tr>'
+        )
+    table = (
+        f'<table class="verdicts"><thead><tr><th>deployment</th>{head}<th>verdict</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    msgs: list[str] = []
+    quiet: list[str] = []
+    for v in views:
+        for f in v.findings.values():
+            item = f"<li>{_badge(f.status)} <b>{_e(f.check)}</b> {_e(f.message)}</li>"
+            (msgs if f.status in (Status.WARN, Status.FAIL) else quiet).append(item)
+    out = table
+    if msgs:
+        out += f'<h3>What to act on</h3><ul class="msgs">{"".join(msgs)}</ul>'
+    if quiet:
+        out += (
+            f"<details><summary>passed and skipped checks ({len(quiet)})</summary>"
+            f'<ul class="msgs">{"".join(quiet)}</ul></details>'
+        )
+    return out
+
+
+def _legend_memory() -> str:
+    items = "".join(
+        f'<span><span class="sw" style="background:{fill}"></span>{_e(label)}</span>'
+        for _key, label, fill, _fg in SEGMENTS
+    )
+    return f'<div class="legend">{items}<span>all numbers in GiB</span></div>'
+
+
+def _memory_bar(gpu: int, name: str, mem: GpuMemory, scale: float, width: int = 780) -> str:
+    """One horizontal stacked bar (SVG) plus a text line with every number."""
+    label_w, h = 150, 30
+    bar_w = width - label_w
+    svg = [
+        f'<svg width="{width}" height="{h + 4}" role="img" aria-label="GPU{gpu} memory" data-gpu="{gpu}">',
+        f'<text x="0" y="{h // 2 + 6}" font-size="13" font-weight="600">GPU{gpu}</text>',
+        f'<text x="48" y="{h // 2 + 6}" font-size="11" fill="#57606a">{_e(_gib(mem.total))} GiB</text>',
+    ]
+    x, acc = float(label_w), 0.0
+    for key, label, fill, fg in SEGMENTS:
+        val = mem.part(key)
+        shown = min(val, max(0.0, mem.total - acc))  # a layout that does not fit is cut at the card's size
+        acc += shown
+        w = shown / scale * bar_w if scale else 0.0
+        if w <= 0:
+            continue
+        stroke = ' stroke="#b0bec5"' if key == "free" else ""
+        svg.append(
+            f'<rect x="{x:.1f}" y="2" width="{w:.1f}" height="{h}" fill="{fill}"{stroke} '
+            f'data-segment="{key}" data-gib="{val:.2f}"><title>{_e(label)}: {_gib(val)} GiB</title></rect>'
+        )
+        text = f"{_gib(val)}" if w < 90 else f"{label.split(' +')[0]} {_gib(val)}"
+        if w >= 30:
+            svg.append(
+                f'<text x="{x + w / 2:.1f}" y="{h // 2 + 6}" font-size="12" text-anchor="middle" '
+                f'fill="{fg}">{_e(text)}</text>'
+            )
+        x += w
+    if mem.over > 0:
+        svg.append(
+            f'<text x="{label_w + bar_w - 4}" y="{h // 2 + 6}" font-size="12" font-weight="700" '
+            f'text-anchor="end" fill="#b3261e">over by {_gib(mem.over)} GiB</text>'
+        )
+    svg.append("</svg>")
+    line = " · ".join(f"{label} {_gib(mem.part(key))} GiB" for key, label, _f, _g in SEGMENTS)
+    over = f' · <b style="color:#b3261e">does not fit: over by {_gib(mem.over)} GiB</b>' if mem.over > 0 else ""
+    return (
+        f'<div class="gpubar">{"".join(svg)}<p class="gpuline" data-gpu-line="{gpu}">{_e(name)}: '
+        f"{_e(line)}{over}</p></div>"
+    )
+
+
+def _look(mem: GpuMemory | None) -> tuple:
+    """What a bar shows, to the precision it shows it (replicas that look alike are drawn once)."""
+    if mem is None:
+        return ()
+    return tuple(_gib(mem.part(k)) for k, *_ in SEGMENTS) + (_gib(mem.total),)
+
+
+def _memory_section(machine: Machine, views: Sequence[DeploymentView]) -> str:
+    totals = [m.total for v in views for m in v.memory.values()]
+    scale = max(totals, default=0.0)
+    parts = ["<h2>Memory per GPU</h2>", _legend_memory()]
+    for v in views:
+        parts.append(
+            f'<div class="dep" data-memory="{_e(v.name)}"><h3>{_e(v.name)} '
+            f'<span class="sub">{_e(v.engine)} {_e(v.layout)}</span> {_badge(v.status)}</h3>'
+        )
+        if not v.memory:
+            parts.append(f'<p class="note">no memory prediction: {_e(v.note or "memory unknown")}</p>')
+        drawn: dict[tuple, int] = {}
+        same: dict[int, list[int]] = {}
+        for rep_i, rep in enumerate(v.replicas):
+            look = tuple(_look(v.memory.get(g)) for stage in rep for g in stage)
+            if look in drawn and len(v.replicas) > 1:
+                same.setdefault(drawn[look], []).append(rep_i)
+                continue
+            drawn[look] = rep_i
+            if len(v.replicas) > 1:
+                parts.append(f'<p class="sub">replica {rep_i}</p>')
+            for stage_i, stage in enumerate(rep):
+                for g in stage:
+                    mem = v.memory.get(g)
+                    if mem is None:
+                        continue
+                    role = []
+                    if len(rep) > 1:
+                        role.append(f"PP stage {stage_i}")
+                    if len(stage) > 1:
+                        role.append(f"TP rank {stage.index(g)}")
+                    name = machine.gpu(g).name or f"GPU{g}"
+                    parts.append(_memory_bar(g, name + (f" ({', '.join(role)})" if role else ""), mem, scale))
+        for first, others in same.items():
+            gpus_txt = ", ".join(f"GPU{g}" for d in others for stage in v.replicas[d] for g in stage)
+            reps = ", ".join(map(str, others))
+            parts.append(
+                f'<p class="sub" data-same-as="{first}">replica{"s" if len(others) > 1 else ""} {reps} '
+                f"({_e(gpus_txt)}): the same as replica {first}</p>"
+            )
+        parts.append("</div>")
+    return "\n".join(parts)
+
+
+def _link_matrix(machine: Machine, views: Sequence[DeploymentView]) -> str:
+    idx = list(machine.indices)
+    n = len(idx)
+    cell, pad = 48, 56
+    size = pad + n * cell + 8
+    pos = {g: k for k, g in enumerate(idx)}
+    svg = [f'<svg width="{size}" height="{size}" role="img" aria-label="link matrix" class="links">']
+    for k, g in enumerate(idx):
+        svg.append(
+            f'<text x="{pad + k * cell + cell / 2}" y="{pad - 10}" font-size="12" font-weight="600" '
+            f'text-anchor="middle">GPU{g}</text>'
+        )
+        svg.append(
+            f'<text x="{pad - 8}" y="{pad + k * cell + cell / 2 + 4}" font-size="12" font-weight="600" '
+            f'text-anchor="end">GPU{g}</text>'
+        )
+
+    present: set[str] = set()
+    for a in idx:
+        for b in idx:
+            x, y = pad + pos[b] * cell, pad + pos[a] * cell
+            if a == b:
+                svg.append(
+                    f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="#ffffff" stroke="#d0d7de"/>'
+                    f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" font-size="12" text-anchor="middle" '
+                    f'fill="#8c959f">X</text>'
+                )
+                continue
+            kind = machine.effective_link(a, b)
+            fill, fg = LINK_COLOURS.get(link_family(kind), UNKNOWN_LINK) if kind else UNKNOWN_LINK
+            present.add(link_family(kind) if kind else "?")
+            label = kind or "?"
+            svg.append(
+                f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" stroke="#ffffff" '
+                f'data-link="{_e(label)}" data-pair="{a}-{b}"><title>GPU{a}-GPU{b}: {_e(label)}'
+                f"{' (' + _e(describe_link(kind)) + ')' if kind else ' (not reported)'}</title></rect>"
+                f'<text x="{x + cell / 2}" y="{y + cell / 2 + 4}" font-size="11" text-anchor="middle" '
+                f'fill="{fg}">{_e(label)}</text>'
+            )
+    outlined: list[tuple[str, str, str]] = []
+    for k, v in enumerate(views):
+        colour = OUTLINES[k % len(OUTLINES)]
+        dash = ' stroke-dasharray="6 3"' if (k // len(OUTLINES)) % 2 else ""
+        inset = 2 + 3 * (k % 5)
+        groups = [g for g in v.tp_groups if len(g) > 1]
+        if not groups:
+            outlined.append((v.name, colour, "no TP group (TP=1)"))
+            continue
+        outlined.append((v.name, colour, "TP groups " + ", ".join("{" + ",".join(map(str, g)) + "}" for g in groups)))
+        for group in groups:
+            ks = sorted(pos[g] for g in group if g in pos)
+            if not ks:
+                continue
+            if ks == list(range(ks[0], ks[-1] + 1)):
+                boxes = [(ks[0], ks[0], ks[-1], ks[-1])]
+            else:  # not adjacent in the matrix: outline each cell of the group's sub-matrix
+                boxes = [(r, c, r, c) for r in ks for c in ks]
+            for r0, c0, r1, c1 in boxes:
+                x0, y0 = pad + c0 * cell + inset, pad + r0 * cell + inset
+                w, h = (c1 - c0 + 1) * cell - 2 * inset, (r1 - r0 + 1) * cell - 2 * inset
+                svg.append(
+                    f'<rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="none" stroke="{colour}" '
+                    f'stroke-width="3"{dash} data-tp-group="{_e(v.name)}"/>'
+                )
+    svg.append("</svg>")
+    legend = []
+    for fam in (*LINK_COLOURS, "?"):
+        if fam not in present:
+            continue
+        fill, _fg = LINK_COLOURS.get(fam, UNKNOWN_LINK)
+        desc = "not reported by the source" if fam == "?" else describe_link("NV1" if fam == "NV" else fam)
+        desc = "NVLink / NVSwitch (NV<n> = n links)" if fam == "NV" else desc
+        legend.append(f'<span><span class="sw" style="background:{fill}"></span><b>{_e(fam)}</b> {_e(desc)}</span>')
+    outline_legend = "".join(
+        f'<span><span class="sw" style="background:#fff;border:3px solid {c}"></span>{_e(name)}: {_e(what)}</span>'
+        for name, c, what in outlined
+    )
+    return (
+        "<h2>Links between GPUs</h2>"
+        '<p class="sub">Tensor parallel all-reduces after every layer inside a TP group: it wants NVLink. '
+        "Pipeline parallel sends activations only at stage boundaries and may cross any link.</p>"
+        f'<div class="legend">{"".join(legend)}</div>'
+        + "".join(svg)
+        + (f'<div class="legend">{outline_legend}</div>' if outline_legend else "")
+    )
+
+
+def _plan_table(plan: Plan, rows: Sequence[Any], full: bool = False) -> str:
+    from pytest_gpulayout.report.text import per_replica_text, requests_text
+
+    body = []
+    for r in rows:
+        tokens, reqs = r.predicted_kv_tokens_per_replica, r.full_length_requests
+        rank = "-" if r.refused else str(plan.layouts.index(r) + 1)
+        cls = ' class="refused"' if r.refused else ""
+        weights = _e(_gib(r.weights_gib_per_gpu)) if r.weights_gib_per_gpu is not None else "?"
+        per_token = f"{r.kv_bytes_per_token_per_rank:,}" if r.kv_bytes_per_token_per_rank else "?"
+        status = (
+            f'<span class="badge" style="background:{STATUS_COLOURS[Status.FAIL][0]};'
+            f'color:{STATUS_COLOURS[Status.FAIL][1]}">refused</span>'
+            if r.refused
+            else _badge(r.status)
+        )
+        body.append(
+            f'<tr{cls} data-layout="{_e(r.layout)}"><td class="num">{rank}</td>'
+            f'<td class="layout"><b>{_e(r.layout)}</b></td><td>{_e(",".join(map(str, r.gpus)))}</td>'
+            f'<td class="num">{weights}</td><td class="num">{per_token}</td>'
+            f'<td class="num">{_e(per_replica_text(tokens))}</td>'
+            f'<td class="num">{_e(requests_text(reqs))}</td>'
+            f'<td>{status}</td><td class="why">{_e(r.why)}</td></tr>'
+        )
+    return (
+        '<table class="plan"><thead><tr><th class="num">#</th><th>layout</th><th>GPUs</th>'
+        '<th class="num">weights GiB/GPU</th><th class="num">KV bytes/token/rank</th>'
+        '<th class="num">KV pool tokens/replica</th><th class="num">full-length requests at once</th>'
+        f"<th>status</th><th>why</th></tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def _plan_section(plan: Plan) -> str:
+    m = plan.model
+    head = (
+        f'<p class="sub">model <b>{_e(m.name)}</b> ({_e(m.source)}): '
+        f"{m.num_attention_heads} attention heads, "
+        f"{m.num_key_value_heads} KV heads, {m.num_hidden_layers} layers · engine {_e(plan.engine)}"
+        + (f" {_e(plan.engine_version)}" if plan.engine_version else "")
+        + (f" · max_model_len {plan.max_model_len:,}" if plan.max_model_len else "")
+        + (f" · needs {_e(plan.required)}" if plan.required else "")
+        + "</p>"
+    )
+    shown, hidden = plan.headline()
+    table = _plan_table(plan, [*shown, *plan.closest_refused()])
+    if hidden or len(plan.refused) > len(plan.closest_refused()):
+        table += (
+            f"<details><summary>all {len(plan.layouts)} layouts, refused ones with their reason"
+            f"</summary>{_plan_table(plan, list(plan.layouts), full=True)}</details>"
+        )
+    extra = "".join(f'<p class="note">{_e(n)}</p>' for n in plan.notes)
+    if plan.measurement:
+        extra += (
+            f"<h3>Needs a measurement</h3><p>{_e(plan.measurement.text)}</p><pre>{_e(plan.measurement.manifest)}</pre>"
+        )
+    return "<h2>Layouts, best first</h2>" + head + table + extra
+
+
+def render_html(
+    *,
+    machine: Machine,
+    results: Iterable[DeploymentView],
+    plan: Plan | None = None,
+    title: str = "gpulayout report",
+) -> str:
+    """The whole report as one HTML string (inline CSS and SVG, no script, no external resource)."""
+    views = list(results)
+    body = [_header(machine, title, views)]
+    if plan is not None:
+        body.append(_plan_section(plan))
+    if views:
+        body.append("<h2>Verdicts</h2>" + _verdict_table(views))
+    if views and any(v.memory for v in views):
+        body.append(_memory_section(machine, views))
+    elif views:
+        body.append(
+            '<h2>Memory per GPU</h2><p class="note">GPU memory is unknown for this machine source '
+            f"({_e(machine.source)}): no memory bars.</p>"
+        )
+    body.append(_link_matrix(machine, views))
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def render_plan_html(plan: Plan, *, top: int = 3, title: str | None = None) -> str:
+    """``gpulayout plan --html``: the ranked table, then the top layouts' verdicts, memory and links."""
+    return render_html(
+        machine=plan.machine,
+        results=plan_views(plan, top),
+        plan=plan,
+        title=title or f"gpulayout plan: {plan.model.name}",
+    )
