@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -19,7 +20,7 @@ from pytest_gpulayout.rules.kv_pool import check_kv_pool
 from pytest_gpulayout.rules.links import check_links
 from pytest_gpulayout.rules.placement import check_placement
 
-CheckFn = Callable[[Deployment, Machine, ModelSpec], Finding]
+CheckFn = Callable[[Deployment, Machine, ModelSpec, Host], Finding]
 
 #: The static checks, in the order they are reported. ``startup`` is separate: it launches an engine.
 STATIC_CHECKS: dict[str, CheckFn] = {
@@ -32,14 +33,14 @@ STATIC_CHECKS: dict[str, CheckFn] = {
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
 
 
-def evaluate(dep: Deployment, machine: Machine, model: ModelSpec) -> dict[str, Finding]:
+def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> dict[str, Finding]:
     """Every static check's finding for one deployment, keyed by check name.
 
     A value the checks find impossible for this model (e.g. ``kv_cache_dtype: fp8_ds_mla`` on a
     non-MLA model) is bad input: it is re-raised naming the manifest and the deployment's key.
     """
     try:
-        findings = {name: fn(dep, machine, model) for name, fn in STATIC_CHECKS.items()}
+        findings = {name: fn(dep, machine, model, host) for name, fn in STATIC_CHECKS.items()}
     except InputError as err:
         if err.where and dep.manifest_path and err.where != str(dep.manifest_path):
             raise  # the error is in another file (a model's config.json): it already names it
@@ -131,19 +132,20 @@ def _run_log_dir() -> Path:
 
 
 def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec], *,
-               launch: bool = False, log_dir: Path | None = None) -> Report:
+               launch: bool = False, log_dir: Path | None = None, host: Host = BARE_HOST) -> Report:
     """Static checks for every deployment, plus ``startup`` (launched where asked, else skipped)."""
     results: dict[str, DeploymentResult] = {}
     for dep in deployments:
         model = models[dep.name]
-        findings = evaluate(dep, machine, model)
-        findings["startup"] = run_startup_check(dep, machine, model, findings, launch=launch, log_dir=log_dir)
+        findings = evaluate(dep, machine, model, host)
+        findings["startup"] = run_startup_check(dep, machine, model, findings, launch=launch, log_dir=log_dir,
+                                                host=host)
         results[dep.name] = DeploymentResult(dep, model, findings)
     return Report(machine, results)
 
 
 def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findings: Mapping[str, Finding], *,
-                      launch: bool, log_dir: Path | None) -> Finding:
+                      launch: bool, log_dir: Path | None, host: Host = BARE_HOST) -> Finding:
     """Launch the engine when asked (flag or ``launch.enabled``) and the static checks leave a chance."""
     if not (launch or dep.launch.enabled):
         return startup_skipped(dep)
@@ -157,4 +159,5 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
     from pytest_gpulayout.launch.startup import run_startup
 
     predicted = pool.data.get("predicted_kv_tokens") if pool else None
-    return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir())
+    return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir(),
+                       host=host)

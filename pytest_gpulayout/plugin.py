@@ -310,4 +310,5 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         machine = state.machine
     except GpuLayoutError:
         machine = None
-    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model, machine=machine)
+    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model, machine=machine,
+                         host=state.host)

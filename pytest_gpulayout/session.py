@@ -16,6 +16,7 @@ import pytest
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.evaluate import evaluate, load_models, run_startup_check
 from pytest_gpulayout.findings import Finding
+from pytest_gpulayout.host import Host
 
 if TYPE_CHECKING:
     from pytest_gpulayout.machine.facts import Machine
@@ -41,6 +42,8 @@ class GpuLayoutState:
     _machine: Machine | None = None
     models: dict[str, ModelSpec] = field(default_factory=dict)
     findings: dict[str, dict[str, Finding]] = field(default_factory=dict)
+    #: the installed engines and engine variables, read once for the whole run
+    host: Host = field(default_factory=Host.read)
 
     @property
     def strict(self) -> bool:
@@ -87,7 +90,7 @@ class GpuLayoutState:
 
     def static_findings(self, name: str) -> dict[str, Finding]:
         if name not in self.findings:
-            self.findings[name] = evaluate(self.deployment(name), self.machine, self.models[name])
+            self.findings[name] = evaluate(self.deployment(name), self.machine, self.models[name], self.host)
         return self.findings[name]
 
     def manifest_location(self, name: str) -> tuple[str, int]:
@@ -123,7 +126,8 @@ class GpuLayoutState:
             return static[check]
         if "startup" not in static:
             static["startup"] = run_startup_check(self.deployment(name), self.machine, self.models[name],
-                                                  static, launch=self.launch, log_dir=self.log_dir())
+                                                  static, launch=self.launch, log_dir=self.log_dir(),
+                                                  host=self.host)
         return static["startup"]
 
 

@@ -10,8 +10,8 @@ import pytest
 from packaging.version import Version
 
 from pytest_gpulayout.engines import versions as engines
+from pytest_gpulayout import host as host_module
 from pytest_gpulayout.engines.versions import (
-    installed_version,
     resolve_version,
     sglang_memory_defaults,
     sglang_prefill_graph_sizes,
@@ -19,6 +19,7 @@ from pytest_gpulayout.engines.versions import (
     vllm_scheduler_defaults,
 )
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import Host, installed_version
 
 
 def _fake_installed(monkeypatch: pytest.MonkeyPatch, present: dict[str, str]) -> None:
@@ -27,7 +28,7 @@ def _fake_installed(monkeypatch: pytest.MonkeyPatch, present: dict[str, str]) ->
             return present[dist]
         raise metadata.PackageNotFoundError(dist)
 
-    monkeypatch.setattr(engines.metadata, "version", version)
+    monkeypatch.setattr(host_module.metadata, "version", version)
 
 
 def test_installed_version_from_metadata_with_the_cpu_build_as_fallback(monkeypatch: pytest.MonkeyPatch):
@@ -42,8 +43,9 @@ def test_installed_version_from_metadata_with_the_cpu_build_as_fallback(monkeypa
 
 def test_resolving_a_version_never_imports_the_engine():
     code = ("import sys; from pytest_gpulayout.engines.versions import resolve_version; "
-            "from pytest_gpulayout import memory; "
-            "resolve_version('vllm', None); resolve_version('sglang', None); "
+            "from pytest_gpulayout.host import Host; "
+            "from pytest_gpulayout.memory import pool; "
+            "resolve_version('vllm', None, Host.read()); resolve_version('sglang', None, Host.read()); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'sglang', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -52,9 +54,9 @@ def test_resolving_a_version_never_imports_the_engine():
 def test_resolve_version_sources(monkeypatch: pytest.MonkeyPatch):
     _fake_installed(monkeypatch, {"vllm": "0.15.1"})
     assert resolve_version("vllm", "0.19.0") == (Version("0.19.0"), "pinned")
-    assert resolve_version("vllm", None) == (Version("0.15.1"), "installed")
+    assert resolve_version("vllm", None, Host.read()) == (Version("0.15.1"), "installed")
     latest = Version(engines.LATEST_KNOWN["sglang"])
-    assert resolve_version("sglang", None) == (latest, "assumed latest known")
+    assert resolve_version("sglang", None, Host.read()) == (latest, "assumed latest known")
 
 
 def test_bad_pin_and_unknown_engine_are_input_errors():

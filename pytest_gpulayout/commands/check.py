@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from pytest_gpulayout.findings import Status
+from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.files import writable_path
 
 
@@ -40,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir and args.launch else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
-    report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir)
+    report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir,
+                        host=Host.read())
 
     if args.html:
         from pytest_gpulayout.report.html import write_html

@@ -153,6 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.host import Host
     from pytest_gpulayout.planner.plan import plan
 
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
@@ -170,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         memory_fraction=args.memory_fraction,
         kv_cache_dtype=args.kv_cache_dtype,
         model_ref=args.model,
+        host=Host.read(),
     )
     if html is not None:
         from pytest_gpulayout.report.html import render_plan_html

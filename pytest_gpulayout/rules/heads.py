@@ -16,6 +16,7 @@ PP has no divisibility rule: the engines split layers unevenly, and the finding 
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, failed, passed, warned
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -95,7 +96,7 @@ def pp_split(model: ModelSpec, dep: Deployment) -> tuple[int, ...]:
     return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine))
 
 
-def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec) -> Finding:
+def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
     tp, pp = dep.tp, dep.pp
     h, kv = model.num_attention_heads, model.num_key_value_heads
     per_rank = kv_heads_per_rank(model, tp)

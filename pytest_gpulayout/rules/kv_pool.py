@@ -10,9 +10,8 @@ replica: each DP engine has its own pool and round robin gives it its share of t
 
 from __future__ import annotations
 
-import os
-
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, failed, passed, skipped, warned
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -22,7 +21,7 @@ CHECK = "kv_pool"
 TIGHT_MARGIN = 0.10
 
 
-def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec) -> list:
+def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> list:
     """One ``PoolPrediction`` per DP replica (raises ``MemoryUnknown`` / ``PlacementError``)."""
     from pytest_gpulayout.memory.pool import predict_pool
 
@@ -32,7 +31,7 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec) -> lis
             model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
             gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
-            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
+            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
         )
         for d in range(dep.dp)
     ]
@@ -65,7 +64,7 @@ def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_mode
 LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
 
 
-def _too_long(dep: Deployment, model: ModelSpec) -> Finding | None:
+def _too_long(dep: Deployment, model: ModelSpec, host: Host) -> Finding | None:
     """max_model_len above the model's derived maximum: both engines refuse at config time unless
     their override variable is set (then it starts, with positions the model never trained on)."""
     limit = model.max_position_embeddings
@@ -74,7 +73,7 @@ def _too_long(dep: Deployment, model: ModelSpec) -> Finding | None:
     env = LONG_CONTEXT_ENV[dep.engine]
     data = {"max_model_len": dep.max_model_len, "model_max_len": limit}
     # the engine inherits this process's environment, then launch.env on top (startup.engine_env)
-    value = dep.launch.env.get(env, os.environ.get(env, ""))
+    value = dep.launch.env.get(env, host.getenv(env) or "")
     where = "launch.env" if env in dep.launch.env else "the environment"
     if str(value).lower() in ("1", "true"):
         return warned(CHECK, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
@@ -87,9 +86,9 @@ def _too_long(dep: Deployment, model: ModelSpec) -> Finding | None:
                   f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.", **data)
 
 
-def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
-    finding = _check_pool(dep, machine, model)
-    too_long = _too_long(dep, model)
+def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+    finding = _check_pool(dep, machine, model, host)
+    too_long = _too_long(dep, model, host)
     if too_long is None or finding.status is Status.FAIL:
         return finding
     if too_long.status is Status.FAIL:
@@ -98,7 +97,7 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
     return Finding(CHECK, status, f"{too_long.message} {finding.message}", {**finding.data, **too_long.data})
 
 
-def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
+def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> Finding:
     from pytest_gpulayout.memory.pool import MemoryUnknown, kv_bytes_per_token_per_rank, weight_bytes_per_rank
 
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
@@ -112,7 +111,7 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
         "predicted_kv_tokens_per_replica": None,
     }
     try:
-        preds = predict_replicas(dep, machine, model)
+        preds = predict_replicas(dep, machine, model, host)
     except PlacementError as err:
         return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", **data)
     except MemoryUnknown as err:

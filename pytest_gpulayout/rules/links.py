@@ -10,6 +10,7 @@ any NVLink count) or faster than the slowest kind listed. PP stage boundaries ma
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, failed, passed, skipped, warned
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
 from pytest_gpulayout.model.spec import ModelSpec
@@ -49,7 +50,7 @@ def _pp_suggestion(dep: Deployment, machine: Machine, group: tuple[int, ...]) ->
     return f"tensor_parallel_size: 1, pipeline_parallel_size: {dep.pp * tp}"
 
 
-def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = None) -> Finding:
+def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = None, host: Host = BARE_HOST) -> Finding:
     try:
         placement = place(dep, machine)
     except PlacementError as err:

@@ -9,6 +9,7 @@ card set the size for every rank.
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, failed, passed, warned
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -32,7 +33,8 @@ def _tenants(machine: Machine, gpus: tuple[int, ...]) -> list[str]:
     return out
 
 
-def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None = None) -> Finding:
+def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None = None,
+                    host: Host = BARE_HOST) -> Finding:
     data: dict[str, object] = {"gpus_needed": dep.gpu_count, "gpus_visible": len(machine.gpus)}
     try:
         placement = place(dep, machine)
