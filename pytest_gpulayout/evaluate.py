@@ -10,8 +10,8 @@ from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.balance import check_balance

@@ -9,8 +9,8 @@ from importlib import metadata
 import pytest
 from packaging.version import Version
 
-from pytest_gpulayout.engines import versions as engines
 from pytest_gpulayout import host as host_module
+from pytest_gpulayout.engines import versions as engines
 from pytest_gpulayout.engines.versions import (
     resolve_version,
     sglang_memory_defaults,

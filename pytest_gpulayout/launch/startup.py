@@ -25,8 +25,8 @@ from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError, LaunchError
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, failed, passed, warned, worst
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.logparse import (
     HEADS_NOT_DIVISIBLE,

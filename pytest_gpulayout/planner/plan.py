@@ -49,8 +49,8 @@ from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.evaluate import evaluate
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.gpus import LinkCosts, choose_gpus, layouts

@@ -18,8 +18,8 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, skipped, warned
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place

@@ -16,8 +16,8 @@ PP has no divisibility rule: the engines split layers unevenly, and the finding 
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, failed, passed, warned
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 

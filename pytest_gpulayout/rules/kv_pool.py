@@ -11,8 +11,8 @@ replica: each DP engine has its own pool and round robin gives it its share of t
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, Status, failed, passed, skipped, warned
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, place

@@ -10,8 +10,8 @@ any NVLink count) or faster than the slowest kind listed. PP stage boundaries ma
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, failed, passed, skipped, warned
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, format_group, place

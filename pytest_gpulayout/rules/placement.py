@@ -9,8 +9,8 @@ card set the size for every rank.
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.findings import Finding, failed, passed, warned
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, format_group, place
