@@ -12,11 +12,12 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.launch.facts import NOT_LAUNCHED
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.balance import check_balance
 from pytest_gpulayout.rules.heads import check_heads
-from pytest_gpulayout.rules.kv_pool import check_kv_pool
+from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 from pytest_gpulayout.rules.links import check_links
 from pytest_gpulayout.rules.placement import check_placement
 
@@ -52,7 +53,7 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
         # A pool for a layout the engine refuses to build is not a verdict; keep the numbers, not the pass.
         reference = pool.message.split(": ", 1)[-1]
         findings["kv_pool"] = Finding(pool.check, Status.SKIP, f"{dep.name}: not judged: the engine refuses this "
-                                      f"layout (see heads). Prediction for reference: {reference}", pool.data)
+                                      f"layout (see heads). Prediction for reference: {reference}", pool.facts)
     return findings
 
 
@@ -76,8 +77,7 @@ def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
 def startup_skipped(dep: Deployment, why: str = "opt-in: --gpulayout-launch, gpulayout check --launch, "
                                                    "or launch.enabled: true") -> Finding:
     """The ``startup`` finding when no engine is launched, with the data keys a launch would fill."""
-    return skipped("startup", f"{dep.name}: not launched ({why})", kv_tokens=None, max_concurrency=None,
-                   seconds_to_kv=None, error_kind=None)
+    return skipped("startup", f"{dep.name}: not launched ({why})", NOT_LAUNCHED)
 
 
 @dataclass
@@ -150,7 +150,8 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
     if not (launch or dep.launch.enabled):
         return startup_skipped(dep)
     pool = findings.get("kv_pool")
-    too_long = pool if pool is not None and "model_max_len" in pool.data else None  # refused at config time
+    pool_facts = pool.facts if pool is not None and isinstance(pool.facts, KvPoolFacts) else None
+    too_long = pool if pool_facts is not None and pool_facts.refused_at_config else None
     blocking = [f for f in (findings.get("placement"), findings.get("heads"), too_long)
                 if f and f.status is Status.FAIL]
     if blocking:
@@ -158,6 +159,6 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
                                     f"{blocking[0].message}")
     from pytest_gpulayout.launch.startup import run_startup
 
-    predicted = pool.data.get("predicted_kv_tokens") if pool else None
+    predicted = pool_facts.predicted_kv_tokens if pool_facts is not None else None
     return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir(),
                        host=host)

@@ -135,11 +135,11 @@ class _ActivePlugin:
     def _findings(self) -> dict[str, dict[str, Finding]]:
         """Findings per deployment and check, in manifest and check order (xdist reports arrive shuffled)."""
         from pytest_gpulayout.evaluate import ALL_CHECKS
-        from pytest_gpulayout.findings import Finding, Status
+        from pytest_gpulayout.findings import Finding, Status, facts_from_json
 
         order = [d.name for d in self.state.manifest.deployments] if self.state.manifest else []
         names = sorted(self.outcomes, key=lambda n: order.index(n) if n in order else len(order))
-        return {dep: {c: Finding(c, Status(d["status"]), d["message"], d["data"])
+        return {dep: {c: Finding(c, Status(d["status"]), d["message"], facts_from_json(c, d["data"]))
                       for c in ALL_CHECKS if (d := self.outcomes[dep].get(c)) is not None}
                 for dep in names}
 

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pytest_gpulayout.deployment import ENGINES, KV_CACHE_DTYPES
-from pytest_gpulayout.findings import Status
+from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.inputs.files import writable_path
 from pytest_gpulayout.planner.rows import LayoutRow, Plan
 from pytest_gpulayout.report.text import per_replica_text, requests_text
+from pytest_gpulayout.rules.kv_pool import KvPoolFacts
 
 #: How many candidate layouts the text table shows (``--json`` lists all).
 TEXT_LIMIT = 10
@@ -274,8 +275,10 @@ def format_plan(plan: Plan, *, limit: int | None = TEXT_LIMIT) -> str:
     ]
     kv = next((r.findings.get("kv_pool") for r in plan.layouts if r.findings.get("kv_pool")), None)
     eng = f"engine: {plan.engine}" + (f" {plan.engine_version}" if plan.engine_version else "")
-    if kv is not None and kv.data.get("memory_fraction") is not None:
-        eng += f"; memory fraction {kv.data['memory_fraction']:g} ({kv.data.get('memory_fraction_source')})"
+    facts = facts_of(kv, KvPoolFacts)
+    fraction = present(facts.memory_fraction) if facts else None
+    if facts is not None and fraction is not None:
+        eng += f"; memory fraction {fraction:g} ({present(facts.memory_fraction_source)})"
     if plan.max_model_len:
         eng += f"; max_model_len {plan.max_model_len:,}"
     lines.append(eng)

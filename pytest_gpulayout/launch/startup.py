@@ -27,6 +27,7 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Finding, Status, failed, passed, warned, worst
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.logparse import (
     HEADS_NOT_DIVISIBLE,
@@ -337,9 +338,9 @@ def launch_deployment(
                    f"engine's entry point, e.g. [/path/to/venv/bin/python, -m, {module}]")
         else:
             msg = f"{dep.name}: cannot launch {name}: {err}"
-        finding = failed(CHECK, msg, kv_tokens=None, max_concurrency=None, seconds_to_kv=None,
-                         error_kind=None, predicted_kv_tokens=prediction_tokens, ratio=None, log_path=None,
-                         command=cmd)
+        finding = failed(CHECK, msg, StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None,
+                                                  error_kind=None, predicted_kv_tokens=prediction_tokens,
+                                                  ratio=None, log_path=None, command=tuple(cmd)))
         return StartupReport(None, (), None, None, None, None, finding, None)
     finding = judge(dep, model, result, prediction_tokens=prediction_tokens)
     if before is not None and reprobe is not None:
@@ -354,7 +355,7 @@ def launch_deployment(
                               f"{finding.message} GPU memory did not come back after the engine stopped: "
                               f"{'; '.join(short)}. Look for engine processes outside its tree "
                               f"(nvidia-smi) before the next launch.",
-                              {**finding.data, "memory_not_released": short})
+                              dataclasses.replace(finding.facts, memory_not_released=tuple(short)))
     log = result.log
     return StartupReport(log.kv_tokens, log.kv_tokens_all, log.max_concurrency, result.seconds_to_kv,
                          log.error_kind, result.log_path, finding, result)
@@ -382,14 +383,14 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
         else:
             concurrency = round(kv / length, 2)
     ratio = round(kv / prediction_tokens, 3) if kv is not None and prediction_tokens else None
-    data: dict[str, Any] = {
-        "kv_tokens": kv, "kv_tokens_all": list(log.kv_tokens_all), "max_concurrency": concurrency,
-        "max_model_len": length, "seconds_to_kv": result.seconds_to_kv, "seconds_total": result.seconds_total,
-        "error_kind": log.error_kind, "error_numbers": dict(log.error_numbers), "predicted_kv_tokens":
-        prediction_tokens, "ratio": ratio, "log_path": str(result.log_path) if result.log_path else None,
-        "stopped_by": result.stopped_by, "returncode": result.returncode,
-        "leftover_pids": list(result.leftover_pids), "command": list(result.argv),
-    }
+    data = StartupFacts(
+        kv_tokens=kv, kv_tokens_all=tuple(log.kv_tokens_all), max_concurrency=concurrency,
+        max_model_len=length, seconds_to_kv=result.seconds_to_kv, seconds_total=result.seconds_total,
+        error_kind=log.error_kind, error_numbers=dict(log.error_numbers), predicted_kv_tokens=prediction_tokens,
+        ratio=ratio, log_path=str(result.log_path) if result.log_path else None,
+        stopped_by=result.stopped_by, returncode=result.returncode,
+        leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
+    )
     where = f" Log: {result.log_path}." if result.log_path else ""
     tail = _tail_text(result.tail)
     leftover = ""
@@ -411,7 +412,7 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
                    f"and its log names no known cause.{where}{leftover}")
         if tail:
             msg += f"\n  last lines:\n{tail}"
-        return failed(CHECK, msg, **data)
+        return failed(CHECK, msg, data)
 
     pool = f"{kv:,} tokens"
     if len(log.kv_tokens_all) > 1 and len(set(log.kv_tokens_all)) > 1:
@@ -449,12 +450,12 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
     if result.leftover_pids:
         problems.append(leftover.strip())
     if problems:
-        return failed(CHECK, f"{said}; " + "; ".join(problems) + f".{where}", **data)
+        return failed(CHECK, f"{said}; " + "; ".join(problems) + f".{where}", data)
     if log.error_kind is not None:
         fix = _FIXES.get(log.error_kind, "see the engine's log")
         return warned(CHECK, f"{said}, but it warned ({log.error_kind}): {log.error_line}. {fix}.{where}",
-                      **data)
-    return passed(CHECK, f"{said}.{where}", **data)
+                      data)
+    return passed(CHECK, f"{said}.{where}", data)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -464,13 +465,13 @@ def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None
     """The kv_pool check's prediction for ``dep`` (smallest replica), or None where it cannot be made."""
     if machine is None or model is None:
         return None
-    from pytest_gpulayout.rules.kv_pool import check_kv_pool
+    from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 
     try:
-        tokens = check_kv_pool(dep, machine, model, host).data.get("predicted_kv_tokens")
+        facts = check_kv_pool(dep, machine, model, host).facts
     except Exception:  # a prediction is a comparison aid; the launch is the measurement
         return None
-    return tokens if isinstance(tokens, int) else None
+    return facts.predicted_kv_tokens if isinstance(facts, KvPoolFacts) else None
 
 
 def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.versions import (
     ENGINES,
     SGLANG_PREFILL_GRAPH_DEFAULT_FROM,
@@ -37,9 +38,10 @@ from pytest_gpulayout.engines.versions import (
 )
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import GIB, MIB, Gpu
+from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import NO_KV, SLIDING, ModelSpec
+from pytest_gpulayout.placement import place
 
 #: Bytes per KV element for explicit ``kv_cache_dtype`` values (vLLM ``STR_DTYPE_TO_TORCH_DTYPE``
 #: maps every fp8 flavour to uint8; ``mxfp8`` adds one scale byte per 32, ``nvfp4`` an fp8 scale per 16).
@@ -667,3 +669,19 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
         max_model_len=max_len, max_concurrency=concurrency, limiting_gpu=gpus[limiting_rank].index,
         sliding_layers=model.sliding_layers, kv_layers=model.kv_layers, notes=tuple(notes),
     )
+
+
+def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec,
+                     host: Host = BARE_HOST) -> list[PoolPrediction]:
+    """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown`` /
+    ``PlacementError``): each replica's GPUs in rank order, as the engines place them."""
+    placement = place(dep, machine)
+    return [
+        predict_pool(
+            model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
+            gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
+            memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
+            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
+        )
+        for d in range(dep.dp)
+    ]

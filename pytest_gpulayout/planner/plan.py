@@ -50,6 +50,7 @@ from dataclasses import replace
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.evaluate import evaluate
+from pytest_gpulayout.findings import facts_of, present
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -60,6 +61,7 @@ from pytest_gpulayout.planner.request import Demand, PlanRequest, model_referenc
 from pytest_gpulayout.planner.rows import LayoutRow, Measurement, Plan
 from pytest_gpulayout.planner.verdicts import CHECK_ORDER, default_fraction_name, layout_row
 from pytest_gpulayout.report.text import per_replica_text, requests_text
+from pytest_gpulayout.rules.kv_pool import FractionOrigin, KvPoolFacts
 
 #: Without --concurrency / --kv-tokens: the full-length requests each replica should hold at once.
 #: One is what the engines need to start; a replica that holds only one serves long requests one at
@@ -142,10 +144,10 @@ def plan(
         whys.append(replace(r, why=why(r, ctx, fuller)))
     ranked = tuple(whys) + tuple(replace(r, why=f"refused: {r.refused}") for r in refused)
 
-    first_kv = next((r.findings.get("kv_pool") for r in rows if r.findings.get("kv_pool")), None)
+    first_kv = next((f for r in rows if (f := facts_of(r.findings.get("kv_pool"), KvPoolFacts))), None)
     resolved_len = max_model_len
     if resolved_len is None and first_kv is not None:
-        resolved_len = first_kv.data.get("max_model_len")
+        resolved_len = present(first_kv.max_model_len)
     return Plan(
         model=model,
         machine=machine,
@@ -226,8 +228,8 @@ def _fraction_note(
     )
     if not better:
         return None
-    kv = first.findings.get("kv_pool")
-    default = kv.data.get("memory_fraction") if kv else None
+    kv = facts_of(first.findings.get("kv_pool"), KvPoolFacts)
+    default = present(kv.memory_fraction) if kv else None
     return (
         f"{first.layout} is refused only by {default_fraction_name(engine)} {default:g}: with "
         f"--memory-fraction {first.fits_with_memory_fraction:.2f} it serves and would rank "
@@ -281,20 +283,20 @@ def _with_fraction_hint(
 ) -> LayoutRow:
     """A layout refused for its pool at the engine's default memory fraction: if a higher fraction
     serves, say so with the number (the weights are not what refuses it then)."""
-    kv = row.findings.get("kv_pool")
+    kv = facts_of(row.findings.get("kv_pool"), KvPoolFacts)
     dep = row.deployment
-    if dep is None or kv is None or not (row.refused or "").startswith("kv_pool"):
+    if dep is None or kv is None or row.refused_by != "kv_pool":
         return row
-    default = kv.data.get("memory_fraction")
-    if kv.data.get("memory_fraction_source") == "memory_fraction" or not isinstance(default, (int, float)):
+    default = present(kv.memory_fraction)
+    if kv.fraction_origin is not FractionOrigin.ENGINE_DEFAULT or default is None:
         return row
     fits = _fraction_that_fits(dep, machine, model, demand, float(default), assumed, host)
     if fits is None:
         return row
     name = f"{default_fraction_name(dep.engine)} {default:g}"
-    detail = (row.refused or "").split(": ", 1)[-1]
-    if "leave no room for a KV cache" in detail:
-        w = kv.data.get("weights_gib_per_rank")
+    detail = row.refusal_detail
+    if kv.predicted_kv_tokens is not None and kv.predicted_kv_tokens <= 0:
+        w = kv.weights_gib_per_rank
         what = f"{name} leaves no room for a KV cache next to {w} GiB of weights per GPU"
     else:
         what = f"{detail} at {name}"
@@ -309,7 +311,7 @@ def _with_fraction_hint(
 
 def _closest(rows: Sequence[LayoutRow]) -> str | None:
     """When nothing serves: the layout that holds the most, and what would close the gap."""
-    sized = [r for r in rows if r.full_length_requests and r.refused and r.refused.startswith("kv_pool")]
+    sized = [r for r in rows if r.full_length_requests and r.refused_by == "kv_pool"]
     if not sized:
         return None
     best = max(sized, key=lambda r: (sum(r.full_length_requests or ()), -r.gpu_count))

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_gpulayout.findings import Status
+from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink
 from pytest_gpulayout.planner.rows import LayoutRow
 from pytest_gpulayout.planner.verdicts import default_fraction_name
+from pytest_gpulayout.rules.heads import HeadsFacts
+from pytest_gpulayout.rules.kv_pool import KvPoolFacts
+from pytest_gpulayout.rules.links import LinksFacts
 
 
 def crosses_hosts(row: LayoutRow, machine: Machine) -> bool:
@@ -64,13 +67,19 @@ def _tokens_txt(row: LayoutRow) -> str:
 
 
 def tp_link(row: LayoutRow) -> str | None:
-    f = row.findings.get("links")
-    return f.data.get("worst_link") if f and row.tp > 1 else None
+    f = facts_of(row.findings.get("links"), LinksFacts)
+    return f.worst_link if f and row.tp > 1 else None
+
+
+def _num_experts(row: LayoutRow) -> int | str:
+    heads = facts_of(row.findings.get("heads"), HeadsFacts)
+    n = present(heads.num_experts) if heads else None
+    return "" if n is None else n
 
 
 def _boundary_links(row: LayoutRow) -> list[str]:
-    f = row.findings.get("links")
-    return list(f.data.get("pp_boundary_links") or []) if f else []
+    f = facts_of(row.findings.get("links"), LinksFacts)
+    return list(present(f.pp_boundary_links) or []) if f else []
 
 
 def _plural(n: int, word: str) -> str:
@@ -108,14 +117,14 @@ def why_context(
         else:
             single = next((r for r in refused if r.gpu_count == 1), None)
             if single is not None and single.fits_with_memory_fraction is not None and single.deployment:
-                kv = single.findings.get("kv_pool")
-                default = kv.data.get("memory_fraction") if kv else None
+                kv = facts_of(single.findings.get("kv_pool"), KvPoolFacts)
+                default = present(kv.memory_fraction) if kv else None
                 smaller = (
                     f"one GPU: refused at {default_fraction_name(single.deployment.engine)} {default:g}, "
                     f"serves with --memory-fraction {single.fits_with_memory_fraction:.2f}"
                 )
             elif single is not None and single.refused:
-                smaller = f"one GPU: {single.refused.split(': ', 1)[-1]}"
+                smaller = f"one GPU: {single.refusal_detail}"
     max_replicas = n // min_world if min_world else 0
     return WhyContext(min_world, max_replicas, smaller, n, assumed)
 
@@ -145,7 +154,7 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
     else:
         if row.shared_experts:
             parts.append(
-                f"vLLM shards the {row.findings['heads'].data.get('num_experts', '')} experts over all "
+                f"vLLM shards the {_num_experts(row)} experts over all "
                 f"TP x DP = {row.tp * row.dp} ranks (DP attention): the {row.dp} DP ranks exchange "
                 f"activations in every MoE layer, one group rather than independent copies"
             )
@@ -183,8 +192,9 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
             else:
                 parts.append(f"TP={row.tp} over links the machine source does not report")
         if row.pp > 1:
-            heads = row.findings.get("heads")
-            layers = heads.data.get("pp_layer_split") if heads else None
+            heads = facts_of(row.findings.get("heads"), HeadsFacts)
+            split_layers = present(heads.pp_layer_split) if heads else None
+            layers = list(split_layers) if split_layers else None
             bounds = ", ".join(_boundary_links(row)) or "unknown links"
             split = f" splits the layers {layers} and" if layers else ""
             parts.append(f"PP={row.pp}{split} sends activations over {bounds} only at stage boundaries")

@@ -39,6 +39,8 @@ class LayoutRow(ParallelShape):
     verdicts: Mapping[str, Status]
     why: str
     refused: str | None = None
+    #: the check that refuses the layout (``refused`` starts with its name)
+    refused_by: str | None = None
     findings: Mapping[str, Finding] = field(default_factory=dict)
     deployment: Deployment | None = None
     #: vLLM shards a MoE model's experts over all TP x DP ranks: its DP ranks then exchange
@@ -47,6 +49,14 @@ class LayoutRow(ParallelShape):
     #: refused only by the engine's default memory fraction: the smallest fraction (up to
     #: ``planner.FRACTION_CAP``) with which every check passes
     fits_with_memory_fraction: float | None = None
+
+    @property
+    def refusal_detail(self) -> str:
+        """The refusal without the check's name in front ("" for a candidate)."""
+        if self.refused is None:
+            return ""
+        prefix = f"{self.refused_by}: "
+        return self.refused[len(prefix):] if self.refused.startswith(prefix) else self.refused
 
     @property
     def pool_predicted(self) -> bool:
@@ -185,7 +195,7 @@ class Plan:
             for r in self.refused
             if r.predicted_kv_tokens_per_replica
             and min(r.predicted_kv_tokens_per_replica) > 0
-            and (r.refused or "").startswith(("kv_pool", "balance"))
+            and r.refused_by in ("kv_pool", "balance")
         ]
         short.sort(
             key=lambda r: (

@@ -12,11 +12,14 @@ from collections.abc import Mapping, Sequence
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.evaluate import STATIC_CHECKS
-from pytest_gpulayout.findings import Finding, Status, worst
+from pytest_gpulayout.findings import Finding, Status, facts_of, present, worst
 from pytest_gpulayout.machine.facts import describe_link
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.request import Demand
 from pytest_gpulayout.planner.rows import LayoutRow
+from pytest_gpulayout.rules.balance import BalanceFacts
+from pytest_gpulayout.rules.kv_pool import KvPoolFacts
+from pytest_gpulayout.rules.links import LinksFacts
 
 #: Order the checks are shown in (the static checks of ``evaluate``).
 CHECK_ORDER = tuple(STATIC_CHECKS)
@@ -50,37 +53,46 @@ def refusal(
     dep: Deployment,
     model: ModelSpec,
     demand: Demand,
-) -> str | None:
-    """Why the layout cannot serve (None when it can), in words that group well across DP sizes.
+) -> tuple[str, str] | None:
+    """Why the layout cannot serve, as ``(check, "check: reason")`` (None when it can), in words that
+    group well across DP sizes.
 
     ``demand`` is the users' need for the whole deployment, before the split over DP replicas, so
     that the reason reads the same for every DP size.
     """
     fails = [row_findings[c] for c in CHECK_ORDER if c in row_findings and row_findings[c].status is Status.FAIL]
-    kv = row_findings.get("kv_pool")
     if not fails:
         # SGLang starts with a pool smaller than one request (warn); a plan cannot recommend it
-        if kv is not None and kv.data.get("predicted_kv_tokens") is not None and kv.data.get("max_model_len"):
-            tokens, max_len = kv.data["predicted_kv_tokens"], kv.data["max_model_len"]
-            if tokens < max_len and (kv.data.get("max_concurrency") or 0) < 1:
-                return f"kv_pool: {tokens:,} tokens of KV per replica, less than one {max_len:,}-token request"
+        kv = facts_of(row_findings.get("kv_pool"), KvPoolFacts)
+        tokens = kv.predicted_kv_tokens if kv else None
+        max_len = present(kv.max_model_len) if kv else None
+        if kv is not None and tokens is not None and max_len:
+            if tokens < max_len and (present(kv.max_concurrency) or 0) < 1:
+                return "kv_pool", (f"kv_pool: {tokens:,} tokens of KV per replica, less than one "
+                                   f"{max_len:,}-token request")
         return None
     f = fails[0]
-    d = f.data
+    text = _refusal_text(f, dep, model, demand)
+    return f.check, text
+
+
+def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand) -> str:
     if f.check == "heads":
         from pytest_gpulayout.rules.heads import tp_problems
 
         problems = tp_problems(model, dep.tp)
         if problems:
             return "heads: " + "; ".join(_first_clause(p) for p in problems[:2])
-    if f.check == "links":
-        kind = d.get("worst_link")
+    links = facts_of(f, LinksFacts)
+    if links is not None:
+        kind = links.worst_link
         if kind:
             return f"links: a TP group crosses {kind} ({describe_link(kind)}); keep TP inside a socket, PP across"
-    if f.check == "kv_pool":
-        tokens, max_len = d.get("predicted_kv_tokens"), d.get("max_model_len")
-        conc = d.get("max_concurrency")
-        w = d.get("weights_gib_per_rank")
+    kv = facts_of(f, KvPoolFacts)
+    if kv is not None:
+        tokens, max_len = kv.predicted_kv_tokens, present(kv.max_model_len)
+        conc = present(kv.max_concurrency)
+        w = kv.weights_gib_per_rank
         share = "each replica's share of the" if dep.dp > 1 else "the"
         users, total_tokens = demand.concurrency, demand.kv_tokens
         if isinstance(tokens, int) and tokens <= 0:
@@ -97,12 +109,13 @@ def refusal(
                 )
         if isinstance(tokens, int) and dep.require.kv_tokens and total_tokens and tokens < dep.require.kv_tokens:
             return f"kv_pool: {tokens:,} tokens of KV per replica, short of {share} {total_tokens:,} needed"
-    if f.check == "balance":
-        headroom, margin = d.get("headroom_gib"), d.get("vllm_min_margin_gib")
+    balance = facts_of(f, BalanceFacts)
+    if balance is not None:
+        headroom, margin = balance.headroom_gib, present(balance.vllm_min_margin_gib)
         if dep.engine == "sglang" and isinstance(headroom, (int, float)) and headroom < 0:
             return (
                 f"balance: SGLang's TP memory-balance check (min free >= 0.9 x max free) fails by "
-                f"{-headroom:.2f} GiB ({d.get('min_free_gib')} against {d.get('max_free_gib')} GiB free)"
+                f"{-headroom:.2f} GiB ({balance.min_free_gib} against {balance.max_free_gib} GiB free)"
             )
         if dep.engine == "vllm" and isinstance(margin, (int, float)) and margin < 0:
             return (
@@ -136,26 +149,27 @@ def layout_row(
     demand: Demand,
 ) -> LayoutRow:
     """The plan row for ``dep``: its GPUs, predicted memory, each check's verdict and the refusal."""
-    kv = findings.get("kv_pool")
-    d = dict(kv.data) if kv else {}
-    tokens = d.get("predicted_kv_tokens_per_replica")
-    max_len = d.get("max_model_len") or dep.max_model_len
-    full = full_requests(tokens, max_len, d.get("max_concurrency"))
+    kv = facts_of(findings.get("kv_pool"), KvPoolFacts)
+    tokens = kv.predicted_kv_tokens_per_replica if kv else None
+    max_len = (present(kv.max_model_len) if kv else None) or dep.max_model_len
+    full = full_requests(tokens, max_len, present(kv.max_concurrency) if kv else None)
     verdicts = {c: findings[c].status for c in CHECK_ORDER if c in findings}
+    refused = refusal(findings, dep, model, demand)
     return LayoutRow(
         tensor_parallel_size=dep.tp,
         pipeline_parallel_size=dep.pp,
         data_parallel_size=dep.dp,
         gpus=tuple(int(g) for g in (dep.gpus or ())),
-        weights_gib_per_gpu=d.get("weights_gib_per_rank"),
-        kv_bytes_per_token_per_rank=d.get("kv_bytes_per_token_per_rank"),
+        weights_gib_per_gpu=kv.weights_gib_per_rank if kv else None,
+        kv_bytes_per_token_per_rank=kv.kv_bytes_per_token_per_rank if kv else None,
         predicted_kv_tokens_per_replica=tuple(tokens) if tokens else None,
         full_length_requests=full,
         max_model_len=max_len,
         status=worst(verdicts.values()),
         verdicts=verdicts,
         why="",
-        refused=refusal(findings, dep, model, demand),
+        refused=refused[1] if refused else None,
+        refused_by=refused[0] if refused else None,
         findings=findings,
         deployment=dep,
         shared_experts=dep.engine == "vllm" and model.is_moe and dep.dp > 1,

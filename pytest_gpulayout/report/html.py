@@ -137,9 +137,8 @@ class DeploymentView:
 def memory_split(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[dict[int, GpuMemory], str]:
     """Per-GPU predicted memory of ``dep`` (from the memory model), or ``({}, why not)``."""
     from pytest_gpulayout.errors import GpuLayoutError
-    from pytest_gpulayout.memory.pool import MemoryUnknown
+    from pytest_gpulayout.memory.pool import MemoryUnknown, predict_replicas
     from pytest_gpulayout.placement import PlacementError, place
-    from pytest_gpulayout.rules.kv_pool import predict_replicas
 
     try:
         placement = place(dep, machine)

@@ -17,8 +17,11 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from typing import Any
+
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.findings import Finding, Status, skipped, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -31,11 +34,30 @@ LOPSIDED_RATIO = 2.0
 VLLM_FREE_RULE_SINCE = "0.10"
 
 
+@register_facts("balance")
+@dataclass(frozen=True)
+class BalanceFacts(Facts):
+    """Free memory over the world and each engine rule's margin: SGLang's 0.9-rule headroom (TP > 1),
+    vLLM's free-memory margin (from ``VLLM_FREE_RULE_SINCE``), and the DP replicas' pools (DP > 1)."""
+
+    min_free_gib: float | None
+    max_free_gib: float | None
+    headroom_gib: float | None
+    rule: str | Absent = ABSENT
+    vllm_min_margin_gib: float | Absent = ABSENT
+    gpu_memory_utilization: float | Absent = ABSENT
+    gpu_memory_utilization_source: str | Absent = ABSENT
+    predicted_kv_tokens_per_replica: tuple[int, ...] | Absent = ABSENT
+
+
+_UNKNOWN = BalanceFacts(min_free_gib=None, max_free_gib=None, headroom_gib=None)
+
+
 def _gib(mib: int | None) -> float:
     return (mib or 0) / 1024
 
 
-def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tuple[Status, str, dict]:
+def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tuple[Status, str, dict[str, Any]]:
     """Worst replica under ``min_free >= 0.9 x max_free`` over its TP x PP world."""
     margin = dep.require.balance_headroom_gib
     worst: tuple[float, int, list[int]] | None = None
@@ -82,7 +104,7 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tup
 
 
 def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction: float,
-               fraction_source: str) -> tuple[Status, str, dict]:
+               fraction_source: str) -> tuple[Status, str, dict[str, Any]]:
     """Per rank: free >= gpu_memory_utilization x total."""
     worst_i, worst_margin = -1, float("inf")
     for i in placement.gpus:
@@ -111,16 +133,16 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
     return Status.PASS, f"{facts}: {worst_margin:.2f} GiB to spare", data
 
 
-def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> tuple[Status, str, dict] | None:
-    from pytest_gpulayout.memory.pool import MemoryUnknown
-    from pytest_gpulayout.rules.kv_pool import predict_replicas
+def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec,
+              host: Host) -> tuple[Status, str, dict[str, Any]] | None:
+    from pytest_gpulayout.memory.pool import MemoryUnknown, predict_replicas
 
     try:
         preds = predict_replicas(dep, machine, model, host)
     except (MemoryUnknown, PlacementError):
         return None
     tokens = [p.kv_tokens for p in preds]
-    data = {"predicted_kv_tokens_per_replica": tokens}
+    data: dict[str, Any] = {"predicted_kv_tokens_per_replica": tuple(tokens)}
     lo, hi = min(tokens), max(tokens)
     if hi <= 0:
         return None  # no replica has a pool: kv_pool fails, there is no balance between replicas to judge
@@ -137,23 +159,20 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
     try:
         placement = place(dep, machine)
     except PlacementError as err:
-        return skipped(CHECK, f"{dep.name}: balance not checked: {err}",
-                       min_free_gib=None, max_free_gib=None, headroom_gib=None)
+        return skipped(CHECK, f"{dep.name}: balance not checked: {err}", _UNKNOWN)
     missing = [i for i in placement.gpus if machine.gpu(i).memory_free_mib is None
                or machine.gpu(i).memory_total_mib is None]
     if missing:
         # Never a pass: the engines' start-up memory rules are exactly what nobody could look at.
         return warned(CHECK, f"{dep.name}: memory balance NOT checked: free memory of "
                       f"{', '.join(f'GPU{i}' for i in missing)} is unknown (machine from {machine.source}). "
-                      f"Probe the host (machine: auto) or use a snapshot with memory to get a verdict.",
-                      min_free_gib=None, max_free_gib=None, headroom_gib=None)
+                      f"Probe the host (machine: auto) or use a snapshot with memory to get a verdict.", _UNKNOWN)
     frees = [_gib(machine.gpu(i).memory_free_mib) for i in placement.gpus]
-    data: dict[str, object] = {"min_free_gib": round(min(frees), 2), "max_free_gib": round(max(frees), 2),
-                               "headroom_gib": None}
+    data = BalanceFacts(min_free_gib=round(min(frees), 2), max_free_gib=round(max(frees), 2), headroom_gib=None)
     parts: list[tuple[Status, str]] = []
     if dep.tp > 1:
         st, msg, d = _sglang_rule(dep, machine, placement)
-        data.update(d)
+        data = replace(data, **d)
         if dep.engine == "sglang":
             parts.append((st, msg))
     if dep.engine == "vllm":
@@ -172,7 +191,7 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
         if version >= Version(VLLM_FREE_RULE_SINCE):
             st, msg, d = _vllm_rule(dep, machine, placement, fraction, source)
             parts.append((st, msg))
-            data.update(d)
+            data = replace(data, **d)
         else:
             parts.append((Status.PASS, f"vLLM {version} ({vsource}) has no free-memory start-up check (it came in "
                           f"{VLLM_FREE_RULE_SINCE}): other tenants' memory comes out of the KV pool instead"))
@@ -180,10 +199,10 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
         lop = _lopsided(dep, machine, model, host)
         if lop:
             parts.append(lop[:2])
-            data.update(lop[2])
+            data = replace(data, **lop[2])
     if not parts:
         return skipped(CHECK, f"{dep.name}: SGLang's TP balance rule applies only with TP > 1, and a single "
-                       f"replica has no peers to compare: nothing to check.", **data)
+                       f"replica has no peers to compare: nothing to check.", data)
     order = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
     status = max((s for s, _ in parts), key=order.__getitem__)
     parts.sort(key=lambda p: -order[p[0]])

@@ -15,14 +15,33 @@ PP has no divisibility rule: the engines split layers unevenly, and the finding 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.findings import Finding, failed, passed, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 
 CHECK = "heads"
 VOCAB_PADDING = 64
+
+
+@register_facts("heads")
+@dataclass(frozen=True)
+class HeadsFacts(Facts):
+    """The head arithmetic of the layout; the PP split with PP > 1, the experts for MoE models."""
+
+    num_attention_heads: int
+    num_key_value_heads: int
+    kv_heads_per_rank: int
+    attention_heads_per_rank: int | None          # None: TP does not divide the attention heads
+    kv_head_replicas: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    pp_layer_split: tuple[int, ...] | Absent = ABSENT
+    num_experts: int | Absent = ABSENT
+    expert_parallel_size: int | Absent = ABSENT
 
 
 def valid_tp_sizes(model: ModelSpec, limit: int = 64) -> list[int]:
@@ -100,20 +119,20 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
     tp, pp = dep.tp, dep.pp
     h, kv = model.num_attention_heads, model.num_key_value_heads
     per_rank = kv_heads_per_rank(model, tp)
-    data: dict[str, object] = {
-        "num_attention_heads": h,
-        "num_key_value_heads": kv,
-        "kv_heads_per_rank": per_rank,
-        "attention_heads_per_rank": h // tp if h % tp == 0 else None,
-        "kv_head_replicas": (tp // kv) if (not model.is_mla and kv < tp and tp % kv == 0) else 1,
-        "tensor_parallel_size": tp,
-        "pipeline_parallel_size": pp,
-    }
+    data = HeadsFacts(
+        num_attention_heads=h,
+        num_key_value_heads=kv,
+        kv_heads_per_rank=per_rank,
+        attention_heads_per_rank=h // tp if h % tp == 0 else None,
+        kv_head_replicas=(tp // kv) if (not model.is_mla and kv < tp and tp % kv == 0) else 1,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+    )
     problems = tp_problems(model, tp)
     if dep.enable_expert_parallel and not model.is_moe and dep.engine == "vllm":
         return failed(CHECK, f"{dep.name}: enable_expert_parallel is set but {model.name} has no experts "
                       f"(vLLM: \"Number of experts in the model must be greater than 0 when expert parallelism "
-                      f"is enabled\"). Remove enable_expert_parallel.", **data)
+                      f"is enabled\"). Remove enable_expert_parallel.", data)
     ep, expert_shards = expert_layout(dep)
     width = model.moe_intermediate_size
     if not problems and model.is_moe and width and expert_shards > tp and width % expert_shards:
@@ -123,7 +142,7 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
             f"{dep.name}: vLLM shards every expert of {model.name} over TP x DP = {expert_shards} ranks when "
             f"expert parallel is off, and the expert MLP width {width} does not divide by {expert_shards}. "
             f"Set enable_expert_parallel: true, or a data_parallel_size that divides it with TP={tp}: "
-            f"{', '.join(map(str, ok_dp))}.", **data)
+            f"{', '.join(map(str, ok_dp))}.", data)
     if problems:
         limit = max(8, len(machine.gpus) if machine else 8)
         ok = valid_tp_sizes(model, limit)
@@ -133,7 +152,7 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
             + f". TP sizes that divide: {', '.join(map(str, ok))}"
             + (f"; or keep TP={max(t for t in ok if t < tp)} and add pipeline_parallel_size for the rest."
                if any(t < tp for t in ok) else "."),
-            **data,
+            data,
         )
     notes: list[str] = []
     status_warn = False
@@ -150,13 +169,13 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
         notes.append(f"each rank stores {per_rank} of {kv} KV head{'s' if kv != 1 else ''}")
     if pp > 1:
         split = pp_split(model, dep)
-        data["pp_layer_split"] = list(split)
+        data = replace(data, pp_layer_split=tuple(split))
         if min(split) == 0:
             return failed(
                 CHECK,
                 f"{dep.name}: PP={pp} is more stages than {model.name}'s {model.num_hidden_layers} layers "
                 f"(split {list(split)}): use at most pipeline_parallel_size: {model.num_hidden_layers}.",
-                **data,
+                data,
             )
         env = "VLLM_PP_LAYER_PARTITION" if dep.engine == "vllm" else "SGLANG_PP_LAYER_PARTITION"
         if len(set(split)) > 1:
@@ -165,13 +184,12 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
         else:
             notes.append(f"{model.num_hidden_layers} layers split evenly over PP={pp} as {list(split)}")
     if model.is_moe and model.num_experts:
-        data["num_experts"] = model.num_experts
-        data["expert_parallel_size"] = ep
+        data = replace(data, num_experts=model.num_experts, expert_parallel_size=ep)
         if dep.enable_expert_parallel:
             what = "TP x DP" if dep.engine == "vllm" else "TP"
             if ep > model.num_experts:
                 return failed(CHECK, f"{dep.name}: expert parallel size {ep} ({what}) exceeds the "
-                              f"{model.num_experts} experts of {model.name}: some ranks would hold none.", **data)
+                              f"{model.num_experts} experts of {model.name}: some ranks would hold none.", data)
             if model.num_experts % ep:
                 status_warn = True
                 base = model.num_experts // ep
@@ -186,4 +204,4 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
         else:
             notes.append(f"{model.num_experts} experts, each sharded over TP={tp}")
     msg = f"{dep.name}: {h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."
-    return (warned if status_warn else passed)(CHECK, msg, **data)
+    return (warned if status_warn else passed)(CHECK, msg, data)

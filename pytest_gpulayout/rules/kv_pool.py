@@ -10,31 +10,69 @@ replica: each DP engine has its own pool and round robin gives it its share of t
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass, field, replace
+
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.findings import Finding, Status, failed, passed, skipped, warned
+from pytest_gpulayout.findings import (
+    ABSENT,
+    CODE_ONLY,
+    Absent,
+    Facts,
+    Finding,
+    Status,
+    failed,
+    passed,
+    register_facts,
+    skipped,
+    warned,
+)
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
+from pytest_gpulayout.memory.pool import MemoryUnknown, PoolPrediction, predict_replicas
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.placement import PlacementError, place
+from pytest_gpulayout.placement import PlacementError
 
 CHECK = "kv_pool"
 TIGHT_MARGIN = 0.10
 
 
-def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> list:
-    """One ``PoolPrediction`` per DP replica (raises ``MemoryUnknown`` / ``PlacementError``)."""
-    from pytest_gpulayout.memory.pool import predict_pool
+class FractionOrigin(enum.Enum):
+    """Where the memory fraction of a prediction came from."""
 
-    placement = place(dep, machine)
-    return [
-        predict_pool(
-            model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
-            gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
-            memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
-            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
-        )
-        for d in range(dep.dp)
-    ]
+    GIVEN = "memory_fraction"          # the deployment's memory_fraction
+    ENGINE_DEFAULT = "engine default"  # the engine's default for its release
+
+
+@register_facts("kv_pool")
+@dataclass(frozen=True)
+class KvPoolFacts(Facts):
+    """The pool prediction. Without a prediction (layout not placed, memory unknown) only the
+    per-token and weight figures are known; ``model_max_len`` is there when ``max_model_len`` exceeds
+    the model's own maximum."""
+
+    kv_bytes_per_token_per_rank: int
+    weights_gib_per_rank: float
+    predicted_kv_tokens: int | None = None
+    predicted_kv_tokens_per_replica: tuple[int, ...] | None = None
+    max_model_len: int | None | Absent = ABSENT
+    max_concurrency: float | None | Absent = ABSENT
+    memory_fraction: float | Absent = ABSENT
+    memory_fraction_source: str | Absent = ABSENT
+    activation_reserve_gib: float | Absent = ABSENT
+    kv_budget_gib_per_rank: float | Absent = ABSENT
+    model_max_len: int | Absent = ABSENT
+    #: where ``memory_fraction`` came from (None: no prediction)
+    fraction_origin: FractionOrigin | None = field(default=None, metadata=CODE_ONLY)
+    #: the engine refuses ``max_model_len`` at config time, before it allocates anything
+    refused_at_config: bool = field(default=False, metadata=CODE_ONLY)
+    #: one prediction per DP replica, for the report (empty: none made)
+    predictions: tuple[PoolPrediction, ...] = field(default=(), metadata=CODE_ONLY)
+
+    @property
+    def smallest(self) -> PoolPrediction | None:
+        """The replica whose pool is the deployment's (the smallest), if predicted."""
+        return min(self.predictions, key=lambda p: p.kv_tokens) if self.predictions else None
 
 
 def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_model_len: int | None
@@ -64,26 +102,27 @@ def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_mode
 LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
 
 
-def _too_long(dep: Deployment, model: ModelSpec, host: Host) -> Finding | None:
+def _too_long(dep: Deployment, model: ModelSpec, host: Host) -> tuple[Status, str, int, int] | None:
     """max_model_len above the model's derived maximum: both engines refuse at config time unless
-    their override variable is set (then it starts, with positions the model never trained on)."""
+    their override variable is set (then it starts, with positions the model never trained on).
+    ``(status, message, max_model_len, the model's maximum)`` or None when it is within."""
     limit = model.max_position_embeddings
     if not (dep.max_model_len and limit and dep.max_model_len > limit):
         return None
     env = LONG_CONTEXT_ENV[dep.engine]
-    data = {"max_model_len": dep.max_model_len, "model_max_len": limit}
     # the engine inherits this process's environment, then launch.env on top (startup.engine_env)
     value = dep.launch.env.get(env, host.getenv(env) or "")
     where = "launch.env" if env in dep.launch.env else "the environment"
     if str(value).lower() in ("1", "true"):
-        return warned(CHECK, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
-                      f"{limit:,} positions; {env}=1 in {where} lets the engine start, but quality past "
-                      f"{limit:,} tokens is not what the model was trained for.", **data)
+        return (Status.WARN, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
+                f"{limit:,} positions; {env}=1 in {where} lets the engine start, but quality past "
+                f"{limit:,} tokens is not what the model was trained for.", dep.max_model_len, limit)
     text = ("\"User-specified max_model_len ... is greater than the derived max_model_len\"" if dep.engine == "vllm"
             else "\"User-specified context_length ... is greater than the derived context_length\"")
-    return failed(CHECK, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
-                  f"positions, so {'vLLM' if dep.engine == 'vllm' else 'SGLang'} refuses to start ({text}). "
-                  f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.", **data)
+    return (Status.FAIL, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
+            f"positions, so {'vLLM' if dep.engine == 'vllm' else 'SGLang'} refuses to start ({text}). "
+            f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.",
+            dep.max_model_len, limit)
 
 
 def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
@@ -91,48 +130,51 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
     too_long = _too_long(dep, model, host)
     if too_long is None or finding.status is Status.FAIL:
         return finding
-    if too_long.status is Status.FAIL:
-        return Finding(CHECK, Status.FAIL, too_long.message, {**finding.data, **too_long.data})
+    verdict, message, max_len, limit = too_long
+    assert isinstance(finding.facts, KvPoolFacts)
+    facts = replace(finding.facts, max_model_len=max_len, model_max_len=limit,
+                    refused_at_config=verdict is Status.FAIL)
+    if verdict is Status.FAIL:
+        return Finding(CHECK, Status.FAIL, message, facts)
     status = Status.WARN if finding.status in (Status.PASS, Status.WARN) else finding.status
-    return Finding(CHECK, status, f"{too_long.message} {finding.message}", {**finding.data, **too_long.data})
+    return Finding(CHECK, status, f"{message} {finding.message}", facts)
 
 
 def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> Finding:
-    from pytest_gpulayout.memory.pool import MemoryUnknown, kv_bytes_per_token_per_rank, weight_bytes_per_rank
+    from pytest_gpulayout.memory.pool import kv_bytes_per_token_per_rank, weight_bytes_per_rank
 
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
                                             kv_cache_dtype=dep.kv_cache_dtype)
     weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
                                     enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp)
-    data: dict[str, object] = {
-        "kv_bytes_per_token_per_rank": per_token,
-        "weights_gib_per_rank": round(weights / GIB, 2),
-        "predicted_kv_tokens": None,
-        "predicted_kv_tokens_per_replica": None,
-    }
+    data = KvPoolFacts(kv_bytes_per_token_per_rank=per_token, weights_gib_per_rank=round(weights / GIB, 2))
     try:
         preds = predict_replicas(dep, machine, model, host)
     except PlacementError as err:
-        return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", **data)
+        return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", data)
     except MemoryUnknown as err:
         # Never a pass: the pool is what the deployment serves from, and nobody looked at the memory.
         return warned(CHECK, f"{dep.name}: KV pool NOT checked: {err}. Known without memory: {per_token:,} "
                       f"bytes of KV per token per rank, {weights / GIB:.2f} GiB of weights per rank. Probe the "
-                      f"host (machine: auto) or use a snapshot with memory to get a verdict.", **data)
+                      f"host (machine: auto) or use a snapshot with memory to get a verdict.", data)
     tokens = [p.kv_tokens for p in preds]
     smallest = min(range(len(preds)), key=lambda i: tokens[i])
     p = preds[smallest]
     max_len = p.max_model_len
-    data.update({
-        "predicted_kv_tokens": tokens[smallest],
-        "predicted_kv_tokens_per_replica": tokens,
-        "max_model_len": max_len,
-        "max_concurrency": round(p.max_concurrency, 2) if p.max_concurrency is not None else None,
-        "memory_fraction": p.memory_fraction,
-        "memory_fraction_source": p.fraction_source,
-        "activation_reserve_gib": round(p.activation_reserve_gib, 2),
-        "kv_budget_gib_per_rank": round(p.kv_budget_bytes_per_rank / GIB, 2),
-    })
+    data = replace(
+        data,
+        predicted_kv_tokens=tokens[smallest],
+        predicted_kv_tokens_per_replica=tuple(tokens),
+        max_model_len=max_len,
+        max_concurrency=round(p.max_concurrency, 2) if p.max_concurrency is not None else None,
+        memory_fraction=p.memory_fraction,
+        memory_fraction_source=p.fraction_source,
+        activation_reserve_gib=round(p.activation_reserve_gib, 2),
+        kv_budget_gib_per_rank=round(p.kv_budget_bytes_per_rank / GIB, 2),
+        fraction_origin=(FractionOrigin.GIVEN if p.fraction_source == "memory_fraction"
+                         else FractionOrigin.ENGINE_DEFAULT),
+        predictions=tuple(preds),
+    )
     rep = f" (smallest of {len(preds)} replicas)" if len(preds) > 1 else ""
     fraction = ("memory_fraction " + f"{p.memory_fraction:g}" if p.fraction_source == "memory_fraction"
                 else p.fraction_source)
@@ -141,27 +183,27 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
     head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
         return failed(CHECK, f"{head}: the weights leave no room for a KV cache on GPU{p.limiting_gpu}. "
-                      f"Raise memory_fraction, add tensor/pipeline parallel ranks, or quantize.{notes}", **data)
+                      f"Raise memory_fraction, add tensor/pipeline parallel ranks, or quantize.{notes}", data)
     if p.fits_one_request is False:
         fix = ("Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
                "more GPUs")
         if dep.engine == "vllm":
             return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so vLLM refuses to start "
-                          f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", **data)
+                          f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", data)
         return warned(CHECK, f"{head}: fewer than one full {max_len:,}-token request; SGLang starts but warns "
-                      f"\"KV pool holds ... fewer than --context-length\". {fix}.{notes}", **data)
+                      f"\"KV pool holds ... fewer than --context-length\". {fix}.{notes}", data)
     conc = f"; {p.max_concurrency:.2f} full {max_len:,}-token requests" if p.max_concurrency and max_len else ""
     unmet, tight = shortfalls(dep, tokens[smallest], p.max_concurrency, max_len)
     if unmet:
         return failed(CHECK, f"{head}{conc}; misses " + "; ".join(unmet) + ". Raise memory_fraction, shorten "
-                      f"max_model_len, use kv_cache_dtype: fp8, or add GPUs.{notes}", **data)
+                      f"max_model_len, use kv_cache_dtype: fp8, or add GPUs.{notes}", data)
     if tight:
         return warned(CHECK, f"{head}{conc}: meets " + " and ".join(tight) + f" with under {TIGHT_MARGIN:.0%} to "
                       f"spare; the prediction is an estimate: confirm with the startup check "
-                      f"(--gpulayout-launch).{notes}", **data)
+                      f"(--gpulayout-launch).{notes}", data)
     if not (dep.require.kv_tokens or dep.require.concurrency):
         return passed(CHECK, f"{head}{conc}; no requirement set (require.kv_tokens / require.concurrency).{notes}",
-                      **data)
+                      data)
     met = [t for t in (dep.require.kv_tokens and f"require.kv_tokens {dep.require.kv_tokens:,}",
                        dep.require.concurrency and f"require.concurrency {dep.require.concurrency}") if t]
-    return passed(CHECK, f"{head}{conc}: meets {' and '.join(met)}.{notes}", **data)
+    return passed(CHECK, f"{head}{conc}: meets {' and '.join(met)}.{notes}", data)

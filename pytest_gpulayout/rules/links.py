@@ -9,8 +9,10 @@ any NVLink count) or faster than the slowest kind listed. PP stage boundaries ma
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.findings import Finding, failed, passed, skipped, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
 from pytest_gpulayout.model.spec import ModelSpec
@@ -37,6 +39,17 @@ def _policy_status(kind: str, allowed: tuple[str, ...] | None) -> str:
     return "fail"
 
 
+@register_facts("links")
+@dataclass(frozen=True)
+class LinksFacts(Facts):
+    """The slowest link inside a TP group (or across PP stages when TP=1); the groups and the links at
+    the stage boundaries are absent when the layout could not be placed."""
+
+    worst_link: str | None
+    tp_groups: tuple[tuple[int, ...], ...] | Absent = ABSENT
+    pp_boundary_links: tuple[str, ...] | Absent = ABSENT
+
+
 def _pp_suggestion(dep: Deployment, machine: Machine, group: tuple[int, ...]) -> str:
     """Name the layout that keeps TP on fast links: TP inside NVLink islands, PP across them."""
     tp = len(group)
@@ -54,23 +67,23 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = Non
     try:
         placement = place(dep, machine)
     except PlacementError as err:
-        return skipped(CHECK, f"{dep.name}: links not checked: {err}", worst_link=None)
+        return skipped(CHECK, f"{dep.name}: links not checked: {err}", LinksFacts(worst_link=None))
     allowed = dep.require.tp_links
     boundaries = sorted({machine.effective_link(a, b) or "unknown" for a, b in placement.stage_boundaries()})
-    data: dict[str, object] = {"worst_link": None, "tp_groups": [list(g) for g in placement.tp_groups],
-                               "pp_boundary_links": boundaries}
+    data = LinksFacts(worst_link=None, tp_groups=tuple(tuple(g) for g in placement.tp_groups),
+                      pp_boundary_links=tuple(boundaries))
     if dep.tp == 1:
         if dep.pp > 1:
             known = [k for k in boundaries if k != "unknown"]
-            data["worst_link"] = slowest(known)
+            data = replace(data, worst_link=slowest(known))
             return passed(
                 CHECK,
                 f"{dep.name}: no TP group spans two GPUs; PP stage boundaries cross "
                 f"{', '.join(boundaries)} (fine: pipeline parallel sends activations only between stages).",
-                **data,
+                data,
             )
         return skipped(CHECK, f"{dep.name}: each replica uses one GPU (TP=1, PP=1): no link carries "
-                       f"model traffic.", **data)
+                       f"model traffic.", data)
 
     unknown: list[str] = []
     worst_kind: str | None = None
@@ -84,11 +97,11 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = Non
                 continue
             if worst_kind is None or link_rank(kind) > link_rank(worst_kind):
                 worst_kind, worst_group, worst_pair = kind, group, (a, b)
-    data["worst_link"] = worst_kind
+    data = replace(data, worst_link=worst_kind)
     if worst_kind is None:
         return warned(CHECK, f"{dep.name}: the machine source ({machine.source}) does not say how "
                       f"{', '.join(unknown)} are linked; cannot judge the TP groups. Probe the host or use "
-                      f"a snapshot with links.", **data)
+                      f"a snapshot with links.", data)
     verdict = _policy_status(worst_kind, allowed)
     group_txt = format_group(worst_group)
     pair_txt = f"GPU{worst_pair[0]}-GPU{worst_pair[1]}"
@@ -102,7 +115,7 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = Non
             CHECK,
             f"{dep.name}: {n_groups} TP group{'s' if n_groups > 1 else ''} of {dep.tp}; slowest link "
             f"inside is {worst_kind} ({desc}){policy}.{unknown_txt}",
-            **data,
+            data,
         )
     suggestion = _pp_suggestion(dep, machine, worst_group)
     accept = f"require.tp_links: [{worst_kind}]" if link_family(worst_kind) != "NV" else "require.tp_links"
@@ -112,11 +125,11 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = Non
             f"{dep.name}: {where} is joined by {worst_kind} ({desc}), which require.tp_links {list(allowed)} "
             f"does not accept. Use {suggestion}, or put the TP group on GPUs linked by {', '.join(allowed)}."
             + unknown_txt,
-            **data,
+            data,
         )
     text = (f"{dep.name}: {where} is joined by {worst_kind} ({desc}): tensor parallel sends an all-reduce "
             f"after every layer over it. Use {suggestion} instead (PP sends data only at stage boundaries)")
     if verdict == "fail":
         return failed(CHECK, text + f", keep the TP group on one socket, or set {accept} to accept it."
-                      + unknown_txt, **data)
-    return warned(CHECK, text + f", or {accept} to accept it." + unknown_txt, **data)
+                      + unknown_txt, data)
+    return warned(CHECK, text + f", or {accept} to accept it." + unknown_txt, data)

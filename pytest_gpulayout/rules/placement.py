@@ -8,14 +8,30 @@ card set the size for every rank.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.findings import Finding, failed, passed, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, format_group, place
 
 CHECK = "placement"
+
+
+@register_facts("placement")
+@dataclass(frozen=True)
+class PlacementFacts(Facts):
+    """Where the ranks land. ``gpus`` and ``replicas`` are absent when the layout could not be placed;
+    ``mig_gpus`` and ``foreign_processes`` only when there are any."""
+
+    gpus_needed: int
+    gpus_visible: int
+    gpus: tuple[int, ...] | Absent = ABSENT
+    replicas: tuple[tuple[tuple[int, ...], ...], ...] | Absent = ABSENT
+    mig_gpus: tuple[int, ...] | Absent = ABSENT
+    foreign_processes: tuple[str, ...] | Absent = ABSENT
 
 
 def _tenants(machine: Machine, gpus: tuple[int, ...]) -> list[str]:
@@ -35,20 +51,20 @@ def _tenants(machine: Machine, gpus: tuple[int, ...]) -> list[str]:
 
 def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None = None,
                     host: Host = BARE_HOST) -> Finding:
-    data: dict[str, object] = {"gpus_needed": dep.gpu_count, "gpus_visible": len(machine.gpus)}
+    data = PlacementFacts(gpus_needed=dep.gpu_count, gpus_visible=len(machine.gpus))
     try:
         placement = place(dep, machine)
     except PlacementError as err:
         return failed(CHECK, f"{dep.name}: {err}. Change gpus, or reduce tensor/pipeline/data_parallel_size.",
-                      **data)
-    data["gpus"] = list(placement.gpus)
-    data["replicas"] = [[list(stage) for stage in rep] for rep in placement.replicas]
+                      data)
+    data = replace(data, gpus=tuple(placement.gpus),
+                   replicas=tuple(tuple(tuple(stage) for stage in rep) for rep in placement.replicas))
     problems: list[str] = []
     warnings: list[str] = []
 
     migs = [i for i in placement.gpus if machine.gpu(i).mig]
     if migs:
-        data["mig_gpus"] = migs
+        data = replace(data, mig_gpus=tuple(migs))
         where = ", ".join(f"GPU{i}" for i in migs)
         if dep.world_size > 1:
             problems.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: MIG instances "
@@ -60,7 +76,7 @@ def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None =
 
     tenants = _tenants(machine, placement.gpus)
     if tenants:
-        data["foreign_processes"] = tenants
+        data = replace(data, foreign_processes=tuple(tenants))
         warnings.append("other tenants on the GPUs this layout uses (" + "; ".join(tenants) + "): the split "
                         "wants whole GPUs; their memory shrinks the pool of every rank in the group")
 
@@ -78,8 +94,8 @@ def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None =
         warnings.append(f"other tenants and MIG mode of {gpus_txt} are unknown (machine from {machine.source}: "
                         f"topo text lists links only); probe the host (machine: auto) to check them")
     if problems:
-        return failed(CHECK, f"{dep.name}: " + "; ".join(problems + warnings) + ".", **data)
+        return failed(CHECK, f"{dep.name}: " + "; ".join(problems + warnings) + ".", data)
     if warnings:
-        return warned(CHECK, f"{dep.name}: " + "; ".join(warnings) + ".", **data)
+        return warned(CHECK, f"{dep.name}: " + "; ".join(warnings) + ".", data)
     return passed(CHECK, f"{dep.name}: {dep.layout} on {gpus_txt} ({len(placement.gpus)} of "
-                  f"{len(machine.gpus)} visible), whole GPUs, no other tenants.", **data)
+                  f"{len(machine.gpus)} visible), whole GPUs, no other tenants.", data)
