@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpulayout.evaluate import ALL_CHECKS
-from pytest_gpulayout.findings import Finding, Status, worst
+from pytest_gpulayout.findings import Finding, Status, facts_of, present, worst
 from pytest_gpulayout.machine.facts import GIB, Machine, describe_link, link_family
+from pytest_gpulayout.rules.kv_pool import KvPoolFacts
+from pytest_gpulayout.rules.placement import PlacementFacts
 
 if TYPE_CHECKING:  # annotations only: keep this module light to import
     from pytest_gpulayout.deployment import Deployment
@@ -134,22 +136,33 @@ class DeploymentView:
 # -- building views -----------------------------------------------------------------------------
 
 
-def memory_split(dep: Deployment, machine: Machine, model: ModelSpec) -> tuple[dict[int, GpuMemory], str]:
-    """Per-GPU predicted memory of ``dep`` (from the memory model), or ``({}, why not)``."""
+def memory_split(dep: Deployment, machine: Machine, model: ModelSpec,
+                 findings: Mapping[str, Finding] | None = None) -> tuple[dict[int, GpuMemory], str]:
+    """Per-GPU predicted memory of ``dep``, or ``({}, why not)``.
+
+    The predictions and the placement come from the ``kv_pool`` and ``placement`` findings when they
+    carry them; findings rebuilt from JSON (an xdist worker's report) do not, and only then is the
+    memory model asked again.
+    """
     from pytest_gpulayout.errors import GpuLayoutError
     from pytest_gpulayout.memory.pool import MemoryUnknown, predict_replicas
     from pytest_gpulayout.placement import PlacementError, place
 
-    try:
-        placement = place(dep, machine)
-        preds = predict_replicas(dep, machine, model)
-    except (PlacementError, MemoryUnknown, GpuLayoutError) as err:
-        return {}, str(err)
+    kv_facts = facts_of((findings or {}).get("kv_pool"), KvPoolFacts)
+    where = facts_of((findings or {}).get("placement"), PlacementFacts)
+    replicas = present(where.replicas) if where else None
+    preds = list(kv_facts.predictions) if kv_facts else []
+    if not (preds and replicas):
+        try:
+            replicas = place(dep, machine).replicas
+            preds = predict_replicas(dep, machine, model)
+        except (PlacementError, MemoryUnknown, GpuLayoutError) as err:
+            return {}, str(err)
     out: dict[int, GpuMemory] = {}
     for d, p in enumerate(preds):
         kv = max(0.0, p.kv_budget_bytes_per_rank / GIB)
         weights = p.weights_bytes_per_rank / GIB
-        for g in placement.replica_gpus(d):
+        for g in (g for stage in replicas[d] for g in stage):
             gpu = machine.gpu(g)
             total = (gpu.memory_total_mib or 0) / 1024
             free = (gpu.memory_free_mib or 0) / 1024
@@ -173,11 +186,14 @@ def deployment_view(
     """A view of one checked deployment: its placement and predicted per-GPU memory."""
     from pytest_gpulayout.placement import PlacementError, place
 
-    try:
-        replicas = place(dep, machine).replicas
-    except PlacementError:
-        replicas = ()
-    memory, note = memory_split(dep, machine, model)
+    where = facts_of(findings.get("placement"), PlacementFacts)
+    replicas = present(where.replicas) if where else None
+    if replicas is None:
+        try:
+            replicas = place(dep, machine).replicas
+        except PlacementError:
+            replicas = ()
+    memory, note = memory_split(dep, machine, model, findings)
     return DeploymentView(
         name=name or dep.name,
         engine=dep.engine,

@@ -7,7 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_gpulayout.findings import Finding, Status
+from pytest_gpulayout.findings import Finding, Status, present
+from pytest_gpulayout.launch.facts import StartupFacts
+from pytest_gpulayout.rules.balance import BalanceFacts
+from pytest_gpulayout.rules.heads import HeadsFacts
+from pytest_gpulayout.rules.kv_pool import KvPoolFacts
+from pytest_gpulayout.rules.links import LinksFacts
+from pytest_gpulayout.rules.placement import PlacementFacts
 
 _MARK = {Status.PASS: "pass", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
 
@@ -25,31 +31,33 @@ def _tokens(n: Any) -> str:
 
 def key_number(f: Finding) -> str:
     """The one number a reader scans for in each check's cell."""
-    d = f.data
-    if f.check == "placement":
-        gpus = d.get("gpus")
-        return "GPU " + ",".join(map(str, gpus)) if gpus else f"{d.get('gpus_needed')} needed"
-    if f.check == "heads":
+    facts = f.facts
+    if isinstance(facts, PlacementFacts):
+        gpus = present(facts.gpus)
+        return "GPU " + ",".join(map(str, gpus)) if gpus else f"{facts.gpus_needed} needed"
+    if isinstance(facts, HeadsFacts):
         if f.status is Status.FAIL:  # the number that decided: heads that TP does not divide (else see message)
-            if d.get("attention_heads_per_rank") is None:
-                return f"{d.get('num_attention_heads')} heads, TP={d.get('tensor_parallel_size')}"
+            if facts.attention_heads_per_rank is None:
+                return f"{facts.num_attention_heads} heads, TP={facts.tensor_parallel_size}"
             return ""
-        return f"kv/rank {d.get('kv_heads_per_rank')}"
-    if f.check == "balance":
+        return f"kv/rank {facts.kv_heads_per_rank}"
+    if isinstance(facts, BalanceFacts):
         # vLLM deployments carry their own rule's margin; SGLang's is the 0.9-rule headroom
-        if d.get("vllm_min_margin_gib") is not None:
-            return f"{d['vllm_min_margin_gib']:+.2f} GiB"
-        if d.get("headroom_gib") is not None:
-            return f"{d['headroom_gib']:+.2f} GiB"
+        margin = present(facts.vllm_min_margin_gib)
+        if margin is not None:
+            return f"{margin:+.2f} GiB"
+        if facts.headroom_gib is not None:
+            return f"{facts.headroom_gib:+.2f} GiB"
         return ""
-    if f.check == "links":
-        return str(d.get("worst_link") or "")
-    if f.check == "kv_pool":
-        return _tokens(d.get("predicted_kv_tokens"))
-    if f.check == "startup":
-        if d.get("error_kind"):
-            return str(d["error_kind"])
-        return _tokens(d.get("kv_tokens"))
+    if isinstance(facts, LinksFacts):
+        return str(facts.worst_link or "")
+    if isinstance(facts, KvPoolFacts):
+        return _tokens(facts.predicted_kv_tokens)
+    if isinstance(facts, StartupFacts):
+        kind = present(facts.error_kind)
+        if kind:
+            return str(kind)
+        return _tokens(present(facts.kv_tokens))
     return ""
 
 
