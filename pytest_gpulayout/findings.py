@@ -63,7 +63,7 @@ T = TypeVar("T")
 
 def present(value: T | Absent) -> T | None:
     """``value``, or None where the fact is absent: for readers that treat both alike."""
-    return None if value is ABSENT else value  # type: ignore[return-value]
+    return None if isinstance(value, Absent) else value
 
 
 #: Field metadata for facts that are not part of the JSON ``data`` (typed views for the code).

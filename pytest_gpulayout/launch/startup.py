@@ -355,7 +355,8 @@ def launch_deployment(
                               f"{finding.message} GPU memory did not come back after the engine stopped: "
                               f"{'; '.join(short)}. Look for engine processes outside its tree "
                               f"(nvidia-smi) before the next launch.",
-                              dataclasses.replace(finding.facts, memory_not_released=tuple(short)))
+                              dataclasses.replace(finding.facts, memory_not_released=tuple(short))
+                              if isinstance(finding.facts, StartupFacts) else finding.facts)
     log = result.log
     return StartupReport(log.kv_tokens, log.kv_tokens_all, log.max_concurrency, result.seconds_to_kv,
                          log.error_kind, result.log_path, finding, result)

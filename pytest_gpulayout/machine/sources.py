@@ -38,7 +38,8 @@ def load_machine(spec: str, base_dir: Path | None = None) -> Machine:
     path = Path(spec).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
-    from pytest_gpulayout.machine.snapshot import SNAPSHOT_SUFFIXES, machine_from_dict, parse_snapshot_text, read_text
+    from pytest_gpulayout.inputs.files import read_text
+    from pytest_gpulayout.machine.snapshot import SNAPSHOT_SUFFIXES, machine_from_dict, parse_snapshot_text
     from pytest_gpulayout.machine.topo_text import has_topo_matrix, parse_topo
 
     if not path.exists():

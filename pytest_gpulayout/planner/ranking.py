@@ -44,7 +44,7 @@ def replica_room(row: LayoutRow, assumed: int | None) -> int:
     return min(min(row.full_length_requests), assumed)
 
 
-def rank_key(row: LayoutRow, machine: Machine, assumed: int | None = None) -> tuple:
+def rank_key(row: LayoutRow, machine: Machine, assumed: int | None = None) -> tuple[object, ...]:
     """Sort key, best first; the rules in ``planner``'s module docstring, in order."""
     pcie_tp = links_severity(row)
     return (

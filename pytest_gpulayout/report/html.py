@@ -216,7 +216,7 @@ def views_from_report(report: Any) -> list[DeploymentView]:
 
 def plan_views(plan: Plan, top: int = 3) -> list[DeploymentView]:
     """Views of the ``top`` best candidate layouts of a plan (refused ones when there is no candidate)."""
-    rows: list = []
+    rows: list[Any] = []
     for r in plan.candidates:  # one of each TP x PP shape: copies, TP, PP side by side
         if len(rows) < top and all((r.tp, r.pp) != (s.tp, s.pp) for s in rows):
             rows.append(r)
@@ -411,7 +411,7 @@ def _memory_bar(gpu: int, name: str, mem: GpuMemory, scale: float, width: int = 
     )
 
 
-def _look(mem: GpuMemory | None) -> tuple:
+def _look(mem: GpuMemory | None) -> tuple[object, ...]:
     """What a bar shows, to the precision it shows it (replicas that look alike are drawn once)."""
     if mem is None:
         return ()
@@ -429,7 +429,7 @@ def _memory_section(machine: Machine, views: Sequence[DeploymentView]) -> str:
         )
         if not v.memory:
             parts.append(f'<p class="note">no memory prediction: {_e(v.note or "memory unknown")}</p>')
-        drawn: dict[tuple, int] = {}
+        drawn: dict[tuple[object, ...], int] = {}
         same: dict[int, list[int]] = {}
         for rep_i, rep in enumerate(v.replicas):
             look = tuple(_look(v.memory.get(g)) for stage in rep for g in stage)

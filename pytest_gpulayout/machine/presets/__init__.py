@@ -7,6 +7,7 @@ its memory figures come from.
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,10 @@ from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.machine.facts import Machine
 
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs it
-    from importlib.resources.abc import Traversable
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 _PACKAGE = __name__
 

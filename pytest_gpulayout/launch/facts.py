@@ -1,0 +1,35 @@
+"""What the ``startup`` check found when it launched the engine (or why it did not)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, register_facts
+
+
+@register_facts("startup")
+@dataclass(frozen=True)
+class StartupFacts(Facts):
+    """The real pool from the engine's log and how the launch went. A check that did not launch
+    carries only the first four figures, all None; a launch that could not start has no log."""
+
+    kv_tokens: int | None | Absent = ABSENT
+    kv_tokens_all: tuple[int, ...] | Absent = ABSENT
+    max_concurrency: float | None | Absent = ABSENT
+    max_model_len: int | None | Absent = ABSENT
+    seconds_to_kv: float | None | Absent = ABSENT
+    seconds_total: float | None | Absent = ABSENT
+    error_kind: str | None | Absent = ABSENT
+    error_numbers: dict[str, float] | Absent = ABSENT
+    predicted_kv_tokens: int | None | Absent = ABSENT
+    ratio: float | None | Absent = ABSENT
+    log_path: str | None | Absent = ABSENT
+    stopped_by: str | None | Absent = ABSENT
+    returncode: int | None | Absent = ABSENT
+    leftover_pids: tuple[int, ...] | Absent = ABSENT
+    command: tuple[str, ...] | Absent = ABSENT
+    memory_not_released: tuple[str, ...] | Absent = ABSENT
+
+
+#: The facts of a startup check that launched nothing.
+NOT_LAUNCHED = StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None, error_kind=None)
