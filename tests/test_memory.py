@@ -257,10 +257,16 @@ def test_sglang_default_fraction_shrinks_for_vision_models():
 def test_sglang_04_step_table():
     assert default_memory_fraction("sglang", "0.4.6", gpu_total_mib=H100, tp=2, pp=1)[0] == 0.87
     assert default_memory_fraction("sglang", "0.4.6", gpu_total_mib=H100, tp=1, pp=1)[0] == 0.88
-    # above 96 GiB: min(0.81 + 48 GiB x 0.19 / mem, (mem - 18 GiB) / mem)
+    # 0.4.6 (sglang 0.4.6 srt/server_args.py): above 81,920 MiB (mem - 13 GiB) / mem, not rounded
     big = 143771
-    want = round(min(0.81 + 48 * 1024 * 0.19 / big, (big - 18 * 1024) / big), 3)
-    assert default_memory_fraction("sglang", "0.4.6", gpu_total_mib=big, tp=8, pp=1)[0] == want
+    assert default_memory_fraction("sglang", "0.4.6", gpu_total_mib=big, tp=8, pp=1)[0] == pytest.approx(
+        (big - 13 * 1024) / big)
+    # 0.4.6.post5 (same file): 0.88 above 81,920 MiB, then above 96 GiB
+    # min(f + 48 GiB x (1 - f) / mem, (mem - 18 GiB) / mem), not rounded
+    want = min(0.88 + 48 * 1024 * 0.12 / big, (big - 18 * 1024) / big)
+    assert default_memory_fraction("sglang", "0.4.6.post5", gpu_total_mib=big, tp=8, pp=1)[0] == pytest.approx(want)
+    # 0.4.3.post4: the TP table whatever the card (H200 TP8: 0.81; the old rule said 0.872, a false pass)
+    assert default_memory_fraction("sglang", "0.4.3.post4", gpu_total_mib=big, tp=8, pp=1)[0] == 0.81
 
 
 def test_sglang_default_needs_the_gpu_size():

@@ -25,17 +25,10 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines.versions import (
-    ENGINES,
-    SGLANG_PREFILL_GRAPH_DEFAULT_FROM,
-    parse_version,
-    resolve_version,
-    sglang_memory_defaults,
-    sglang_prefill_graph_sizes,
-    vllm_block_size,
-    vllm_gpu_memory_utilization,
-    vllm_scheduler_defaults,
-)
+from pytest_gpulayout.engines import ENGINE_NAMES, ENGINES, get_engine
+from pytest_gpulayout.engines.versions import parse_version, resolve_version
+from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
+from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
@@ -90,7 +83,8 @@ class MemoryUnknown(ValueError):
 def _engine(engine: str) -> str:
     e = engine.lower()
     if e not in ENGINES:
-        raise InputError(f"unknown engine {engine!r} (expected one of: {', '.join(ENGINES)})", key="engine")
+        raise InputError(f"unknown engine {engine!r} (expected one of: {', '.join(ENGINE_NAMES)})",
+                         key="engine")
     return e
 
 
@@ -321,62 +315,23 @@ def weight_bytes_per_rank(model: ModelSpec, *, tp: int, pp: int, engine: str,
 # ---------------------------------------------------------------------------------------------
 
 def default_memory_fraction(engine: str, version: Version | str, *, gpu_total_mib: int | None, tp: int,
-                            pp: int, model: ModelSpec | None = None) -> tuple[float, str]:
+                            pp: int, model: ModelSpec | None = None,
+                            host_min_total_mib: int | None = None) -> tuple[float, str]:
     """The engine's default memory fraction for this GPU size and layout, and why.
 
-    * vLLM ``--gpu-memory-utilization``: 0.92 from 0.20, 0.9 before (fraction of *total* memory).
-    * SGLang >= 0.5 ``--mem-fraction-static`` (``memory_hook.handle_gpu_memory_settings``), with
-      ``gpu_mem`` the smallest GPU's total MiB::
-
-          chunked_prefill_size, max_bs = table(gpu_mem, tp)
-          reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + tp * pp / 8 * 1024
-                     + max_bs * 2                                   # decode CUDA graphs
-                     + len(prefill graph sizes) * 8  (MLA: 1536)    # piecewise prefill graphs, >= 0.5.8
-          if gpu_mem > 60 GiB: reserved = max(reserved, 10 GiB)
-          fraction = round((gpu_mem - reserved) / gpu_mem, 3)
-
-      then multimodal models x ``0.95 x clamp(1 - 0.1 x (ViT layers x width^2 / (24 x 1024^2) - 1),
-      0.8, 1.05)`` (``adjust_mem_fraction_for_vlm``).
-    * SGLang < 0.5 (0.4.6 step table on ``tp x pp``): >= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87,
-      else 0.88; above 96 GiB ``min(f + 48 GiB x (1 - f) / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem)``.
-
-    SGLang needs the GPU size: ``MemoryUnknown`` when it is ``None``.
+    The rule is the engine module's, by release (``engines/vllm.py``, ``engines/sglang.py``). SGLang
+    sizes it from the smallest GPU on the host (``host_min_total_mib``, default: this GPU's total) and
+    needs it: ``MemoryUnknown`` when it is ``None``.
     """
     e = _engine(engine)
     v = _version(version, e)
-    if e == "vllm":
-        f = vllm_gpu_memory_utilization(v)
-        era = "0.92 from 0.20" if f == 0.92 else "0.9 before 0.20"
-        why = f"vLLM {v} default gpu_memory_utilization: {era}"
-        return f, why
-    if gpu_total_mib is None:
+    if e == "sglang" and gpu_total_mib is None:
         raise MemoryUnknown("GPU total memory is unknown, and SGLang derives mem_fraction_static from it; "
                             "set memory_fraction or use a machine source with memory")
-    gpu_mem = float(gpu_total_mib)
-    if v < Version("0.5"):
-        world = tp * pp
-        steps = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
-        f = next(frac for size, frac in steps if world >= size)
-        if gpu_mem > 96 * 1024:
-            f = min(f + 48 * 1024 * (1 - f) / gpu_mem, (gpu_mem - 18 * 1024) / gpu_mem)
-        f = round(f, 3)
-        return f, f"SGLang {v} default mem_fraction_static: 0.4.x table for TP x PP = {world}"
-    chunk, max_bs = sglang_memory_defaults(int(gpu_mem), tp)
-    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + max_bs * 2
-    is_mla = bool(model and model.is_mla)
-    if v >= SGLANG_PREFILL_GRAPH_DEFAULT_FROM:
-        reserved += 1.5 * 1024 if is_mla else len(sglang_prefill_graph_sizes(chunk)) * 8
-    if gpu_mem > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    f = round((gpu_mem - reserved) / gpu_mem, 3)
-    why = (f"SGLang {v} default mem_fraction_static: ({gpu_mem:.0f} - {reserved:.0f} MiB reserved for "
-           f"activations and CUDA graphs) / {gpu_mem:.0f} MiB")
-    if model is not None and model.vision_num_layers and model.vision_hidden_size:
-        ratio = model.vision_num_layers * model.vision_hidden_size ** 2 / (24 * 1024 ** 2)
-        factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
-        f = f * factor
-        why += f", x {factor:.3f} for the vision tower"
-    return f, why
+    total = gpu_total_mib or 0
+    d = get_engine(e).default_memory_fraction(v, gpu_total_mib=total, host_min_total_mib=host_min_total_mib or total,
+                                              tp=tp, pp=pp, model=model)
+    return d.fraction, d.why
 
 
 def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version | str | None, tp: int,

@@ -1,0 +1,227 @@
+"""SGLang: names, flags, defaults by release, and what its startup log reports.
+
+Every rule cites the file of the release's wheel it was read from (``pip download --no-deps
+sglang==X``, unzipped). ``gpu_mem`` is what SGLang's ``get_nvgpu_memory_capacity()``
+(``srt/utils.py``, ``srt/utils/common.py`` from 0.5.3) returns: the smallest ``memory.total`` in MiB
+over every GPU ``nvidia-smi`` lists. ``nvidia-smi`` ignores ``CUDA_VISIBLE_DEVICES``, so it is the
+smallest card on the host, not of the replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from pytest_gpulayout.engines.base import Flags, FractionDefault
+
+if TYPE_CHECKING:
+    from pytest_gpulayout.model.spec import ModelSpec
+
+GIB_MIB = 1024
+
+#: Piecewise (prefill) CUDA graphs: opt-in from 0.5.6, on by default from 0.5.10
+#: (``server_args.py``: ``disable_piecewise_cuda_graph: bool = False``).
+PREFILL_GRAPHS_DEFAULT_FROM = Version("0.5.10")
+
+#: ``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK`` ("1"/"true") turns the TP balance error into a warning from
+#: 0.4.5.post2 to 0.5.6.post2 (``model_executor/model_runner.py``); from 0.5.7 the switch is
+#: ``SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK`` (``environ.py``, default true; false downgrades), and
+#: 0.5.7-0.5.16 copy the old variable into the new one *without inverting it* (``_print_deprecated_env``).
+BALANCE_SWITCH_OLD = "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK"
+BALANCE_SWITCH_NEW = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
+
+
+def _tp_table(size: int) -> float:
+    """0.4.x step table (``server_args.py __post_init__``) on TP (or TP x PP from 0.4.6.post5)."""
+    return 0.79 if size >= 16 else 0.81 if size >= 8 else 0.85 if size >= 4 else 0.87 if size >= 2 else 0.88
+
+
+@dataclass(frozen=True)
+class MemoryDefaults:
+    """SGLang's defaults for one host and layout: the static fraction, the chunked-prefill size, the
+    decode CUDA-graph batch size (None: not set by the memory rule), and the derivation in words."""
+
+    mem_fraction_static: float
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int | None
+    why: str
+
+
+def chunk_and_graph_defaults(version: Version, gpu_mem_mib: float, tp: int) -> tuple[int, int | None]:
+    """``(chunked_prefill_size, cuda_graph_max_bs)`` defaults by GPU memory (MiB) and release.
+
+    * <= 0.4.7 (``server_args.py``): below 25,000 MiB 2048 and 8 (TP < 4) / 80; else 8192 (16384 above
+      180,000 MiB from 0.4.7) and 160 in 0.4.3, unset from 0.4.6.
+    * 0.4.8 - 0.5.2: below 35 GiB 2048, 8/80; below 160 GiB 8192; else 16384.
+    * 0.5.3+ (``_handle_gpu_memory_settings``; ``arg_groups/memory_hook.py`` from 0.5.19):
+      < 20 GiB 2048, 8; < 35 GiB 2048, 16/80 (0.5.3-0.5.4), 24/80 (0.5.5-0.5.19), 4096, 48/160 (0.5.20+);
+      < 60 GiB 4096, 32/160; < 160 GiB 8192, 256/512; else 16384, 512.
+    """
+    g, small = gpu_mem_mib, tp < 4
+    if version < Version("0.4.8"):
+        if g < 25_000:
+            return 2048, 8 if small else 80
+        chunk = 16384 if (version >= Version("0.4.7") and g > 180_000) else 8192
+        return chunk, 160 if version < Version("0.4.6") else None
+    if version < Version("0.5.3"):
+        if g < 35 * GIB_MIB:
+            return 2048, 8 if small else 80
+        return (8192 if g < 160 * GIB_MIB else 16384), None
+    if g < 20 * GIB_MIB:
+        return 2048, 8
+    if g < 35 * GIB_MIB:
+        if version >= Version("0.5.20"):
+            return 4096, 48 if small else 160
+        return 2048, (16 if version < Version("0.5.5") else 24) if small else 80
+    if g < 60 * GIB_MIB:
+        return 4096, 32 if small else 160
+    if g < 160 * GIB_MIB:
+        return 8192, 256 if small else 512
+    return 16384, 512
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """Token counts SGLang captures prefill (piecewise) CUDA graphs for (0.5.8-0.5.23
+    ``_generate_piecewise_cuda_graph_tokens`` / ``generate_prefill_cuda_graph_batch_sizes``)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1024 + 1, 64)) + list(range(1280, 4096 + 1, 256))
+             + list(range(4608, max_tokens + 1, 512)))
+    return [s for s in sizes if s <= max_tokens]
+
+
+def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, is_mla: bool = False,
+                    enforce_eager: bool = False, chunked_prefill_size: int | None = None,
+                    cuda_graph_max_bs: int | None = None) -> MemoryDefaults:
+    """SGLang's default ``mem_fraction_static`` for ``version``, read release by release:
+
+    * 0.4.3.post4 - 0.4.5.post2: the TP table (>= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, 0.88).
+    * 0.4.5.post3 - 0.4.6.post4: the TP table up to 81,920 MiB, else ``(gpu - 13 GiB) / gpu``.
+    * 0.4.6.post5 - 0.4.7: the table on TP x PP up to 81,920 MiB, else 0.88; above 96 GiB
+      ``min(f + 48 GiB x (1 - f) / gpu, (gpu - 18 GiB) / gpu)``; 0.4.7 above 180,000 MiB: 0.79.
+    * 0.4.8 - 0.5.2: ``round((gpu - R) / gpu, 3)``, R = (2.8 + TP x PP / 10) GiB below 35 GiB,
+      (9.5 + TP x PP / 2) below 90, (12 + TP x PP / 2) below 160, else 32 GiB.
+    * 0.5.3+: R = 512 + 1.5 x max(chunk, 2048) + 2 x max_bs + TP x PP / 8 x 1024 (MiB), plus the
+      prefill-graph reserve (8 MiB per captured size, 1.5 GiB for MLA) where those graphs are on
+      (default from 0.5.10; off with PP > 1), floored at 10 GiB above 60 GiB.
+      From 0.5.18 ``--disable-cuda-graph`` drops both graph terms; before, neither.
+
+    Speculative decoding, DP attention and multimodal adjustments are not modelled here (the
+    callers name them as not modelled).
+    """
+    g = float(gpu_mem_mib)
+    world = tp * pp
+    v = version
+    if v < Version("0.4.8"):
+        chunk, max_bs = chunk_and_graph_defaults(v, g, tp)
+        if v < Version("0.4.5.post3"):
+            f = _tp_table(tp)
+            why = f"0.4.3-0.4.5 table for TP={tp}"
+        elif v < Version("0.4.6.post5"):
+            if g <= 81920:
+                f, why = _tp_table(tp), f"0.4.5.post3-0.4.6 table for TP={tp}"
+            else:
+                f, why = (g - 13 * GIB_MIB) / g, f"(gpu - 13 GiB) / gpu for a {g:.0f} MiB card"
+        else:
+            f = _tp_table(world) if g <= 81920 else 0.88
+            why = f"0.4.6.post5-0.4.7 table for TP x PP = {world}"
+            if v >= Version("0.4.7") and g > 180_000:
+                f, why = 0.79, "0.79 above 180,000 MiB"
+            elif g > 96 * GIB_MIB:
+                f = min(f + 48 * GIB_MIB * (1 - f) / g, (g - 18 * GIB_MIB) / g)
+                why += ", raised for a card above 96 GiB"
+        return MemoryDefaults(f, chunked_prefill_size or chunk, cuda_graph_max_bs or max_bs,
+                              f"SGLang {v} default mem_fraction_static: {why}")
+    chunk, max_bs = chunk_and_graph_defaults(v, g, tp)
+    chunk = chunked_prefill_size or chunk
+    max_bs = cuda_graph_max_bs or max_bs
+    if v < Version("0.5.3"):
+        if g < 35 * GIB_MIB:
+            reserved = (2.8 + world / 10) * GIB_MIB
+        elif g < 90 * GIB_MIB:
+            reserved = (9.5 + world / 2) * GIB_MIB
+        elif g < 160 * GIB_MIB:
+            reserved = (12 + world / 2) * GIB_MIB
+        else:
+            reserved = 32 * GIB_MIB
+        f = round((g - reserved) / g, 3)
+        return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - "
+                              f"{reserved:.0f} MiB reserved for TP x PP = {world}) / {g:.0f} MiB")
+    assert max_bs is not None
+    graphs = not (enforce_eager and v >= Version("0.5.18"))
+    reserved = 512 + max(chunk, 2048) * 1.5 + world / 8 * 1024
+    if graphs:
+        reserved += max_bs * 2
+    prefill_graphs = graphs and v >= PREFILL_GRAPHS_DEFAULT_FROM and pp == 1
+    if prefill_graphs:
+        reserved += 1.5 * 1024 if is_mla else len(prefill_graph_sizes(chunk)) * 8
+    if g > 60 * GIB_MIB:
+        reserved = max(reserved, 10 * GIB_MIB)
+    f = round((g - reserved) / g, 3)
+    return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - {reserved:.0f} "
+                          f"MiB reserved for activations and CUDA graphs) / {g:.0f} MiB")
+
+
+def balance_switch(version: Version, env: dict[str, str]) -> str | None:
+    """The variable in ``env`` that turns SGLang's TP memory-balance error into a warning on
+    ``version`` (None: the check stays an error). Read per release (see ``BALANCE_SWITCH_*``)."""
+    def truthy(name: str) -> bool:
+        return env.get(name, "").strip().lower() in ("1", "true", "yes")
+
+    def falsy(name: str) -> bool:
+        return env.get(name, "").strip().lower() in ("0", "false", "no")
+
+    if version < Version("0.4.5.post2"):
+        return None
+    if version < Version("0.5.7"):
+        return BALANCE_SWITCH_OLD if truthy(BALANCE_SWITCH_OLD) else None
+    if falsy(BALANCE_SWITCH_NEW):
+        return BALANCE_SWITCH_NEW
+    if version < Version("0.5.18") and BALANCE_SWITCH_NEW not in env and falsy(BALANCE_SWITCH_OLD):
+        return BALANCE_SWITCH_OLD  # copied across without inversion: "0" disables the check
+    return None
+
+
+class SglangEngine:
+    """SGLang (``sglang``)."""
+
+    name = "sglang"
+    display = "SGLang"
+    distributions = ("sglang",)
+    latest_known = "0.5.23"
+    #: ``--kv-cache-dtype`` choices (0.5.23 ``server_args.py``)
+    kv_cache_dtypes = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
+    long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+    pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
+    server_module = "sglang.launch_server"
+    flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
+                  data_parallel_size="--dp-size", max_model_len="--context-length",
+                  memory_fraction="--mem-fraction-static",
+                  aliases={"tensor_parallel_size": ("--tp", "--tensor-parallel-size"),
+                           "pipeline_parallel_size": ("--pp", "--pipeline-parallel-size"),
+                           "data_parallel_size": ("--dp", "--data-parallel-size")})
+
+    def default_command(self, version: Version | None, python: str) -> list[str]:
+        return [python, "-m", self.server_module]
+
+    def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
+                                tp: int, pp: int, model: ModelSpec | None) -> FractionDefault:
+        d = memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla))
+        f, why = d.mem_fraction_static, d.why
+        if host_min_total_mib < gpu_total_mib:
+            why += " (SGLang sizes by the smallest GPU on the host)"
+        if model is not None and model.vision_num_layers and model.vision_hidden_size and version >= Version("0.4.10"):
+            # adjust_mem_fraction_for_vlm (0.4.10+)
+            ratio = model.vision_num_layers * model.vision_hidden_size ** 2 / (24 * 1024 ** 2)
+            factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+            f = f * factor
+            why += f", x {factor:.3f} for the vision tower"
+        return FractionDefault(f, why)
+
+    def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
+        """SGLang logs one pool line per rank and one summary per replica."""
+        return dp, tp * pp
+
+
+SGLANG = SglangEngine()

