@@ -318,9 +318,10 @@ def test_other_tenants_shrink_sglang_and_old_vllm_but_not_vllm_0_10_plus():
 
 def test_sglang_matches_a_recorded_startup_qwq_32b_tp4_on_l4():
     # sglang/013: 4 x L4, --tp 4, mem_fraction_static 0.85, 0.4.3: "avail mem=6.09 GB, mem usage=15.54 GB"
-    # after loading (so pre = 21.63 GiB) and "KV Cache is allocated. #tokens: 46611". NVML free before
-    # launch is pre + the CUDA context and communicators SGLang has created by then.
-    free = round((21.63 + 0.75) * 1024)
+    # after loading (so pre = 21.63 GiB) and "KV Cache is allocated. #tokens: 46611". The input is what
+    # a preflight reads: an idle L4's NVML free memory (its total less the driver's ~500 MiB); the
+    # CUDA context and communicators SGLang creates before measuring ``pre`` are the model's to subtract.
+    free = L4 - 500
     p = predict_pool(local("qwq-32b"), engine="sglang", engine_version="0.4.3", tp=4, pp=1,
                      gpus=gpus(4, total=L4, free=free, name="NVIDIA L4"), max_model_len=None,
                      memory_fraction=0.85)

@@ -61,10 +61,14 @@ VLLM_CUDAGRAPH_GIB = 0.5
 #: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities.
 SAMPLER_BYTES_PER_LOGIT = 8
 
-#: SGLang measures ``pre`` after the CUDA context and the communicators exist (it logs them as
-#: "Memory baseline taken. mem usage=..."): NVML's free memory before launch is this much higher.
-SGLANG_CONTEXT_GIB = 0.5
-SGLANG_COMMUNICATOR_GIB = 0.25
+#: SGLang measures ``pre`` (``get_available_gpu_memory``, MIN over the TP x PP world) after its CUDA
+#: context and the communicators exist (``model_runner.py`` / ``distributed/bootstrap.py``), so an idle
+#: GPU's NVML free memory is this much higher than ``pre``. Counted once: the machine's free figure
+#: already excludes the driver's reservation. Measured on sglang/013 (QwQ-32B TP4 on 4 x L4,
+#: 0.4.3.post4): ``pre`` = 6.09 + 15.54 = 21.63 GiB against 22.00 GiB free on an idle L4: 0.37 GiB
+#: for context and NCCL together (0.75 GiB was assumed before, which under-predicted that pool 12 %).
+SGLANG_CONTEXT_GIB = 0.30
+SGLANG_COMMUNICATOR_GIB = 0.07
 #: What SGLang holds after "Load weight end" beyond the weights (rope caches, sampling buffers):
 #: 0.06 GiB for Qwen3-14B at TP=1, 0.29 GiB for QwQ-32B at TP=4 in public startup logs.
 SGLANG_LOAD_OVERHEAD_GIB = 0.1
@@ -464,7 +468,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                  max_num_seqs: int | None = None,
                  pp_layer_partition: str | Sequence[int] | None = None,
-                 host: Host = BARE_HOST) -> PoolPrediction:
+                 host: Host = BARE_HOST, host_min_total_mib: int | None = None) -> PoolPrediction:
     """Predict one replica's KV pool. ``gpus`` are the replica's GPUs in rank order
     (``rank = pp_rank x tp + tp_rank``, both engines' mapping).
 
@@ -501,7 +505,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
         fraction, fsource = float(memory_fraction), "memory_fraction"
     else:
         fraction, fsource = default_memory_fraction(e, version, gpu_total_mib=min(totals), tp=tp, pp=pp,
-                                                    model=model)
+                                                    model=model, host_min_total_mib=host_min_total_mib)
     ranges = stage_ranges(model.num_hidden_layers, pp, e, partition=pp_layer_partition, version=version)
     kv_by_stage = kv_bytes_per_token_by_stage(model, engine=e, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
                                               pp_layer_partition=pp_layer_partition, version=version)
@@ -637,6 +641,16 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec,
             gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
+            host_min_total_mib=host_min_total_mib(machine, placement.replica_gpus(d)),
         )
         for d in range(dep.dp)
     ]
+
+
+def host_min_total_mib(machine: Machine, gpus: Sequence[int]) -> int | None:
+    """The smallest total memory over every GPU on the host(s) of ``gpus``: what SGLang's
+    ``get_nvgpu_memory_capacity()`` reads from ``nvidia-smi`` (which ignores CUDA_VISIBLE_DEVICES)."""
+    hosts = {machine.gpu(i).host for i in gpus}
+    totals = [g.memory_total_mib for g in machine.gpus if g.host in hosts and g.memory_total_mib is not None]
+    return min(totals) if totals else None
+
