@@ -84,6 +84,11 @@ def test_vllm_before_0_10_has_no_free_memory_rule():
     assert old.status is Status.PASS and "no free-memory start-up check" in old.message
     new = check_balance(dep(tp=2, memory_fraction=0.9, engine_version="0.10.0"), busy_l4(), llama())
     assert new.status is Status.FAIL
+    # the check came in 0.9.1 (vllm 0.9.1 v1/worker/gpu_worker.py), not 0.10: a busy GPU fails there too
+    first = check_balance(dep(tp=2, memory_fraction=0.9, engine_version="0.9.1"), busy_l4(), llama())
+    assert first.status is Status.FAIL and "Free memory on device" in first.message
+    assert check_balance(dep(tp=2, memory_fraction=0.9, engine_version="0.9.0"), busy_l4(), llama()).status \
+        is Status.PASS
 
 
 def test_sglang_mixed_card_sizes_cannot_be_fixed_by_freeing_memory():

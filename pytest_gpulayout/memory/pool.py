@@ -27,6 +27,7 @@ from packaging.version import Version
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines import ENGINE_NAMES, ENGINES, get_engine
 from pytest_gpulayout.engines.versions import parse_version, resolve_version
+from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
 from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.errors import InputError
@@ -523,10 +524,10 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     if e == "vllm":
         block = vllm_block_size(model.is_mla)
         frees: list[int | None] = [g.memory_free_mib for g in gpus]
-        old = version < Version("0.10")
+        old = version < FREE_MEMORY_CHECK_SINCE  # 0.9.0's budget also subtracts other processes' memory
         if old and any(f is None for f in frees):
-            notes.append("vLLM < 0.10 also subtracts other processes' memory; free memory unknown, "
-                         "not counted.")
+            notes.append(f"vLLM < {FREE_MEMORY_CHECK_SINCE} also subtracts other processes' memory; free memory "
+                         f"unknown, not counted.")
         for rank, g in enumerate(gpus):
             stage = rank // tp
             total = (g.memory_total_mib or 0) * MIB

@@ -5,7 +5,8 @@
   capacity is unbalanced". So it passes iff ``min_free >= 0.9 x max_free``; only when TP > 1; no CLI
   flag turns it off (the env switch only downgrades it to a warning, and old ``SGL_DISABLE_...``
   variables are no-ops in current releases). DP replicas are separate worlds, never compared.
-- vLLM (>= 0.10): each rank refuses to start when its free memory is below
+- vLLM (>= 0.9.1, ``v1/worker/gpu_worker.py``; ``v1/worker/utils.py`` from 0.19): each rank refuses to
+  start when its free memory is below
   ``gpu_memory_utilization x total`` ("Free memory on device ... on startup is less than desired GPU
   memory utilization").
 - DP replicas get equal load (round robin), so replicas whose predicted pools differ by more than 2x
@@ -22,6 +23,7 @@ from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
+from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -31,7 +33,7 @@ CHECK = "balance"
 SGLANG_RATIO = 0.9
 CONTEXT_RESERVE_GIB = 0.5
 LOPSIDED_RATIO = 2.0
-VLLM_FREE_RULE_SINCE = "0.10"
+VLLM_FREE_RULE_SINCE = str(FREE_MEMORY_CHECK_SINCE)
 
 
 @register_facts("balance")
