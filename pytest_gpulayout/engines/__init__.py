@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from pytest_gpulayout.engines.base import Engine
+from pytest_gpulayout.engines.knobs import LaunchKnobs
 from pytest_gpulayout.engines.sglang import SGLANG
 from pytest_gpulayout.engines.vllm import VLLM
 
@@ -19,4 +20,13 @@ def get_engine(name: str) -> Engine:
     return ENGINES[name.lower()]
 
 
-__all__ = ["ENGINES", "ENGINE_NAMES", "Engine", "get_engine"]
+
+
+def deployment_knobs(engine: str, args: Sequence[str], launch_env: Mapping[str, str],
+                     host_env: Mapping[str, str]) -> LaunchKnobs:
+    """What a deployment's ``launch.args`` and variables change for the checks: the engine inherits
+    the host's environment with ``launch.env`` on top (``launch/startup.engine_env``)."""
+    return get_engine(engine).knobs(args, {**host_env, **launch_env})
+
+
+__all__ = ["ENGINES", "ENGINE_NAMES", "Engine", "LaunchKnobs", "deployment_knobs", "get_engine"]

@@ -8,13 +8,14 @@ manifest, the rules, the launch and ``parse-log`` ask the registry instead of sp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from pytest_gpulayout.engines.knobs import LaunchKnobs
     from pytest_gpulayout.model.spec import ModelSpec
 
 
@@ -66,8 +67,13 @@ class Engine(Protocol):
         ...
 
     def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
-                                tp: int, pp: int, model: ModelSpec | None) -> FractionDefault:
+                                tp: int, pp: int, model: ModelSpec | None,
+                                knobs: LaunchKnobs | None = None) -> FractionDefault:
         """The memory fraction the engine uses when none is given."""
+        ...
+
+    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
+        """What a launch's flags and variables change for the checks."""
         ...
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:

@@ -9,12 +9,14 @@ smallest card on the host, not of the replica.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from pytest_gpulayout.engines.base import Flags, FractionDefault
+from pytest_gpulayout.engines.knobs import KnobFlag, LaunchKnobs, read_knobs
 
 if TYPE_CHECKING:
     from pytest_gpulayout.model.spec import ModelSpec
@@ -183,15 +185,40 @@ def balance_switch(version: Version, env: dict[str, str]) -> str | None:
     return None
 
 
+#: Flags of ``sglang.launch_server`` the checks model (``srt/server_args.py``).
+KNOB_FLAGS: Mapping[str, KnobFlag] = {
+    "--chunked-prefill-size": KnobFlag("chunked_prefill_size"),
+    "--cuda-graph-max-bs": KnobFlag("cuda_graph_max_bs"),
+    "--disable-cuda-graph": KnobFlag("enforce_eager", bool),
+    "--enable-dp-attention": KnobFlag("enable_dp_attention", bool),
+    "--max-running-requests": KnobFlag("max_num_seqs"),
+    "--page-size": KnobFlag("block_size"),
+}
+NEUTRAL_FLAGS = frozenset({
+    "--trust-remote-code", "--served-model-name", "--log-level", "--api-key", "--skip-tokenizer-init",
+    "--load-format", "--random-seed", "--enable-metrics", "--tokenizer-path", "--chat-template",
+    "--disable-radix-cache", "--log-requests", "--show-time-cost", "--download-dir", "--revision",
+    "--tool-call-parser", "--reasoning-parser", "--dist-init-addr", "--nnodes", "--node-rank",
+})
+VALUE_FLAGS = frozenset({
+    "--served-model-name", "--log-level", "--api-key", "--load-format", "--random-seed", "--tokenizer-path",
+    "--chat-template", "--download-dir", "--revision", "--tool-call-parser", "--reasoning-parser",
+    "--dist-init-addr", "--nnodes", "--node-rank", "--dtype", "--quantization", "--max-total-tokens",
+    "--max-prefill-tokens", "--speculative-algorithm", "--attention-backend", "--ep-size", "--schedule-policy",
+    "--cpu-offload-gb", "--json-model-override-args",
+})
+ENV_KNOBS: Mapping[str, str] = {"SGLANG_PP_LAYER_PARTITION": "pp_layer_partition"}
+
+
 class SglangEngine:
     """SGLang (``sglang``)."""
 
     name = "sglang"
     display = "SGLang"
-    distributions = ("sglang",)
+    distributions: tuple[str, ...] = ("sglang",)
     latest_known = "0.5.23"
     #: ``--kv-cache-dtype`` choices (0.5.23 ``server_args.py``)
-    kv_cache_dtypes = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
+    kv_cache_dtypes: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
     long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
     server_module = "sglang.launch_server"
@@ -206,8 +233,12 @@ class SglangEngine:
         return [python, "-m", self.server_module]
 
     def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
-                                tp: int, pp: int, model: ModelSpec | None) -> FractionDefault:
-        d = memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla))
+                                tp: int, pp: int, model: ModelSpec | None,
+                                knobs: LaunchKnobs | None = None) -> FractionDefault:
+        k = knobs or LaunchKnobs()
+        d = memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),
+                            enforce_eager=k.enforce_eager, chunked_prefill_size=k.chunked_prefill_size,
+                            cuda_graph_max_bs=k.cuda_graph_max_bs)
         f, why = d.mem_fraction_static, d.why
         if host_min_total_mib < gpu_total_mib:
             why += " (SGLang sizes by the smallest GPU on the host)"
@@ -218,6 +249,11 @@ class SglangEngine:
             f = f * factor
             why += f", x {factor:.3f} for the vision tower"
         return FractionDefault(f, why)
+
+    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
+        """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
+        return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
+                          env_knobs=ENV_KNOBS)
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """SGLang logs one pool line per rank and one summary per replica."""

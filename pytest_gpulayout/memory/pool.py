@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines import ENGINE_NAMES, ENGINES, get_engine
+from pytest_gpulayout.engines import ENGINE_NAMES, ENGINES, deployment_knobs, get_engine
+from pytest_gpulayout.engines.knobs import LaunchKnobs
 from pytest_gpulayout.engines.versions import parse_version, resolve_version
-from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
+from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE, KV_CACHE_MEMORY_BYTES_SINCE
 from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.errors import InputError
@@ -321,7 +322,8 @@ def weight_bytes_per_rank(model: ModelSpec, *, tp: int, pp: int, engine: str,
 
 def default_memory_fraction(engine: str, version: Version | str, *, gpu_total_mib: int | None, tp: int,
                             pp: int, model: ModelSpec | None = None,
-                            host_min_total_mib: int | None = None) -> tuple[float, str]:
+                            host_min_total_mib: int | None = None,
+                            knobs: LaunchKnobs | None = None) -> tuple[float, str]:
     """The engine's default memory fraction for this GPU size and layout, and why.
 
     The rule is the engine module's, by release (``engines/vllm.py``, ``engines/sglang.py``). SGLang
@@ -335,7 +337,7 @@ def default_memory_fraction(engine: str, version: Version | str, *, gpu_total_mi
                             "set memory_fraction or use a machine source with memory")
     total = gpu_total_mib or 0
     d = get_engine(e).default_memory_fraction(v, gpu_total_mib=total, host_min_total_mib=host_min_total_mib or total,
-                                              tp=tp, pp=pp, model=model)
+                                              tp=tp, pp=pp, model=model, knobs=knobs)
     return d.fraction, d.why
 
 
@@ -469,7 +471,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                  max_num_seqs: int | None = None,
                  pp_layer_partition: str | Sequence[int] | None = None,
-                 host: Host = BARE_HOST, host_min_total_mib: int | None = None) -> PoolPrediction:
+                 host: Host = BARE_HOST, host_min_total_mib: int | None = None,
+                 knobs: LaunchKnobs | None = None) -> PoolPrediction:
     """Predict one replica's KV pool. ``gpus`` are the replica's GPUs in rank order
     (``rank = pp_rank x tp + tp_rank``, both engines' mapping).
 
@@ -491,8 +494,17 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     ``full_layers + 0.8 x swa_layers`` layers. ``max_model_len`` defaults to the model's derived
     maximum; ``max_concurrency`` is ``kv_tokens / max_model_len`` except for vLLM hybrid sliding
     models (see ``_vllm_concurrency``). GPU memory unknown -> ``MemoryUnknown``.
+
+    ``knobs`` are what the launch's flags and variables change (``engines/knobs.py``): they fill
+    ``enforce_eager``, the scheduler sizes and the PP partition where those are not given, and
+    ``--kv-cache-memory-bytes`` (vLLM >= 0.10.2) / ``--block-size`` replace the budget / block.
     """
     e = _engine(engine)
+    k = knobs or LaunchKnobs()
+    enforce_eager = enforce_eager or k.enforce_eager
+    max_num_batched_tokens = max_num_batched_tokens or k.max_num_batched_tokens
+    max_num_seqs = max_num_seqs or k.max_num_seqs
+    pp_layer_partition = pp_layer_partition or k.pp_layer_partition
     if len(gpus) != tp * pp:
         raise ValueError(f"predict_pool needs one replica's {tp * pp} GPUs (TP={tp} x PP={pp}), "
                          f"got {len(gpus)}")
@@ -506,7 +518,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
         fraction, fsource = float(memory_fraction), "memory_fraction"
     else:
         fraction, fsource = default_memory_fraction(e, version, gpu_total_mib=min(totals), tp=tp, pp=pp,
-                                                    model=model, host_min_total_mib=host_min_total_mib)
+                                                    model=model, host_min_total_mib=host_min_total_mib,
+                                                    knobs=k)
     ranges = stage_ranges(model.num_hidden_layers, pp, e, partition=pp_layer_partition, version=version)
     kv_by_stage = kv_bytes_per_token_by_stage(model, engine=e, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
                                               pp_layer_partition=pp_layer_partition, version=version)
@@ -522,7 +535,11 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     budgets: list[int] = []
     tokens: list[int | None] = []     # None: this rank holds no KV layer, so it does not bound the pool
     if e == "vllm":
-        block = vllm_block_size(model.is_mla)
+        block = k.block_size or vllm_block_size(model.is_mla)
+        fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
+        if k.kv_cache_memory_bytes and fixed is None:
+            notes.append(f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
+                         f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used.")
         frees: list[int | None] = [g.memory_free_mib for g in gpus]
         old = version < FREE_MEMORY_CHECK_SINCE  # 0.9.0's budget also subtracts other processes' memory
         if old and any(f is None for f in frees):
@@ -535,6 +552,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
             free = frees[rank]
             if old and free is not None:
                 budget -= max(0, total - free * MIB)
+            if fixed is not None:  # gpu_worker.py: the given bytes replace the profiled budget
+                budget = fixed
             budgets.append(budget)
             per_block = kv_by_stage[stage] * block
             tokens.append(max(0, budget) // per_block * block if per_block else None)
@@ -636,13 +655,14 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec,
     """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown`` /
     ``PlacementError``): each replica's GPUs in rank order, as the engines place them."""
     placement = place(dep, machine)
+    knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
     return [
         predict_pool(
             model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
             gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
-            host_min_total_mib=host_min_total_mib(machine, placement.replica_gpus(d)),
+            host_min_total_mib=host_min_total_mib(machine, placement.replica_gpus(d)), knobs=knobs,
         )
         for d in range(dep.dp)
     ]

@@ -1,10 +1,11 @@
 """``balance``: will the engine's free-memory checks at start-up pass, and with how much room?
 
-- SGLang (all versions since Aug 2024): before loading weights each rank compares the MIN free
-  memory over the TP x PP world with its own: ``min_free < 0.9 x local_free`` raises "The memory
-  capacity is unbalanced". So it passes iff ``min_free >= 0.9 x max_free``; only when TP > 1; no CLI
-  flag turns it off (the env switch only downgrades it to a warning, and old ``SGL_DISABLE_...``
-  variables are no-ops in current releases). DP replicas are separate worlds, never compared.
+- SGLang (0.4.3 ``model_executor/model_runner.py`` to 0.5.23 ``distributed/bootstrap.py``): before
+  loading weights each rank compares the MIN free memory over the TP x PP world with its own:
+  ``min_free < 0.9 x local_free`` raises "The memory capacity is unbalanced". So it passes iff
+  ``min_free >= 0.9 x max_free``; only when TP > 1. No flag turns it off; a variable of the release
+  (``engines/sglang.balance_switch``) in the launch's environment downgrades it to a warning, and the
+  finding says so. DP replicas are separate worlds, never compared.
 - vLLM (>= 0.9.1, ``v1/worker/gpu_worker.py``; ``v1/worker/utils.py`` from 0.19): each rank refuses to
   start when its free memory is below
   ``gpu_memory_utilization x total`` ("Free memory on device ... on startup is less than desired GPU
@@ -18,12 +19,17 @@ same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from packaging.version import Version
+
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
+from pytest_gpulayout.engines import sglang
+from pytest_gpulayout.engines.versions import resolve_version
 from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -59,8 +65,19 @@ def _gib(mib: int | None) -> float:
     return (mib or 0) / 1024
 
 
-def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tuple[Status, str, dict[str, Any]]:
-    """Worst replica under ``min_free >= 0.9 x max_free`` over its TP x PP world."""
+def _switch_text(version: Version) -> str:
+    """How SGLang ``version`` lets the balance error become a warning (``engines/sglang.balance_switch``)."""
+    if version < Version("0.4.5.post2"):
+        return f"SGLang {version} has no switch for it"
+    if version < Version("0.5.7"):
+        return f"only {sglang.BALANCE_SWITCH_OLD}=1 in launch.env turns it into a warning"
+    return f"only {sglang.BALANCE_SWITCH_NEW}=0 in launch.env turns it into a warning"
+
+
+def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement, version: Version,
+                 env: Mapping[str, str]) -> tuple[Status, str, dict[str, Any]]:
+    """Worst replica under ``min_free >= 0.9 x max_free`` over its TP x PP world. The switch of the
+    release in ``env`` (the launch's variables) downgrades a shortfall to a warning."""
     margin = dep.require.balance_headroom_gib
     worst: tuple[float, int, list[int]] | None = None
     for d in range(dep.dp):
@@ -94,9 +111,15 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement) -> tup
         else:
             fix = (f"Free {-headroom:.2f} GiB or more on GPU{lo}{who}, or move the TP group to GPUs with equal "
                    f"free memory")
+        switch = sglang.balance_switch(version, dict(env))
+        if switch is not None:
+            return Status.WARN, (
+                f"{facts}: short by {-headroom:.2f} GiB; SGLang {version} would stop with \"The memory capacity "
+                f"is unbalanced\", but {switch}={env[switch]} in the launch's environment turns that into a "
+                f"warning, and every rank then sizes its pool by GPU{lo}'s free memory. {fix}"), data
         return Status.FAIL, (
             f"{facts}: short by {-headroom:.2f} GiB, so SGLang stops with \"The memory capacity is unbalanced\" "
-            f"(no flag turns this off). {fix}"), data
+            f"({_switch_text(version)}). {fix}"), data
     if headroom < margin:
         return Status.WARN, (
             f"{facts}: only {headroom:.2f} GiB of headroom, "
@@ -173,14 +196,13 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
     data = BalanceFacts(min_free_gib=round(min(frees), 2), max_free_gib=round(max(frees), 2), headroom_gib=None)
     parts: list[tuple[Status, str]] = []
     if dep.tp > 1:
-        st, msg, d = _sglang_rule(dep, machine, placement)
+        sg_version = resolve_version("sglang", dep.engine_version if dep.engine == "sglang" else None, host)[0]
+        env = {**host.env, **dep.launch.env}
+        st, msg, d = _sglang_rule(dep, machine, placement, sg_version, env)
         data = replace(data, **d)
         if dep.engine == "sglang":
             parts.append((st, msg))
     if dep.engine == "vllm":
-        from packaging.version import Version
-
-        from pytest_gpulayout.engines.versions import resolve_version
         from pytest_gpulayout.memory.pool import default_memory_fraction
 
         version, vsource = resolve_version("vllm", dep.engine_version, host)

@@ -27,6 +27,7 @@ from pytest_gpulayout.findings import (
     skipped,
     warned,
 )
+from pytest_gpulayout.engines import deployment_knobs
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.memory.pool import MemoryUnknown, PoolPrediction, predict_replicas
@@ -62,6 +63,10 @@ class KvPoolFacts(Facts):
     activation_reserve_gib: float | Absent = ABSENT
     kv_budget_gib_per_rank: float | Absent = ABSENT
     model_max_len: int | Absent = ABSENT
+    #: settings read from launch.args / launch.env that the prediction took into account
+    launch_settings: tuple[str, ...] | Absent = ABSENT
+    #: flags in launch.args the prediction does not model (the startup check measures them)
+    not_modelled: tuple[str, ...] | Absent = ABSENT
     #: where ``memory_fraction`` came from (None: no prediction)
     fraction_origin: FractionOrigin | None = field(default=None, metadata=CODE_ONLY)
     #: the engine refuses ``max_model_len`` at config time, before it allocates anything
@@ -143,10 +148,13 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
 def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> Finding:
     from pytest_gpulayout.memory.pool import kv_bytes_per_token_per_rank, weight_bytes_per_rank
 
+    knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
-                                            kv_cache_dtype=dep.kv_cache_dtype)
+                                            kv_cache_dtype=dep.kv_cache_dtype,
+                                            pp_layer_partition=knobs.pp_layer_partition)
     weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
-                                    enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp)
+                                    enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
+                                    pp_layer_partition=knobs.pp_layer_partition)
     data = KvPoolFacts(kv_bytes_per_token_per_rank=per_token, weights_gib_per_rank=round(weights / GIB, 2))
     try:
         preds = predict_replicas(dep, machine, model, host)
@@ -179,7 +187,14 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
     fraction = ("memory_fraction " + f"{p.memory_fraction:g}" if p.fraction_source == "memory_fraction"
                 else p.fraction_source)
     basis = f"{per_token:,} B/token/rank, {p.weights_gib_per_rank:.2f} GiB weights/rank, {fraction}"
-    notes = (" " + " ".join(p.notes)) if p.notes else ""
+    extra = list(p.notes)
+    if knobs.read:
+        data = replace(data, launch_settings=knobs.read)
+        extra.insert(0, f"From the launch: {', '.join(knobs.read)}.")
+    if knobs.not_modelled:
+        data = replace(data, not_modelled=knobs.not_modelled)
+        extra.append(knobs.not_modelled_note())
+    notes = (" " + " ".join(extra)) if extra else ""
     head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
         return failed(CHECK, f"{head}: the weights leave no room for a KV cache on GPU{p.limiting_gpu}. "
