@@ -97,10 +97,12 @@ def test_int4_group_size_must_divide_per_rank_width():
     f = check_heads(dep(tp=8), machine(8), awq)                              # 1792 / 128 = 14 -> ok
     assert f.status is Status.PASS
     odd = llama(intermediate_size=13824, quantization=Quantization("gptq", 4, group_size=128))
-    bad = tp_problems(odd, 4)                                               # 3456 / 128 = 27 ok
-    assert not bad
-    bad = tp_problems(odd, 8)                                               # 1728 / 128 = 13.5
-    assert any("group size 128" in p for p in bad)
+    assert check_heads(dep(tp=4), machine(8), odd).status is Status.PASS    # 3456 / 128 = 27
+    bad = check_heads(dep(tp=8), machine(8), odd)                            # 1728 / 128 = 13.5
+    assert bad.status is Status.FAIL
+    assert "mlp.down_proj input is 1728 wide, not a whole number of 128-wide quantization groups" in bad.message
+    assert "Failed to find a kernel that can implement the WNA16 linear layer" in bad.message
+    assert "TP sizes that start: 1, 2, 4" in bad.message
 
 
 def test_valid_tp_sizes_for_qwen_like_model():

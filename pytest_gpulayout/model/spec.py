@@ -21,10 +21,20 @@ from typing import Any
 
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.suggest import close_matches
+from pytest_gpulayout.model.families import (
+    TYPE_DEFAULTS,
+    LinearState,
+    linear_state,
+    llama4_global_layers,
+    text_model_type,
+)
 
 #: Per-layer attention kinds in ``ModelSpec.layer_types``.
 FULL = "full_attention"
 SLIDING = "sliding_attention"
+#: chunked local attention (Llama 4's RoPE layers): attends within its ``attention_chunk_size``-token
+#: chunk; vLLM >= 0.21 gives it a ``ChunkedLocalAttentionSpec`` of its own
+CHUNKED = "chunked_attention"
 NO_KV = "no_kv"  # linear attention / Mamba / other state-space layers: no per-token KV cache
 
 DTYPE_BYTES = {
@@ -51,7 +61,24 @@ class Quantization:
     skip_attention: bool = False     # the ignore list keeps attention projections in the model dtype
     lm_head: bool = False            # the lm_head is quantized too (GPTQ ``lm_head: true``)
     kv_cache_dtype: str | None = None  # "fp8" when the checkpoint carries a KV cache scheme
+    #: block-FP8 ``[block_n, block_k]`` (``quantization_config.weight_block_size``, or a
+    #: compressed-tensors ``strategy: block`` scheme's ``block_structure``)
     weight_block_size: tuple[int, ...] | None = None
+    weight_type: str | None = None   # compressed-tensors ``weights.type``: "int" or "float"
+    strategy: str | None = None      # compressed-tensors ``weights.strategy``: group, channel, block ...
+    act_order: bool = False          # GPTQ ``desc_act`` / compressed-tensors ``actorder: group``
+    activations_quantized: bool = False  # W8A8 / W4A8 schemes quantize activations too
+
+    @property
+    def is_int_grouped(self) -> bool:
+        """Integer weights with per-group scales, run by vLLM's WNA16 kernels (Marlin, Machete ...):
+        AWQ, GPTQ, and compressed-tensors ``pack-quantized`` int4/int8 weight-only schemes."""
+        if not self.group_size or self.group_size <= 0:
+            return False
+        if self.method in ("awq", "gptq"):
+            return True
+        return (self.method == "compressed-tensors" and self.weight_type == "int"
+                and self.strategy in ("group", None) and not self.activations_quantized)
 
     @property
     def effective_bits(self) -> float:
@@ -106,6 +133,15 @@ class ModelSpec:
     vision_hidden_size: int | None = None
     vision_num_layers: int | None = None
     notes: tuple[str, ...] = ()           # what the loader assumed (defaults filled, unknown keys ...)
+    # -- model families (see ``model/families.py``) -------------------------------------------
+    #: Llama 4: tokens per local-attention chunk of the CHUNKED layers (None: no chunked layer)
+    attention_chunk_size: int | None = None
+    #: gpt-oss: one learned attention-sink logit per head (vLLM needs a sink-capable backend)
+    attention_sinks: bool = False
+    #: hybrid models: shapes of the fixed per-request state every NO_KV layer keeps
+    linear_state: LinearState | None = None
+    #: keys the config left out that were filled from transformers' defaults for ``model_type``
+    defaults_filled: tuple[str, ...] = ()
 
     @property
     def is_mla(self) -> bool:
@@ -126,8 +162,31 @@ class ModelSpec:
 
     @property
     def sliding_layers(self) -> int:
-        """Layers with a sliding-window (or chunked-local) attention."""
+        """Layers with a sliding-window attention (``sliding_window`` tokens); chunked-local layers
+        are counted by ``chunked_layers``."""
         return sum(1 for k in self.layer_kinds if k == SLIDING)
+
+    @property
+    def chunked_layers(self) -> int:
+        """Layers with chunked local attention (``attention_chunk_size`` tokens, Llama 4)."""
+        return sum(1 for k in self.layer_kinds if k == CHUNKED)
+
+    @property
+    def state_layers(self) -> int:
+        """Layers that keep a fixed per-request state instead of a per-token KV cache."""
+        return sum(1 for k in self.layer_kinds if k == NO_KV)
+
+    def layer_state_bytes(self, tp: int = 1, dtype_bytes: int | None = None) -> tuple[int, ...]:
+        """Per layer: bytes of fixed per-request state one rank keeps (0 for attention layers).
+
+        vLLM allocates this once per running request (``MambaSpec``), SGLang once per slot of its
+        Mamba/GDN pool; it does not grow with the context. ``dtype_bytes`` defaults to the model
+        dtype (the engines' "auto" state dtype).
+        """
+        if self.linear_state is None:
+            return (0,) * self.num_hidden_layers
+        one = self.linear_state.bytes_per_rank(tp, dtype_bytes or min(self.dtype_bytes, 2))
+        return tuple(one if k == NO_KV else 0 for k in self.layer_kinds)
 
     @property
     def kv_layers(self) -> int:
@@ -162,21 +221,6 @@ class ModelSpec:
 # Loading
 # ---------------------------------------------------------------------------------------------
 
-#: Keys transformers' config classes default when a config.json leaves them out. Only families
-#: whose published configs rely on such defaults for a number we need (Gemma 3's text_config has no
-#: head_dim / vocab_size; Mistral's sliding_window defaults to 4096).
-TYPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
-    "gemma3_text": {"head_dim": 256, "vocab_size": 262208, "max_position_embeddings": 131072,
-                    "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
-                    "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-                    "num_attention_heads": 8, "num_key_value_heads": 4},
-    "gemma2": {"head_dim": 256, "vocab_size": 256000, "sliding_window": 4096, "tie_word_embeddings": True},
-    "gemma": {"head_dim": 256, "vocab_size": 256000, "tie_word_embeddings": True},
-    "cohere2": {"sliding_window_pattern": 4, "tie_word_embeddings": True},
-    "mistral": {"sliding_window": 4096},
-    "mixtral": {"num_local_experts": 8, "num_experts_per_tok": 2},
-}
-
 #: Multimodal wrappers keep the language model's shape here (``config.get_text_config()``).
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config", "thinker_config")
 
@@ -191,7 +235,7 @@ KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query
 _LAYER_KIND_WORDS = {
     "full_attention": FULL, "attention": FULL, "global": FULL, "global_attention": FULL, "full": FULL,
     "sliding_attention": SLIDING, "sliding": SLIDING, "local": SLIDING, "local_attention": SLIDING,
-    "chunked_attention": SLIDING, "sliding_window": SLIDING,
+    "chunked_attention": CHUNKED, "sliding_window": SLIDING,
     "linear_attention": NO_KV, "mamba": NO_KV, "mamba2": NO_KV, "linear": NO_KV, "gated_deltanet": NO_KV,
     "deltanet": NO_KV, "ssm": NO_KV, "rwkv": NO_KV, "short_conv": NO_KV, "conv": NO_KV,
 }
@@ -397,7 +441,7 @@ def _derived_max_len(r: _Reader, model_type: str) -> int | None:
 
 
 def _layer_pattern(r: _Reader, model_type: str, n: int,
-                   notes: list[str]) -> tuple[tuple[str, ...], int | None]:
+                   notes: list[str]) -> tuple[tuple[str, ...], int | None, int | None]:
     """Per-layer attention kinds and the sliding window, as the engines read them.
 
     Order of evidence: an explicit per-layer list (``layer_types`` from gemma3/gpt-oss/qwen3-next,
@@ -406,8 +450,14 @@ def _layer_pattern(r: _Reader, model_type: str, n: int,
     ``(i + 1) % 6 == 0``) and Gemma 2's alternation; finally a global ``sliding_window``, which
     Qwen2-family configs switch off with ``use_sliding_window: false`` (and switch on only for
     layers ``>= max_window_layers``) and Mistral-family configs apply to every layer.
+
+    Llama 4: ``no_rope_layers[i] == 0`` marks the global (full-attention) layers; the others use
+    chunked local attention of ``attention_chunk_size`` tokens (vllm 0.33.0 ``llama4.py``:
+    ``use_chunked_local_attn = not self.nope and config.attention_chunk_size``). Returns
+    ``(kinds, sliding_window, attention_chunk_size)``; the sizes are ``None`` where no layer uses them.
     """
-    window = r.int_("sliding_window", "attention_chunk_size", minimum=0) or None   # 0: no window
+    window = r.int_("sliding_window", minimum=0) or None   # 0: no window
+    chunk = r.int_("attention_chunk_size", minimum=0) or None
     kinds: list[str] | None = None
     k, lt = r.raw("layer_types", use_defaults=False)
     if lt is not _MISSING:
@@ -426,6 +476,9 @@ def _layer_pattern(r: _Reader, model_type: str, n: int,
             kinds.append(kind)
         if unknown:
             notes.append(f"Unknown layer kinds {sorted(unknown)} in layer_types counted as full attention.")
+    elif model_type.startswith("llama4") and chunk:
+        nope = r.int_list("no_rope_layers")
+        kinds = [FULL if g else CHUNKED for g in llama4_global_layers(nope, n)]
     elif isinstance(r.cfg.get("layers_block_type"), list):
         kinds = [FULL if str(x).lower() == "attention" else NO_KV for x in r.cfg["layers_block_type"][:n]]
     elif isinstance(r.cfg.get("attn_type_list"), list):
@@ -453,11 +506,17 @@ def _layer_pattern(r: _Reader, model_type: str, n: int,
     if len(kinds or ()) < n and kinds is not None:
         kinds += [FULL] * (n - len(kinds))
     if kinds is None or all(k == FULL for k in kinds):
-        return (), None
+        return (), None, None
     if SLIDING in kinds and not window:
         notes.append("Sliding layers without a sliding_window size: counted as full attention.")
         kinds = [FULL if k == SLIDING else k for k in kinds]
-    return tuple(kinds), (window if SLIDING in kinds else None)
+    if CHUNKED in kinds and not chunk:
+        notes.append("Chunked-attention layers without an attention_chunk_size: counted as full attention.")
+        kinds = [FULL if k == CHUNKED else k for k in kinds]
+    if all(k == FULL for k in kinds):
+        return (), None, None
+    return (tuple(kinds), (window if SLIDING in kinds else None),
+            (chunk if CHUNKED in kinds else None))
 
 
 _QUANT_ALIASES = {"awq_marlin": "awq", "gptq_marlin": "gptq", "gptq_marlin_24": "gptq", "fbgemm_fp8": "fp8",
@@ -514,16 +573,19 @@ def _quantization(qc: Mapping[str, Any], where: str, key: str, notes: list[str])
         overhead = (16 + bits) / g if g > 0 else 0.0
         return Quantization(method, float(bits), group_size=g, overhead_bits=overhead,
                             skip_attention=skip_attn, lm_head=bool(qc.get("lm_head", False)),
-                            kv_cache_dtype=kv_dtype)
+                            kv_cache_dtype=kv_dtype, weight_type="int",
+                            act_order=qc.get("desc_act") is True)
     if method == "mxfp4":
         return Quantization("mxfp4", 4.25, group_size=32, targets="experts", kv_cache_dtype=kv_dtype)
     if method == "compressed-tensors":
         groups = qc.get("config_groups")
         weights = None
+        acts: Any = None
         if isinstance(groups, Mapping):
             for g in groups.values():
                 if isinstance(g, Mapping) and isinstance(g.get("weights"), Mapping):
                     weights = g["weights"]
+                    acts = g.get("input_activations")
                     break
         if weights is None:
             notes.append(f"{key}: compressed-tensors without config_groups weights: weights counted at "
@@ -540,9 +602,18 @@ def _quantization(qc: Mapping[str, Any], where: str, key: str, notes: list[str])
         overhead = 0.0
         if gsize and strategy in ("group", "tensor_group", ""):
             overhead = scale_bits / gsize + (0 if weights.get("symmetric", True) else bits / gsize)
+        block_s = weights.get("block_structure")
+        ct_block = None
+        if strategy == "block" and isinstance(block_s, list) and len(block_s) == 2 \
+                and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block_s):
+            ct_block = (int(block_s[0]), int(block_s[1]))
+            overhead = 32 / (ct_block[0] * ct_block[1])
         return Quantization("compressed-tensors", float(bits), group_size=gsize,
                             fmt=str(qc.get("format") or "") or None, overhead_bits=overhead,
-                            skip_attention=skip_attn, kv_cache_dtype=kv_dtype)
+                            skip_attention=skip_attn, kv_cache_dtype=kv_dtype, weight_block_size=ct_block,
+                            weight_type=str(weights.get("type") or "int"), strategy=strategy or None,
+                            act_order=str(weights.get("actorder") or "") == "group",
+                            activations_quantized=isinstance(acts, Mapping) and bool(acts))
     if method == "modelopt":
         algo = str(qc.get("quant_algo") or (qc.get("quantization") or {}).get("quant_algo", "")).upper()
         if "FP4" in algo:
@@ -596,7 +667,7 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
     """Build a spec from a parsed ``config.json`` (see ``load_model``). ``source`` names it in errors."""
     where = source
     text, prefix = _text_config(cfg, where)
-    model_type = str(text.get("model_type") or cfg.get("model_type") or "unknown")
+    model_type = text_model_type(cfg, text)
     defaults = dict(TYPE_DEFAULTS.get(model_type, {}))
     r = _Reader(text, where=where, prefix=prefix, defaults=defaults, fallback=cfg)
     notes: list[str] = []
@@ -653,6 +724,9 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
     if tie is None:
         tie = bool(defaults.get("tie_word_embeddings", False))
 
+    llama4 = model_type.startswith("llama4")
+    if llama4:   # Llama4TextConfig: intermediate_size is the expert width, dense layers use _mlp
+        intermediate = r.int_("intermediate_size_mlp") or intermediate
     experts = r.int_("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts",
                      minimum=0) or None
     topk = moe_inter = None
@@ -671,8 +745,24 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         mlp_only = r.int_list("mlp_only_layers")
         sparse_step = r.int_("decoder_sparse_step") or 1
         moe_freq = r.int_("moe_layer_freq") or 1
+        if llama4:
+            # vllm 0.33.0 llama4.py: every MoE layer adds an always-on shared expert
+            # (LlamaMLP(intermediate_size)) beside FusedMoE(intermediate_size); MoE layers are
+            # (i + 1) % interleave_moe_layer_step == 0 (step 0: none), the rest dense (_mlp width)
+            moe_inter = r.int_("intermediate_size") or moe_inter
+            n_shared, shared_inter = 1, moe_inter or 0
+            step = r.int_("interleave_moe_layer_step", minimum=0)
+            sparse_step = 1 if step is None else step
+            if sparse_step == 0:
+                mlp_only, sparse_step = tuple(range(layers)), 1
 
-    layer_types, window = _layer_pattern(r, model_type, layers, notes)
+    layer_types, window, chunk = _layer_pattern(r, model_type, layers, notes)
+    state = None
+    if NO_KV in layer_types:
+        state = linear_state(text, model_type, hidden=hidden, heads=heads, head_dim=head_dim)
+        if state is None:
+            notes.append("The linear-attention/SSM layers' per-request state shape is not known for "
+                         f"{model_type}: counted as 0.")
 
     quant = None
     for holder, pre in ((cfg, ""), (text, prefix)):
@@ -691,8 +781,12 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
     bias = text.get("attention_bias") is True or model_type in ("qwen2", "qwen2_moe")
 
     archs = cfg.get("architectures") or ()
-    if r.defaulted:
-        notes.append(f"Filled from {model_type} defaults: {', '.join(sorted(set(r.defaulted)))}.")
+    filled = tuple(dict.fromkeys(r.defaulted))
+    if filled:
+        part = prefix.rstrip(".") or "config"
+        values = ", ".join(f"{k}={defaults[k]}" for k in filled)
+        notes.append(f"Filled from transformers' {model_type} defaults ({part} leaves them out): "
+                     f"{values}.")
 
     return ModelSpec(
         name=name, source=source, model_type=model_type,
@@ -709,7 +803,8 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         shared_expert_intermediate_size=shared_inter, attention_bias=bool(bias),
         num_nextn_predict_layers=r.int_("num_nextn_predict_layers", minimum=0) or 0,
         vision_params=vision_params, vision_hidden_size=vision_h, vision_num_layers=vision_layers,
-        notes=tuple(notes),
+        notes=tuple(notes), attention_chunk_size=chunk, attention_sinks=model_type == "gpt_oss",
+        linear_state=state, defaults_filled=filled,
     )
 
 

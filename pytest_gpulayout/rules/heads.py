@@ -8,20 +8,38 @@ The rules are the engines' own (vLLM ``ModelConfig.verify_with_parallel_config``
   replicated KV head);
 - every column/row-parallel width (MLP intermediate, MoE expert intermediate) % TP == 0;
 - the vocabulary, padded to a multiple of 64, % TP == 0;
-- int4 group-quantized (AWQ/GPTQ) row-parallel inputs must split into whole groups per rank.
+- the shared expert's width and a hybrid model's linear-attention conv width and heads % TP == 0
+  (vllm ``distributed/utils.py divide``, ``mamba_utils.py``);
+- quantized shares, by engine release (``shard_widths``): block-FP8 ``weight_block_size`` blocks,
+  int4/int8 groups of AWQ / GPTQ / compressed-tensors ``pack-quantized``, and SGLang's whole
+  experts per EP rank. Each is a fail that quotes the engine's error and names the TP / DP sizes
+  (or expert parallel, or the release) that work.
 
 PP has no divisibility rule: the engines split layers unevenly, and the finding says how.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
+
+from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.versions import resolve_version
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.rules.shard_widths import (
+    BLOCK_FP8,
+    EXPERT_SPLIT,
+    ShardLayout,
+    WidthProblem,
+    extra_tp_widths,
+    shard_problems,
+)
 
 CHECK = "heads"
 VOCAB_PADDING = 64
@@ -42,11 +60,29 @@ class HeadsFacts(Facts):
     pp_layer_split: tuple[int, ...] | Absent = ABSENT
     num_experts: int | Absent = ABSENT
     expert_parallel_size: int | Absent = ABSENT
+    #: set where a quantized / expert share was checked and refused or adapted
+    engine_version: str | Absent = ABSENT
+    shard_problems: tuple[Mapping[str, Any], ...] | Absent = ABSENT
 
 
-def valid_tp_sizes(model: ModelSpec, limit: int = 64) -> list[int]:
-    """TP sizes (up to ``limit``) for which every divisibility rule holds."""
-    return [t for t in range(1, limit + 1) if not tp_problems(model, t)]
+def valid_tp_sizes(model: ModelSpec, limit: int = 64, layout: ShardLayout | None = None) -> list[int]:
+    """TP sizes (up to ``limit``) for which every divisibility rule holds; with ``layout`` also the
+    quantized-share rules of that engine release, DP and expert-parallel setting."""
+    out = []
+    for t in range(1, limit + 1):
+        if tp_problems(model, t):
+            continue
+        if layout is not None and _fatal(model, replace(layout, tp=t)):
+            continue
+        out.append(t)
+    return out
+
+
+def _fatal(model: ModelSpec, layout: ShardLayout) -> list[WidthProblem]:
+    if model.is_moe and model.moe_intermediate_size and model.moe_intermediate_size % layout.moe_shards:
+        return [WidthProblem("moe_tp", "experts", model.moe_intermediate_size, layout.moe_shards,
+                             "assert intermediate_size % moe_tp == 0", "fused_moe")]
+    return [p for p in shard_problems(model, layout)[0] if p.fatal]
 
 
 def tp_problems(model: ModelSpec, tp: int) -> list[str]:
@@ -73,18 +109,10 @@ def tp_problems(model: ModelSpec, tp: int) -> list[str]:
     padded_vocab = -(-model.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
     if padded_vocab % tp:
         problems.append(f"vocabulary {model.vocab_size} (padded to {padded_vocab}) does not divide by TP={tp}")
-    q = model.quantization
-    # int4 group quantization (AWQ/GPTQ and their Marlin kernels) needs whole groups per rank; mxfp4
-    # and fp8 kernels pad the per-rank width instead, so they have no such rule.
-    if q is not None and q.group_size and q.group_size > 0 and ("awq" in q.method or "gptq" in q.method):
-        widths = {"MLP": model.moe_intermediate_size if model.is_moe else model.intermediate_size,
-                  "attention output": model.num_attention_heads * model.head_dim}
-        for what, width in widths.items():
-            if width and width % tp == 0 and (width // tp) % q.group_size:
-                problems.append(
-                    f"{q.method} group size {q.group_size} does not divide the per-rank {what} input "
-                    f"({width}/{tp} = {width // tp})"
-                )
+    for what, width in extra_tp_widths(model):
+        if width % tp:
+            problems.append(f"{what} {width} does not divide by TP={tp} (\"{width} is not divisible by {tp}\")")
+    # quantized shares (block-FP8 blocks, int4 groups) depend on the engine release: shard_widths
     return problems
 
 
@@ -156,6 +184,22 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
         )
     notes: list[str] = []
     status_warn = False
+    version, vsource = resolve_version(dep.engine, dep.engine_version, host)
+    layout = ShardLayout(dep.engine, version, tp, dep.dp, dep.enable_expert_parallel)
+    found, adapted = shard_problems(model, layout)
+    if found or adapted:
+        data = replace(data, engine_version=str(version),
+                       shard_problems=tuple(p.to_json() for p in found))
+    fatal = [p for p in found if p.fatal]
+    if fatal:
+        limit = max(8, len(machine.gpus) if machine else 8)
+        return failed(CHECK, _shard_message(dep, model, layout, vsource, fatal[0], limit), data)
+    for p in found:   # an engine path we could not verify: warn, with the engine's text
+        status_warn = True
+        notes.append(f"{_problem_sentence(model, layout, p)}; {_engine_name(dep.engine)} may refuse it "
+                     f"(\"{p.engine_error}\", {p.source}) unless a kernel without that rule is picked "
+                     f"(not verified)")
+    notes.extend(adapted)
     if dep.enable_expert_parallel and not model.is_moe:  # SGLang: --ep-size splits nothing in a dense model
         status_warn = True
         notes.append(f"enable_expert_parallel has no effect: {model.name} has no experts (remove it)")
@@ -205,3 +249,77 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
             notes.append(f"{model.num_experts} experts, each sharded over TP={tp}")
     msg = f"{dep.name}: {h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."
     return (warned if status_warn else passed)(CHECK, msg, data)
+
+
+def _engine_name(engine: str) -> str:
+    return "vLLM" if engine == "vllm" else "SGLang"
+
+
+def _shards_text(layout: ShardLayout) -> str:
+    if layout.engine == "vllm" and layout.dp > 1 and not layout.expert_parallel:
+        return f"(TP x DP = {layout.tp} x {layout.dp})"
+    return f"TP={layout.tp}"
+
+
+def _problem_sentence(model: ModelSpec, layout: ShardLayout, p: WidthProblem) -> str:
+    q = model.quantization
+    if p.rule == EXPERT_SPLIT:
+        return (f"SGLang places whole experts on each of the EP={layout.ep_size} ranks and asserts that the "
+                f"{p.width} routed experts divide by {p.divisor}")
+    if p.rule == BLOCK_FP8 and q is not None and q.weight_block_size:
+        bn, bk = q.weight_block_size
+        block = f"block-FP8 weight_block_size [{bn}, {bk}]"
+        if p.layer.startswith("experts"):
+            return (f"each rank's share of every expert's gate/up projection is moe_intermediate_size "
+                    f"{model.moe_intermediate_size} / {_shards_text(layout)} = {p.width}, not a multiple of the "
+                    f"{block}")
+        return f"each rank's share of {p.layer} is {p.width} wide, not a multiple of the {block}"
+    method = q.method if q is not None else "int4"
+    if p.divisor in (64, 128) and "min_thread" in p.engine_error:
+        return (f"each rank's share of {p.layer} is {p.width} wide, not a multiple of the Marlin kernel's "
+                f"{p.divisor}-wide tile ({method} int{int(q.bits) if q else 4} weights)")
+    return (f"each rank's share of the {p.layer} input is {p.width} wide, not a whole number of "
+            f"{p.divisor}-wide quantization groups ({method} group_size {p.divisor})")
+
+
+def _shard_message(dep: Deployment, model: ModelSpec, layout: ShardLayout, vsource: str, p: WidthProblem,
+                   limit: int) -> str:
+    """The fail for a refused share: what, the engine's words, and the layouts that start."""
+    engine = _engine_name(dep.engine)
+    assumed = " (assumed: the newest release known; pin engine_version)" if vsource == "assumed latest known" else ""
+    head = (f"{dep.name}: {model.name} cannot start on {engine} {layout.version}{assumed} with TP={layout.tp}"
+            + (f" DP={layout.dp}" if layout.dp > 1 else "")
+            + (" and expert parallel" if layout.expert_parallel else "") + ": "
+            + _problem_sentence(model, layout, p) + ". "
+            + (f"{engine} raises: \"{p.engine_error}\" ({p.source})." if p.checked_from is None else
+               f"{engine} {layout.version} has no check for it and would load each rank's {p.width}-wide "
+               f"share with scales that do not match its inputs (wrong outputs); {p.checked_from} refuses "
+               f"it: \"{p.engine_error}\" ({p.source})."))
+    fixes: list[str] = []
+    tps = [t for t in valid_tp_sizes(model, limit, layout) if t != layout.tp]
+    if tps:
+        fixes.append(f"TP sizes that start{f' with DP={layout.dp}' if layout.dp > 1 else ''}: "
+                     f"{', '.join(map(str, tps))}")
+    moe_rule = p.layer.startswith("experts") or p.rule == EXPERT_SPLIT
+    if moe_rule and dep.engine == "vllm" and not layout.expert_parallel:
+        dps = [d for d in range(1, limit + 1)
+               if d != layout.dp and not _fatal(model, replace(layout, dp=d))]
+        if layout.dp > 1 or dps:
+            fixes.append(f"data_parallel_size that works with TP={layout.tp}: "
+                         + (", ".join(map(str, dps)) if dps else "none"))
+    if moe_rule and not layout.expert_parallel and model.is_moe:
+        if not _fatal(model, replace(layout, expert_parallel=True)):
+            fixes.append("enable_expert_parallel: true (each rank then holds whole experts, so the expert "
+                         "width is not split)")
+    if p.rule == EXPERT_SPLIT and model.num_experts:
+        eps = [t for t in valid_tp_sizes(model, limit, layout) if model.num_experts % t == 0]
+        fixes = [f"TP (= EP) sizes whose EP divides the {model.num_experts} experts: {', '.join(map(str, eps))}"] \
+            if eps else []
+        fixes.append("enable_expert_parallel: false (every rank holds a slice of every expert)")
+    if (p.rule == BLOCK_FP8 and dep.engine == "vllm" and layout.version < Version("0.29")
+            and not _fatal(model, replace(layout, version=Version("0.29.0")))):
+        fixes.append("vLLM >= 0.29, which refines the MoE block scales to fit (refine_fp8_moe_block_shape)")
+    if not fixes:
+        fixes.append("no TP size up to "
+                     f"{limit} divides: use a checkpoint without this quantization")
+    return head + " Works instead: " + "; or ".join(fixes) + "."
