@@ -9,8 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-ENGINES = ("vllm", "sglang")
+if TYPE_CHECKING:
+    from pytest_gpulayout.engines.llamacpp import LlamaCppFlags
+
+ENGINES = ("vllm", "sglang", "llamacpp")
 
 #: ``--kv-cache-dtype`` choices per engine (vLLM 0.33 ``CacheDType``; SGLang 0.5.23 ``kv_cache_dtype``
 #: choices), checked per deployment so the launch never hands an engine a value it rejects.
@@ -96,3 +100,4 @@ class Deployment(ParallelShape):
     launch: Launch = field(default_factory=Launch)
     base_dir: Path = field(default_factory=Path.cwd)   # manifest's directory: relative paths resolve here
     manifest_path: Path | None = None
+    llamacpp: LlamaCppFlags | None = None        # engine: llamacpp only (manifest/llamacpp.py)

@@ -17,8 +17,9 @@ rule. What is read:
 
 Split files (``name-00001-of-00003.gguf``) are read together: the tensor table is the union.
 
-The ``gguf`` package (PyPI, maintained in llama.cpp's ``gguf-py``) is imported inside ``load_gguf``, so
-importing this module costs nothing at pytest start-up.
+The header is walked here (``_Header``) with the ``gguf`` package's (PyPI, llama.cpp's ``gguf-py``) type
+codes and ggml type sizes; it is imported inside ``load_gguf``, so importing this module costs nothing
+at pytest start-up.
 """
 
 from __future__ import annotations
@@ -105,29 +106,120 @@ class GgufSpec(ModelSpec):
 
 
 # ------------------------------------------------------------------------------------------------
-# Reading
+# Reading: the header only (key/values and tensor table), never the tensor data
 # ------------------------------------------------------------------------------------------------
-def _scalar(fields: Mapping[str, Any], key: str) -> Any:
-    f = fields.get(key)
-    if f is None:
-        return None
-    value = f.contents()
-    return value
+class _Header:
+    """GGUF's header walked with ``struct`` (value type codes and ggml type sizes from the ``gguf``
+    package): it stops before the tensor data, so a multi-GB model is read in milliseconds and a file
+    holding only the header (a model's metadata without its weights, as in ``examples/``) reads too.
+    ``gguf.GGUFReader`` maps the data section and refuses such a file."""
+
+    def __init__(self, path: Path):
+        import struct
+
+        import gguf
+
+        self.path = path
+        self.gguf = gguf
+        self.struct = struct
+        self.f = open(path, "rb")  # noqa: SIM115 - closed in read()
+        self.endian = "<"
+
+    def _read(self, n: int) -> bytes:
+        b = self.f.read(n)
+        if len(b) != n:
+            raise InputError("truncated GGUF header (the file ends inside its metadata)", where=self.path)
+        return b
+
+    def _u(self, fmt: str) -> Any:
+        size = self.struct.calcsize(fmt)
+        return self.struct.unpack(self.endian + fmt, self._read(size))[0]
+
+    def _str(self) -> str:
+        n = self._u("Q")
+        if n > 1 << 24:
+            raise InputError("corrupt GGUF header (a string of more than 16 MiB)", where=self.path)
+        return self._read(n).decode("utf-8", "replace")
+
+    _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+    def _value(self, vtype: int, *, keep: bool) -> Any:
+        if vtype == 8:  # STRING
+            return self._str()
+        if vtype == 9:  # ARRAY
+            sub = self._u("I")
+            n = self._u("Q")
+            if sub == 8:
+                if not keep:
+                    for _ in range(n):
+                        self.f.seek(self._u("Q"), 1)
+                    return n
+                return [self._str() for _ in range(n)]
+            fmt = self._SCALARS.get(sub)
+            if fmt is None:
+                raise InputError(f"corrupt GGUF header (array of unknown type {sub})", where=self.path)
+            size = self.struct.calcsize(fmt)
+            if not keep:
+                self.f.seek(size * n, 1)
+                return n
+            data = self._read(size * n)
+            return list(self.struct.unpack(f"{self.endian}{n}{fmt}", data))
+        fmt = self._SCALARS.get(vtype)
+        if fmt is None:
+            raise InputError(f"corrupt GGUF header (value of unknown type {vtype})", where=self.path)
+        return self._u(fmt)
+
+    def read(self) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
+        """(key/values, [(tensor name, ggml type name, bytes)]). Token lists are kept as their length."""
+        try:
+            if self._read(4) != b"GGUF":
+                raise InputError("not a GGUF file (no GGUF magic at the start)", where=self.path)
+            version = self._u("I")
+            if version & 0xFFFF == 0 and version != 0:
+                self.endian = ">"
+                version = self.struct.unpack(">I", self.struct.pack("<I", version))[0]
+            if version not in (2, 3):
+                raise InputError(f"GGUF version {version} is not read here (2 or 3 are)", where=self.path)
+            n_tensors = self._u("Q")
+            n_kv = self._u("Q")
+            kv: dict[str, Any] = {}
+            for _ in range(n_kv):
+                key = self._str()
+                vtype = self._u("I")
+                kv[key] = self._value(vtype, keep=not key.startswith("tokenizer.ggml."))
+            sizes = self.gguf.GGML_QUANT_SIZES
+            qtypes = self.gguf.GGMLQuantizationType
+            tensors = []
+            for _ in range(n_tensors):
+                name = self._str()
+                n_dims = self._u("I")
+                n_el = 1
+                for _ in range(n_dims):
+                    n_el *= self._u("Q")
+                t = self._u("I")
+                self._u("Q")  # offset
+                try:
+                    qt = qtypes(t)
+                except ValueError:
+                    raise InputError(f"tensor {name} has ggml type {t}, unknown to the gguf package",
+                                     where=self.path) from None
+                block, size = sizes[qt]
+                tensors.append((name, qt.name, n_el // block * size))
+            return kv, tensors
+        finally:
+            self.f.close()
 
 
 def _int_key(fields: Mapping[str, Any], key: str, where: Path, *, required: bool = False,
              default: int | None = None) -> int | None:
-    v = _scalar(fields, key)
+    v = fields.get(key)
     if v is None:
         if required:
             raise InputError(f"missing GGUF key {key}: llama.cpp needs it to load this model", where=where)
         return default
-    if isinstance(v, list):
-        raise InputError(f"GGUF key {key} is a list, expected one number", where=where)
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        raise InputError(f"GGUF key {key} must be a number, got {v!r}", where=where) from None
+    if isinstance(v, (list, str)) or isinstance(v, bool):
+        raise InputError(f"GGUF key {key} must be one number, got {v!r:.60}", where=where)
+    return int(v)
 
 
 def _split_files(path: Path) -> list[Path]:
@@ -147,18 +239,21 @@ def load_gguf(path: str | Path) -> GgufSpec:
     """Read ``path`` (and its sibling parts when it is a split file) into a :class:`GgufSpec`."""
     p = Path(path)
     try:
-        from gguf import GGUFReader
+        import gguf  # noqa: F401
     except ImportError:  # pragma: no cover - a dependency; reported in one line if someone removed it
         raise InputError("reading .gguf files needs the 'gguf' package: pip install gguf", where=p) from None
     files = _split_files(p)
-    readers = []
-    for f in files:
+    fields: dict[str, Any] = {}
+    raw_tensors: list[tuple[str, str, int]] = []
+    for i, f in enumerate(files):
         try:
-            readers.append(GGUFReader(str(f), "r"))
-        except (ValueError, OSError, IndexError, KeyError) as err:
-            raise InputError(f"not a readable GGUF file: {err}", where=f) from None
-    fields = readers[0].fields
-    arch = _scalar(fields, "general.architecture")
+            kv, ts = _Header(f).read()
+        except OSError as err:
+            raise InputError(f"cannot read: {err.strerror or err}", where=f) from None
+        if i == 0:
+            fields = kv
+        raw_tensors.extend(ts)
+    arch = fields.get("general.architecture")
     if not isinstance(arch, str) or not arch:
         raise InputError("missing GGUF key general.architecture: is this a llama.cpp model file?", where=p)
     a = arch
@@ -175,12 +270,11 @@ def load_gguf(path: str | Path) -> GgufSpec:
     pattern = SWA_PATTERNS.get(a, 0) if window else 0
     experts = _int_key(fields, f"{a}.expert_count", p)
     tokens = fields.get("tokenizer.ggml.tokens")
-    vocab = _int_key(fields, f"{a}.vocab_size", p) or (len(tokens.data) if tokens is not None else 0)
+    vocab = _int_key(fields, f"{a}.vocab_size", p) or (tokens if isinstance(tokens, int) else 0)
     tensors: list[GgufTensor] = []
-    for r in readers:
-        for t in r.tensors:
-            m = _BLK_RE.match(t.name)
-            tensors.append(GgufTensor(t.name, t.tensor_type.name, int(t.n_bytes), int(m.group(1)) if m else None))
+    for tname, ttype, nbytes in raw_tensors:
+        m = _BLK_RE.match(tname)
+        tensors.append(GgufTensor(tname, ttype, nbytes, int(m.group(1)) if m else None))
     ftype = _int_key(fields, "general.file_type", p)
     ftype_name = None
     if ftype is not None:
@@ -190,7 +284,7 @@ def load_gguf(path: str | Path) -> GgufSpec:
             ftype_name = LlamaFileType(ftype).name
         except (ImportError, ValueError):
             ftype_name = str(ftype)
-    name = _scalar(fields, "general.name")
+    name = fields.get("general.name")
     kinds = tuple(SLIDING if (pattern and window and il % pattern < pattern - 1) else FULL for il in range(n_layer))
     return GgufSpec(
         name=name if isinstance(name, str) and name else p.stem,
@@ -226,7 +320,7 @@ def load_gguf(path: str | Path) -> GgufSpec:
 
 def _per_layer(fields: Mapping[str, Any], key: str, n_layer: int, where: Path) -> tuple[int, ...] | None:
     """llama.cpp's ``get_key_or_arr``: one number for every layer, or an array of ``n_layer``."""
-    v = _scalar(fields, key)
+    v = fields.get(key)
     if v is None:
         return None
     if isinstance(v, Sequence) and not isinstance(v, str):
