@@ -246,6 +246,7 @@ _MODEL_FAIL_RE = re.compile(r"error loading model: (.*)|failed to load model|exi
 _OTHER_FATAL_RE = re.compile(
     r"invalid value for main_gpu|does not support split buffers|LLAMA_SPLIT_MODE_TENSOR not implemented|"
     r"SPLIT_MODE_TENSOR requires flash_attn|Unsupported cache type|GGML_ASSERT|terminate called|"
+    r"cache type \w+ with block size \d+ does not divide|"
     r"couldn't start HTTP listener|error: invalid argument|error while handling argument")
 
 
@@ -311,7 +312,7 @@ class LlamaCppLog:
             conc = float(streams)
         return StartupLog(
             engine=ENGINE, kv_tokens=tokens,
-            kv_tokens_all=tuple(r.cells * (r.streams or 1) for r in base) if base else (
+            kv_tokens_all=tuple((r.cells or 0) * (r.streams or 1) for r in base) if base else (
                 (tokens,) if tokens is not None else ()),
             gpu_blocks=None, max_concurrency=conc, max_concurrency_len=conc_len,
             available_kv_gib=round(self.kv_mib / 1024, 4) if self.kv_mib is not None else None,

@@ -181,7 +181,10 @@ def build_flags(ctx: _Fails, fields: Mapping[str, Any], prefix: str, inherited: 
     """Cross-key checks for the llama.cpp keys; the flags for ``engine: llamacpp``, else None."""
     engine = fields.get("engine", "vllm")
     present = [k for k in KEYS if k in fields]
-    note = lambda k: " (it is set in defaults)" if k in inherited else ""  # noqa: E731
+
+    def note(k: str) -> str:
+        return " (it is set in defaults)" if k in inherited else ""
+
     if engine != "llamacpp":
         if present:
             k = present[0]

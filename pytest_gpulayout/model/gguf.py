@@ -247,11 +247,11 @@ def load_gguf(path: str | Path) -> GgufSpec:
     raw_tensors: list[tuple[str, str, int]] = []
     for i, f in enumerate(files):
         try:
-            kv, ts = _Header(f).read()
+            meta, ts = _Header(f).read()
         except OSError as err:
             raise InputError(f"cannot read: {err.strerror or err}", where=f) from None
         if i == 0:
-            fields = kv
+            fields = meta
         raw_tensors.extend(ts)
     arch = fields.get("general.architecture")
     if not isinstance(arch, str) or not arch:

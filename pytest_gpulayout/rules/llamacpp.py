@@ -6,9 +6,10 @@ and ``check --json`` all key on them, and each question has a llama.cpp answer:
 - ``placement``: are the GPUs there, whole (no MIG slice), and do ``main_gpu`` / ``tensor_split`` name
   devices that exist (``llama_prepare_model_devices`` in ``src/llama.cpp`` refuses an out-of-range
   ``main_gpu``)?
-- ``heads``: ``split_mode: tensor`` needs an architecture on llama.cpp's list
-  (``llm_arch_supports_sm_tensor``, ``src/llama-arch.cpp``); ``layer``/``row``/``none`` split nothing
-  that must divide.
+- ``heads``: a quantized cache type's block (32 values for q8_0/q4_0 ...) must divide the head size
+  (``llama_init_from_model`` in ``src/llama-context.cpp`` refuses otherwise); ``split_mode: tensor``
+  needs an architecture on llama.cpp's list (``llm_arch_supports_sm_tensor``, ``src/llama-arch.cpp``);
+  ``layer``/``row``/``none`` split nothing that must divide.
 - ``balance``: weights + KV + compute per device against its free memory, with the ``tensor_split``
   that fits when one overflows (llama.cpp's own split is by free memory when ``tensor_split`` is not
   given: ``load_tensors`` in ``src/llama-model.cpp``); ``--fit`` (on by default, ``common/fit.cpp``)
@@ -25,11 +26,13 @@ Pure functions of (deployment, machine, model); the facts they read are in the a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.llamacpp import (
+    CACHE_TYPES,
     FIT_TARGET_MIB,
     NO_TENSOR_SPLIT_ARCHS,
     ROW_SPLIT_GONE_BUILD,
@@ -138,6 +141,14 @@ def check_heads(dep: Deployment, machine: Machine, model: ModelSpec) -> Finding:
     per_rank = model.num_key_value_heads // n if flags.mode == "tensor" else model.num_key_value_heads
     data = {"num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_key_value_heads,
             "kv_heads_per_rank": per_rank, "split_mode": flags.mode, "architecture": arch}
+    for which, ctype, dim in (("K", flags.type_k, model.head_dim), ("V", flags.type_v, model.head_dim_v)):
+        block = CACHE_TYPES[ctype][0]
+        if dim and dim % block:
+            return _finding("heads", Status.FAIL,
+                            f"{dep.name}: cache_type_{which.lower()} {ctype} stores blocks of {block} values, which do "
+                            f"not divide the head size {dim} (llama.cpp: '{which} cache type {ctype} with block size "
+                            f"{block} does not divide n_embd_head_{which.lower()}={dim}'); use f16, bf16 or f32",
+                            **data)
     if flags.mode == "tensor":
         if arch in NO_TENSOR_SPLIT_ARCHS:
             return _finding("heads", Status.FAIL,
@@ -185,14 +196,15 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
     per_dev = "; ".join(f"{_label(gpus, d.device)}: {len(d.layers)} layers, {_fmt_gib(d.weights)} weights + "
                         f"{_fmt_gib(d.kv)} KV + {_fmt_gib(d.compute)} compute = {_fmt_gib(d.total)} of "
                         f"{(d.free_mib or 0) / 1024:.2f} GiB free" for d in lay.devices if d.total)
-    split = (f"split {format_split(flags.tensor_split)} (tensor_split)" if lay.split_source == "tensor_split"
+    split = (f"split {format_split(flags.tensor_split or ())} (tensor_split)" if lay.split_source == "tensor_split"
              else f"split by {lay.split_source}" + (f" ({':'.join(f'{p / 1024:.1f}' for p in frees)} GiB)"
                                                    if lay.split_source == "free memory" else ""))
     cpu = (f"; {len(lay.cpu.layers)} of {spec.num_hidden_layers} layers and their KV stay on the CPU "
            f"({_fmt_gib(lay.cpu.weights + lay.cpu.kv)} of host memory; much slower)" if lay.cpu.layers else "")
     head = f"{dep.name}: split_mode {lay.mode}, {split}: {per_dev}{cpu}"
     over = [d for d in lay.devices if d.free_mib is not None and d.total / MIB > d.free_mib]
-    tight = [d for d in lay.devices if d.free_mib is not None and d.total and d.total / MIB + FIT_TARGET_MIB > d.free_mib]
+    tight = [d for d in lay.devices
+             if d.free_mib is not None and d.total and d.total / MIB + FIT_TARGET_MIB > d.free_mib]
     if over or tight:
         suggest = fitting_split(spec, flags, gpus, [f or 0 for f in free], FIT_TARGET_MIB) \
             if lay.mode in ("layer", "row") and len(gpus) > 1 else None
@@ -326,7 +338,7 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec) -> Findin
     return _finding("kv_pool", Status.PASS, msg, **data)
 
 
-CHECKS = {
+CHECKS: dict[str, Callable[[Deployment, Machine, ModelSpec], Finding]] = {
     "placement": check_placement,
     "heads": check_heads,
     "balance": check_balance,
