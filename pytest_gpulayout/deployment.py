@@ -9,9 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from pytest_gpulayout.engines import ENGINE_NAMES
 from pytest_gpulayout.engines import ENGINES as ENGINE_REGISTRY
+
+if TYPE_CHECKING:
+    from pytest_gpulayout.engines.llamacpp import LlamaCppFlags
 
 ENGINES = ENGINE_NAMES
 
@@ -96,3 +100,4 @@ class Deployment(ParallelShape):
     launch: Launch = field(default_factory=Launch)
     base_dir: Path = field(default_factory=Path.cwd)   # manifest's directory: relative paths resolve here
     manifest_path: Path | None = None
+    llamacpp: LlamaCppFlags | None = None        # engine: llamacpp only (manifest/llamacpp.py)

@@ -40,8 +40,11 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
     A value the checks find impossible for this model (e.g. ``kv_cache_dtype: fp8_ds_mla`` on a
     non-MLA model) is bad input: it is re-raised naming the manifest and the deployment's key.
     """
+    checks = STATIC_CHECKS
+    if dep.engine == "llamacpp":  # llama.cpp's answers under the same check names (rules/llamacpp.py)
+        from pytest_gpulayout.rules.llamacpp import CHECKS as checks
     try:
-        findings = {name: fn(dep, machine, model, host) for name, fn in STATIC_CHECKS.items()}
+        findings = {name: fn(dep, machine, model, host) for name, fn in checks.items()}
     except InputError as err:
         if err.where and dep.manifest_path and err.where != str(dep.manifest_path):
             raise  # the error is in another file (a model's config.json): it already names it

@@ -122,6 +122,21 @@ class NoFacts(Facts):
     """For a finding that carries no numbers."""
 
 
+@dataclass(frozen=True)
+class RawFacts(Facts):
+    """Facts as plain JSON numbers: an engine whose answers under a shared check name carry keys of
+    their own (llama.cpp), or a saved report whose keys this version does not know."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.values)
+
+    @classmethod
+    def from_json(cls: type[FactsT], data: Mapping[str, Any]) -> FactsT:
+        return cls(values=dict(data))  # type: ignore[call-arg]
+
+
 #: The facts class of each check, for ``facts_from_json`` (filled by ``register_facts``).
 _FACTS_BY_CHECK: dict[str, type[Facts]] = {}
 
@@ -142,7 +157,11 @@ def facts_from_json(check: str, data: Mapping[str, Any]) -> Facts:
         return NoFacts()
     if check not in _FACTS_BY_CHECK:  # the rule modules register their classes on import
         import pytest_gpulayout.evaluate  # noqa: F401
-    return _FACTS_BY_CHECK[check].from_json(data)
+    cls = _FACTS_BY_CHECK.get(check)
+    try:
+        return cls.from_json(data) if cls is not None else RawFacts(dict(data))
+    except ValueError:  # keys of another engine's rules (llama.cpp) under the same check name
+        return RawFacts(dict(data))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import read_text
 from pytest_gpulayout.launch.logparse import ENGINES, LogWatcher, StartupLog, parse_log
 
-_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
+_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
 
 EXIT_CODES = """\
 exit codes:
@@ -42,7 +42,7 @@ exit codes:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the engine's startup log ('-' for stdin)")
-    p.add_argument("--engine", choices=("auto", "vllm", "sglang"), default="auto",
+    p.add_argument("--engine", choices=("auto", "vllm", "sglang", "llamacpp"), default="auto",
                    help="which engine wrote it (default: recognised from the log)")
     p.add_argument("--json", action="store_true", help="print one JSON object (keys: README.md, The CLI)")
     p.epilog = EXIT_CODES
@@ -131,6 +131,10 @@ def _check_input(text: str, engine: str, where: str) -> None:
 def run(args: argparse.Namespace) -> int:
     where = "stdin" if args.file == "-" else args.file
     text = _read(args.file)
+    from pytest_gpulayout.commands.parse_log_llamacpp import is_llamacpp, run_llamacpp
+
+    if is_llamacpp(text, args.engine, where):  # llama.cpp's own lines (commands/parse_log_llamacpp.py)
+        return run_llamacpp(text, args, where)
     _check_input(text, args.engine, where)
     log = parse_log(text, engine=args.engine)
     if not log.has_pool and log.error_kind is None:

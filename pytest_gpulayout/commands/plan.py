@@ -160,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd())
+    if args.engine == "llamacpp":  # split modes and ratios instead of TP/PP/DP (planner/llamacpp.py)
+        from pytest_gpulayout.planner.llamacpp_command import run_llamacpp_plan
+
+        return run_llamacpp_plan(args, model, machine)
     result = plan(
         model,
         machine,

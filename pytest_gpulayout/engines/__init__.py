@@ -7,11 +7,12 @@ from types import MappingProxyType
 
 from pytest_gpulayout.engines.base import Engine
 from pytest_gpulayout.engines.knobs import LaunchKnobs
+from pytest_gpulayout.engines.llamacpp import LLAMACPP
 from pytest_gpulayout.engines.sglang import SGLANG
 from pytest_gpulayout.engines.vllm import VLLM
 
 #: Every engine by its manifest name, in the order they are documented.
-ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG)})
+ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
 
 

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.gpu_locks import default_lock_dir, free_port, gpu_locks
@@ -143,6 +143,21 @@ def _install_handlers() -> None:
             _PREVIOUS[sig] = current if current is not None else signal.SIG_DFL
 
 
+class Watcher(Protocol):
+    """What the launch loop asks of a log parser (``LogWatcher``; llama.cpp's in ``engines/llamacpp.py``)."""
+
+    lines: int
+
+    @property
+    def kv_complete(self) -> bool: ...
+    @property
+    def failed(self) -> bool: ...
+    @property
+    def ready(self) -> bool: ...
+    def feed(self, raw: str) -> None: ...
+    def result(self) -> StartupLog: ...
+
+
 # ------------------------------------------------------------------------------------------------
 # The launch
 # ------------------------------------------------------------------------------------------------
@@ -166,6 +181,7 @@ def launch(
     max_line_bytes: int = 64 << 10,
     scan_interval_s: float = 0.2,
     stop_signal: int = signal.SIGTERM,
+    watcher: Watcher | None = None,
 ) -> LaunchResult:
     """Run ``argv`` until the log answers, then stop it and its whole tree. See the module docstring.
 
@@ -177,8 +193,8 @@ def launch(
     if not argv:
         raise LaunchError("empty engine command")
     with gpu_locks(gpus, lock_dir, lock_timeout_s):
-        watcher = LogWatcher(engine, expected_engines, ranks_per_engine)
-        run = _Launch(tuple(str(a) for a in argv), dict(env), watcher,
+        w: Watcher = watcher if watcher is not None else LogWatcher(engine, expected_engines, ranks_per_engine)
+        run = _Launch(tuple(str(a) for a in argv), dict(env), w,
                       timeout_s=timeout_s, log_path=log_path, grace_s=grace_s, stop_when=stop_when,
                       linger_s=linger_s, tail_lines=tail_lines, max_log_bytes=max_log_bytes,
                       max_line_bytes=max_line_bytes, scan_interval_s=scan_interval_s, stop_signal=stop_signal)
@@ -186,7 +202,7 @@ def launch(
 
 
 class _Launch:
-    def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: LogWatcher, *, timeout_s: float,
+    def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: Watcher, *, timeout_s: float,
                  log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
                  max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int):
         self.argv = argv

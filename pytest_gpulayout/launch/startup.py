@@ -313,6 +313,15 @@ def launch_deployment(
     before the launch and again after the tree is gone: memory that did not come back means something
     of the engine survives outside its process tree (or another tenant arrived), and is reported.
     """
+    if dep.engine == "llamacpp":  # its own argv, log lines and verdict (launch/llamacpp.py)
+        from pytest_gpulayout.launch.llamacpp import launch_llamacpp
+
+        finding, res = launch_llamacpp(dep, model, machine=machine, log_path=_log_path(Path(log_dir), dep),
+                                       grace_s=grace_s)
+        d = finding.data
+        return StartupReport(d.get("kv_tokens"), (d["kv_tokens"],) if d.get("kv_tokens") else (),
+                             d.get("max_concurrency"), d.get("seconds_to_kv"), d.get("error_kind"),
+                             res.log_path if res is not None else None, finding, res)
     name = _ENGINE_NAMES.get(dep.engine, dep.engine)
     version = engine_version or dep.engine_version
     if version is None and not dep.launch.command:  # our environment's engine is the one launched

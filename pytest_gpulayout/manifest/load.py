@@ -41,6 +41,7 @@ from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES, ENGINES, KV_CACH
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.machine.facts import normalize_link
+from pytest_gpulayout.manifest import llamacpp as _llamacpp
 
 __all__ = [
     "MANIFEST_NAME",
@@ -60,6 +61,7 @@ DEPLOYMENT_KEYS = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
     "max_model_len", "memory_fraction", "kv_cache_dtype", "engine_version",
     "enable_expert_parallel", "require", "launch",
+    *_llamacpp.KEYS,  # engine: llamacpp (manifest/llamacpp.py)
 )
 REQUIRE_KEYS = ("kv_tokens", "concurrency", "tp_links", "balance_headroom_gib")
 LAUNCH_KEYS = ("enabled", "command", "args", "env", "timeout_s", "dummy_weights")
@@ -130,6 +132,7 @@ _DEPLOYMENT_ALIASES: dict[str, tuple[str, str]] = {
     "max_concurrency": ("require.concurrency", ""),
     "timeout": ("launch.timeout_s", ""),
     "extra_args": ("launch.args", ""),
+    **_llamacpp.ALIASES,
 }
 _REQUIRE_ALIASES: dict[str, tuple[str, str]] = {
     **dict.fromkeys(
@@ -714,6 +717,8 @@ def _parse_engine_version(ctx: _Ctx, value: object, key: str) -> str:
         return ctx.fail(key, f"must be a quoted version string such as \"0.11.0\", "
                              f"not the number {value!r}{why}")
     text = _string(ctx, value, key, what="a version string such as \"0.11.0\"")
+    if re.fullmatch(r"b\d+", text.strip()):
+        return text.strip()  # a llama.cpp build tag (b11434)
     try:
         Version(text.strip())
     except InvalidVersion:
@@ -809,6 +814,7 @@ _DEPLOYMENT_FIELDS: dict[str, _Parser] = {
     "kv_cache_dtype": lambda ctx, v, k: _choice(ctx, v, k, KV_CACHE_DTYPES, "kv_cache_dtype"),
     "engine_version": _opt(_parse_engine_version),
     "enable_expert_parallel": _bool,
+    **_llamacpp.FIELDS,
 }
 _REQUIRE_FIELDS: dict[str, _Parser] = {
     "kv_tokens": _opt(_int_at_least(1)),
@@ -901,11 +907,14 @@ def _build(ctx: _Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: 
     if "model" not in fields:
         ctx.fail(f"{prefix}.model", "missing: every deployment needs a model (a directory holding "
                                     "config.json, a config.json, or a catalog id like 'Qwen/Qwen3-8B')")
+    llamacpp = _llamacpp.build_flags(ctx, fields, prefix, inherited)
+    if llamacpp is not None:
+        _llamacpp.check_launch_args(ctx, fields["launch"].get("args", ()), prefix)
     tp = fields.get("tensor_parallel_size", 1)
     pp = fields.get("pipeline_parallel_size", 1)
     dp = fields.get("data_parallel_size", 1)
     gpus = fields.get("gpus")
-    if gpus is not None and len(gpus) != tp * pp * dp:
+    if gpus is not None and len(gpus) != tp * pp * dp and llamacpp is None:
         n = tp * pp * dp
         plural = "GPU" if len(gpus) == 1 else "GPUs"
         ctx.fail(f"{prefix}.gpus",
@@ -943,7 +952,7 @@ def _build(ctx: _Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: 
 
     require = Require(**fields["require"])
     launch = Launch(**{**launch_fields, "env": MappingProxyType(dict(launch_fields["env"]))})
-    scalars = {k: v for k, v in fields.items() if k not in ("require", "launch")}
+    scalars = {k: v for k, v in fields.items() if k not in ("require", "launch", *_llamacpp.KEYS)}
     scalars["model"] = _resolve_model(scalars["model"], base_dir)
     return Deployment(name=name, require=require, launch=launch, base_dir=base_dir,
-                      manifest_path=manifest_path, **scalars)
+                      manifest_path=manifest_path, llamacpp=llamacpp, **scalars)

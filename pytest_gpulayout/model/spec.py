@@ -376,6 +376,10 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
                              "Hugging Face config.json)", where=path)
         return spec_from_config(_read_json(config), name=path.resolve().name, source=str(config),
                                 weight_bytes_measured=measured_weight_bytes(path))
+    if path.is_file() and path.suffix.lower() == ".gguf":  # llama.cpp: metadata and tensor table
+        from pytest_gpulayout.model.gguf import load_gguf
+
+        return load_gguf(path)
     if path.is_file():
         name = path.resolve().parent.name if path.name == "config.json" else path.stem
         return spec_from_config(_read_json(path), name=name or path.stem, source=str(path),

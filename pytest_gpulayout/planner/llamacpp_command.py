@@ -1,0 +1,32 @@
+"""The ``plan --engine llamacpp`` branch of ``commands/plan.py``: flags mapped, output printed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.gguf import GgufSpec
+from pytest_gpulayout.model.spec import ModelSpec
+
+
+def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machine) -> int:
+    from pytest_gpulayout.planner.llamacpp import format_llamacpp_plan, plan_json, plan_llamacpp
+
+    if not isinstance(model, GgufSpec):
+        raise InputError("--engine llamacpp plans a .gguf model file", where=args.model, key="MODEL")
+    for flag in ("memory_fraction", "html"):
+        if getattr(args, flag, None):
+            raise InputError(f"--{flag.replace('_', '-')} does not apply to --engine llamacpp", key=f"--{flag}")
+    if args.kv_cache_dtype not in (None, "auto"):
+        raise InputError("--kv-cache-dtype does not apply to --engine llamacpp (its cache types are "
+                         "cache_type_k/cache_type_v in the manifest)", key="--kv-cache-dtype")
+    rows = plan_llamacpp(model, machine, ctx_size=args.max_model_len, parallel=args.concurrency)
+    if args.json:
+        json.dump(plan_json(model, machine, rows), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_llamacpp_plan(model, machine, rows))
+    return 0 if any(r.refused_by is None for r in rows) else 1
