@@ -400,8 +400,17 @@ def test_sliding_window_hybrids():
     oss = load_model("openai/gpt-oss-120b")
     kw = dict(tp=1, pp=1, gpus=gpus(1), max_model_len=131072, memory_fraction=0.9)
     v = predict_pool(oss, engine="vllm", engine_version="0.33.0", **kw)
-    # vLLM's hybrid allocator: a full-length request needs ~128 tokens in the 18 sliding layers
-    assert v.max_concurrency is not None and v.max_concurrency > 1.8 * v.kv_tokens / 131072
+    # vLLM's hybrid allocator (vllm 0.33 v1/core/kv_cache_utils.py): one group of 18 sliding and one of
+    # 18 full layers; a full-length request needs 128 + 2 x 8192 in-flight tokens in the sliding group, so the
+    # pool holds ~1.8x the requests a full-attention count gives, and from 0.20.1 the logged
+    # "GPU KV cache size" is int(max_concurrency x max_model_len)
+    naive = v.kv_budget_bytes_per_rank // v.kv_bytes_per_token_per_rank
+    assert v.max_concurrency is not None and v.kv_tokens == int(v.max_concurrency * 131072)
+    assert 1.7 * naive < v.kv_tokens < 2 * naive                     # 2 x 8192 / (8192 + 1033) = 1.78
+    # 0.20.0 logged num_blocks // groups x block: the full-attention count
+    old = predict_pool(oss, engine="vllm", engine_version="0.20.0", **kw)
+    old_naive = old.kv_budget_bytes_per_rank // old.kv_bytes_per_token_per_rank
+    assert old.kv_tokens == pytest.approx(old_naive, rel=0.01)
     s = predict_pool(oss, engine="sglang", engine_version="0.5.23", **kw)
     naive = s.kv_budget_bytes_per_rank // s.kv_bytes_per_token_per_rank
     # SGLang's SWA pool: budget over 18 + 0.8 x 18 layers, reported as full-attention tokens

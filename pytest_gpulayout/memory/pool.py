@@ -34,6 +34,8 @@ from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_d
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
+from pytest_gpulayout.memory.vllm_kv import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
+from pytest_gpulayout.memory.vllm_kv import describe as describe_vllm_cache
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import NO_KV, SLIDING, ModelSpec
 from pytest_gpulayout.placement import place
@@ -534,6 +536,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
 
     budgets: list[int] = []
     tokens: list[int | None] = []     # None: this rank holds no KV layer, so it does not bound the pool
+    hybrid_caches: list[VllmKvCache | None] = []
     if e == "vllm":
         block = k.block_size or vllm_block_size(model.is_mla)
         fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
@@ -545,6 +548,11 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
         if old and any(f is None for f in frees):
             notes.append(f"vLLM < {FREE_MEMORY_CHECK_SINCE} also subtracts other processes' memory; free memory "
                          f"unknown, not counted.")
+
+        layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=kv_cache_dtype)
+        states = model.layer_state_bytes(tp)
+        batched = max_num_batched_tokens or vllm_scheduler_defaults(
+            version, gpu_total_mib=min(totals), gpu_name=gpu_name, max_model_len=max_model_len)[0]
         for rank, g in enumerate(gpus):
             stage = rank // tp
             total = (g.memory_total_mib or 0) * MIB
@@ -555,6 +563,19 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
             if fixed is not None:  # gpu_worker.py: the given bytes replace the profiled budget
                 budget = fixed
             budgets.append(budget)
+            stage_kinds = [model.layer_kinds[i] for i in ranges[stage]]
+            stage_states = [states[i] for i in ranges[stage]]
+            mixed = len({k for k in stage_kinds if k != NO_KV}) > 1 or any(stage_states)
+            if mixed and version >= HYBRID_SINCE and (max_model_len or model.max_position_embeddings):
+                cache = vllm_kv_cache(
+                    version, kinds=stage_kinds, page_bytes=layer_bytes * block, block_size=block,
+                    budget_bytes=budget, max_model_len=max_model_len or model.max_position_embeddings or 0,
+                    max_num_batched_tokens=batched, pp=pp, sliding_window=model.sliding_window,
+                    chunk_size=model.attention_chunk_size, state_bytes=stage_states)
+                hybrid_caches.append(cache)
+                tokens.append(cache.logged_tokens if kv_by_stage[stage] else None)
+                continue
+            hybrid_caches.append(None)
             per_block = kv_by_stage[stage] * block
             tokens.append(max(0, budget) // per_block * block if per_block else None)
         if old:
@@ -597,15 +618,12 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
 
     max_len = max_model_len or model.max_position_embeddings
     concurrency: float | None = None
+    vllm_caches = [c for c in hybrid_caches if c is not None] if e == "vllm" else []
     if max_len:
         concurrency = kv_tokens / max_len
-        if (e == "vllm" and model.sliding_layers and model.sliding_window and model.sliding_window < max_len
-                and version >= Version("0.10")):
-            batched = max_num_batched_tokens or vllm_scheduler_defaults(
-                version, gpu_total_mib=min(totals), gpu_name=gpu_name)[0]
-            concurrency = _vllm_concurrency(model, stage_layers=ranges, tp=tp, kv_cache_dtype=kv_cache_dtype,
-                                            kv_tokens=kv_tokens, max_len=max_len, block=block,
-                                            batched_tokens=batched)
+        if vllm_caches:  # vLLM's own measure for mixed attention kinds (memory/vllm_kv.py)
+            concurrency = min(c.max_concurrency for c in vllm_caches)
+            notes.append(describe_vllm_cache(min(vllm_caches, key=lambda c: c.max_concurrency), version))
 
     # -- what the numbers assume -------------------------------------------------------------
     if model.is_mla:
@@ -613,7 +631,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                      f"per layer, so TP does not shrink KV per token.")
     elif model.num_key_value_heads < tp:
         notes.append(f"{model.num_key_value_heads} KV heads < TP={tp}: each rank keeps one replicated head.")
-    if model.sliding_layers:
+    if model.sliding_layers and not vllm_caches:
         notes.append(f"{model.sliding_layers} of {model.num_hidden_layers} layers use a "
                      f"{model.sliding_window:,}-token sliding window: counted as full per token, as the "
                      f"engines report the pool; a request needs less there"
