@@ -44,7 +44,7 @@ imports from here (``plan``, ``Plan``, ``LayoutRow``, ``choose_gpus``, ``layouts
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
@@ -56,12 +56,30 @@ from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.gpus import LinkCosts, choose_gpus, layouts
 from pytest_gpulayout.planner.measure import measurement
-from pytest_gpulayout.planner.ranking import crosses_hosts, rank_key, replica_room, why, why_context
+from pytest_gpulayout.planner.ranking import (
+    NEED_ORDER,
+    crosses_hosts,
+    need_met,
+    rank_key,
+    replica_room,
+    why,
+    why_context,
+)
 from pytest_gpulayout.planner.request import Demand, PlanRequest, model_reference, per_replica
-from pytest_gpulayout.planner.rows import LayoutRow, Measurement, Plan
-from pytest_gpulayout.planner.verdicts import CHECK_ORDER, default_fraction_name, layout_row
+from pytest_gpulayout.planner.rows import LayoutRow, Measurement, Plan, closest_key, holds_something
+from pytest_gpulayout.planner.space import cross_host, multi_host, single_host
+from pytest_gpulayout.planner.verdicts import (
+    CHECK_ORDER,
+    default_fraction_name,
+    engines_row,
+    layout_row,
+    requests_number,
+)
 from pytest_gpulayout.report.text import per_replica_text, requests_text
-from pytest_gpulayout.rules.kv_pool import FractionOrigin, KvPoolFacts
+from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, FractionOrigin, KvPoolFacts
+
+#: How a plan picks the GPUs of a layout: ``(machine, tp, pp, dp, links)`` -> GPU indices or None.
+Chooser = Callable[[Machine, int, int, int, LinkCosts], "tuple[int, ...] | None"]
 
 #: Without --concurrency / --kv-tokens: the full-length requests each replica should hold at once.
 #: One is what the engines need to start; a replica that holds only one serves long requests one at
@@ -117,27 +135,63 @@ def plan(
         kv_cache_dtype=kv_cache_dtype,
     )
     n = max_gpus or n_visible
-    link_table = LinkCosts(machine)
+    return _plan(model, machine, request, n, host, choose_gpus)
 
-    rows: list[LayoutRow] = []
-    for tp, pp, dp in layouts(n):
-        gpus = choose_gpus(machine, tp, pp, dp, link_table)
-        if gpus is None:  # pragma: no cover - layouts() never asks for more than n
-            continue
-        dep = request.deployment(tp, pp, dp, gpus)
-        rows.append(layout_row(dep, model, evaluate(dep, machine, model, host), request.demand))
 
+def _plan(
+    model: ModelSpec,
+    machine: Machine,
+    request: PlanRequest,
+    n: int,
+    host: Host,
+    chooser: Chooser,
+) -> Plan:
+    """``plan()`` with the GPU choice given (``choose_gpus``; the tests pass the exhaustive one)."""
+    links = LinkCosts(machine)
     assumed = None if request.demand.given else ASSUMED_REQUESTS_PER_REPLICA
-    if memory_fraction is None:
-        rows = [_with_fraction_hint(r, machine, model, request.demand, assumed, host) for r in rows]
-    candidates = sorted((r for r in rows if r.refused is None), key=lambda r: rank_key(r, machine, assumed))
-    refused = sorted((r for r in rows if r.refused is not None), key=lambda r: (r.group_size, r.tp, r.pp, r.dp))
-    ctx = why_context(candidates, refused, n, assumed)
+    ev = _Evaluator(request, machine, model, host, links, chooser)
+    sizes = [len(h) for h in links.hosts]
+    shapes = single_host(n) if len(sizes) == 1 else multi_host(sizes, n)
+    engines = request.engine == "vllm" and model.is_moe
+
+    def rows_for(shape_list: Sequence[tuple[int, int, int]]) -> list[LayoutRow]:
+        out = []
+        for tp, pp, dp in shape_list:
+            row = ev.row(tp, pp, dp)
+            if row is not None:
+                out.append(row)
+            if engines and dp > 1:
+                eng = ev.engines(tp, pp, dp)
+                if eng is not None:
+                    out.append(eng)
+        return out
+
+    rows = rows_for(shapes)
+    if len(sizes) > 1:
+        for _k, cross in cross_host(sizes, n, model.num_hidden_layers):
+            new = rows_for(cross)
+            rows += new
+            if any(r.refused is None and need_met(r, assumed) in ("with room", None) for r in new):
+                break  # more hosts per replica only make fewer replicas
+    host_size = max(sizes)
+    if request.memory_fraction is None:
+        rows = [
+            _with_fraction_hint(r, machine, model, request.demand, assumed, host) if r.gpu_count <= host_size else r
+            for r in rows
+        ]
+    rows = [replace(r, need_met=need_met(r, assumed)) if r.refused is None else r for r in rows]
+    candidates = sorted((r for r in rows if r.refused is None), key=lambda r: rank_key(r, machine, assumed, links))
+    candidates = [replace(r, rank=i + 1) for i, r in enumerate(candidates)]
+    refused = sorted(
+        (r for r in rows if r.refused is not None), key=lambda r: (r.group_size, r.tp, r.pp, r.dp, r.engines)
+    )
+    ctx = why_context(candidates, refused, n, assumed, TIGHT_MARGIN)
     whys = []
     for i, r in enumerate(candidates):
         fuller = any(
             o.independent_replicas == r.independent_replicas
             and o.gpu_count > r.gpu_count
+            and NEED_ORDER[o.need_met] == NEED_ORDER[r.need_met]
             and replica_room(o, assumed) == replica_room(r, assumed)
             for o in candidates[:i]
         )
@@ -145,22 +199,91 @@ def plan(
     ranked = tuple(whys) + tuple(replace(r, why=f"refused: {r.refused}") for r in refused)
 
     first_kv = next((f for r in rows if (f := facts_of(r.findings.get("kv_pool"), KvPoolFacts))), None)
-    resolved_len = max_model_len
+    resolved_len = request.max_model_len
     if resolved_len is None and first_kv is not None:
         resolved_len = present(first_kv.max_model_len)
+    notes, noted = _notes(model, machine, request, rows, candidates, refused, assumed, n, links)
     return Plan(
         model=model,
         machine=machine,
-        engine=engine,
-        engine_version=engine_version,
+        engine=request.engine,
+        engine_version=request.engine_version,
         max_model_len=resolved_len,
         required=request.demand.describe(resolved_len),
         layouts=ranked,
-        notes=_notes(model, machine, request, rows, candidates, refused, assumed),
-        measurement=measurement(candidates, machine, request),
+        notes=notes,
+        measurement=measurement([r for r in candidates if not r.engines], machine, request),
         gpus_considered=n,
         assumed_requests=assumed,
+        concurrency=request.demand.concurrency,
+        kv_tokens=request.demand.kv_tokens,
+        margin=TIGHT_MARGIN,
+        noted=noted,
     )
+
+
+class _Evaluator:
+    """Rows for layouts, each distinct (TP, PP, DP, placement class) evaluated once.
+
+    Two GPU lists of one class (the same GPU classes position by position, hosts alike, the same
+    pattern of hosts) give the same verdicts: the checks read GPU models, memory, tenants and links,
+    all of which the class fixes. Independent engines hit this most: eight alike GPUs are one
+    evaluation, not eight.
+    """
+
+    def __init__(self, request: PlanRequest, machine: Machine, model: ModelSpec, host: Host,
+                 links: LinkCosts, chooser: Chooser):
+        self.request, self.machine, self.model, self.host = request, machine, model, host
+        self.links, self.chooser = links, chooser
+        self._cache: dict[tuple[object, ...], LayoutRow] = {}
+        self.evaluations = 0
+
+    def _class_key(self, gpus: Sequence[int]) -> tuple[object, ...]:
+        lk = self.links
+        sig_ids: dict[tuple[object, ...], int] = {}
+        hosts: dict[int, int] = {}
+        out = []
+        for g in gpus:
+            h = lk.host_of[g]
+            sig = sig_ids.setdefault(lk.signature[h], len(sig_ids))
+            members = lk.hosts[h]
+            rep = next(i for i, x in enumerate(members) if lk.klass[x] == lk.klass[g])
+            out.append((sig, rep, hosts.setdefault(h, len(hosts))))
+        return tuple(out)
+
+    def _evaluate(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...], share: int,
+                  cached: bool) -> LayoutRow:
+        key = (tp, pp, dp, share, self._class_key(gpus))
+        if cached and key in self._cache:
+            return replace(self._cache[key], gpus=gpus)
+        dep = self.request.deployment(tp, pp, dp, gpus, share=share)
+        self.evaluations += 1
+        row = layout_row(dep, self.model, evaluate(dep, self.machine, self.model, self.host),
+                         self.request.demand, share)
+        self._cache[key] = row
+        return row
+
+    def row(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links)
+        if gpus is None:
+            return None
+        return self._evaluate(tp, pp, dp, gpus, dp, cached=False)
+
+    def engines(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+        """``dp`` independent engines of TP x PP, on the GPUs the DP layout would take."""
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links)
+        if gpus is None:
+            return None
+        w = tp * pp
+        parts = [self._evaluate(tp, pp, 1, gpus[i * w:(i + 1) * w], dp, cached=True) for i in range(dp)]
+        merged = engines_row(parts, self.model)
+        limiting = next(p for p in parts if p.findings is merged.findings)
+        if limiting.deployment is not None and tuple(limiting.deployment.gpus or ()) != limiting.gpus:
+            # its findings came from an alike group: re-read them for its own GPUs (the messages name GPUs)
+            fresh = self._evaluate(tp, pp, 1, limiting.gpus, dp, cached=False)
+            merged = replace(merged, findings=fresh.findings, deployment=fresh.deployment, refused=fresh.refused,
+                             refused_by=fresh.refused_by)
+        return merged
 
 
 def _notes(
@@ -171,10 +294,14 @@ def _notes(
     candidates: Sequence[LayoutRow],
     refused: Sequence[LayoutRow],
     assumed: int | None,
-) -> tuple[str, ...]:
-    """The plan's notes, in the order they are shown: what is unknown, what a higher memory fraction
-    would change, why nothing serves, engine caveats, the GPUs left out, the machine source's own."""
+    n: int,
+    links: LinkCosts,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The plan's notes, in the order they are shown (what is unknown, what a higher memory fraction
+    would change, why nothing serves, engine caveats, the GPUs left out, the machine source's own),
+    and the refused layouts they name (the table shows those)."""
     notes: list[str] = []
+    noted: list[str] = []
     if not machine.memory_known:
         notes.append(
             f"GPU memory is unknown from {machine.source}: the KV pool could NOT be predicted and the "
@@ -182,29 +309,61 @@ def _notes(
             f"ranked on heads and links alone, as if each fits. Probe the host (--machine auto) or use "
             f"a snapshot/preset with memory for a verdict."
         )
-    fraction = _fraction_note(machine, request.engine, candidates, refused, assumed)
+    fraction = _fraction_note(machine, request.engine, candidates, refused, assumed, links)
     if fraction is not None:
-        notes.append(fraction)
-    if not candidates:
+        notes.append(fraction[0])
+        noted.append(fraction[1])
+    too_big = _weights_exceed(machine, rows, n) if not candidates else None
+    if too_big is not None:
+        notes.append(too_big)
+    elif not candidates:
         notes.append(
             "no layout on these GPUs serves this model with what was asked: see the refusals "
             "(quantize, use kv_cache_dtype: fp8, shorten max_model_len, or add GPUs)"
         )
     if request.engine == "vllm" and model.is_moe:
         notes.append(
-            f"{model.name} is a mixture of experts: vLLM shards the experts over all TP x DP ranks, so "
-            f"its DP ranks are one group (DP attention), not independent copies. For independent "
-            f"copies run one engine per GPU group."
+            f"{model.name} is a mixture of experts: vLLM's own DP shards the experts over all TP x DP "
+            f"ranks, so its DP ranks are one group (DP attention), not independent copies. Independent "
+            f"engines (one server per GPU group behind a load balancer) are listed as their own "
+            f"layouts, 'xN engines'."
+        )
+    if len(links.hosts) > 1:
+        big = max(len(h) for h in links.hosts)
+        notes.append(
+            f"{len(links.hosts)} hosts: TP stays inside a host (larger TP is listed once, refused), PP "
+            f"crosses hosts, copies go per host; layouts up to {big} GPUs are shown on one host and "
+            f"copied onto every host"
         )
     n_visible = len(machine.gpus)
     if request.max_gpus is not None and request.max_gpus < n_visible:
         notes.append(f"planned on {request.max_gpus} of the {n_visible} visible GPUs (--gpus)")
     notes.extend(machine.notes)
-    if not candidates and rows:
-        closest = _closest(rows)
+    if not candidates and rows and too_big is None:
+        closest = _closest(refused)
         if closest is not None:
             notes.append(closest)
-    return tuple(notes)
+    return tuple(notes), tuple(noted)
+
+
+def _weights_exceed(machine: Machine, rows: Sequence[LayoutRow], n: int) -> str | None:
+    """When nothing serves because the weights alone do not fit the GPUs' memory, the one line that
+    says so (a shorter context cannot help then)."""
+    single = next((r for r in rows if r.gpu_count == 1 and not r.engines), None)
+    kv = facts_of(single.findings.get("kv_pool"), KvPoolFacts) if single else None
+    if kv is None or not machine.memory_known:
+        return None
+    weights = kv.weights_gib_per_rank
+    fraction = present(kv.memory_fraction)
+    frac = float(fraction) if fraction is not None else 1.0
+    totals = sorted((g.memory_total_mib or 0 for g in machine.gpus), reverse=True)[:n]
+    total = sum(totals) / 1024
+    if weights <= total * frac:
+        return None
+    return (
+        f"the weights alone ({weights:,.1f} GiB) exceed the GPUs' {total * frac:,.1f} GiB ({frac:g} of "
+        f"{total:,.1f} GiB on {len(totals)} GPUs, the engine's memory fraction): FP8 weights or more nodes"
+    )
 
 
 def _fraction_note(
@@ -213,28 +372,31 @@ def _fraction_note(
     candidates: Sequence[LayoutRow],
     refused: Sequence[LayoutRow],
     assumed: int | None,
-) -> str | None:
+    links: LinkCosts,
+) -> tuple[str, str] | None:
     """A layout refused only by the engine's default memory fraction that would rank first (or above
-    the best candidate) with the fraction that serves: name it and the fraction."""
+    the best candidate) with the fraction that serves: the note naming it and the fraction, and the
+    layout it names."""
     hinted = [r for r in refused if r.fits_with_memory_fraction is not None]
     if not hinted:
         return None
-    # with the fraction it meets the need: it would rank by replicas, then GPUs used
-    first = min(hinted, key=lambda r: (crosses_hosts(r, machine), -r.independent_replicas, -r.gpu_count))
+
+    def as_served(r: LayoutRow) -> tuple[object, ...]:
+        # with the fraction it meets the need (that is what the search asked): rank it like a candidate
+        return rank_key(replace(r, refused=None, refused_by=None, need_met="with room"), machine, assumed, links)
+
+    first = min(hinted, key=as_served)
     best = candidates[0] if candidates else None
-    better = best is None or (
-        (crosses_hosts(first, machine), -(assumed or 0), -first.independent_replicas, -first.gpu_count)
-        < (crosses_hosts(best, machine), -replica_room(best, assumed), -best.independent_replicas, -best.gpu_count)
-    )
-    if not better:
+    if best is not None and as_served(first) >= rank_key(best, machine, assumed, links):
         return None
     kv = facts_of(first.findings.get("kv_pool"), KvPoolFacts)
     default = present(kv.memory_fraction) if kv else None
-    return (
+    text = (
         f"{first.layout} is refused only by {default_fraction_name(engine)} {default:g}: with "
         f"--memory-fraction {first.fits_with_memory_fraction:.2f} it serves and would rank "
         f"{'first' if best is None else f'above {best.layout}'} (re-run with it; the startup check confirms)"
     )
+    return text, first.layout
 
 
 def _fraction_that_fits(
@@ -309,19 +471,20 @@ def _with_fraction_hint(
     return replace(row, refused=text, fits_with_memory_fraction=fits)
 
 
-def _closest(rows: Sequence[LayoutRow]) -> str | None:
-    """When nothing serves: the layout that holds the most, and what would close the gap."""
-    sized = [r for r in rows if r.full_length_requests and r.refused_by == "kv_pool"]
+def _closest(refused: Sequence[LayoutRow]) -> str | None:
+    """When nothing serves: the layout that holds the most (the first refused row of the table), and
+    what would close the gap."""
+    sized = [r for r in refused if holds_something(r) and r.full_length_requests]
     if not sized:
         return None
-    best = max(sized, key=lambda r: (sum(r.full_length_requests or ()), -r.gpu_count))
+    best = min(sized, key=closest_key)
     total = sum(best.full_length_requests or ())
     tokens = sum(best.predicted_kv_tokens_per_replica or ())
     return (
-        f"the most any layout holds: {best.layout} on GPUs {','.join(map(str, best.gpus))}, {total} "
-        f"full-length requests at once ({tokens:,} tokens of KV in all). To reach the demand: "
-        f"kv_cache_dtype fp8 (about twice the tokens), a shorter max_model_len, a higher memory fraction, "
-        f"a quantized checkpoint, or more GPUs"
+        f"the most any layout holds: {best.layout} on GPUs {','.join(map(str, best.gpus))}, "
+        f"{requests_number(total)} full-length requests at once ({tokens:,} tokens of KV in all). To reach "
+        f"the demand: kv_cache_dtype fp8 (about twice the tokens), a shorter max_model_len, a higher memory "
+        f"fraction, a quantized checkpoint, or more GPUs"
     )
 
 
