@@ -37,13 +37,14 @@ def _cost(kind: str | None) -> int:
     return fam * 100 + neg_count
 
 
+_NET = LINK_KINDS.index("NET") * 100 if "NET" in LINK_KINDS else 10_000
+
+
 class LinkCosts:
     """Pairwise link costs, GPU classes and hosts, computed once per plan."""
 
     def __init__(self, machine: Machine):
         self.machine = machine
-        idx = machine.indices
-        self.cost = {(a, b): _cost(machine.effective_link(a, b)) for a in idx for b in idx if a != b}
         self.free = {g.index: (g.memory_free_mib or 0) for g in machine.gpus}
         self.name = {g.index: g.name for g in machine.gpus}
         hosts: dict[str | None, list[int]] = {}
@@ -52,11 +53,21 @@ class LinkCosts:
         #: GPU indices per host, hosts in order of their first GPU
         self.hosts: tuple[tuple[int, ...], ...] = tuple(tuple(v) for v in hosts.values())
         self.host_of = {g: h for h, members in enumerate(self.hosts) for g in members}
+        # pairs inside a host only: across hosts every pair is NET (n^2 pairs would not scale)
+        self._cost = {
+            (a, b): _cost(machine.effective_link(a, b)) for members in self.hosts for a in members for b in members
+            if a != b
+        }
         self.kind = {g.index: _attributes(g) for g in machine.gpus}
         self.klass = self._classes()
         self.signature = tuple(self._host_signature(h) for h in self.hosts)
         self.domain = self._domains()
         self._memo: dict[tuple[object, ...], tuple[int, ...]] = {}
+
+    def cost(self, a: int, b: int) -> int:
+        """Link cost between two GPUs (the network between hosts)."""
+        c = self._cost.get((a, b))
+        return _NET if c is None else c
 
     def _domains(self) -> dict[int, tuple[int, ...]]:
         """GPU -> its socket: the GPUs of its host it reaches over links faster than SYS."""
@@ -69,7 +80,7 @@ class LinkCosts:
                 while todo:
                     a = todo.pop()
                     for b in members:
-                        if b not in comp and self.cost[a, b] < limit:
+                        if b not in comp and self.cost(a, b) < limit:
                             comp.add(b)
                             todo.append(b)
                 group = tuple(sorted(comp))
@@ -96,18 +107,18 @@ class LinkCosts:
     def _alike(self, a: int, b: int) -> bool:
         if self.kind[a] != self.kind[b] or self.host_of[a] != self.host_of[b]:
             return False
-        return all(self.cost[a, x] == self.cost[b, x] for x in self.machine.indices if x not in (a, b))
+        return all(self.cost(a, x) == self.cost(b, x) for x in self.hosts[self.host_of[a]] if x not in (a, b))
 
     def _host_signature(self, members: Sequence[int]) -> tuple[object, ...]:
         """What makes two hosts interchangeable: their GPUs' attributes and links, position by position."""
         attrs = tuple(self.kind[g] for g in members)
-        links = tuple(self.cost[a, b] for a, b in itertools.combinations(members, 2))
+        links = tuple(self.cost(a, b) for a, b in itertools.combinations(members, 2))
         return (attrs, links)
 
     # -- scoring --------------------------------------------------------------------------------
     def score(self, group: Sequence[int]) -> Score:
         """Lower is better: slowest internal link, total link cost, mixed GPU models, least free memory."""
-        pairs = [self.cost[a, b] for a, b in itertools.combinations(group, 2)]
+        pairs = [self.cost(a, b) for a, b in itertools.combinations(group, 2)]
         return (
             max(pairs, default=0),
             sum(pairs),
@@ -187,7 +198,7 @@ class LinkCosts:
 
     def between(self, a: Sequence[int], b: Sequence[int]) -> int:
         """Cost of a stage boundary: same TP rank talks to same TP rank."""
-        return max(self.cost[x, y] for x, y in zip(a, b, strict=True))
+        return max(self.cost(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _compositions(sizes: Sequence[int], k: int) -> Iterable[tuple[int, ...]]:
@@ -228,12 +239,15 @@ def _arrange(links: LinkCosts, replica: Sequence[int], tp: int, pp: int,
     return [g for stage in stages for g in stage]
 
 
-def choose_gpus(machine: Machine, tp: int, pp: int, dp: int, links: LinkCosts | None = None) -> tuple[int, ...] | None:
-    """GPU indices for the layout in engine order (replica, stage, TP rank), or ``None`` if too few."""
+def choose_gpus(machine: Machine, tp: int, pp: int, dp: int, links: LinkCosts | None = None,
+                among: Sequence[int] | None = None) -> tuple[int, ...] | None:
+    """GPU indices for the layout in engine order (replica, stage, TP rank), or ``None`` if too few
+    (``among``: only these GPUs, e.g. one host's)."""
     links = links or LinkCosts(machine)
-    if tp * pp * dp > len(machine.gpus):
+    pool = machine.indices if among is None else tuple(among)
+    if tp * pp * dp > len(pool):
         return None
-    avail = set(machine.indices)
+    avail = set(pool)
     order: list[int] = []
     for _ in range(dp):
         replica = links.best_group(sorted(avail), tp * pp)
@@ -242,12 +256,13 @@ def choose_gpus(machine: Machine, tp: int, pp: int, dp: int, links: LinkCosts | 
     return tuple(order)
 
 
-def choose_gpus_exhaustive(machine: Machine, tp: int, pp: int, dp: int,
-                           links: LinkCosts | None = None) -> tuple[int, ...] | None:
+def choose_gpus_exhaustive(machine: Machine, tp: int, pp: int, dp: int, links: LinkCosts | None = None,
+                           among: Sequence[int] | None = None) -> tuple[int, ...] | None:
     """The same rule by brute force: every subset of the free GPUs, no symmetry, no host split
     (exponential: the reference the tests compare ``choose_gpus`` with)."""
     links = links or LinkCosts(machine)
-    if tp * pp * dp > len(machine.gpus):
+    pool = machine.indices if among is None else tuple(among)
+    if tp * pp * dp > len(pool):
         return None
 
     def every_subset(avail: Sequence[int], k: int) -> tuple[int, ...]:
@@ -255,7 +270,7 @@ def choose_gpus_exhaustive(machine: Machine, tp: int, pp: int, dp: int,
             return tuple(sorted(avail))
         return min((tuple(c) for c in itertools.combinations(sorted(avail), k)), key=links.score)
 
-    avail = list(machine.indices)
+    avail = list(pool)
     order: list[int] = []
     for _ in range(dp):
         replica = every_subset(avail, tp * pp)

@@ -58,7 +58,6 @@ from pytest_gpulayout.planner.gpus import LinkCosts, choose_gpus, layouts
 from pytest_gpulayout.planner.measure import measurement
 from pytest_gpulayout.planner.ranking import (
     NEED_ORDER,
-    crosses_hosts,
     need_met,
     rank_key,
     replica_room,
@@ -79,7 +78,7 @@ from pytest_gpulayout.report.text import per_replica_text, requests_text
 from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, FractionOrigin, KvPoolFacts
 
 #: How a plan picks the GPUs of a layout: ``(machine, tp, pp, dp, links)`` -> GPU indices or None.
-Chooser = Callable[[Machine, int, int, int, LinkCosts], "tuple[int, ...] | None"]
+Chooser = Callable[[Machine, int, int, int, LinkCosts, "Sequence[int] | None"], "tuple[int, ...] | None"]
 
 #: Without --concurrency / --kv-tokens: the full-length requests each replica should hold at once.
 #: One is what the engines need to start; a replica that holds only one serves long requests one at
@@ -151,7 +150,12 @@ def _plan(
     assumed = None if request.demand.given else ASSUMED_REQUESTS_PER_REPLICA
     ev = _Evaluator(request, machine, model, host, links, chooser)
     sizes = [len(h) for h in links.hosts]
-    shapes = single_host(n) if len(sizes) == 1 else multi_host(sizes, n)
+    every: list[tuple[int, int, int]] = []
+    if len(sizes) == 1:
+        shapes = single_host(n)
+    else:
+        inside, every, across = multi_host(sizes, n)
+        shapes = inside + across
     engines = request.engine == "vllm" and model.is_moe
 
     def rows_for(shape_list: Sequence[tuple[int, int, int]]) -> list[LayoutRow]:
@@ -167,6 +171,10 @@ def _plan(
         return out
 
     rows = rows_for(shapes)
+    for tp, pp, dp in every:
+        per_host = ev.per_host(tp, pp, dp)
+        if per_host is not None:
+            rows.append(per_host)
     if len(sizes) > 1:
         for _k, cross in cross_host(sizes, n, model.num_hidden_layers):
             new = rows_for(cross)
@@ -212,7 +220,7 @@ def _plan(
         required=request.demand.describe(resolved_len),
         layouts=ranked,
         notes=notes,
-        measurement=measurement([r for r in candidates if not r.engines], machine, request),
+        measurement=measurement([r for r in candidates if not r.engines], machine, request, links),
         gpus_considered=n,
         assumed_requests=assumed,
         concurrency=request.demand.concurrency,
@@ -264,26 +272,44 @@ class _Evaluator:
         return row
 
     def row(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
-        gpus = self.chooser(self.machine, tp, pp, dp, self.links)
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
         if gpus is None:
             return None
         return self._evaluate(tp, pp, dp, gpus, dp, cached=False)
 
+    def per_host(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+        """The in-host layout ``(tp, pp, dp)`` deployed on every host that has the GPUs, one
+        deployment per host behind a load balancer: each holds its share of the users."""
+        hosts = [h for h in self.links.hosts if len(h) >= tp * pp * dp]
+        if len(hosts) < 2:
+            return None
+        share = dp * len(hosts)
+        parts = []
+        for members in hosts:
+            gpus = self.chooser(self.machine, tp, pp, dp, self.links, members)
+            if gpus is None:  # pragma: no cover - the host has the GPUs
+                return None
+            parts.append(self._evaluate(tp, pp, dp, gpus, share, cached=True))
+        return self._merged(parts, tp, pp, dp, share, hosts=len(hosts))
+
+    def _merged(self, parts: list[LayoutRow], tp: int, pp: int, dp: int, share: int, hosts: int) -> LayoutRow:
+        merged = engines_row(parts, self.model, hosts)
+        limiting = next(p for p in parts if p.findings is merged.findings)
+        if limiting.deployment is not None and tuple(limiting.deployment.gpus or ()) != limiting.gpus:
+            # its findings came from an alike group: re-read them for its own GPUs (the messages name GPUs)
+            fresh = self._evaluate(tp, pp, dp, limiting.gpus, share, cached=False)
+            merged = replace(merged, findings=fresh.findings, deployment=fresh.deployment, refused=fresh.refused,
+                             refused_by=fresh.refused_by)
+        return merged
+
     def engines(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
         """``dp`` independent engines of TP x PP, on the GPUs the DP layout would take."""
-        gpus = self.chooser(self.machine, tp, pp, dp, self.links)
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
         if gpus is None:
             return None
         w = tp * pp
         parts = [self._evaluate(tp, pp, 1, gpus[i * w:(i + 1) * w], dp, cached=True) for i in range(dp)]
-        merged = engines_row(parts, self.model)
-        limiting = next(p for p in parts if p.findings is merged.findings)
-        if limiting.deployment is not None and tuple(limiting.deployment.gpus or ()) != limiting.gpus:
-            # its findings came from an alike group: re-read them for its own GPUs (the messages name GPUs)
-            fresh = self._evaluate(tp, pp, 1, limiting.gpus, dp, cached=False)
-            merged = replace(merged, findings=fresh.findings, deployment=fresh.deployment, refused=fresh.refused,
-                             refused_by=fresh.refused_by)
-        return merged
+        return self._merged(parts, tp, pp, 1, dp, hosts=1)
 
 
 def _notes(

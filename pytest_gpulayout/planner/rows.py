@@ -61,11 +61,16 @@ class LayoutRow(ParallelShape):
     need_met: str | None = None
     #: 1-based place among the candidates (None when refused); set by ``plan()``
     rank: int | None = None
+    #: the same deployment on each of this many hosts behind a load balancer (1: one deployment);
+    #: ``data_parallel_size`` counts the replicas of all of them
+    hosts: int = 1
 
     @property
     def layout(self) -> str:
         if self.engines:
             return f"TP={self.tp} PP={self.pp} x{self.dp} engines"
+        if self.hosts > 1:
+            return f"TP={self.tp} PP={self.pp} DP={self.dp // self.hosts} x{self.hosts} hosts"
         return super().layout
 
     @property
@@ -84,17 +89,19 @@ class LayoutRow(ParallelShape):
     @property
     def group_size(self) -> int:
         """GPUs that talk to each other while serving: one replica, or all of them when experts are shared."""
-        return self.gpu_count if self.shared_experts else self.world_size
+        return self.gpu_count // self.hosts if self.shared_experts else self.world_size
 
     @property
     def independent_replicas(self) -> int:
-        return 1 if self.shared_experts else self.dp
+        return self.hosts if self.shared_experts else self.dp
 
     @property
     def name(self) -> str:
         """Deployment name usable in a manifest and in test ids."""
         if self.engines:
             return f"tp{self.tp}-pp{self.pp}-x{self.dp}"
+        if self.hosts > 1:
+            return f"tp{self.tp}-pp{self.pp}-dp{self.dp // self.hosts}-x{self.hosts}-hosts"
         return f"tp{self.tp}-pp{self.pp}-dp{self.dp}"
 
     @property
@@ -114,6 +121,7 @@ class LayoutRow(ParallelShape):
             "refused": self.refused,
             "refused_by": self.refused_by,
             "independent_engines": self.engines,
+            "per_host_deployments": self.hosts if self.hosts > 1 else None,
             "starts_slow": self.slow_link,
             "need_met": self.need_met,
             "weights_gib_per_gpu": self.weights_gib_per_gpu,
@@ -229,9 +237,9 @@ class Plan:
         short += [r for r in self.refused if r.layout in self.noted and r not in short]
         return short
 
-    def find(self, tp: int, pp: int = 1, dp: int = 1, *, engines: bool = False) -> LayoutRow | None:
+    def find(self, tp: int, pp: int = 1, dp: int = 1, *, engines: bool = False, hosts: int = 1) -> LayoutRow | None:
         for r in self.layouts:
-            if (r.tp, r.pp, r.dp, r.engines) == (tp, pp, dp, engines):
+            if (r.tp, r.pp, r.dp, r.engines, r.hosts) == (tp, pp, dp, engines, hosts):
                 return r
         return None
 

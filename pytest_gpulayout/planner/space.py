@@ -7,14 +7,15 @@ the network), PP does (it sends activations only at stage boundaries), and copie
 on several hosts the plan lists:
 
 * every layout on one host (the picture of a single node, copies, splits and all);
-* each shape that fits one host copied onto every host (``dp`` = copies per host x hosts);
+* each shape that fits one host deployed on every host, one deployment per host behind a load
+  balancer (the hosts alike are one evaluation);
 * replicas spanning ``k`` whole hosts, TP inside each host and PP across them, for ``k = 2, 3, ...``
   until one meets the need with room (more hosts per replica only make fewer replicas; the
   caller stops the walk, ``cross_host``);
 * one TP group across two hosts, so that the refusal is on the table.
 
-The count is then bounded by the host size, not the cluster's: 79 layouts on 8 x 8 GPUs, about
-as many on 64 x 8.
+The count is then bounded by the host size, not the cluster's: about 65 layouts on 8 x 8 GPUs
+and as many on 64 x 8.
 """
 
 from __future__ import annotations
@@ -31,24 +32,22 @@ def single_host(n: int) -> list[Shape]:
     return layouts(n)
 
 
-def multi_host(host_sizes: Sequence[int], n: int) -> list[Shape]:
-    """The layouts inside one host, then each in-host shape copied onto every host, then one TP group
-    across two hosts (refused, so the table says why); the cross-host PP walk is ``cross_host``."""
+def multi_host(host_sizes: Sequence[int], n: int) -> tuple[list[Shape], list[Shape], list[Shape]]:
+    """``(in one host, on every host, TP across hosts)``: every layout inside one host; each in-host
+    shape that fills a host, deployed on every host (``(tp, pp, dp per host)``: one deployment per
+    host behind a load balancer); one TP group across two hosts (refused, so the table says why).
+    The cross-host PP walk is ``cross_host``."""
     big = max(host_sizes)
-    out = [s for s in layouts(min(big, n))]
-    seen = set(out)
+    hosts = len(host_sizes)
+    inside = layouts(min(big, n))
+    every: list[Shape] = []
     for tp in range(1, big + 1):
         for pp in range(1, big // tp + 1):
-            w = tp * pp
-            dp = sum(h // w for h in host_sizes)
-            while dp * w > n:
-                dp -= 1
-            if dp > big // w and (tp, pp, dp) not in seen:
-                out.append((tp, pp, dp))
-                seen.add((tp, pp, dp))
-    if 2 * big <= n and (2 * big, 1, 1) not in seen:
-        out.append((2 * big, 1, 1))
-    return out
+            dp = big // (tp * pp)
+            if hosts > 1 and tp * pp * dp * hosts <= n:
+                every.append((tp, pp, dp))
+    across = [(2 * big, 1, 1)] if 2 * big <= n else []
+    return inside, every, across
 
 
 def cross_host(host_sizes: Sequence[int], n: int, layers: int) -> Iterator[tuple[int, list[Shape]]]:

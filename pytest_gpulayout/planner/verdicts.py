@@ -210,10 +210,11 @@ def layout_row(
     )
 
 
-def engines_row(parts: Sequence[LayoutRow], model: ModelSpec) -> LayoutRow:
+def engines_row(parts: Sequence[LayoutRow], model: ModelSpec, hosts: int = 1) -> LayoutRow:
     """Independent engines, one per replica (each a DP=1 deployment on its GPUs), as one plan row.
 
-    A load balancer in front spreads the users, so each engine holds its share; the row is refused
+    With ``hosts`` > 1 the parts are one deployment per host (each with its own DP replicas), not
+    one engine per replica. A load balancer in front spreads the users, so each engine holds its share; the row is refused
     when any engine is (the first engine refused gives the reason), its verdicts are each check's
     worst, and its findings are those of the engine with the smallest pool, which sets what every
     engine can be given.
@@ -226,15 +227,16 @@ def engines_row(parts: Sequence[LayoutRow], model: ModelSpec) -> LayoutRow:
     first = parts[0]
     return replace(
         limiting,
-        data_parallel_size=len(parts),
+        data_parallel_size=sum(p.dp for p in parts),
         gpus=tuple(g for p in parts for g in p.gpus),
         predicted_kv_tokens_per_replica=tuple(tokens) if len(tokens) == len(parts) else None,
         full_length_requests=tuple(full) if len(full) == len(parts) else None,
         status=worst(p.status for p in parts),
         verdicts=verdicts,
         deployment=limiting.deployment or first.deployment,
-        shared_experts=False,
-        engines=True,
+        shared_experts=limiting.shared_experts if hosts > 1 else False,
+        engines=hosts == 1,
+        hosts=hosts,
         slow_link=next((p.slow_link for p in parts if p.slow_link), None),
     )
 
