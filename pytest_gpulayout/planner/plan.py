@@ -435,8 +435,8 @@ def _fraction_that_fits(
     host: Host = BARE_HOST,
 ) -> float | None:
     """The smallest memory fraction, in hundredths above ``default`` up to ``FRACTION_CAP``, with which
-    every check passes and each replica holds the need (the assumed one too); None when even the cap
-    does not.
+    every check passes and each replica holds the need (the assumed one too) with the kv_pool
+    check's margin; None when even the cap does not.
 
     The pool grows with the fraction, so the search halves the range, and every fraction it returns
     was evaluated with all the checks. vLLM's start-up check (free memory >= fraction x total)
@@ -447,7 +447,8 @@ def _fraction_that_fits(
     def serves(hundredths: int) -> bool:
         d = replace(dep, memory_fraction=hundredths / 100)
         row = layout_row(d, model, evaluate(d, machine, model, host), demand)
-        return row.refused is None and replica_room(row, assumed) == (assumed or 0)
+        # with room: under the kv_pool margin it would still rank after the layouts with room
+        return row.refused is None and need_met(row, assumed) in ("with room", None)
 
     lo, hi = math.floor(default * 100 + 1e-9) + 1, round(FRACTION_CAP * 100)
     if lo > hi or not serves(hi):
