@@ -15,8 +15,8 @@ import time
 from dataclasses import replace
 
 import pytest
-
 from builders import cluster
+
 from pytest_gpulayout.cli import main
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.host import BARE_HOST
@@ -127,16 +127,26 @@ def test_multi_host_tp_stays_in_a_host_pp_crosses_copies_per_host():
     assert all(len({machine.gpu(g).host for g in grp}) == 1 for rep in top.replicas for grp in rep)
 
 
-def test_weights_alone_exceeding_the_gpus_say_so_in_one_line(capsys):
-    """DeepSeek-V3 (bf16 here: ~1.3 TB) on two L4: no context length helps; the plan says the
-    weights alone exceed the GPUs, with FP8 weights or more nodes, and no "shorten" advice."""
-    code = main(["plan", "deepseek-ai/DeepSeek-V3", "--machine", "preset:2xL4-pcie", "--max-model-len", "4096",
+@pytest.mark.parametrize(
+    "model_id,fix",
+    [
+        ("meta-llama/Llama-3.1-405B-Instruct", "FP8 weights or more nodes"),  # bf16: ~756 GiB
+        ("deepseek-ai/DeepSeek-V3", "a smaller quantization or more nodes"),  # ships FP8 already
+    ],
+)
+def test_weights_alone_exceeding_the_gpus_say_so_in_one_line(model_id, fix, capsys):
+    """A model far larger than two L4: no context length helps; the plan says the weights alone
+    exceed the GPUs, and what would help, with no "shorten the context" advice."""
+    code = main(["plan", model_id, "--machine", "preset:2xL4-pcie", "--max-model-len", "4096",
                  "--engine-version", "0.33.0", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 1
     notes = out["notes"]
     hit = [n for n in notes if n.startswith("the weights alone")]
-    assert len(hit) == 1 and "FP8 weights or more nodes" in hit[0] and "GiB" in hit[0]
+    assert len(hit) == 1 and fix in hit[0] and "GiB" in hit[0]
+    weights = float(hit[0].split("(")[1].split(" GiB")[0].replace(",", ""))
+    usable = float(hit[0].split("GPUs' ")[1].split(" GiB")[0].replace(",", ""))
+    assert weights > usable
     assert not any("shorten max_model_len" in n or "the most any layout holds" in n for n in notes)
 
 

@@ -58,6 +58,49 @@ EXAMPLES = [
         ],
     ),
     (
+        "two-l4-qwen3-8b-60k-tokens",
+        "The classic question: the same two L4, 8,192-token requests, 60,000 tokens of KV in all. One card "
+        "holds 32,752 tokens; two copies hold 30,928 each, 3% over each one's half: the kv_pool check's "
+        "margin is 10%, so the copies meet the need only narrowly and rank last. PP=2 and TP=2 hold "
+        "172,960 tokens in one pool, 2.8x the two copies together, because the weights are stored once: "
+        "PP=2 first (PCIe), TP=2 next with the link caveat, then the copies.",
+        [
+            "Qwen/Qwen3-8B",
+            "--machine",
+            "examples/01-two-l4-pcie/machine.yaml",
+            "--engine-version",
+            "0.33.0",
+            "--max-model-len",
+            "8192",
+            "--kv-tokens",
+            "60000",
+        ],
+    ),
+    (
+        "eight-h100-qwen3-30b-a3b-moe",
+        "A mixture of experts that one H100 holds with room: eight independent engines (one server per "
+        "GPU behind a load balancer) rank first. vLLM's own DP=8 is a separate row: it shards the experts "
+        "over all eight ranks as one expert-parallel group, so it is one replica, not eight.",
+        ["Qwen/Qwen3-30B-A3B", "--machine", "preset:8xH100-sxm", "--engine-version", "0.33.0",
+         "--max-model-len", "8192"],
+    ),
+    (
+        "two-socket-l40s-llama-70b-30-users",
+        "Llama 3.1 70B on a two-socket 8 x L40S (NODE inside a socket, SYS across) for 30 users: a "
+        "replica needs all eight cards. PP=8 ranks first, TP=4 inside each socket with PP=2 across "
+        "next, and the measuring manifest holds those two; TP=8 over SYS starts, slow, and is listed "
+        "after every layout that keeps TP inside a socket.",
+        ["meta-llama/Llama-3.1-70B-Instruct", "--machine", "preset:8xL40S-2socket", "--engine-version",
+         "0.33.0", "--max-model-len", "8192", "--concurrency", "30"],
+    ),
+    (
+        "two-l4-deepseek-v3-too-big",
+        "DeepSeek-V3 on two L4: the weights alone exceed the cards, so the plan says that in one line "
+        "(FP8 weights or more nodes) instead of suggesting a shorter context.",
+        ["deepseek-ai/DeepSeek-V3", "--machine", "preset:2xL4-pcie", "--engine-version", "0.33.0",
+         "--max-model-len", "4096"],
+    ),
+    (
         "two-32gb-gemma3-12b",
         "Two 32 GB cards, Gemma 3 12B, 2,048-token context: TP=2 shards the KV cache (each rank stores 4 "
         "of the 8 KV heads: half the KV bytes per token per rank) and halves the weights, so its one pool "

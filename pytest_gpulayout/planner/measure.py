@@ -59,7 +59,7 @@ def measurement(candidates: Sequence[LayoutRow], machine: Machine, request: Plan
     ]
     pcie = [r for r in same if r.tp > 1 and links_severity(r) == 1 and not r.slow_link]
     socket = [r for r in pcie if r.pp > 1 and tp_fills_domain(r, links or LinkCosts(machine))]
-    tp_pcie = (socket or pcie or [None])[0]
+    tp_pcie = (socket or pcie)[0] if (socket or pcie) else None
     pp_only = next((r for r in same if r.tp == 1 and r.pp > 1), None)
     if tp_pcie is None or pp_only is None:
         return None

@@ -176,8 +176,8 @@ def _plan(
         if per_host is not None:
             rows.append(per_host)
     if len(sizes) > 1:
-        for _k, cross in cross_host(sizes, n, model.num_hidden_layers):
-            new = rows_for(cross)
+        for k, cross in cross_host(sizes, n, model.num_hidden_layers):
+            new = [r for tp, pp, dp in cross if (r := ev.spanning(tp, pp, dp, k)) is not None]
             rows += new
             if any(r.refused is None and need_met(r, assumed) in ("with room", None) for r in new):
                 break  # more hosts per replica only make fewer replicas
@@ -292,6 +292,18 @@ class _Evaluator:
             parts.append(self._evaluate(tp, pp, dp, gpus, share, cached=True))
         return self._merged(parts, tp, pp, dp, share, hosts=len(hosts))
 
+    def spanning(self, tp: int, pp: int, dp: int, k: int) -> LayoutRow | None:
+        """``dp`` replicas of ``k`` whole hosts each (TP inside a host, PP across), one deployment per
+        replica: one replica when ``dp`` is 1, else alike replicas are one evaluation."""
+        if dp == 1:
+            return self.row(tp, pp, 1)
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
+        if gpus is None:
+            return None
+        w = tp * pp
+        parts = [self._evaluate(tp, pp, 1, gpus[i * w:(i + 1) * w], dp, cached=True) for i in range(dp)]
+        return replace(self._merged(parts, tp, pp, 1, dp, hosts=dp), span=k)
+
     def _merged(self, parts: list[LayoutRow], tp: int, pp: int, dp: int, share: int, hosts: int) -> LayoutRow:
         merged = engines_row(parts, self.model, hosts)
         limiting = next(p for p in parts if p.findings is merged.findings)
@@ -339,7 +351,7 @@ def _notes(
     if fraction is not None:
         notes.append(fraction[0])
         noted.append(fraction[1])
-    too_big = _weights_exceed(machine, rows, n) if not candidates else None
+    too_big = _weights_exceed(model, machine, rows, n) if not candidates else None
     if too_big is not None:
         notes.append(too_big)
     elif not candidates:
@@ -372,7 +384,7 @@ def _notes(
     return tuple(notes), tuple(noted)
 
 
-def _weights_exceed(machine: Machine, rows: Sequence[LayoutRow], n: int) -> str | None:
+def _weights_exceed(model: ModelSpec, machine: Machine, rows: Sequence[LayoutRow], n: int) -> str | None:
     """When nothing serves because the weights alone do not fit the GPUs' memory, the one line that
     says so (a shorter context cannot help then)."""
     single = next((r for r in rows if r.gpu_count == 1 and not r.engines), None)
@@ -386,9 +398,11 @@ def _weights_exceed(machine: Machine, rows: Sequence[LayoutRow], n: int) -> str 
     total = sum(totals) / 1024
     if weights <= total * frac:
         return None
+    # a checkpoint already quantized (DeepSeek-V3 ships FP8) needs a smaller one, not FP8
+    fix = "a smaller quantization or more nodes" if model.quantization is not None else "FP8 weights or more nodes"
     return (
         f"the weights alone ({weights:,.1f} GiB) exceed the GPUs' {total * frac:,.1f} GiB ({frac:g} of "
-        f"{total:,.1f} GiB on {len(totals)} GPUs, the engine's memory fraction): FP8 weights or more nodes"
+        f"{total:,.1f} GiB on {len(totals)} GPUs, the engine's memory fraction): {fix}"
     )
 
 

@@ -302,13 +302,13 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
         if gain:
             parts.append(gain)
         if row.tp > 1 and not row.slow_link:
-            kind = tp_link(row)
-            if kind and is_nvlink(kind):
-                parts.append(f"TP={row.tp} inside {kind} (NVLink)")
-            elif kind:
+            tp_kind = tp_link(row)
+            if tp_kind and is_nvlink(tp_kind):
+                parts.append(f"TP={row.tp} inside {tp_kind} (NVLink)")
+            elif tp_kind:
                 parts.append(
-                    f"TP={row.tp} all-reduces after every layer over {kind} "
-                    f"({describe_link(kind)}): works, slower than NVLink"
+                    f"TP={row.tp} all-reduces after every layer over {tp_kind} "
+                    f"({describe_link(tp_kind)}): works, slower than NVLink"
                 )
             else:
                 parts.append(f"TP={row.tp} over links the machine source does not report")

@@ -64,11 +64,15 @@ class LayoutRow(ParallelShape):
     #: the same deployment on each of this many hosts behind a load balancer (1: one deployment);
     #: ``data_parallel_size`` counts the replicas of all of them
     hosts: int = 1
+    #: hosts each of those deployments spans (PP across hosts); 1: each fits one host
+    span: int = 1
 
     @property
     def layout(self) -> str:
         if self.engines:
             return f"TP={self.tp} PP={self.pp} x{self.dp} engines"
+        if self.hosts > 1 and self.span > 1:
+            return f"TP={self.tp} PP={self.pp} DP={self.dp // self.hosts} x{self.hosts} ({self.span} hosts each)"
         if self.hosts > 1:
             return f"TP={self.tp} PP={self.pp} DP={self.dp // self.hosts} x{self.hosts} hosts"
         return super().layout
@@ -101,7 +105,8 @@ class LayoutRow(ParallelShape):
         if self.engines:
             return f"tp{self.tp}-pp{self.pp}-x{self.dp}"
         if self.hosts > 1:
-            return f"tp{self.tp}-pp{self.pp}-dp{self.dp // self.hosts}-x{self.hosts}-hosts"
+            each = f"-{self.span}-hosts-each" if self.span > 1 else "-hosts"
+            return f"tp{self.tp}-pp{self.pp}-dp{self.dp // self.hosts}-x{self.hosts}{each}"
         return f"tp{self.tp}-pp{self.pp}-dp{self.dp}"
 
     @property
@@ -122,6 +127,7 @@ class LayoutRow(ParallelShape):
             "refused_by": self.refused_by,
             "independent_engines": self.engines,
             "per_host_deployments": self.hosts if self.hosts > 1 else None,
+            "hosts_per_deployment": self.span,
             "starts_slow": self.slow_link,
             "need_met": self.need_met,
             "weights_gib_per_gpu": self.weights_gib_per_gpu,

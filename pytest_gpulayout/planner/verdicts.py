@@ -214,10 +214,10 @@ def engines_row(parts: Sequence[LayoutRow], model: ModelSpec, hosts: int = 1) ->
     """Independent engines, one per replica (each a DP=1 deployment on its GPUs), as one plan row.
 
     With ``hosts`` > 1 the parts are one deployment per host (each with its own DP replicas), not
-    one engine per replica. A load balancer in front spreads the users, so each engine holds its share; the row is refused
-    when any engine is (the first engine refused gives the reason), its verdicts are each check's
-    worst, and its findings are those of the engine with the smallest pool, which sets what every
-    engine can be given.
+    one engine per replica. A load balancer in front spreads the users, so each engine holds its
+    share; the row is refused when any engine is (the first engine refused gives the reason), its
+    verdicts are each check's worst, and its findings are those of the engine with the smallest
+    pool, which sets what every engine can be given.
     """
     refused = next((p for p in parts if p.refused is not None), None)
     limiting = refused or min(parts, key=lambda p: min(p.predicted_kv_tokens_per_replica or (0,)))
@@ -235,7 +235,7 @@ def engines_row(parts: Sequence[LayoutRow], model: ModelSpec, hosts: int = 1) ->
         verdicts=verdicts,
         deployment=limiting.deployment or first.deployment,
         shared_experts=limiting.shared_experts if hosts > 1 else False,
-        engines=hosts == 1,
+        engines=hosts == 1 and model.is_moe,
         hosts=hosts,
         slow_link=next((p.slow_link for p in parts if p.slow_link), None),
     )

@@ -5,7 +5,6 @@ planner's per-replica numbers."""
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
