@@ -6,25 +6,29 @@ ranks first is one the preflight passes, and a refusal carries the reason the ch
 
 Ranking, best first (each rule applies only where the ones above it tie):
 
-1. PP across hosts comes after every layout that stays inside one host.
-2. Room for what the users need. With ``--concurrency`` / ``--kv-tokens`` a layout short of it is
-   refused; without them the planner assumes each replica should hold at least
-   ``ASSUMED_REQUESTS_PER_REPLICA`` full-length requests at once (a replica that holds one serves
-   long requests one at a time), and layouts holding fewer rank after those that do, the closest
-   first. The header says what was assumed.
-3. More independent replicas first. This is "copies win when one GPU holds the model with the KV
-   room the users need" (a one-GPU replica sends nothing between GPUs and every GPU is another
-   copy) and, when one GPU does not, "the fewest GPUs per replica that fit, then more replicas".
-   (vLLM shards a MoE model's experts over every DP rank, so there its DP ranks are one group.)
-4. With as many replicas either way, use every GPU: GPUs that cannot make another replica give the
-   replicas KV room rather than sit idle, so a layout that leaves GPUs idle ranks after one that
-   does not (PP=7 on 8 GPUs after PP=8 and TP=2 x PP=4 when neither makes two replicas).
-5. Split inside the host the way the links allow: TP where NVLink joins the group (the engines
-   all-reduce after every layer), PP over PCIe or across sockets (it sends activations only at
-   stage boundaries and accepts uneven layer splits). A TP group over PCIe works but warns; whether
-   it beats PP there depends on the workload, so the plan says so and offers the manifest that
-   measures both with the startup check.
+1. PP across hosts comes after every layout that stays inside one host; TP over the socket
+   interconnect (SYS) comes after every layout that keeps TP inside a socket: the engines start it
+   ("starts, slow"), the ``links`` check fails it as a policy, so it is listed, not refused.
+2. The need, with the ``kv_pool`` check's margin (``rules.kv_pool.TIGHT_MARGIN``). With
+   ``--concurrency`` / ``--kv-tokens`` a layout short of it is refused, and one that meets it by less
+   than the margin (the check warns) ranks after the layouts that meet it with room: two copies
+   3% over their halves are not "one GPU holds it with room". Without a need the planner assumes
+   ``ASSUMED_REQUESTS_PER_REPLICA`` full-length requests per replica, with the same margin; layouts
+   holding fewer rank after, the closest first. The header says what was assumed.
+3. More independent replicas first: copies win when one GPU holds the model with room; when one
+   GPU does not, the fewest GPUs per replica that fit, then more replicas. vLLM shards a MoE
+   model's experts over every DP rank (one group), so for MoE under vLLM the plan also lists
+   independent engines (one server per replica behind a load balancer, ``xN engines``).
+4. With as many replicas either way, use every GPU (PP=7 on 8 GPUs after PP=8).
+5. Split the way the links allow: TP where NVLink joins the group; over PCIe, pure PP first, then
+   TP filling each socket with PP across (the two a measurement decides between), then other TP
+   sizes, the least TP first.
 6. Cleaner verdicts.
+
+Which layouts are listed is ``space``'s: every one on a single host; on several, the layouts
+of one host, each shape that fits a host deployed on every host (``xN hosts``), replicas over whole
+hosts with TP inside and PP across, and one TP across hosts (refused). Each distinct (TP, PP, DP,
+placement class) is evaluated once: alike GPUs and hosts give the same verdicts.
 
 Layouts a check refuses (heads do not divide, the weights or the pool do not fit, TP across sockets,
 an engine start-up check that would fail) are listed after the candidates with that reason.
@@ -34,9 +38,9 @@ slowest internal link is fastest (then the most free memory), and inside it each
 fastest-linked GPUs. On a box where GPU0 sits on the other socket, TP=2 lands on a PHB pair.
 
 This module holds ``plan()`` itself, the memory-fraction search and the plan's notes. The parts it
-puts together: ``plan_gpus`` (GPU choice), ``plan_request`` (the settings and the users' demand),
-``plan_verdicts`` (one layout's row and refusal), ``plan_ranking`` (the order and the "why" lines),
-``plan_measure`` (the measurement manifest), ``plan_rows`` (the data model). The names other code
+puts together: ``gpus`` (GPU choice), ``space`` (which layouts), ``request`` (the settings and the
+users' demand), ``verdicts`` (one layout's row and refusal), ``ranking`` (the order and the "why"
+lines), ``measure`` (the measurement manifest), ``rows`` (the data model). The names other code
 imports from here (``plan``, ``Plan``, ``LayoutRow``, ``choose_gpus``, ``layouts``, ``per_replica``,
 ...) are re-exported.
 """
