@@ -254,22 +254,25 @@ def test_symmetric_search_equals_the_exhaustive_one(name):
 # -- cost -----------------------------------------------------------------------------------------
 
 
-def _timed(model, machine) -> float:
+def _once(model, machine) -> float:
+    start = time.perf_counter()
     plan(model, machine, max_model_len=8192)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        plan(model, machine, max_model_len=8192)
-        best = min(best, time.perf_counter() - start)
-    return best
+    return time.perf_counter() - start
 
 
 def test_plan_cost_grows_with_the_host_size_not_the_cluster():
-    """Measured in one run as ratios to the 8-GPU plan: 64 GPUs within 4x, 512 GPUs within 20x."""
+    """Measured in one run as ratios to the 8-GPU plan: 64 GPUs within 4x, 512 GPUs within 20x.
+    The three are timed in turn, five rounds, fastest of each (other work on the machine slows a
+    round, never speeds one up)."""
     model = load_model("Qwen/Qwen3-8B")
-    eight = _timed(model, load_preset("8xH100-sxm"))
-    sixty_four = _timed(model, cluster(8))
-    five_twelve = _timed(model, cluster(64))
+    machines = [load_preset("8xH100-sxm"), cluster(8), cluster(64)]
+    for m in machines:
+        plan(model, m, max_model_len=8192)  # warm-up: imports, catalog
+    best = [float("inf")] * 3
+    for _ in range(5):
+        for i, m in enumerate(machines):
+            best[i] = min(best[i], _once(model, m))
+    eight, sixty_four, five_twelve = best
     assert sixty_four / eight < 4, (eight, sixty_four)
     assert five_twelve / eight < 20, (eight, five_twelve)
     assert sixty_four < 1.0
