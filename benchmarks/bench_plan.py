@@ -1,11 +1,13 @@
-"""How long ``gpulayout plan`` takes on 8 GPUs, against starting Python at all, measured in one run.
+"""How long ``gpulayout plan`` takes on 8 GPUs against starting Python, and how it scales to 512.
 
     python benchmarks/bench_plan.py [--repeat 5]
 
 Runs ``gpulayout plan`` (every TP x PP x DP layout on 8 GPUs: 38 layouts, all five static checks
 each) for a few models on ``preset:8xH100-sxm``, and a bare ``python -c pass`` start. Absolute
 seconds on a shared machine are noise; the ratio, taken in one run, is the result: the plan should
-cost a small multiple of an interpreter start. Also prints the in-process time of ``plan()`` alone.
+cost a small multiple of an interpreter start. Also prints the in-process time of ``plan()`` alone,
+and the scaling ratios: the same plan on 8 hosts x 8 (64 GPUs) and 64 hosts x 8 (512 GPUs) against
+the 8-GPU plan. Targets: within 4x for 64 GPUs, within 20x for 512.
 """
 
 from __future__ import annotations
@@ -59,6 +61,51 @@ def in_process(repeat: int) -> list[tuple[str, float]]:
     return out
 
 
+def cluster(hosts: int, preset: str = "8xH100-sxm") -> object:
+    """``hosts`` copies of a preset, one host each (the network between them)."""
+    from dataclasses import replace
+
+    from pytest_gpulayout.machine.facts import Machine
+    from pytest_gpulayout.machine.presets import load_preset
+
+    one = load_preset(preset)
+    size = len(one.gpus)
+    gpus = tuple(replace(g, index=h * size + g.index, uuid=f"{g.uuid}-{h}", host=f"node{h}")
+                 for h in range(hosts) for g in one.gpus)
+    links = {(h * size + i, h * size + j): k for h in range(hosts) for (i, j), k in one.links.items()}
+    return Machine(gpus=gpus, links=links, source=f"bench:{hosts}x{preset}")
+
+
+#: (label, hosts of 8 H100) for the scaling ratios; 1 host is the reference
+SCALES = [("8 GPUs (1 host)", 1), ("64 GPUs (8 hosts x 8)", 8), ("512 GPUs (64 hosts x 8)", 64)]
+TARGETS = {8: 4.0, 64: 20.0}
+
+
+def scaling(repeat: int) -> list[tuple[str, str, float, float]]:
+    """(model, machine, seconds, ratio to 8 GPUs) for every case and cluster size, one run."""
+    from pytest_gpulayout.machine.presets import load_preset
+    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.planner.plan import plan
+
+    out = []
+    for case in CASES:
+        model = load_model(case[0])
+        kw = {"max_model_len": int(case[2])}
+        base = None
+        for label, hosts in SCALES:
+            machine = load_preset("8xH100-sxm") if hosts == 1 else cluster(hosts)
+            plan(model, machine, **kw)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                plan(model, machine, **kw)
+                times.append(time.perf_counter() - start)
+            t = min(times)
+            base = base or t
+            out.append((case[0], label, t, t / base))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
@@ -70,7 +117,16 @@ def main() -> int:
         print(f"gpulayout plan {case[0]} on 8 GPUs: {t * 1000:.0f} ms = {t / bare:.1f}x python start-up")
     for name, t in in_process(args.repeat):
         print(f"plan() in process, {name}: {t * 1000:.0f} ms")
-    return 0
+    worst = {8: 0.0, 64: 0.0}
+    for name, label, t, ratio in scaling(args.repeat):
+        print(f"plan() {name} on {label}: {t * 1000:.0f} ms = {ratio:.1f}x the 8-GPU plan")
+        hosts = next(h for lab, h in SCALES if lab == label)
+        if hosts in worst:
+            worst[hosts] = max(worst[hosts], ratio)
+    ok = all(worst[h] <= TARGETS[h] for h in TARGETS)
+    print(f"scaling: 64 GPUs {worst[8]:.1f}x (target 4x), 512 GPUs {worst[64]:.1f}x (target 20x): "
+          f"{'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -36,3 +36,18 @@ def dep(name: str = "d", *, tp: int = 1, pp: int = 1, dp: int = 1, engine: str =
     return Deployment(name=name, model="test", engine=engine, tensor_parallel_size=tp,
                       pipeline_parallel_size=pp, data_parallel_size=dp, require=require or Require(),
                       **kw)  # type: ignore[arg-type]
+
+
+def cluster(hosts: int, preset: str = "8xH100-sxm") -> Machine:
+    """``hosts`` copies of a bundled preset, one host each (GPU indices run on; links inside a host
+    as the preset has them, the network between hosts)."""
+    from dataclasses import replace
+
+    from pytest_gpulayout.machine.presets import load_preset
+
+    one = load_preset(preset)
+    size = len(one.gpus)
+    gpus = tuple(replace(g, index=h * size + g.index, uuid=f"{g.uuid[:-4]}{h:04x}", host=f"node{h}")
+                 for h in range(hosts) for g in one.gpus)
+    links = {(h * size + i, h * size + j): k for h in range(hosts) for (i, j), k in one.links.items()}
+    return Machine(gpus=gpus, links=links, source=f"test:{hosts}x{preset}")

@@ -207,7 +207,11 @@ def _checks_cell(row: LayoutRow) -> str:
     """The verdicts worth reading; never "all pass" for a layout whose pool was not predicted."""
     unknown = not row.pool_predicted and row.refused is None
     skip = {"balance", "kv_pool"} if unknown else set()
-    bad = [f"{c} {s.value}" for c, s in row.verdicts.items() if s in (Status.WARN, Status.FAIL) and c not in skip]
+    bad = [
+        f"TP over {row.slow_link}" if (c == "links" and row.slow_link) else f"{c} {s.value}"
+        for c, s in row.verdicts.items()
+        if s in (Status.WARN, Status.FAIL) and c not in skip
+    ]
     if unknown:
         bad.append("KV pool NOT predicted (memory unknown)")
     return ", ".join(bad) if bad else "all pass"
@@ -216,6 +220,8 @@ def _checks_cell(row: LayoutRow) -> str:
 def _status_cell(row: LayoutRow) -> str:
     if row.refused:
         return "refused"
+    if row.slow_link:
+        return "starts, slow"
     return row.status.value if row.pool_predicted else "unknown"
 
 

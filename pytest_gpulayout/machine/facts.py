@@ -153,6 +153,8 @@ class Machine:
         norm = {_pair(i, j): normalize_link(k) for (i, j), k in dict(self.links).items() if i != j}
         object.__setattr__(self, "links", MappingProxyType(norm))
         object.__setattr__(self, "gpus", tuple(sorted(self.gpus, key=lambda g: g.index)))
+        # index lookups are the hot path of a plan on hundreds of GPUs: one dict, not a scan
+        object.__setattr__(self, "_by_index", {g.index: g for g in self.gpus})
 
     # -- lookups -------------------------------------------------------------------------------
     @property
@@ -162,10 +164,10 @@ class Machine:
     def gpu(self, ref: int | str) -> Gpu:
         """A GPU by CUDA index or (prefix of) UUID; ``KeyError`` if there is none or it is ambiguous."""
         if isinstance(ref, int):
-            for g in self.gpus:
-                if g.index == ref:
-                    return g
-            raise KeyError(ref)
+            found: Gpu | None = self.__dict__["_by_index"].get(ref)
+            if found is None:
+                raise KeyError(ref)
+            return found
         matches = [g for g in self.gpus if g.uuid and g.uuid.lower().startswith(ref.lower())]
         if len(matches) != 1:
             raise KeyError(ref)

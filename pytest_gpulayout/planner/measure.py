@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gpulayout.machine.facts import Machine, describe_link
-from pytest_gpulayout.planner.ranking import links_severity, tp_link
+from pytest_gpulayout.planner.gpus import LinkCosts
+from pytest_gpulayout.planner.ranking import links_severity, tp_fills_domain, tp_link
 from pytest_gpulayout.planner.request import PlanRequest
 from pytest_gpulayout.planner.rows import LayoutRow, Measurement
 
@@ -41,8 +42,13 @@ def _yaml_scalar(value: object) -> str:
     return json.dumps(value)
 
 
-def measurement(candidates: Sequence[LayoutRow], machine: Machine, request: PlanRequest) -> Measurement | None:
-    """TP over PCIe against PP at the same replica size: the rules cannot tell which serves faster."""
+def measurement(candidates: Sequence[LayoutRow], machine: Machine, request: PlanRequest,
+                links: LinkCosts | None = None) -> Measurement | None:
+    """TP over PCIe against PP at the same replica size: the rules cannot tell which serves faster.
+
+    On a two-socket box the TP layout measured is "TP inside each socket, PP across" where the
+    replica size allows it (the layout such servers are built for), else the best TP over PCIe.
+    """
     if not candidates:
         return None
     top = candidates[0]
@@ -51,7 +57,9 @@ def measurement(candidates: Sequence[LayoutRow], machine: Machine, request: Plan
     same = [
         r for r in candidates if (r.independent_replicas, r.group_size) == (top.independent_replicas, top.group_size)
     ]
-    tp_pcie = next((r for r in same if r.tp > 1 and links_severity(r) == 1), None)
+    pcie = [r for r in same if r.tp > 1 and links_severity(r) == 1 and not r.slow_link]
+    socket = [r for r in pcie if r.pp > 1 and tp_fills_domain(r, links or LinkCosts(machine))]
+    tp_pcie = (socket or pcie)[0] if (socket or pcie) else None
     pp_only = next((r for r in same if r.tp == 1 and r.pp > 1), None)
     if tp_pcie is None or pp_only is None:
         return None

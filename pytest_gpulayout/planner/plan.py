@@ -6,25 +6,29 @@ ranks first is one the preflight passes, and a refusal carries the reason the ch
 
 Ranking, best first (each rule applies only where the ones above it tie):
 
-1. PP across hosts comes after every layout that stays inside one host.
-2. Room for what the users need. With ``--concurrency`` / ``--kv-tokens`` a layout short of it is
-   refused; without them the planner assumes each replica should hold at least
-   ``ASSUMED_REQUESTS_PER_REPLICA`` full-length requests at once (a replica that holds one serves
-   long requests one at a time), and layouts holding fewer rank after those that do, the closest
-   first. The header says what was assumed.
-3. More independent replicas first. This is "copies win when one GPU holds the model with the KV
-   room the users need" (a one-GPU replica sends nothing between GPUs and every GPU is another
-   copy) and, when one GPU does not, "the fewest GPUs per replica that fit, then more replicas".
-   (vLLM shards a MoE model's experts over every DP rank, so there its DP ranks are one group.)
-4. With as many replicas either way, use every GPU: GPUs that cannot make another replica give the
-   replicas KV room rather than sit idle, so a layout that leaves GPUs idle ranks after one that
-   does not (PP=7 on 8 GPUs after PP=8 and TP=2 x PP=4 when neither makes two replicas).
-5. Split inside the host the way the links allow: TP where NVLink joins the group (the engines
-   all-reduce after every layer), PP over PCIe or across sockets (it sends activations only at
-   stage boundaries and accepts uneven layer splits). A TP group over PCIe works but warns; whether
-   it beats PP there depends on the workload, so the plan says so and offers the manifest that
-   measures both with the startup check.
+1. PP across hosts comes after every layout that stays inside one host; TP over the socket
+   interconnect (SYS) comes after every layout that keeps TP inside a socket: the engines start it
+   ("starts, slow"), the ``links`` check fails it as a policy, so it is listed, not refused.
+2. The need, with the ``kv_pool`` check's margin (``rules.kv_pool.TIGHT_MARGIN``). With
+   ``--concurrency`` / ``--kv-tokens`` a layout short of it is refused, and one that meets it by less
+   than the margin (the check warns) ranks after the layouts that meet it with room: two copies
+   3% over their halves are not "one GPU holds it with room". Without a need the planner assumes
+   ``ASSUMED_REQUESTS_PER_REPLICA`` full-length requests per replica, with the same margin; layouts
+   holding fewer rank after, the closest first. The header says what was assumed.
+3. More independent replicas first: copies win when one GPU holds the model with room; when one
+   GPU does not, the fewest GPUs per replica that fit, then more replicas. vLLM shards a MoE
+   model's experts over every DP rank (one group), so for MoE under vLLM the plan also lists
+   independent engines (one server per replica behind a load balancer, ``xN engines``).
+4. With as many replicas either way, use every GPU (PP=7 on 8 GPUs after PP=8).
+5. Split the way the links allow: TP where NVLink joins the group; over PCIe, pure PP first, then
+   TP filling each socket with PP across (the two a measurement decides between), then other TP
+   sizes, the least TP first.
 6. Cleaner verdicts.
+
+Which layouts are listed is ``space``'s: every one on a single host; on several, the layouts
+of one host, each shape that fits a host deployed on every host (``xN hosts``), replicas over whole
+hosts with TP inside and PP across, and one TP across hosts (refused). Each distinct (TP, PP, DP,
+placement class) is evaluated once: alike GPUs and hosts give the same verdicts.
 
 Layouts a check refuses (heads do not divide, the weights or the pool do not fit, TP across sockets,
 an engine start-up check that would fail) are listed after the candidates with that reason.
@@ -34,9 +38,9 @@ slowest internal link is fastest (then the most free memory), and inside it each
 fastest-linked GPUs. On a box where GPU0 sits on the other socket, TP=2 lands on a PHB pair.
 
 This module holds ``plan()`` itself, the memory-fraction search and the plan's notes. The parts it
-puts together: ``plan_gpus`` (GPU choice), ``plan_request`` (the settings and the users' demand),
-``plan_verdicts`` (one layout's row and refusal), ``plan_ranking`` (the order and the "why" lines),
-``plan_measure`` (the measurement manifest), ``plan_rows`` (the data model). The names other code
+puts together: ``gpus`` (GPU choice), ``space`` (which layouts), ``request`` (the settings and the
+users' demand), ``verdicts`` (one layout's row and refusal), ``ranking`` (the order and the "why"
+lines), ``measure`` (the measurement manifest), ``rows`` (the data model). The names other code
 imports from here (``plan``, ``Plan``, ``LayoutRow``, ``choose_gpus``, ``layouts``, ``per_replica``,
 ...) are re-exported.
 """
@@ -44,7 +48,7 @@ imports from here (``plan``, ``Plan``, ``LayoutRow``, ``choose_gpus``, ``layouts
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
@@ -56,12 +60,29 @@ from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.gpus import LinkCosts, choose_gpus, layouts
 from pytest_gpulayout.planner.measure import measurement
-from pytest_gpulayout.planner.ranking import crosses_hosts, rank_key, replica_room, why, why_context
+from pytest_gpulayout.planner.ranking import (
+    NEED_ORDER,
+    need_met,
+    rank_key,
+    replica_room,
+    why,
+    why_context,
+)
 from pytest_gpulayout.planner.request import Demand, PlanRequest, model_reference, per_replica
-from pytest_gpulayout.planner.rows import LayoutRow, Measurement, Plan
-from pytest_gpulayout.planner.verdicts import CHECK_ORDER, default_fraction_name, layout_row
+from pytest_gpulayout.planner.rows import LayoutRow, Measurement, Plan, closest_key, holds_something
+from pytest_gpulayout.planner.space import cross_host, multi_host, single_host
+from pytest_gpulayout.planner.verdicts import (
+    CHECK_ORDER,
+    default_fraction_name,
+    engines_row,
+    layout_row,
+    requests_number,
+)
 from pytest_gpulayout.report.text import per_replica_text, requests_text
-from pytest_gpulayout.rules.kv_pool import FractionOrigin, KvPoolFacts
+from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, FractionOrigin, KvPoolFacts
+
+#: How a plan picks the GPUs of a layout: ``(machine, tp, pp, dp, links)`` -> GPU indices or None.
+Chooser = Callable[[Machine, int, int, int, LinkCosts, "Sequence[int] | None"], "tuple[int, ...] | None"]
 
 #: Without --concurrency / --kv-tokens: the full-length requests each replica should hold at once.
 #: One is what the engines need to start; a replica that holds only one serves long requests one at
@@ -117,27 +138,72 @@ def plan(
         kv_cache_dtype=kv_cache_dtype,
     )
     n = max_gpus or n_visible
-    link_table = LinkCosts(machine)
+    return _plan(model, machine, request, n, host, choose_gpus)
 
-    rows: list[LayoutRow] = []
-    for tp, pp, dp in layouts(n):
-        gpus = choose_gpus(machine, tp, pp, dp, link_table)
-        if gpus is None:  # pragma: no cover - layouts() never asks for more than n
-            continue
-        dep = request.deployment(tp, pp, dp, gpus)
-        rows.append(layout_row(dep, model, evaluate(dep, machine, model, host), request.demand))
 
+def _plan(
+    model: ModelSpec,
+    machine: Machine,
+    request: PlanRequest,
+    n: int,
+    host: Host,
+    chooser: Chooser,
+) -> Plan:
+    """``plan()`` with the GPU choice given (``choose_gpus``; the tests pass the exhaustive one)."""
+    links = LinkCosts(machine)
     assumed = None if request.demand.given else ASSUMED_REQUESTS_PER_REPLICA
-    if memory_fraction is None:
-        rows = [_with_fraction_hint(r, machine, model, request.demand, assumed, host) for r in rows]
-    candidates = sorted((r for r in rows if r.refused is None), key=lambda r: rank_key(r, machine, assumed))
-    refused = sorted((r for r in rows if r.refused is not None), key=lambda r: (r.group_size, r.tp, r.pp, r.dp))
-    ctx = why_context(candidates, refused, n, assumed)
+    ev = _Evaluator(request, machine, model, host, links, chooser)
+    sizes = [len(h) for h in links.hosts]
+    every: list[tuple[int, int, int]] = []
+    if len(sizes) == 1:
+        shapes = single_host(n)
+    else:
+        inside, every, across = multi_host(sizes, n)
+        shapes = inside + across
+    engines = request.engine == "vllm" and model.is_moe
+
+    def rows_for(shape_list: Sequence[tuple[int, int, int]]) -> list[LayoutRow]:
+        out = []
+        for tp, pp, dp in shape_list:
+            row = ev.row(tp, pp, dp)
+            if row is not None:
+                out.append(row)
+            if engines and dp > 1:
+                eng = ev.engines(tp, pp, dp)
+                if eng is not None:
+                    out.append(eng)
+        return out
+
+    rows = rows_for(shapes)
+    for tp, pp, dp in every:
+        per_host = ev.per_host(tp, pp, dp)
+        if per_host is not None:
+            rows.append(per_host)
+    if len(sizes) > 1:
+        for k, cross in cross_host(sizes, n, model.num_hidden_layers):
+            new = [r for tp, pp, dp in cross if (r := ev.spanning(tp, pp, dp, k)) is not None]
+            rows += new
+            if any(r.refused is None and need_met(r, assumed) in ("with room", None) for r in new):
+                break  # more hosts per replica only make fewer replicas
+    host_size = max(sizes)
+    if request.memory_fraction is None:
+        rows = [
+            _with_fraction_hint(r, machine, model, request.demand, assumed, host) if r.gpu_count <= host_size else r
+            for r in rows
+        ]
+    rows = [replace(r, need_met=need_met(r, assumed)) if r.refused is None else r for r in rows]
+    candidates = sorted((r for r in rows if r.refused is None), key=lambda r: rank_key(r, machine, assumed, links))
+    candidates = [replace(r, rank=i + 1) for i, r in enumerate(candidates)]
+    refused = sorted(
+        (r for r in rows if r.refused is not None), key=lambda r: (r.group_size, r.tp, r.pp, r.dp, r.engines)
+    )
+    ctx = why_context(candidates, refused, n, assumed, TIGHT_MARGIN)
     whys = []
     for i, r in enumerate(candidates):
         fuller = any(
             o.independent_replicas == r.independent_replicas
             and o.gpu_count > r.gpu_count
+            and NEED_ORDER[o.need_met] == NEED_ORDER[r.need_met]
             and replica_room(o, assumed) == replica_room(r, assumed)
             for o in candidates[:i]
         )
@@ -145,22 +211,121 @@ def plan(
     ranked = tuple(whys) + tuple(replace(r, why=f"refused: {r.refused}") for r in refused)
 
     first_kv = next((f for r in rows if (f := facts_of(r.findings.get("kv_pool"), KvPoolFacts))), None)
-    resolved_len = max_model_len
+    resolved_len = request.max_model_len
     if resolved_len is None and first_kv is not None:
         resolved_len = present(first_kv.max_model_len)
+    notes, noted = _notes(model, machine, request, rows, candidates, refused, assumed, n, links)
     return Plan(
         model=model,
         machine=machine,
-        engine=engine,
-        engine_version=engine_version,
+        engine=request.engine,
+        engine_version=request.engine_version,
         max_model_len=resolved_len,
         required=request.demand.describe(resolved_len),
         layouts=ranked,
-        notes=_notes(model, machine, request, rows, candidates, refused, assumed),
-        measurement=measurement(candidates, machine, request),
+        notes=notes,
+        measurement=measurement([r for r in candidates if not r.engines], machine, request, links),
         gpus_considered=n,
         assumed_requests=assumed,
+        concurrency=request.demand.concurrency,
+        kv_tokens=request.demand.kv_tokens,
+        margin=TIGHT_MARGIN,
+        noted=noted,
     )
+
+
+class _Evaluator:
+    """Rows for layouts, each distinct (TP, PP, DP, placement class) evaluated once.
+
+    Two GPU lists of one class (the same GPU classes position by position, hosts alike, the same
+    pattern of hosts) give the same verdicts: the checks read GPU models, memory, tenants and links,
+    all of which the class fixes. Independent engines hit this most: eight alike GPUs are one
+    evaluation, not eight.
+    """
+
+    def __init__(self, request: PlanRequest, machine: Machine, model: ModelSpec, host: Host,
+                 links: LinkCosts, chooser: Chooser):
+        self.request, self.machine, self.model, self.host = request, machine, model, host
+        self.links, self.chooser = links, chooser
+        self._cache: dict[tuple[object, ...], LayoutRow] = {}
+        self.evaluations = 0
+
+    def _class_key(self, gpus: Sequence[int]) -> tuple[object, ...]:
+        lk = self.links
+        sig_ids: dict[tuple[object, ...], int] = {}
+        hosts: dict[int, int] = {}
+        out = []
+        for g in gpus:
+            h = lk.host_of[g]
+            sig = sig_ids.setdefault(lk.signature[h], len(sig_ids))
+            members = lk.hosts[h]
+            rep = next(i for i, x in enumerate(members) if lk.klass[x] == lk.klass[g])
+            out.append((sig, rep, hosts.setdefault(h, len(hosts))))
+        return tuple(out)
+
+    def _evaluate(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...], share: int,
+                  cached: bool) -> LayoutRow:
+        key = (tp, pp, dp, share, self._class_key(gpus))
+        if cached and key in self._cache:
+            return replace(self._cache[key], gpus=gpus)
+        dep = self.request.deployment(tp, pp, dp, gpus, share=share)
+        self.evaluations += 1
+        row = layout_row(dep, self.model, evaluate(dep, self.machine, self.model, self.host),
+                         self.request.demand, share)
+        self._cache[key] = row
+        return row
+
+    def row(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
+        if gpus is None:
+            return None
+        return self._evaluate(tp, pp, dp, gpus, dp, cached=False)
+
+    def per_host(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+        """The in-host layout ``(tp, pp, dp)`` deployed on every host that has the GPUs, one
+        deployment per host behind a load balancer: each holds its share of the users."""
+        hosts = [h for h in self.links.hosts if len(h) >= tp * pp * dp]
+        if len(hosts) < 2:
+            return None
+        share = dp * len(hosts)
+        parts = []
+        for members in hosts:
+            gpus = self.chooser(self.machine, tp, pp, dp, self.links, members)
+            if gpus is None:  # pragma: no cover - the host has the GPUs
+                return None
+            parts.append(self._evaluate(tp, pp, dp, gpus, share, cached=True))
+        return self._merged(parts, tp, pp, dp, share, hosts=len(hosts))
+
+    def spanning(self, tp: int, pp: int, dp: int, k: int) -> LayoutRow | None:
+        """``dp`` replicas of ``k`` whole hosts each (TP inside a host, PP across), one deployment per
+        replica: one replica when ``dp`` is 1, else alike replicas are one evaluation."""
+        if dp == 1:
+            return self.row(tp, pp, 1)
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
+        if gpus is None:
+            return None
+        w = tp * pp
+        parts = [self._evaluate(tp, pp, 1, gpus[i * w:(i + 1) * w], dp, cached=True) for i in range(dp)]
+        return replace(self._merged(parts, tp, pp, 1, dp, hosts=dp), span=k)
+
+    def _merged(self, parts: list[LayoutRow], tp: int, pp: int, dp: int, share: int, hosts: int) -> LayoutRow:
+        merged = engines_row(parts, self.model, hosts)
+        limiting = next(p for p in parts if p.findings is merged.findings)
+        if limiting.deployment is not None and tuple(limiting.deployment.gpus or ()) != limiting.gpus:
+            # its findings came from an alike group: re-read them for its own GPUs (the messages name GPUs)
+            fresh = self._evaluate(tp, pp, dp, limiting.gpus, share, cached=False)
+            merged = replace(merged, findings=fresh.findings, deployment=fresh.deployment, refused=fresh.refused,
+                             refused_by=fresh.refused_by)
+        return merged
+
+    def engines(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+        """``dp`` independent engines of TP x PP, on the GPUs the DP layout would take."""
+        gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
+        if gpus is None:
+            return None
+        w = tp * pp
+        parts = [self._evaluate(tp, pp, 1, gpus[i * w:(i + 1) * w], dp, cached=True) for i in range(dp)]
+        return self._merged(parts, tp, pp, 1, dp, hosts=1)
 
 
 def _notes(
@@ -171,10 +336,14 @@ def _notes(
     candidates: Sequence[LayoutRow],
     refused: Sequence[LayoutRow],
     assumed: int | None,
-) -> tuple[str, ...]:
-    """The plan's notes, in the order they are shown: what is unknown, what a higher memory fraction
-    would change, why nothing serves, engine caveats, the GPUs left out, the machine source's own."""
+    n: int,
+    links: LinkCosts,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The plan's notes, in the order they are shown (what is unknown, what a higher memory fraction
+    would change, why nothing serves, engine caveats, the GPUs left out, the machine source's own),
+    and the refused layouts they name (the table shows those)."""
     notes: list[str] = []
+    noted: list[str] = []
     if not machine.memory_known:
         notes.append(
             f"GPU memory is unknown from {machine.source}: the KV pool could NOT be predicted and the "
@@ -182,29 +351,63 @@ def _notes(
             f"ranked on heads and links alone, as if each fits. Probe the host (--machine auto) or use "
             f"a snapshot/preset with memory for a verdict."
         )
-    fraction = _fraction_note(machine, request.engine, candidates, refused, assumed)
+    fraction = _fraction_note(machine, request.engine, candidates, refused, assumed, links)
     if fraction is not None:
-        notes.append(fraction)
-    if not candidates:
+        notes.append(fraction[0])
+        noted.append(fraction[1])
+    too_big = _weights_exceed(model, machine, rows, n) if not candidates else None
+    if too_big is not None:
+        notes.append(too_big)
+    elif not candidates:
         notes.append(
             "no layout on these GPUs serves this model with what was asked: see the refusals "
             "(quantize, use kv_cache_dtype: fp8, shorten max_model_len, or add GPUs)"
         )
     if request.engine == "vllm" and model.is_moe:
         notes.append(
-            f"{model.name} is a mixture of experts: vLLM shards the experts over all TP x DP ranks, so "
-            f"its DP ranks are one group (DP attention), not independent copies. For independent "
-            f"copies run one engine per GPU group."
+            f"{model.name} is a mixture of experts: vLLM's own DP shards the experts over all TP x DP "
+            f"ranks, so its DP ranks are one group (DP attention), not independent copies. Independent "
+            f"engines (one server per GPU group behind a load balancer) are listed as their own "
+            f"layouts, 'xN engines'."
+        )
+    if len(links.hosts) > 1:
+        big = max(len(h) for h in links.hosts)
+        notes.append(
+            f"{len(links.hosts)} hosts: TP stays inside a host (larger TP is listed once, refused), PP "
+            f"crosses hosts, copies go per host; layouts up to {big} GPUs are shown on one host and "
+            f"copied onto every host"
         )
     n_visible = len(machine.gpus)
     if request.max_gpus is not None and request.max_gpus < n_visible:
         notes.append(f"planned on {request.max_gpus} of the {n_visible} visible GPUs (--gpus)")
     notes.extend(machine.notes)
-    if not candidates and rows:
-        closest = _closest(rows)
+    if not candidates and rows and too_big is None:
+        closest = _closest(refused)
         if closest is not None:
             notes.append(closest)
-    return tuple(notes)
+    return tuple(notes), tuple(noted)
+
+
+def _weights_exceed(model: ModelSpec, machine: Machine, rows: Sequence[LayoutRow], n: int) -> str | None:
+    """When nothing serves because the weights alone do not fit the GPUs' memory, the one line that
+    says so (a shorter context cannot help then)."""
+    single = next((r for r in rows if r.gpu_count == 1 and not r.engines), None)
+    kv = facts_of(single.findings.get("kv_pool"), KvPoolFacts) if single else None
+    if kv is None or not machine.memory_known:
+        return None
+    weights = kv.weights_gib_per_rank
+    fraction = present(kv.memory_fraction)
+    frac = float(fraction) if fraction is not None else 1.0
+    totals = sorted((g.memory_total_mib or 0 for g in machine.gpus), reverse=True)[:n]
+    total = sum(totals) / 1024
+    if weights <= total * frac:
+        return None
+    # a checkpoint already quantized (DeepSeek-V3 ships FP8) needs a smaller one, not FP8
+    fix = "a smaller quantization or more nodes" if model.quantization is not None else "FP8 weights or more nodes"
+    return (
+        f"the weights alone ({weights:,.1f} GiB) exceed the GPUs' {total * frac:,.1f} GiB ({frac:g} of "
+        f"{total:,.1f} GiB on {len(totals)} GPUs, the engine's memory fraction): {fix}"
+    )
 
 
 def _fraction_note(
@@ -213,28 +416,31 @@ def _fraction_note(
     candidates: Sequence[LayoutRow],
     refused: Sequence[LayoutRow],
     assumed: int | None,
-) -> str | None:
+    links: LinkCosts,
+) -> tuple[str, str] | None:
     """A layout refused only by the engine's default memory fraction that would rank first (or above
-    the best candidate) with the fraction that serves: name it and the fraction."""
+    the best candidate) with the fraction that serves: the note naming it and the fraction, and the
+    layout it names."""
     hinted = [r for r in refused if r.fits_with_memory_fraction is not None]
     if not hinted:
         return None
-    # with the fraction it meets the need: it would rank by replicas, then GPUs used
-    first = min(hinted, key=lambda r: (crosses_hosts(r, machine), -r.independent_replicas, -r.gpu_count))
+
+    def as_served(r: LayoutRow) -> tuple[object, ...]:
+        # with the fraction it meets the need (that is what the search asked): rank it like a candidate
+        return rank_key(replace(r, refused=None, refused_by=None, need_met="with room"), machine, assumed, links)
+
+    first = min(hinted, key=as_served)
     best = candidates[0] if candidates else None
-    better = best is None or (
-        (crosses_hosts(first, machine), -(assumed or 0), -first.independent_replicas, -first.gpu_count)
-        < (crosses_hosts(best, machine), -replica_room(best, assumed), -best.independent_replicas, -best.gpu_count)
-    )
-    if not better:
+    if best is not None and as_served(first) >= rank_key(best, machine, assumed, links):
         return None
     kv = facts_of(first.findings.get("kv_pool"), KvPoolFacts)
     default = present(kv.memory_fraction) if kv else None
-    return (
+    text = (
         f"{first.layout} is refused only by {default_fraction_name(engine)} {default:g}: with "
         f"--memory-fraction {first.fits_with_memory_fraction:.2f} it serves and would rank "
         f"{'first' if best is None else f'above {best.layout}'} (re-run with it; the startup check confirms)"
     )
+    return text, first.layout
 
 
 def _fraction_that_fits(
@@ -247,8 +453,8 @@ def _fraction_that_fits(
     host: Host = BARE_HOST,
 ) -> float | None:
     """The smallest memory fraction, in hundredths above ``default`` up to ``FRACTION_CAP``, with which
-    every check passes and each replica holds the need (the assumed one too); None when even the cap
-    does not.
+    every check passes and each replica holds the need (the assumed one too) with the kv_pool
+    check's margin; None when even the cap does not.
 
     The pool grows with the fraction, so the search halves the range, and every fraction it returns
     was evaluated with all the checks. vLLM's start-up check (free memory >= fraction x total)
@@ -259,7 +465,8 @@ def _fraction_that_fits(
     def serves(hundredths: int) -> bool:
         d = replace(dep, memory_fraction=hundredths / 100)
         row = layout_row(d, model, evaluate(d, machine, model, host), demand)
-        return row.refused is None and replica_room(row, assumed) == (assumed or 0)
+        # with room: under the kv_pool margin it would still rank after the layouts with room
+        return row.refused is None and need_met(row, assumed) in ("with room", None)
 
     lo, hi = math.floor(default * 100 + 1e-9) + 1, round(FRACTION_CAP * 100)
     if lo > hi or not serves(hi):
@@ -309,19 +516,20 @@ def _with_fraction_hint(
     return replace(row, refused=text, fits_with_memory_fraction=fits)
 
 
-def _closest(rows: Sequence[LayoutRow]) -> str | None:
-    """When nothing serves: the layout that holds the most, and what would close the gap."""
-    sized = [r for r in rows if r.full_length_requests and r.refused_by == "kv_pool"]
+def _closest(refused: Sequence[LayoutRow]) -> str | None:
+    """When nothing serves: the layout that holds the most (the first refused row of the table), and
+    what would close the gap."""
+    sized = [r for r in refused if holds_something(r) and r.full_length_requests]
     if not sized:
         return None
-    best = max(sized, key=lambda r: (sum(r.full_length_requests or ()), -r.gpu_count))
+    best = min(sized, key=closest_key)
     total = sum(best.full_length_requests or ())
     tokens = sum(best.predicted_kv_tokens_per_replica or ())
     return (
-        f"the most any layout holds: {best.layout} on GPUs {','.join(map(str, best.gpus))}, {total} "
-        f"full-length requests at once ({tokens:,} tokens of KV in all). To reach the demand: "
-        f"kv_cache_dtype fp8 (about twice the tokens), a shorter max_model_len, a higher memory fraction, "
-        f"a quantized checkpoint, or more GPUs"
+        f"the most any layout holds: {best.layout} on GPUs {','.join(map(str, best.gpus))}, "
+        f"{requests_number(total)} full-length requests at once ({tokens:,} tokens of KV in all). To reach "
+        f"the demand: kv_cache_dtype fp8 (about twice the tokens), a shorter max_model_len, a higher memory "
+        f"fraction, a quantized checkpoint, or more GPUs"
     )
 
 

@@ -7,15 +7,16 @@ the row. The rules, in order, are listed in ``planner``'s module docstring.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink
+from pytest_gpulayout.planner.gpus import LinkCosts
 from pytest_gpulayout.planner.rows import LayoutRow
-from pytest_gpulayout.planner.verdicts import default_fraction_name
+from pytest_gpulayout.planner.verdicts import default_fraction_name, requests_number
 from pytest_gpulayout.rules.heads import HeadsFacts
-from pytest_gpulayout.rules.kv_pool import KvPoolFacts
+from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, KvPoolFacts, shortfalls
 from pytest_gpulayout.rules.links import LinksFacts
 
 
@@ -33,7 +34,32 @@ def links_severity(row: LayoutRow) -> int:
     return 1 if st is Status.WARN else 0
 
 
-def replica_room(row: LayoutRow, assumed: int | None) -> int:
+#: How a layout meets the need, best first (``LayoutRow.need_met``).
+NEED_ORDER = {"with room": 0, None: 0, "narrowly": 1, "short": 2}
+
+
+def need_met(row: LayoutRow, assumed: int | None, margin: float = TIGHT_MARGIN) -> str | None:
+    """"with room", "narrowly" or "short" (None: the pool was not predicted).
+
+    With a need the user gave, the replica's share is judged by the ``kv_pool`` check's own rule
+    (``shortfalls``: under ``TIGHT_MARGIN`` to spare is a warning); with none, against the assumed
+    full-length requests per replica with the same margin.
+    """
+    full, tokens = row.full_length_requests, row.predicted_kv_tokens_per_replica
+    if not full or not tokens or row.deployment is None:
+        return None
+    held = min(full)
+    if assumed is not None:
+        if held < assumed:
+            return "short"
+        return "narrowly" if held < assumed * (1 + margin) else "with room"
+    unmet, tight = shortfalls(row.deployment, min(tokens), held, row.max_model_len)
+    if unmet:
+        return "short"
+    return "narrowly" if tight else "with room"
+
+
+def replica_room(row: LayoutRow, assumed: int | None) -> float:
     """Full-length requests per replica, capped at the assumed need: equal for every layout that meets it.
 
     With a need the user gave (``assumed`` None) every candidate meets it (the others are refused);
@@ -44,17 +70,32 @@ def replica_room(row: LayoutRow, assumed: int | None) -> int:
     return min(min(row.full_length_requests), assumed)
 
 
-def rank_key(row: LayoutRow, machine: Machine, assumed: int | None = None) -> tuple[object, ...]:
+def tp_fills_domain(row: LayoutRow, links: LinkCosts) -> bool:
+    """Each TP group is exactly the GPUs of its socket (the GPUs its members reach without SYS):
+    "TP inside each socket, PP across", the layout two-socket PCIe servers are built for."""
+    return row.tp > 1 and all(set(g) == set(links.domain[g[0]]) for rep in row.replicas for g in rep)
+
+
+def rank_key(row: LayoutRow, machine: Machine, assumed: int | None = None,
+             links: LinkCosts | None = None) -> tuple[object, ...]:
     """Sort key, best first; the rules in ``planner``'s module docstring, in order."""
     pcie_tp = links_severity(row)
+    if pcie_tp and links is not None and tp_fills_domain(row, links):
+        pcie_class = 1  # TP inside each socket, PP across: next to pure PP
+    else:
+        pcie_class = 2 * pcie_tp
+    need = NEED_ORDER[row.need_met]
     return (
         crosses_hosts(row, machine),
-        -replica_room(row, assumed),
+        row.slow_link is not None,
+        need,
+        -min(row.full_length_requests or (0,)) if need == 2 else 0,
         -row.independent_replicas,
         -row.gpu_count,  # as many replicas either way: the spare GPUs give KV room rather than sit idle
-        pcie_tp,
+        pcie_class,
         row.tp if pcie_tp else -row.tp,  # TP inside NVLink; over PCIe, as little TP as possible
         row.status.severity,
+        row.engines,
         row.gpus,
     )
 
@@ -86,34 +127,71 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
+def _over(row: LayoutRow, assumed: int | None) -> tuple[float, str] | None:
+    """How far each replica clears its share of the need (0.03 = 3% over) and the share in words."""
+    full, tokens, dep = row.full_length_requests, row.predicted_kv_tokens_per_replica, row.deployment
+    if not full or not tokens or dep is None:
+        return None
+    each = "each replica's share of the" if row.independent_replicas > 1 else "the"
+    if assumed is not None:
+        return min(full) / assumed - 1, f"the {assumed} full-length requests per replica assumed"
+    req = dep.require
+    if req.kv_tokens:
+        return min(tokens) / req.kv_tokens - 1, f"{each} {req.kv_tokens * max(row.dp, 1):,} tokens needed"
+    if req.concurrency:
+        return min(full) / req.concurrency - 1, f"{each} {req.concurrency * max(row.dp, 1)} requests needed"
+    return None
+
+
+def narrow_text(row: LayoutRow, assumed: int | None, margin: float) -> str:
+    """``30,928 tokens per copy, 3% over each one's share of the 60,000 needed (under the 10% margin)``."""
+    over = _over(row, assumed)
+    held = f"{_tokens_txt(row)} tokens per replica"
+    if over is None:
+        return held
+    return f"{held}, {over[0]:.0%} over {over[1]} (under the {margin:.0%} margin the kv_pool check asks)"
+
+
 @dataclass(frozen=True)
 class WhyContext:
     """What every "why" line is measured against (so that the lines agree with the order)."""
 
-    min_world: int  # fewest GPUs per replica among the layouts that meet the need
+    min_world: int  # fewest GPUs per replica among the layouts that meet the need with room
     max_replicas: int  # replicas that many GPUs per replica make on the GPUs planned on
     smaller: str | None  # why fewer GPUs per replica do not do
     total_gpus: int
     assumed: int | None  # full-length requests per replica assumed (None: the user gave the need)
+    margin: float = TIGHT_MARGIN
+    #: the one-GPU copies on as many GPUs, by GPU count (for "splitting grows the total pool N x")
+    copies: Mapping[int, LayoutRow] = field(default_factory=dict)
+
+
+def _room(row: LayoutRow) -> bool:
+    return NEED_ORDER[row.need_met] == 0
 
 
 def why_context(
-    candidates: Sequence[LayoutRow], refused: Sequence[LayoutRow], n: int, assumed: int | None
+    candidates: Sequence[LayoutRow], refused: Sequence[LayoutRow], n: int, assumed: int | None,
+    margin: float = TIGHT_MARGIN,
 ) -> WhyContext:
     """What the "why" lines of one plan are measured against: the fewest GPUs per replica that meet
-    the need, and why fewer do not."""
-    fit = [r for r in candidates if replica_room(r, assumed) == (assumed or 0)] or list(candidates)
+    the need with room, and why fewer do not."""
+    fit = [r for r in candidates if _room(r) and not r.slow_link] or list(candidates)
     min_world = min((r.group_size for r in fit), default=0)
     smaller: str | None = None
     if min_world > 1:
         short = [r for r in candidates if r.group_size < min_world and r.full_length_requests]
         if short:
-            r = max(short, key=lambda r: (r.group_size, min(r.full_length_requests or (0,))))
+            r = max(short, key=lambda r: (r.group_size, r.independent_replicas, min(r.full_length_requests or (0,))))
             held = min(r.full_length_requests or (0,))
-            smaller = (
-                f"{_plural(r.group_size, 'GPU')} per replica hold{'s' if r.group_size == 1 else ''} only "
-                f"{_plural(held, 'full-length request')}"
-            )
+            if r.need_met == "narrowly":
+                who = "one GPU per replica" if r.group_size == 1 else f"{r.group_size} GPUs per replica"
+                smaller = f"{who} meets the need only narrowly: {narrow_text(r, assumed, margin)}"
+            else:
+                smaller = (
+                    f"{_plural(r.group_size, 'GPU')} per replica hold{'s' if r.group_size == 1 else ''} only "
+                    f"{requests_number(held)} full-length requests"
+                )
         else:
             single = next((r for r in refused if r.gpu_count == 1), None)
             if single is not None and single.fits_with_memory_fraction is not None and single.deployment:
@@ -126,7 +204,31 @@ def why_context(
             elif single is not None and single.refused:
                 smaller = f"one GPU: {single.refusal_detail}"
     max_replicas = n // min_world if min_world else 0
-    return WhyContext(min_world, max_replicas, smaller, n, assumed)
+    copies: dict[int, LayoutRow] = {}
+    for r in [*candidates, *refused]:
+        if r.tp == 1 and r.pp == 1 and r.dp > 1 and r.independent_replicas == r.dp and r.pool_predicted:
+            copies.setdefault(r.gpu_count, r)
+    return WhyContext(min_world, max_replicas, smaller, n, assumed, margin, copies)
+
+
+def _split_gain(row: LayoutRow, ctx: WhyContext) -> str | None:
+    """A split that ranks above copies on as many GPUs because the copies lack room: by how much the
+    one pool outgrows the copies' pools together (the weights are stored once, not once per copy)."""
+    copies = ctx.copies.get(row.gpu_count)
+    if copies is None or row.group_size == 1 or copies.independent_replicas <= row.independent_replicas:
+        return None
+    if _room(copies) and copies.refused is None:
+        return None
+    mine = sum(row.predicted_kv_tokens_per_replica or ())
+    theirs = sum(copies.predicted_kv_tokens_per_replica or ())
+    if not mine or theirs <= 0:
+        return None
+    k = copies.dp
+    stored = "double the weights" if k == 2 else f"store the weights {k} times"
+    return (
+        f"splitting grows the total pool {mine / theirs:.1f}x here ({mine:,} tokens against {theirs:,} in "
+        f"{k} copies), while copies {stored}"
+    )
 
 
 def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
@@ -139,18 +241,32 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
     tokens = _tokens_txt(row)
     full = row.full_length_requests
     known = bool(tokens)
-    below = ctx.assumed is not None and full is not None and min(full) < ctx.assumed
+    below = row.need_met == "short"
+    narrow = row.need_met == "narrowly"
     room = ""
     if tokens:
         room = f"{tokens} tokens of KV per replica"
         if full and row.max_model_len:
-            room += f" ({_plural(min(full), f'full {row.max_model_len:,}-token request')}"
-            room += f", {sum(full)} in all)" if row.dp > 1 else ")"
+            held = requests_number(min(full))
+            room += f" ({held} full {row.max_model_len:,}-token requests"
+            room += f", {requests_number(sum(full))} in all)" if row.dp > 1 else ")"
+    if row.slow_link:
+        kind = row.slow_link
+        parts.append(
+            f"starts, slow: TP={row.tp} all-reduces after every layer over {kind} ({describe_link(kind)}); "
+            f"the engine starts it, but it is ranked after every layout that keeps TP inside a socket"
+        )
     if row.group_size == 1:
-        what = "one GPU holds the model" if known and not below else "one GPU per replica"
+        what = "one GPU holds the model" if known and not below and not narrow else "one GPU per replica"
         what += f" ({w:.1f} GiB of weights)" if w is not None else ""
         parts.append(what + (f" with {room}" if room else ""))
-        parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")
+        if row.engines:
+            parts.append(
+                f"{row.dp} independent engines, one per GPU behind a load balancer: no traffic between "
+                f"them (vLLM's own DP would make one expert-parallel group of them)"
+            )
+        else:
+            parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")
     else:
         if row.shared_experts:
             parts.append(
@@ -158,8 +274,10 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
                 f"TP x DP = {row.tp * row.dp} ranks (DP attention): the {row.dp} DP ranks exchange "
                 f"activations in every MoE layer, one group rather than independent copies"
             )
+        if row.engines:
+            parts.append(f"{row.dp} independent engines of {row.world_size} GPUs behind a load balancer")
         g, m = row.group_size, ctx.min_world
-        if not known or below or not m:
+        if not known or below or narrow or not m:
             parts.append(f"{g} GPUs per replica")
         elif g == m:
             need = f"needs {g} GPUs" + (" per replica" if not row.shared_experts else "")
@@ -180,14 +298,17 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
                 f"spreads each replica over {g} GPUs where {m} would do: more KV room per replica, "
                 f"{_plural(row.independent_replicas, 'replica')} where {m}-GPU ones make {ctx.max_replicas}"
             )
-        if row.tp > 1:
-            kind = tp_link(row)
-            if kind and is_nvlink(kind):
-                parts.append(f"TP={row.tp} inside {kind} (NVLink)")
-            elif kind:
+        gain = _split_gain(row, ctx) if known and not below and not narrow else None
+        if gain:
+            parts.append(gain)
+        if row.tp > 1 and not row.slow_link:
+            tp_kind = tp_link(row)
+            if tp_kind and is_nvlink(tp_kind):
+                parts.append(f"TP={row.tp} inside {tp_kind} (NVLink)")
+            elif tp_kind:
                 parts.append(
-                    f"TP={row.tp} all-reduces after every layer over {kind} "
-                    f"({describe_link(kind)}): works, slower than NVLink"
+                    f"TP={row.tp} all-reduces after every layer over {tp_kind} "
+                    f"({describe_link(tp_kind)}): works, slower than NVLink"
                 )
             else:
                 parts.append(f"TP={row.tp} over links the machine source does not report")
@@ -200,11 +321,16 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
             parts.append(f"PP={row.pp}{split} sends activations over {bounds} only at stage boundaries")
         if room:
             parts.append(room)
-        if row.independent_replicas > 1:
+        if row.independent_replicas > 1 and not row.engines:
             parts.append(f"{row.dp} replicas")
-    if below and full is not None:
+    if narrow:
         parts.append(
-            f"holds only {_plural(min(full), 'full-length request')} per replica, fewer than the "
+            f"meets the need only narrowly: {narrow_text(row, ctx.assumed, ctx.margin)}: "
+            f"ranked after the layouts with room"
+        )
+    if below and full is not None and ctx.assumed is not None:
+        parts.append(
+            f"holds only {requests_number(min(full))} full-length requests per replica, fewer than the "
             f"{ctx.assumed} assumed: ranked after the layouts with room for {ctx.assumed}"
         )
     used = row.gpu_count
@@ -222,4 +348,16 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
     return "; ".join(parts)
 
 
-__all__ = ["WhyContext", "crosses_hosts", "links_severity", "rank_key", "replica_room", "tp_link", "why", "why_context"]
+__all__ = [
+    "NEED_ORDER",
+    "WhyContext",
+    "crosses_hosts",
+    "links_severity",
+    "need_met",
+    "rank_key",
+    "replica_room",
+    "tp_fills_domain",
+    "tp_link",
+    "why",
+    "why_context",
+]

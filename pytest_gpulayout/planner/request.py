@@ -85,10 +85,12 @@ class PlanRequest:
     memory_fraction: float | None = None
     kv_cache_dtype: str = "auto"
 
-    def deployment(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...]) -> Deployment:
-        """The deployment the checks evaluate for one layout on ``gpus``, with each replica's share."""
+    def deployment(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...], share: int | None = None) -> Deployment:
+        """The deployment the checks evaluate for one layout on ``gpus``, with each replica's share
+        (of ``share`` replicas, default ``dp``: an independent engine is a DP=1 deployment holding
+        its share of the users of all the engines)."""
         return Deployment(
-            name=f"tp{tp}-pp{pp}-dp{dp}",
+            name=f"tp{tp}-pp{pp}-dp{dp}" if share in (None, dp) else f"tp{tp}-pp{pp}-x{share}",
             model=self.model_ref,
             engine=self.engine,
             tensor_parallel_size=tp,
@@ -99,7 +101,7 @@ class PlanRequest:
             memory_fraction=self.memory_fraction,
             kv_cache_dtype=self.kv_cache_dtype,
             engine_version=self.engine_version,
-            require=self.demand.per_replica(dp),
+            require=self.demand.per_replica(dp if share is None else share),
         )
 
 

@@ -33,7 +33,9 @@ class LayoutRow(ParallelShape):
     weights_gib_per_gpu: float | None
     kv_bytes_per_token_per_rank: int | None
     predicted_kv_tokens_per_replica: tuple[int, ...] | None
-    full_length_requests: tuple[int, ...] | None
+    #: full ``max_model_len`` requests each replica holds at once, exact (the engine's measure, not
+    #: rounded down: 3.78, not 3)
+    full_length_requests: tuple[float, ...] | None
     max_model_len: int | None
     status: Status
     verdicts: Mapping[str, Status]
@@ -49,6 +51,31 @@ class LayoutRow(ParallelShape):
     #: refused only by the engine's default memory fraction: the smallest fraction (up to
     #: ``planner.FRACTION_CAP``) with which every check passes
     fits_with_memory_fraction: float | None = None
+    #: one engine per replica behind a load balancer (a MoE model under vLLM, whose own DP makes one
+    #: expert-parallel group): each engine is its own deployment on its replica's GPUs
+    engines: bool = False
+    #: the engine starts, but a TP group all-reduces over this link (SYS: across CPU sockets)
+    slow_link: str | None = None
+    #: how the layout meets the need it was ranked against: "with room", "narrowly" (under the
+    #: kv_pool check's margin), "short" (fewer than the assumed requests), None (pool not predicted)
+    need_met: str | None = None
+    #: 1-based place among the candidates (None when refused); set by ``plan()``
+    rank: int | None = None
+    #: the same deployment on each of this many hosts behind a load balancer (1: one deployment);
+    #: ``data_parallel_size`` counts the replicas of all of them
+    hosts: int = 1
+    #: hosts each of those deployments spans (PP across hosts); 1: each fits one host
+    span: int = 1
+
+    @property
+    def layout(self) -> str:
+        if self.engines:
+            return f"TP={self.tp} PP={self.pp} x{self.dp} engines"
+        if self.hosts > 1 and self.span > 1:
+            return f"TP={self.tp} PP={self.pp} DP={self.dp // self.hosts} x{self.hosts} ({self.span} hosts each)"
+        if self.hosts > 1:
+            return f"TP={self.tp} PP={self.pp} DP={self.dp // self.hosts} x{self.hosts} hosts"
+        return super().layout
 
     @property
     def refusal_detail(self) -> str:
@@ -66,15 +93,20 @@ class LayoutRow(ParallelShape):
     @property
     def group_size(self) -> int:
         """GPUs that talk to each other while serving: one replica, or all of them when experts are shared."""
-        return self.gpu_count if self.shared_experts else self.world_size
+        return self.gpu_count // self.hosts if self.shared_experts else self.world_size
 
     @property
     def independent_replicas(self) -> int:
-        return 1 if self.shared_experts else self.dp
+        return self.hosts if self.shared_experts else self.dp
 
     @property
     def name(self) -> str:
         """Deployment name usable in a manifest and in test ids."""
+        if self.engines:
+            return f"tp{self.tp}-pp{self.pp}-x{self.dp}"
+        if self.hosts > 1:
+            each = f"-{self.span}-hosts-each" if self.span > 1 else "-hosts"
+            return f"tp{self.tp}-pp{self.pp}-dp{self.dp // self.hosts}-x{self.hosts}{each}"
         return f"tp{self.tp}-pp{self.pp}-dp{self.dp}"
 
     @property
@@ -84,12 +116,20 @@ class LayoutRow(ParallelShape):
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "rank": self.rank,
+            "layout": self.layout,
             "tensor_parallel_size": self.tp,
             "pipeline_parallel_size": self.pp,
             "data_parallel_size": self.dp,
             "gpus": list(self.gpus),
             "status": self.status.value,
             "refused": self.refused,
+            "refused_by": self.refused_by,
+            "independent_engines": self.engines,
+            "per_host_deployments": self.hosts if self.hosts > 1 else None,
+            "hosts_per_deployment": self.span,
+            "starts_slow": self.slow_link,
+            "need_met": self.need_met,
             "weights_gib_per_gpu": self.weights_gib_per_gpu,
             "kv_bytes_per_token_per_rank": self.kv_bytes_per_token_per_rank,
             "predicted_kv_tokens_per_replica": (
@@ -134,6 +174,13 @@ class Plan:
     gpus_considered: int = 0
     #: without --concurrency / --kv-tokens: full-length requests per replica assumed (None when given)
     assumed_requests: int | None = None
+    #: the need the layouts were ranked against, as given (whole deployment, before the DP split)
+    concurrency: int | None = None
+    kv_tokens: int | None = None
+    #: a replica clearing its need by less than this share meets it only narrowly (kv_pool's margin)
+    margin: float = 0.0
+    #: refused layouts a note names (so the table shows them next to the closest refused ones)
+    noted: tuple[str, ...] = ()
 
     @property
     def candidates(self) -> tuple[LayoutRow, ...]:
@@ -166,7 +213,7 @@ class Plan:
 
     def rank(self, row: LayoutRow) -> int:
         """1-based place of a candidate among all candidates (the order of ``--json`` and ``--all``)."""
-        return self.candidates.index(row) + 1
+        return row.rank if row.rank is not None else self.candidates.index(row) + 1
 
     def headline(self, limit: int | None = 10) -> tuple[list[LayoutRow], int]:
         """The candidates worth a line, best first, and how many were left out.
@@ -189,27 +236,28 @@ class Plan:
         return shown, hidden
 
     def closest_refused(self, limit: int = 3) -> list[LayoutRow]:
-        """Refused for memory (pool short, start-up check) but holding something: how far off they are."""
-        short = [
-            r
-            for r in self.refused
-            if r.predicted_kv_tokens_per_replica
-            and min(r.predicted_kv_tokens_per_replica) > 0
-            and r.refused_by in ("kv_pool", "balance")
-        ]
-        short.sort(
-            key=lambda r: (
-                -sum(r.full_length_requests or (0,)),
-                -sum(r.predicted_kv_tokens_per_replica or (0,)),
-            )
-        )
-        return short[:limit]
+        """Refused for memory (pool short, start-up check) but holding something, the most first
+        (the first is the one the "most any layout holds" note names), then any refused layout a
+        note names."""
+        short = sorted((r for r in self.refused if holds_something(r)), key=closest_key)[:limit]
+        short += [r for r in self.refused if r.layout in self.noted and r not in short]
+        return short
 
-    def find(self, tp: int, pp: int = 1, dp: int = 1) -> LayoutRow | None:
+    def find(self, tp: int, pp: int = 1, dp: int = 1, *, engines: bool = False, hosts: int = 1) -> LayoutRow | None:
         for r in self.layouts:
-            if (r.tp, r.pp, r.dp) == (tp, pp, dp):
+            if (r.tp, r.pp, r.dp, r.engines, r.hosts) == (tp, pp, dp, engines, hosts):
                 return r
         return None
+
+    def need_json(self) -> dict[str, Any]:
+        """The need the layouts were ranked against: given, or assumed, and the margin."""
+        return {
+            "concurrency": self.concurrency,
+            "kv_tokens": self.kv_tokens,
+            "assumed_full_length_requests_per_replica": self.assumed_requests,
+            "margin": self.margin,
+            "text": self.required or self.assumed,
+        }
 
     def to_json(self) -> dict[str, Any]:
         m = self.model
@@ -231,6 +279,7 @@ class Plan:
             "engine_version": self.engine_version,
             "max_model_len": self.max_model_len,
             "required": self.required,
+            "need": self.need_json(),
             "assumed_need": (
                 None
                 if self.assumed_requests is None
@@ -242,4 +291,19 @@ class Plan:
         }
 
 
-__all__ = ["LayoutRow", "Measurement", "Plan"]
+def holds_something(row: LayoutRow) -> bool:
+    """Refused for memory (pool short, start-up check) with a pool that holds some tokens."""
+    t = row.predicted_kv_tokens_per_replica
+    return bool(t) and min(t or (0,)) > 0 and row.refused_by in ("kv_pool", "balance")
+
+
+def closest_key(row: LayoutRow) -> tuple[float, int, int]:
+    """Order of the refused layouts closest to the need: the most requests held in all first."""
+    return (
+        -sum(row.full_length_requests or (0,)),
+        -sum(row.predicted_kv_tokens_per_replica or (0,)),
+        row.gpu_count,
+    )
+
+
+__all__ = ["LayoutRow", "Measurement", "Plan", "closest_key", "holds_something"]

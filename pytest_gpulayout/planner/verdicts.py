@@ -8,12 +8,14 @@ checks' data keys; the ranking and the plan only read the row.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.evaluate import STATIC_CHECKS
 from pytest_gpulayout.findings import Finding, Status, facts_of, present, worst
-from pytest_gpulayout.machine.facts import describe_link
+from pytest_gpulayout.machine.facts import describe_link, link_family
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.request import Demand
 from pytest_gpulayout.planner.rows import LayoutRow
@@ -48,19 +50,41 @@ def _shorten(text: str, limit: int = 150) -> str:
     return cut.rstrip(",;:") + " ..."
 
 
+def slow_link(row_findings: Mapping[str, Finding], dep: Deployment) -> str | None:
+    """The link a TP group crosses when ``links`` fails only for the socket interconnect (SYS).
+
+    The ``links`` check fails TP over SYS as a policy (every layer's all-reduce crosses the CPU
+    interconnect), but neither engine refuses it: vLLM and SGLang start and serve, slowly. The plan
+    lists such a layout as "starts, slow" rather than refused; across hosts (NET) stays refused.
+    """
+    links = facts_of(row_findings.get("links"), LinksFacts)
+    f = row_findings.get("links")
+    if links is None or f is None or f.status is not Status.FAIL or dep.require.tp_links:
+        return None
+    kind = links.worst_link
+    return kind if kind and link_family(kind) == "SYS" else None
+
+
 def refusal(
     row_findings: Mapping[str, Finding],
     dep: Deployment,
     model: ModelSpec,
     demand: Demand,
+    replicas: int | None = None,
 ) -> tuple[str, str] | None:
     """Why the layout cannot serve, as ``(check, "check: reason")`` (None when it can), in words that
     group well across DP sizes.
 
     ``demand`` is the users' need for the whole deployment, before the split over DP replicas, so
-    that the reason reads the same for every DP size.
+    that the reason reads the same for every DP size. ``replicas``: how many share it (default the
+    deployment's DP; independent engines are each a DP=1 deployment).
     """
-    fails = [row_findings[c] for c in CHECK_ORDER if c in row_findings and row_findings[c].status is Status.FAIL]
+    slow = slow_link(row_findings, dep)
+    fails = [
+        row_findings[c]
+        for c in CHECK_ORDER
+        if c in row_findings and row_findings[c].status is Status.FAIL and not (c == "links" and slow)
+    ]
     if not fails:
         # SGLang starts with a pool smaller than one request (warn); a plan cannot recommend it
         kv = facts_of(row_findings.get("kv_pool"), KvPoolFacts)
@@ -72,11 +96,11 @@ def refusal(
                                    f"{max_len:,}-token request")
         return None
     f = fails[0]
-    text = _refusal_text(f, dep, model, demand)
+    text = _refusal_text(f, dep, model, demand, dep.dp if replicas is None else replicas)
     return f.check, text
 
 
-def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand) -> str:
+def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand, replicas: int) -> str:
     if f.check == "heads":
         from pytest_gpulayout.rules.heads import tp_problems
 
@@ -92,8 +116,11 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand)
     if kv is not None:
         tokens, max_len = kv.predicted_kv_tokens, present(kv.max_model_len)
         conc = present(kv.max_concurrency)
+        smallest = kv.smallest
+        if smallest is not None and smallest.max_concurrency is not None:
+            conc = smallest.max_concurrency  # the value that decided, not the rounded one
         w = kv.weights_gib_per_rank
-        share = "each replica's share of the" if dep.dp > 1 else "the"
+        share = "each replica's share of the" if replicas > 1 else "the"
         users, total_tokens = demand.concurrency, demand.kv_tokens
         if isinstance(tokens, int) and tokens <= 0:
             return f"kv_pool: {w} GiB of weights per GPU leave no room for a KV cache"
@@ -102,7 +129,7 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand)
         if isinstance(tokens, int) and dep.require.concurrency and users and conc is not None and max_len:
             need = dep.require.concurrency
             if conc < need or tokens < need * max_len:
-                held = f"{conc:g}" if conc < need else f"just under {need}"  # 3.998 is rounded to 4.0
+                held = requests_number(conc) if conc < need else f"just under {need}"
                 return (
                     f"kv_pool: {held} full {max_len:,}-token requests per replica ({tokens:,} tokens), "
                     f"short of {share} {users} needed"
@@ -125,21 +152,23 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand)
     return f"{f.check}: " + _shorten(_strip_name(f.message, dep.name))
 
 
-def full_requests(
-    tokens: Sequence[int] | None, max_len: int | None, max_concurrency: float | None
-) -> tuple[int, ...] | None:
-    """Whole ``max_model_len`` requests each replica holds at once.
+def requests_number(x: float) -> str:
+    """Full-length requests as printed: rounded down to hundredths, so 3.998 reads 3.99, never 4."""
+    return f"{math.floor(x * 100 + 1e-9) / 100:g}"
 
-    The memory model's ``max_concurrency`` (the smallest replica's, sliding-window aware like vLLM's
-    "Maximum concurrency" line) scales with the pool, so other replicas get it in proportion.
+
+def full_requests(kv: KvPoolFacts | None, max_len: int | None) -> tuple[float, ...] | None:
+    """Full ``max_model_len`` requests each replica holds at once, exact (not rounded down).
+
+    Each replica's prediction carries the engine's own measure (vLLM's "Maximum concurrency" line,
+    sliding-window aware); where a prediction has none, tokens over ``max_model_len``.
     """
-    if not tokens or not max_len:
+    if kv is None or not kv.predictions or not max_len:
         return None
-    lo = min(tokens)
-    if max_concurrency is not None and lo > 0:
-        per_token = float(max_concurrency) / lo
-        return tuple(int(t * per_token + 1e-9) if t > 0 else 0 for t in tokens)
-    return tuple(int(t) // int(max_len) if t > 0 else 0 for t in tokens)
+    return tuple(
+        max(0.0, float(p.max_concurrency)) if p.max_concurrency is not None else max(0, p.kv_tokens) / max_len
+        for p in kv.predictions
+    )
 
 
 def layout_row(
@@ -147,14 +176,18 @@ def layout_row(
     model: ModelSpec,
     findings: dict[str, Finding],
     demand: Demand,
+    replicas: int | None = None,
 ) -> LayoutRow:
     """The plan row for ``dep``: its GPUs, predicted memory, each check's verdict and the refusal."""
     kv = facts_of(findings.get("kv_pool"), KvPoolFacts)
     tokens = kv.predicted_kv_tokens_per_replica if kv else None
     max_len = (present(kv.max_model_len) if kv else None) or dep.max_model_len
-    full = full_requests(tokens, max_len, present(kv.max_concurrency) if kv else None)
+    full = full_requests(kv, max_len)
     verdicts = {c: findings[c].status for c in CHECK_ORDER if c in findings}
-    refused = refusal(findings, dep, model, demand)
+    refused = refusal(findings, dep, model, demand, replicas)
+    slow = slow_link(findings, dep) if refused is None else None
+    # the links check's fail stays in ``verdicts``; the row's status says "starts" (a warning)
+    status = worst(Status.WARN if (c == "links" and slow) else v for c, v in verdicts.items())
     return LayoutRow(
         tensor_parallel_size=dep.tp,
         pipeline_parallel_size=dep.pp,
@@ -165,7 +198,7 @@ def layout_row(
         predicted_kv_tokens_per_replica=tuple(tokens) if tokens else None,
         full_length_requests=full,
         max_model_len=max_len,
-        status=worst(verdicts.values()),
+        status=status,
         verdicts=verdicts,
         why="",
         refused=refused[1] if refused else None,
@@ -173,7 +206,39 @@ def layout_row(
         findings=findings,
         deployment=dep,
         shared_experts=dep.engine == "vllm" and model.is_moe and dep.dp > 1,
+        slow_link=slow,
     )
 
 
-__all__ = ["CHECK_ORDER", "default_fraction_name", "full_requests", "layout_row", "refusal"]
+def engines_row(parts: Sequence[LayoutRow], model: ModelSpec, hosts: int = 1) -> LayoutRow:
+    """Independent engines, one per replica (each a DP=1 deployment on its GPUs), as one plan row.
+
+    With ``hosts`` > 1 the parts are one deployment per host (each with its own DP replicas), not
+    one engine per replica. A load balancer in front spreads the users, so each engine holds its
+    share; the row is refused when any engine is (the first engine refused gives the reason), its
+    verdicts are each check's worst, and its findings are those of the engine with the smallest
+    pool, which sets what every engine can be given.
+    """
+    refused = next((p for p in parts if p.refused is not None), None)
+    limiting = refused or min(parts, key=lambda p: min(p.predicted_kv_tokens_per_replica or (0,)))
+    verdicts = {c: worst(p.verdicts[c] for p in parts if c in p.verdicts) for c in limiting.verdicts}
+    tokens = [t for p in parts for t in (p.predicted_kv_tokens_per_replica or ())]
+    full = [x for p in parts for x in (p.full_length_requests or ())]
+    first = parts[0]
+    return replace(
+        limiting,
+        data_parallel_size=sum(p.dp for p in parts),
+        gpus=tuple(g for p in parts for g in p.gpus),
+        predicted_kv_tokens_per_replica=tuple(tokens) if len(tokens) == len(parts) else None,
+        full_length_requests=tuple(full) if len(full) == len(parts) else None,
+        status=worst(p.status for p in parts),
+        verdicts=verdicts,
+        deployment=limiting.deployment or first.deployment,
+        shared_experts=limiting.shared_experts if hosts > 1 else False,
+        engines=hosts == 1 and model.is_moe,
+        hosts=hosts,
+        slow_link=next((p.slow_link for p in parts if p.slow_link), None),
+    )
+
+
+__all__ = ["CHECK_ORDER", "default_fraction_name", "engines_row", "full_requests", "layout_row", "refusal", "slow_link"]

@@ -4,6 +4,7 @@ planner's per-replica numbers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -107,11 +108,18 @@ def per_replica_text(values: Sequence[int] | None) -> str:
     return " / ".join(f"{v:,}" for v in values)
 
 
-def requests_text(values: Sequence[int] | None) -> str:
-    """Full-length requests the whole layout holds at once: ``14 (7 x2)`` with replicas."""
+def requests_text(values: Sequence[float] | None) -> str:
+    """Full-length requests the whole layout holds at once: ``14.2 (7.1 x2)`` with replicas.
+
+    Exact counts are printed rounded down to hundredths (3.998 reads 3.99: it does not hold 4).
+    """
     if not values:
         return "?"
+
+    def num(x: float) -> str:
+        return f"{math.floor(x * 100 + 1e-9) / 100:g}"
+
     if len(values) == 1:
-        return str(values[0])
-    alike = f"{values[0]} x{len(values)}" if len(set(values)) == 1 else " / ".join(map(str, values))
-    return f"{sum(values)} ({alike})"
+        return num(values[0])
+    alike = f"{num(values[0])} x{len(values)}" if len(set(values)) == 1 else " / ".join(num(v) for v in values)
+    return f"{num(sum(values))} ({alike})"
