@@ -115,6 +115,7 @@ class _ActivePlugin:
         if manifest is not None:
             lines.append(f"gpulayout: manifest {manifest.path} ({len(manifest.deployments)} deployments)"
                          + (", strict" if self.state.strict else "") + (", launch" if self.state.launch else ""))
+            lines.extend(f"gpulayout: note: {note}" for note in manifest.notes)
         return lines
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
