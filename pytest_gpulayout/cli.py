@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -44,7 +45,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: exit status when the reader of stdout went away (``gpulayout check | head -1``): 128 + SIGPIPE, what
+#: a shell reports for ``cat``/``grep`` in the same place; not 1, which means "a check failed"
+EXIT_STDOUT_CLOSED = 141
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports POLLERR on the write end)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not print a second
+    "Exception ignored ... BrokenPipeError" (the recipe of Python's ``signal`` documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit:  # --help, --version, usage errors: their text may sit in the buffer too
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # output that fit in the buffer meets the closed pipe here, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # a pipe of our own (an engine's), not stdout: a bug, keep the traceback
+        _silence_stdout()
+        return EXIT_STDOUT_CLOSED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -60,8 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpulayout: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

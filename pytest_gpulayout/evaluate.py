@@ -115,6 +115,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            # the worst status over the deployments: what a pipeline reads first (`jq -r .status`)
+            "status": self.status.value,
             "machine": {"source": self.machine.source, "gpus": len(self.machine.gpus),
                         "models": self.machine.describe(), "driver": self.machine.driver,
                         "host": self.machine.host, "notes": list(self.machine.notes)},

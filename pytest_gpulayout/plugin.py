@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,11 @@ import pytest
 from pytest_gpulayout import GpuLayoutWarning
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.deployment import Deployment
     from pytest_gpulayout.findings import Finding
+    from pytest_gpulayout.machine.facts import Gpu, Machine
+    from pytest_gpulayout.manifest.load import Manifest
+    from pytest_gpulayout.model.spec import ModelSpec
     from pytest_gpulayout.session import GpuLayoutState
 
 SUITE_DIR_NAME = "checks"
@@ -111,6 +115,7 @@ class _ActivePlugin:
         if manifest is not None:
             lines.append(f"gpulayout: manifest {manifest.path} ({len(manifest.deployments)} deployments)"
                          + (", strict" if self.state.strict else "") + (", launch" if self.state.launch else ""))
+            lines.extend(f"gpulayout: note: {note}" for note in manifest.notes)
         return lines
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -208,40 +213,43 @@ def _state(request: pytest.FixtureRequest) -> GpuLayoutState:
     from pytest_gpulayout.session import get_state
 
     state = get_state(request.config)
+    problem = None
     try:
-        if state.manifest is None and (_enabled(request.config) or request.config.getoption("gpulayout_manifest")):
-            state.load_manifest()
+        state.discover_manifest()  # plain `pytest` too: gpulayout.yaml (option, ini, rootdir) and its machine
         _ = state.machine
     except GpuLayoutError as err:
-        pytest.fail(f"gpulayout: {err}", pytrace=False)
+        problem = f"gpulayout: {err}"
+    if problem:  # outside the except: one line, not "During handling of the above exception"
+        pytest.fail(problem, pytrace=False)
     return state
 
 
 @pytest.fixture(scope="session")
-def gpulayout_machine(request: pytest.FixtureRequest) -> Any:
-    """The machine (live NVML, or the snapshot/preset/topo given by --gpulayout-machine)."""
+def gpulayout_machine(request: pytest.FixtureRequest) -> Machine:
+    """The machine: --gpulayout-machine, else ini ``gpulayout_machine``, else the ``machine:`` of the
+    manifest (found as for ``gpulayout_manifest``, also without ``--gpulayout``), else live NVML."""
     return _state(request).machine
 
 
 @pytest.fixture(scope="session")
-def gpulayout_gpus(gpulayout_machine: Any) -> Any:
+def gpulayout_gpus(gpulayout_machine: Machine) -> tuple[Gpu, ...]:
     """The visible GPUs, as CUDA will number them."""
     return gpulayout_machine.gpus
 
 
 @pytest.fixture(scope="session")
-def gpulayout_links(gpulayout_machine: Any) -> Any:
+def gpulayout_links(gpulayout_machine: Machine) -> Mapping[tuple[int, int], str]:
     """Link kind of every GPU pair, keyed ``(i, j)`` with ``i < j`` (``NV18``, ``PHB``, ``SYS`` ...)."""
     return gpulayout_machine.links
 
 
 @pytest.fixture(scope="session")
-def gpulayout_model(request: pytest.FixtureRequest) -> Callable[[str], Any]:
+def gpulayout_model(request: pytest.FixtureRequest) -> Callable[[str], ModelSpec]:
     """Load a model spec: a directory or config.json (relative to the rootdir) or a catalog id."""
     from pytest_gpulayout.errors import InputError
     from pytest_gpulayout.model.spec import load_model
 
-    def load(ref: str) -> Any:
+    def load(ref: str) -> ModelSpec:
         try:
             return load_model(ref, Path(request.config.rootpath))
         except InputError as err:
@@ -251,12 +259,21 @@ def gpulayout_model(request: pytest.FixtureRequest) -> Callable[[str], Any]:
 
 
 @pytest.fixture(scope="session")
-def gpulayout_manifest(request: pytest.FixtureRequest) -> Any:
-    return _state(request).load_manifest()
+def gpulayout_manifest(request: pytest.FixtureRequest) -> Manifest:
+    """The manifest: --gpulayout-manifest, else ini ``gpulayout_manifest``, else ``gpulayout.yaml`` in
+    the rootdir (or the invocation dir); ``.deployment(name)`` gives one deployment."""
+    from pytest_gpulayout.errors import GpuLayoutError
+
+    state = _state(request)
+    try:
+        return state.load_manifest()
+    except GpuLayoutError as err:
+        problem = f"gpulayout: {err}"
+    pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture
-def gpulayout_deployment(request: pytest.FixtureRequest) -> Any:
+def gpulayout_deployment(request: pytest.FixtureRequest) -> Deployment:
     """The deployment under test (the suite is parametrized over the manifest's deployments)."""
     if not hasattr(request, "param"):
         pytest.fail("gpulayout_deployment is parametrized by `pytest --gpulayout` over the manifest's "

@@ -65,6 +65,19 @@ class GpuLayoutState:
             self.models = load_models(self.manifest.deployments)
         return self.manifest
 
+    def discover_manifest(self) -> Manifest | None:
+        """The manifest for fixtures in a user's own tests under plain ``pytest`` (no ``--gpulayout``):
+        loaded when one is named (option or ini) or ``gpulayout.yaml`` sits in the rootdir or the
+        invocation dir, so that its ``machine:`` is honoured; None when there is none to find."""
+        if self.manifest is None:
+            from pytest_gpulayout.manifest.load import MANIFEST_NAME
+
+            named = self.config.getoption("gpulayout_manifest", None) or self.config.getini("gpulayout_manifest")
+            dirs = (Path(self.config.rootpath), Path(self.config.invocation_params.dir))
+            if named or any((d / MANIFEST_NAME).is_file() for d in dirs):
+                self.load_manifest()
+        return self.manifest
+
     @property
     def machine_spec(self) -> tuple[str, Path | None]:
         """--gpulayout-machine beats the ini key, which beats the manifest's ``machine``; default live NVML."""

@@ -110,11 +110,15 @@ def test_design_example_loads(tmp_path):
     assert m.link(0, 1) == "PHB"
 
 
-def test_missing_links_stay_missing_and_null_memory_stays_unknown():
+def test_missing_links_are_refused_unless_the_probe_said_why_and_null_memory_stays_unknown():
     d = good()
+    with pytest.raises(InputError) as err:  # a hand-trimmed or cut-off file: named, like a cut topo paste
+        machine_from_dict(d, where="m.yaml", source="snapshot:m.yaml")
+    assert str(err.value).startswith("m.yaml: links: no link kind for the GPU pairs 0-2:")
+    d["notes"] = ["GPU0-GPU2: NVML gave no topology for this pair; link unknown"]  # the probe's own word
     d["gpus"][2]["memory_free_mib"] = None
     m = machine_from_dict(d, where="m.yaml", source="snapshot:m.yaml")
-    assert m.link(0, 2) is None  # not given: never guessed
+    assert m.link(0, 2) is None  # never guessed
     assert m.link(1, 2) == "SYS"
     assert m.gpu(2).memory_free_mib is None and not m.memory_known
 
@@ -126,9 +130,9 @@ def test_minimal_gpu_needs_only_an_index():
 
 def test_link_kinds_are_normalised():
     d = good()
-    d["links"] = {"0-1": "soc", "2-1": "nv4"}
+    d["links"] = {"0-1": "soc", "2-1": "nv4", "0-2": "phb"}
     m = machine_from_dict(d, where="m.yaml", source="s")
-    assert m.link(0, 1) == "SYS" and m.link(1, 2) == "NV4"
+    assert m.link(0, 1) == "SYS" and m.link(1, 2) == "NV4" and m.link(0, 2) == "PHB"
 
 
 def test_multi_host_missing_cross_host_pairs_are_net():

@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
         write_html(report, Path(args.html))
     if args.json:
+        for note in manifest.notes:  # stderr: the JSON on stdout stays what a pipeline parses
+            print(f"gpulayout: note: {note}", file=sys.stderr)
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                   + (f", driver {machine.driver}" if machine.driver else "") + "\n")
         if not machine.memory_known:
             out.write("memory: unknown from this source: balance and kv_pool cannot be checked (warn)\n")
-        for note in machine.notes:
+        for note in (*manifest.notes, *machine.notes):
             out.write(f"note: {note}\n")
         for name, result in report.results.items():
             out.write(f"\n{name}  [{result.status.value.upper()}]  {result.deployment.engine} "

@@ -15,8 +15,10 @@ engine failed to start, so a recognised error cannot exit 0 just because it pars
   without a pool; the report is printed as usual, the error is its answer.
 * 2: bad input: the file cannot be read, is empty or binary, shows neither a pool nor an error (most
   likely not an engine's startup log, or cut before the pool), or ``--engine`` names the other engine
-  than the one that wrote the log. One line on stderr says which; nothing is printed on stdout, so no
-  half-empty report can be mistaken for an answer.
+  than the one that wrote the log. One line on stderr says which; the text summary prints nothing, so
+  no half-empty report can be mistaken for an answer. ``--json`` still prints its object (what the
+  log says, null elsewhere), so that a pipeline reading stdout always gets valid JSON; the exit code
+  says it is not an answer.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ exit codes:
   1  the log shows a recognised error (the engine failed or warned: error_kind is set)
   2  bad input: unreadable, empty or binary file, a log with neither a KV pool nor a
      recognised error, or --engine naming the other engine than the one that wrote it
-     (one line on stderr, nothing on stdout)"""
+     (one line on stderr; --json still prints its object, null where the log says nothing)"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -128,16 +130,28 @@ def _check_input(text: str, engine: str, where: str) -> None:
                          where=where, key="--engine")
 
 
+def _print_json(log: StartupLog) -> None:
+    json.dump(log.to_json(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
 def run(args: argparse.Namespace) -> int:
     where = "stdin" if args.file == "-" else args.file
-    text = _read(args.file)
-    from pytest_gpulayout.commands.parse_log_llamacpp import is_llamacpp, run_llamacpp
+    try:
+        text = _read(args.file)
+        from pytest_gpulayout.commands.parse_log_llamacpp import is_llamacpp, run_llamacpp
 
-    if is_llamacpp(text, args.engine, where):  # llama.cpp's own lines (commands/parse_log_llamacpp.py)
-        return run_llamacpp(text, args, where)
-    _check_input(text, args.engine, where)
+        if is_llamacpp(text, args.engine, where):  # llama.cpp's own lines (commands/parse_log_llamacpp.py)
+            return run_llamacpp(text, args, where)
+        _check_input(text, args.engine, where)
+    except InputError:
+        if args.json:  # a pipeline (`parse-log --json f | jq .kv_tokens`) always gets an object
+            _print_json(StartupLog())
+        raise
     log = parse_log(text, engine=args.engine)
     if not log.has_pool and log.error_kind is None:
+        if args.json:  # what the log does say (a per-rank KV size, the engine), nulls for the rest
+            _print_json(log)
         raise InputError("no KV pool line and no recognised error: is this a vLLM or SGLang startup log, "
                          "and does it reach the KV cache allocation?", where=where)
     if args.json:

@@ -9,6 +9,7 @@ Kept apart (and tiny) so ``topo_text`` need not import the log parser.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -21,6 +22,28 @@ _ANSI_RE = re.compile(r"(?:\x1b|\^\[)\[[0-9;?]*[A-Za-z]")
 def strip_ansi(text: str) -> str:
     """Remove terminal colour codes, real or written out as ``^[[...m`` by a copy from a log."""
     return _ANSI_RE.sub("", text)
+
+
+def symlink_loop(path: str | Path) -> bool:
+    """Whether ``path`` cannot be reached because its symbolic links lead back into themselves.
+
+    ``Path.exists()`` and ``is_file()`` answer False for a loop as for a missing file, so every
+    "not found" asks this first: "not found" sends the user looking for a file that is there."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    except ValueError:  # a NUL in the name
+        return False
+    return False
+
+
+LOOP_MESSAGE = "symlink loop: a symbolic link in this path leads back to itself (`ls -l` it)"
+
+
+def not_found(path: str | Path, what: str) -> str:
+    """``"<what> not found"``, or the symlink loop that is the real reason."""
+    return f"{LOOP_MESSAGE}, so the {what} cannot be read" if symlink_loop(path) else f"{what} not found"
 
 
 def read_text(path: str | Path, *, lenient: bool = False) -> str:
@@ -36,6 +59,8 @@ def read_text(path: str | Path, *, lenient: bool = False) -> str:
     except IsADirectoryError:
         raise InputError("is a directory, not a file", where=path) from None
     except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise InputError(LOOP_MESSAGE, where=path) from None
         raise InputError(f"cannot read: {err.strerror or err}", where=path) from None
     if lenient:
         return raw.decode("utf-8", "replace")

@@ -281,6 +281,18 @@ _ERRORS: tuple[tuple[ErrorKind, re.Pattern[str], tuple[str, ...]], ...] = (
         r"(?:CUDA out of memory|OutOfMemoryError)(?:.*?Tried to allocate " + _F + r" ?(GiB|MiB))?"
         r"(?:.*?total capacity of " + _F + r" ?GiB of which " + _F + r" ?(GiB|MiB) is free)?"),
      ("tried_gib", "", "total_gib", "free_gib", "")),
+    # Block-quantized (FP8) weights split by TP: each rank's slice must be whole quant blocks.
+    # vllm/model_executor/layers/quantization/utils/fp8_utils.py, validate_fp8_block_shape(_moe):
+    # "The output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n
+    # = 128." (MoE), "Weight output_partition_size = 64 is not divisible by ... block_n = 128." (dense)
+    (HEADS_NOT_DIVISIBLE, re.compile(
+        r"(?:output_size of gate's and up's weight|Weight output_partition_size) = (\d+) is not divisible by "
+        r"weight quantization block_n = (\d+)"),
+     ("output_size_per_partition", "block_n")),
+    (HEADS_NOT_DIVISIBLE, re.compile(
+        r"(?:input_size of down's weight|Weight input_size_per_partition) = (\d+) is not divisible by "
+        r"weight quantization block_k = (\d+)"),
+     ("input_size_per_partition", "block_k")),
     # divide(): "8 is not divisible by 3" (vLLM and SGLang linear layers, vocab split)
     (HEADS_NOT_DIVISIBLE, re.compile(r"\b(\d+) is not divisible by (\d+)\b"), ("numerator", "denominator")),
 )
@@ -293,6 +305,11 @@ _FAILURE_RE = re.compile(
     r"|Worker \S+ pid \d+ died, exit code"
 )
 _EXIT_CODE_RE = re.compile(r"exit code:? (-?\d+)")
+# Exceptions that only wrap the real one, raised in another process after it: vLLM's EngineCore
+# ("WorkerProc initialization failed due to an exception in a background process. See stack trace for
+# root cause.", vllm/v1/executor/multiproc_executor.py) and API server ("Engine core initialization
+# failed. See root cause above.", vllm/v1/engine/utils.py). They never displace the cause.
+_WRAPPER_RE = re.compile(r"root cause|WorkerProc initialization failed|Engine core initialization failed")
 _EXC_SUMMARY_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?P<exc>[A-Z]\w*(?:Error|Exception))(?::\s|$)")
 _TRACEBACK_RE = re.compile(r"^Traceback \(most recent call last\)")
 _HEAD_ASSERT_RE = re.compile(r"^\s*assert .*heads.*%.*tp_size|^\s*assert .*tp_size\s*%.*heads")
@@ -385,6 +402,7 @@ class LogWatcher:
         self._errors: list[_Error] = []
         self._generic: str | None = None        # first generic error line
         self._generic_numbers: dict[str, float] = {}
+        self._generic_is_cause = False           # _generic is an exception's own line, not "failed to start"
         self._fatal = False
         self._last_code_line = ""
         self._validation_open = False           # the last exception summary was a pydantic ValidationError
@@ -546,8 +564,13 @@ class LogWatcher:
                     self._cause = _PYDANTIC_TAIL_RE.sub("", stripped)[:_MAX_ERROR_LINE]
             elif summary or _FAILURE_RE.search(msg) or _TRACEBACK_RE.match(msg) or line.level in ("ERROR",
                                                                                                    "CRITICAL"):
+                cause = summary is not None and not _WRAPPER_RE.search(msg)
                 if self._generic is None:
-                    self._generic = stripped[:_MAX_ERROR_LINE]
+                    self._generic, self._generic_is_cause = stripped[:_MAX_ERROR_LINE], cause
+                elif cause and not self._generic_is_cause:
+                    # vLLM's worker logs "WorkerProc failed to start." and then the traceback whose last
+                    # line is the exception: that line is the root cause, the first one only says it failed
+                    self._generic, self._generic_is_cause = stripped[:_MAX_ERROR_LINE], True
                 m = _EXIT_CODE_RE.search(msg)
                 if m and "exit_code" not in self._generic_numbers:
                     self._generic_numbers["exit_code"] = int(m.group(1))

@@ -224,7 +224,7 @@ def _gpu(d: object, pos: int, where: str) -> Gpu:
 
 
 def _links(
-    raw: object, gpus: dict[int, Gpu], default_host: str | None, where: str
+    raw: object, gpus: dict[int, Gpu], default_host: str | None, where: str, notes: tuple[str, ...] = ()
 ) -> dict[tuple[int, int], str]:
     if raw is None:
         raw = {}
@@ -293,7 +293,24 @@ def _links(
             i, j = idx[a], idx[b]
             if (i, j) not in links and (gpus[i].host or default_host) != (gpus[j].host or default_host):
                 links[(i, j)] = "NET"
+    _refuse_missing_pairs(links, idx, notes, where)
     return links
+
+
+def _refuse_missing_pairs(links: Mapping[tuple[int, int], str], idx: list[int], notes: tuple[str, ...],
+                          where: str) -> None:
+    """A pair on one host with no link is a cut-off or hand-trimmed file, like a cut-off topo paste:
+    refused, naming the pairs. Only the probe's own word keeps a pair unknown: its note that NVML gave
+    no topology for the pair, or that the two are MIG instances of one GPU (machine/probe.py)."""
+    def explained(i: int, j: int) -> bool:
+        return any(n.startswith(f"GPU{i}-GPU{j}:") or n.startswith(f"GPU{i} and GPU{j} are MIG") for n in notes)
+
+    missing = [f"{i}-{j}" for a, i in enumerate(idx) for j in idx[a + 1:]
+               if (i, j) not in links and not explained(i, j)]
+    if missing:
+        shown = ", ".join(missing[:30]) + (f" and {len(missing) - 30} more" if len(missing) > 30 else "")
+        raise InputError(f"no link kind for the GPU pairs {shown}: every pair needs one (e.g. \"{missing[0]}\": "
+                         "SYS); take the whole `gpulayout snapshot` output", where=where, key="links")
 
 
 def machine_from_dict(d: object, where: str, source: str) -> Machine:
@@ -358,7 +375,7 @@ def machine_from_dict(d: object, where: str, source: str) -> Machine:
             where=where,
             key=f"gpus[{first_pos[extra[0]]}].index" if extra else "gpus",
         )
-    links = _links(d.get("links"), gpus, host, where)
+    links = _links(d.get("links"), gpus, host, where, tuple(str(n) for n in notes_raw))
     return Machine(
         gpus=tuple(gpus.values()),
         links=links,

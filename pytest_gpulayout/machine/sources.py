@@ -43,6 +43,10 @@ def load_machine(spec: str, base_dir: Path | None = None) -> Machine:
     from pytest_gpulayout.machine.topo_text import has_topo_matrix, parse_topo
 
     if not path.exists():
+        from pytest_gpulayout.inputs.files import LOOP_MESSAGE, symlink_loop
+
+        if symlink_loop(path):
+            raise InputError(LOOP_MESSAGE + ", so the machine file cannot be read", where=path)
         hint = ""
         if (
             ":" in spec

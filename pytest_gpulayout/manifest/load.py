@@ -31,7 +31,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -39,6 +39,7 @@ from typing import Any, NoReturn
 
 from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES, ENGINES, KV_CACHE_DTYPES, Deployment, Launch, Require
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import not_found
 from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.machine.facts import normalize_link
 from pytest_gpulayout.manifest import llamacpp as _llamacpp
@@ -198,6 +199,9 @@ class Manifest:
     machine: str
     base_dir: Path
     deployments: tuple[Deployment, ...]
+    #: one-line warnings about the manifest as a whole, printed with the verdicts (an engine_version
+    #: newer than any release the rules were read from)
+    notes: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -247,13 +251,13 @@ def find_manifest(
                 raise InputError(f"is a directory without a {MANIFEST_NAME}", where=explicit)
             return inside
         if not path.is_file():
-            raise InputError("manifest not found", where=explicit)
+            raise InputError(not_found(path, "manifest"), where=explicit)
         return path
     if ini_value:
         path = Path(ini_value).expanduser()
         path = _absolute(path if path.is_absolute() else rootdir / path)
         if not path.is_file():
-            raise InputError("manifest not found (named by ini option gpulayout_manifest)", where=path)
+            raise InputError(not_found(path, "manifest") + " (named by ini option gpulayout_manifest)", where=path)
         return path
     for folder in (rootdir, also):
         if folder is not None and _absolute(folder / MANIFEST_NAME).is_file():
@@ -269,7 +273,7 @@ def load_manifest(path: str | Path) -> Manifest:
     p = Path(path).expanduser()
     where = str(path)
     if not p.exists():
-        raise InputError("manifest not found", where=where)
+        raise InputError(not_found(p, "manifest"), where=where)
     if p.is_dir():
         hint = f"; did you mean {p / MANIFEST_NAME}?" if (p / MANIFEST_NAME).is_file() else ""
         raise InputError(f"is a directory, not a manifest file{hint}", where=where)
@@ -344,7 +348,34 @@ def parse_manifest(data: object, *, path: Path, where: str | None = None) -> Man
         inherited = frozenset(k for k in defaults if k not in own)
         deployments.append(
             _build(ctx, name, _merge(defaults, own), prefix, base_dir, manifest_path, inherited))
-    return Manifest(path=manifest_path, machine=machine, base_dir=base_dir, deployments=tuple(deployments))
+    return Manifest(path=manifest_path, machine=machine, base_dir=base_dir, deployments=tuple(deployments),
+                    notes=stale_version_notes(deployments))
+
+
+def stale_version_notes(deployments: Iterable[Deployment]) -> tuple[str, ...]:
+    """One note per pinned ``engine_version`` newer than ``engines.versions.LATEST_KNOWN``: defaults and
+    limits move between releases (vLLM's gpu_memory_utilization went 0.9 -> 0.92 in 0.20), so the
+    rules read from older sources may no longer hold. A warning, not an error: the version is real."""
+    from packaging.version import InvalidVersion, Version
+
+    from pytest_gpulayout.engines.versions import LATEST_KNOWN
+
+    def key(text: str) -> Version:  # llama.cpp's releases are build tags: b11434 -> 11434
+        return Version(text[1:] if text[:1] in "bB" and text[1:].isdigit() else text)
+
+    newer: dict[tuple[str, str], list[str]] = {}
+    for dep in deployments:
+        latest = LATEST_KNOWN.get(dep.engine)
+        try:
+            stale = bool(dep.engine_version and latest and key(dep.engine_version) > key(latest))
+        except InvalidVersion:
+            stale = False
+        if stale and dep.engine_version:
+            newer.setdefault((dep.engine, dep.engine_version), []).append(dep.name)
+    return tuple(
+        f"engine_version {version} ({', '.join(names)}) is newer than {engine} {LATEST_KNOWN[engine]}, the newest "
+        f"release these rules were read from: its defaults and limits may differ, so the verdicts may be stale"
+        for (engine, version), names in newer.items())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -881,7 +912,7 @@ def _is_path_like(model: str, base_dir: Path) -> bool:
     if model in (".", "..") or model.startswith(("./", "../", "/", "~")):
         return True
     try:
-        return (base_dir / model).exists()
+        return (base_dir / model).exists() or (base_dir / model).is_symlink()  # a looping link is a path
     except OSError:  # e.g. a name too long for the filesystem: a catalog id, not a path
         return False
 

@@ -372,6 +372,10 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
+            from pytest_gpulayout.inputs.files import LOOP_MESSAGE, symlink_loop
+
+            if symlink_loop(config):
+                raise InputError(LOOP_MESSAGE + ", so the model's config.json cannot be read", where=config)
             raise InputError("no config.json in this directory (a model directory must hold the "
                              "Hugging Face config.json)", where=path)
         return spec_from_config(_read_json(config), name=path.resolve().name, source=str(config),
@@ -388,9 +392,13 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
     if entry is not None:
         return spec_from_config(catalog.load_config(entry), name=entry, source=f"catalog:{entry}")
     looks_like_path = (ref.startswith((".", "/", "~")) or ref.endswith(".json")
-                       or ref.count("/") > 1 or "\\" in ref)
+                       or ref.count("/") > 1 or "\\" in ref or path.is_symlink())
     close = catalog.suggest(ref)
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
+    from pytest_gpulayout.inputs.files import LOOP_MESSAGE, symlink_loop
+
+    if looks_like_path and symlink_loop(path):
+        raise InputError(LOOP_MESSAGE + ", so the model's config.json cannot be read", where=str(path))
     if looks_like_path:
         # ``where`` names the path; the text does not repeat it (evaluate.load_models prefixes ``where``
         # to this message when it re-wraps the error under the manifest's key)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -246,35 +247,9 @@ def _gib(x: float) -> str:
     return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
-CSS = """
-:root { color-scheme: light; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
-       margin: 24px 32px; color: #1f2328; background: #fff; font-size: 14px; line-height: 1.4; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d7de; padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 18px 0 6px; }
-.sub { color: #57606a; margin: 0 0 4px; }
-table { border-collapse: collapse; margin: 6px 0; }
-th, td { border: 1px solid #d0d7de; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f6f8fa; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.st { font-weight: 600; white-space: nowrap; }
-.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 12px; }
-.legend { display: flex; flex-wrap: wrap; gap: 6px 16px; margin: 6px 0 10px; }
-.legend span.sw { display: inline-block; width: 14px; height: 14px; border-radius: 3px;
-                  vertical-align: -2px; margin-right: 5px; border: 1px solid rgba(0,0,0,.15); }
-.msgs { margin: 6px 0 0; padding-left: 20px; }
-.msgs li { margin: 3px 0; }
-.gpuline { color: #444; font-size: 12px; margin: 0 0 10px 0; font-variant-numeric: tabular-nums; }
-.dep { margin: 10px 0 18px; }
-.note { color: #57606a; font-style: italic; }
-pre { background: #f6f8fa; border: 1px solid #d0d7de; padding: 8px 10px; overflow-x: auto; font-size: 12px; }
-tr.refused td { color: #6e7781; background: #fafafa; }
-table.plan { width: 100%; }
-td.layout, td.num { white-space: nowrap; }
-.why { min-width: 260px; }
-details summary { cursor: pointer; color: #57606a; }
-"""
+def _css() -> str:
+    """The style sheet, package data (``report/report.css``, shipped in the wheel), inlined in the page."""
+    return resources.files("pytest_gpulayout.report").joinpath("report.css").read_text(encoding="utf-8")
 
 
 def _badge(status: Status) -> str:
@@ -282,7 +257,7 @@ def _badge(status: Status) -> str:
     return f'<span class="badge" style="background:{bg};color:{fg}">{_e(status.value)}</span>'
 
 
-def _header(machine: Machine, title: str, views: Sequence[DeploymentView]) -> str:
+def _header(machine: Machine, title: str, views: Sequence[DeploymentView], plan: Plan | None = None) -> str:
     kinds = {(g.name, g.memory_total_mib) for g in machine.gpus}
     if len(kinds) == 1:
         name, total = next(iter(kinds))
@@ -302,7 +277,10 @@ def _header(machine: Machine, title: str, views: Sequence[DeploymentView]) -> st
     ]
     if gpus:
         parts.append(f'<p class="sub">{_e(gpus)}</p>')
-    if views:
+    if plan is not None:  # the answer of a plan is its first row, not the worst of the rows shown
+        parts.append(f'<p class="sub" data-recommends="{_e(plan.candidates[0].layout if plan.candidates else "")}">'
+                     f"{_recommendation(plan)}</p>")
+    elif views:
         overall = worst(v.status for v in views)
         parts.append(
             f'<p class="sub">overall: {_badge(overall)} over {len(views)} '
@@ -311,6 +289,18 @@ def _header(machine: Machine, title: str, views: Sequence[DeploymentView]) -> st
     for note in machine.notes:
         parts.append(f'<p class="note">{_e(note)}</p>')
     return "\n".join(parts)
+
+
+def _recommendation(plan: Plan) -> str:
+    """What the plan recommends: its first ranked layout (its own status), or that none serves."""
+    if not plan.candidates:
+        return (f"plan: <b>no layout serves this model on these GPUs</b> with what was asked "
+                f"({len(plan.refused)} refused, reasons below)")
+    best = plan.candidates[0]
+    more = len(plan.candidates) - 1
+    return (f"plan recommends: <b>#1 {_e(best.layout)}</b> on GPU{'s' if len(best.gpus) != 1 else ''} "
+            f"{_e(','.join(map(str, best.gpus)))} {_badge(best.status)}"
+            + (f" ({more} more layout{'s' if more != 1 else ''} ranked after it)" if more else ""))
 
 
 def _verdict_table(views: Sequence[DeploymentView]) -> str:
@@ -337,11 +327,12 @@ def _verdict_table(views: Sequence[DeploymentView]) -> str:
         rows.append(
             f'<tr data-deployment="{_e(v.name)}"><td><b>{_e(v.name)}</b><br>'
             f'<span class="sub">{_e(v.engine)} {_e(v.layout)}{(" · " + _e(v.model)) if v.model else ""}'
-            f'</span></td>{"".join(cells)}<td class="st">{_badge(v.status)}</td></tr>'
+            f'</span></td><td class="st" data-verdict="{_e(v.status.value)}">{_badge(v.status)}</td>'
+            f'{"".join(cells)}</tr>'
         )
-    table = (
-        f'<table class="verdicts"><thead><tr><th>deployment</th>{head}<th>verdict</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+    table = (  # the verdict right after the name: the answer stays on screen on a narrow window
+        f'<div class="scroll"><table class="verdicts"><thead><tr><th>deployment</th><th>verdict</th>{head}'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
     msgs: list[str] = []
     quiet: list[str] = []
@@ -372,8 +363,11 @@ def _memory_bar(gpu: int, name: str, mem: GpuMemory, scale: float, width: int = 
     """One horizontal stacked bar (SVG) plus a text line with every number."""
     label_w, h = 150, 30
     bar_w = width - label_w
+    over_row = 18 if mem.over > 0 else 0  # "over by" gets a row of its own under the bar: never on a label
+    height = h + 4 + over_row
     svg = [
-        f'<svg width="{width}" height="{h + 4}" role="img" aria-label="GPU{gpu} memory" data-gpu="{gpu}">',
+        f'<svg class="bar" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="GPU{gpu} memory" data-gpu="{gpu}">',
         f'<text x="0" y="{h // 2 + 6}" font-size="13" font-weight="600">GPU{gpu}</text>',
         f'<text x="48" y="{h // 2 + 6}" font-size="11" fill="#57606a">{_e(_gib(mem.total))} GiB</text>',
     ]
@@ -399,8 +393,8 @@ def _memory_bar(gpu: int, name: str, mem: GpuMemory, scale: float, width: int = 
         x += w
     if mem.over > 0:
         svg.append(
-            f'<text x="{label_w + bar_w - 4}" y="{h // 2 + 6}" font-size="12" font-weight="700" '
-            f'text-anchor="end" fill="#b3261e">over by {_gib(mem.over)} GiB</text>'
+            f'<text x="{x:.1f}" y="{h + 2 + over_row - 4}" font-size="12" font-weight="700" '
+            f'text-anchor="end" fill="#b3261e" data-over="{mem.over:.2f}">over by {_gib(mem.over)} GiB</text>'
         )
     svg.append("</svg>")
     line = " · ".join(f"{label} {_gib(mem.part(key))} GiB" for key, label, _f, _g in SEGMENTS)
@@ -567,17 +561,18 @@ def _plan_table(plan: Plan, rows: Sequence[Any], full: bool = False) -> str:
         )
         body.append(
             f'<tr{cls} data-layout="{_e(r.layout)}"><td class="num">{rank}</td>'
-            f'<td class="layout"><b>{_e(r.layout)}</b></td><td>{_e(",".join(map(str, r.gpus)))}</td>'
+            f'<td class="layout"><b>{_e(r.layout)}</b></td><td class="st">{status}</td>'
+            f'<td>{_e(",".join(map(str, r.gpus)))}</td>'
             f'<td class="num">{weights}</td><td class="num">{per_token}</td>'
             f'<td class="num">{_e(per_replica_text(tokens))}</td>'
             f'<td class="num">{_e(requests_text(reqs))}</td>'
-            f'<td>{status}</td><td class="why">{_e(r.why)}</td></tr>'
+            f'<td class="why">{_e(r.why)}</td></tr>'
         )
-    return (
-        '<table class="plan"><thead><tr><th class="num">#</th><th>layout</th><th>GPUs</th>'
-        '<th class="num">weights GiB/GPU</th><th class="num">KV bytes/token/rank</th>'
+    return (  # status next to the layout: on a narrow window the answer is on screen, "why" scrolls
+        '<div class="scroll"><table class="plan"><thead><tr><th class="num">#</th><th>layout</th><th>status</th>'
+        '<th>GPUs</th><th class="num">weights GiB/GPU</th><th class="num">KV bytes/token/rank</th>'
         '<th class="num">KV pool tokens/replica</th><th class="num">full-length requests at once</th>'
-        f"<th>status</th><th>why</th></tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"<th>why</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -616,7 +611,7 @@ def render_html(
 ) -> str:
     """The whole report as one HTML string (inline CSS and SVG, no script, no external resource)."""
     views = list(results)
-    body = [_header(machine, title, views)]
+    body = [_header(machine, title, views, plan)]
     if plan is not None:
         body.append(_plan_section(plan))
     if views:
@@ -631,7 +626,7 @@ def render_html(
     body.append(_link_matrix(machine, views))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<title>{_e(title)}</title><style>{_css()}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
