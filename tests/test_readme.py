@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import pytest
-
 from readme_examples import README, ROOT, blocks, render
 
 BLOCKS = blocks(README.read_text(encoding="utf-8"))
