@@ -154,3 +154,20 @@ def test_sglang_balance_switch_by_release(version: str, env: dict[str, str], swi
     from pytest_gpulayout.engines.sglang import balance_switch
 
     assert balance_switch(Version(version), env) == switch
+
+
+def test_vllm_mla_block_size_follows_the_backend_from_0_33():
+    from pytest_gpulayout.engines.vllm import block_size
+
+    # vllm 0.33 platforms/cuda.py: Hopper FLASH_ATTN_MLA (16; fp8 KV -> FlashMLA 64), Blackwell FlashInfer-MLA 32
+    assert block_size(True, version=Version("0.33.0"), gpu_name="NVIDIA H200") == 16
+    assert block_size(True, version=Version("0.33.0"), gpu_name="NVIDIA H200", kv_cache_dtype="fp8") == 64
+    assert block_size(True, version=Version("0.33.0"), gpu_name="NVIDIA B200") == 32
+    assert block_size(True, version=Version("0.21.0"), gpu_name="NVIDIA H200") == 64
+    assert block_size(False, version=Version("0.33.0"), gpu_name="NVIDIA B200") == 16
+
+
+def test_vllm_0_28_batches_16k_tokens_on_160_gib_cards():
+    # vllm 0.28.0 engine/arg_utils.py: a >= 160 GiB tier for the API server
+    assert vllm_scheduler_defaults(Version("0.33.0"), gpu_total_mib=183359, gpu_name="NVIDIA B200") == (16384, 1024)
+    assert vllm_scheduler_defaults(Version("0.27.0"), gpu_total_mib=183359, gpu_name="NVIDIA B200") == (8192, 1024)

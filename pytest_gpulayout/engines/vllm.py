@@ -36,22 +36,45 @@ def scheduler_defaults(version: Version, *, gpu_total_mib: int | None,
     """``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` (``EngineArgs._set_default_args``).
 
     From 0.9 (PR #17885): GPUs with >= 70 GiB that are not A100s get 8192 tokens and 1024 sequences
-    for the API server; others 2048 and 256. Before 0.8 the default engine was V0, where chunked
+    for the API server; others 2048 and 256. From 0.28 GPUs with >= 160 GiB get 16384 tokens (read in
+    vllm 0.28.0 and 0.33.0 ``engine/arg_utils.py``; the tier is absent in 0.27). Before 0.8 the default engine was V0, where chunked
     prefill is off up to a 32K context (0.6.6 ``EngineArgs.create_engine_config``:
     ``use_long_context = max_model_len > 32768``) and ``SchedulerConfig`` then batches a whole
     prompt: ``max(max_model_len, 2048)`` tokens, which is what its profile run allocates.
     """
     if version < Version("0.8") and max_model_len and max_model_len <= 32768:
         return max(max_model_len, 2048), 256
+    if version >= Version("0.28") and gpu_total_mib is not None and gpu_total_mib >= 160 * GIB_MIB:
+        return 16384, 1024  # 0.28+: a >= 160 GiB tier (B200-class) for the API server too
     big = (gpu_total_mib is not None and gpu_total_mib >= 70 * GIB_MIB and "a100" not in gpu_name.lower())
     if version >= Version("0.9") and big:
         return 8192, 1024
     return 2048, 256
 
 
-def block_size(model_is_mla: bool) -> int:
-    """KV block size: ``CacheConfig.DEFAULT_BLOCK_SIZE = 16``; MLA backends (FlashMLA) use 64."""
-    return 64 if model_is_mla else 16
+#: GPU names of the architectures whose default MLA backend sets the block (0.33
+#: ``platforms/cuda.py _get_backend_priorities``): Hopper picks FLASH_ATTN_MLA (block 16; with an fp8 KV
+#: cache FlashMLA, 64), Blackwell SM10x FLASHINFER_MLA (32).
+_HOPPER = ("h100", "h200", "h800", "h20", "gh200")
+_BLACKWELL = ("b200", "b300", "gb200", "gb300")
+MLA_BACKEND_BLOCKS_SINCE = Version("0.33")
+
+
+def block_size(model_is_mla: bool, *, version: Version | None = None, gpu_name: str = "",
+               kv_cache_dtype: str = "auto") -> int:
+    """KV block size. ``CacheConfig.DEFAULT_BLOCK_SIZE = 16`` unless the attention backend needs
+    another (``platforms/interface.py update_block_size_for_backend``). MLA: before 0.33 FlashMLA's 64;
+    from 0.33 by architecture (``_HOPPER`` 16, or 64 with an fp8 KV cache; ``_BLACKWELL`` 32; other
+    GPUs FlashMLA's 64, not verified)."""
+    if not model_is_mla:
+        return 16
+    name = gpu_name.lower()
+    if version is not None and version >= MLA_BACKEND_BLOCKS_SINCE:
+        if any(k in name for k in _BLACKWELL):
+            return 32
+        if any(k in name for k in _HOPPER):
+            return 64 if kv_cache_dtype.lower().startswith("fp8") else 16
+    return 64
 
 
 #: ``--kv-cache-memory-bytes`` (``engine/arg_utils.py``) first appears in 0.10.2: it sizes the pool from

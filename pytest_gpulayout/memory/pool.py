@@ -538,7 +538,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     tokens: list[int | None] = []     # None: this rank holds no KV layer, so it does not bound the pool
     hybrid_caches: list[VllmKvCache | None] = []
     if e == "vllm":
-        block = k.block_size or vllm_block_size(model.is_mla)
+        block = k.block_size or vllm_block_size(model.is_mla, version=version, gpu_name=gpu_name,
+                                                kv_cache_dtype=kv_cache_dtype)
         fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
         if k.kv_cache_memory_bytes and fixed is None:
             notes.append(f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
