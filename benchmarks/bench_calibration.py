@@ -34,7 +34,9 @@ from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
 from pytest_gpulayout.model import catalog  # noqa: E402
-from pytest_gpulayout.model.spec import ModelSpec, load_model, spec_from_config  # noqa: E402
+from pytest_gpulayout.model.config import spec_from_config  # noqa: E402
+from pytest_gpulayout.model.load import load_model  # noqa: E402
+from pytest_gpulayout.model.spec import ModelSpec  # noqa: E402
 
 LOGS = REPO / "tests" / "data" / "logs"
 MODELS = REPO / "tests" / "data" / "models"

@@ -41,7 +41,7 @@ def timed(argv: list[str], repeat: int) -> float:
 
 def in_process(repeat: int) -> list[tuple[str, float]]:
     from pytest_gpulayout.machine.presets import load_preset
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
 
     machine = load_preset(MACHINE.split(":", 1)[1])
@@ -84,7 +84,7 @@ TARGETS = {8: 4.0, 64: 20.0}
 def scaling(repeat: int) -> list[tuple[str, str, float, float]]:
     """(model, machine, seconds, ratio to 8 GPUs) for every case and cluster size, one run."""
     from pytest_gpulayout.machine.presets import load_preset
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
 
     out = []

@@ -62,7 +62,7 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
 
 def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
     """Each deployment's model spec; a bad model reference names the manifest and the key."""
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
 
     models: dict[str, ModelSpec] = {}
     for dep in deployments:

@@ -247,7 +247,7 @@ def gpulayout_links(gpulayout_machine: Machine) -> Mapping[tuple[int, int], str]
 def gpulayout_model(request: pytest.FixtureRequest) -> Callable[[str], ModelSpec]:
     """Load a model spec: a directory or config.json (relative to the rootdir) or a catalog id."""
     from pytest_gpulayout.errors import InputError
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
 
     def load(ref: str) -> ModelSpec:
         try:
@@ -315,7 +315,7 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
     """
     from pytest_gpulayout.errors import GpuLayoutError
     from pytest_gpulayout.launch.startup import make_launcher
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.session import get_state
 
     state = get_state(request.config)

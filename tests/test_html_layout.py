@@ -98,7 +98,7 @@ def test_plan_page_says_what_the_plan_recommends(tmp_path):
     """Qwen3-8B on two L4: #1 PP=2 passes, #2 TP=2 warns. The headline is the recommendation with #1's
     own status, not "overall: warn over 2 deployments"."""
     from pytest_gpulayout.machine.presets import load_preset
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
     from pytest_gpulayout.report.html import render_plan_html
 
@@ -118,7 +118,7 @@ def test_plan_page_says_what_the_plan_recommends(tmp_path):
 
 def test_plan_page_when_nothing_fits_says_so(tmp_path):
     from pytest_gpulayout.machine.presets import load_preset
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
     from pytest_gpulayout.report.html import render_plan_html
 
@@ -151,7 +151,7 @@ def test_verdict_column_is_on_screen(width, tmp_path):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_plan_status_column_is_on_screen(width, tmp_path):
     from pytest_gpulayout.machine.presets import load_preset
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
     from pytest_gpulayout.report.html import render_plan_html
 

@@ -366,7 +366,7 @@ def test_finding_messages_show_in_tooltips():
 def test_browser_renders_the_plan_page(tmp_path):
     browser()
     from pytest_gpulayout.machine.presets import load_preset
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
     from pytest_gpulayout.report.html import render_plan_html
 

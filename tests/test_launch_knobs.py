@@ -11,7 +11,7 @@ from builders import dep, machine
 from pytest_gpulayout.deployment import Launch
 from pytest_gpulayout.findings import Status, facts_of
 from pytest_gpulayout.host import Host
-from pytest_gpulayout.model.spec import load_model
+from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.rules.balance import check_balance
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 

@@ -20,7 +20,8 @@ from pytest_gpulayout.memory.pool import (
     weight_bytes_by_stage,
     weight_bytes_per_rank,
 )
-from pytest_gpulayout.model.spec import FULL, NO_KV, load_model
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import FULL, NO_KV
 from pytest_gpulayout.model.weights import computed_weight_bytes, model_weight_bytes
 
 MODELS = Path(__file__).parent / "data" / "models"

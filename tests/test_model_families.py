@@ -18,7 +18,8 @@ from builders import dep, machine
 
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.model import weights as W
-from pytest_gpulayout.model.spec import CHUNKED, FULL, NO_KV, SLIDING, load_model
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import CHUNKED, FULL, NO_KV, SLIDING
 from pytest_gpulayout.rules.heads import check_heads
 
 MODELS = Path(__file__).parent / "data" / "models"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.model.spec import FULL, NO_KV, SLIDING, load_model
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import FULL, NO_KV, SLIDING
 from pytest_gpulayout.model.weights import measured_weight_bytes
 
 MODELS = Path(__file__).parent / "data" / "models"

@@ -19,7 +19,7 @@ from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.machine.sources import load_machine
-from pytest_gpulayout.model.spec import load_model
+from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.planner.plan import choose_gpus, layouts, plan
 
 DATA = Path(__file__).resolve().parent / "data"

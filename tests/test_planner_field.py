@@ -22,7 +22,7 @@ from pytest_gpulayout.findings import Status
 from pytest_gpulayout.host import BARE_HOST
 from pytest_gpulayout.machine.facts import GpuProcess, Machine
 from pytest_gpulayout.machine.presets import load_preset
-from pytest_gpulayout.model.spec import load_model
+from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.planner.gpus import choose_gpus, choose_gpus_exhaustive
 from pytest_gpulayout.planner.plan import PlanRequest, _plan, plan
 from pytest_gpulayout.planner.request import Demand

@@ -114,7 +114,7 @@ def test_valid_tp_sizes_for_qwen_like_model():
 
 def test_mxfp4_pads_per_rank_widths_so_gpt_oss_runs_at_tp4_and_tp8():
     # gpt-oss-120b is served at TP=4/8: vLLM pads the mxfp4 expert width, there is no group rule
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
 
     model = load_model("openai/gpt-oss-120b")
     for tp in (1, 2, 4, 8):

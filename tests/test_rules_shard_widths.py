@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.host import Host
-from pytest_gpulayout.model.spec import load_model
+from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.rules.heads import check_heads
 from pytest_gpulayout.rules.shard_widths import ShardLayout, block_fp8_problems, int_group_problems
 

@@ -297,7 +297,7 @@ def test_make_launcher_with_overrides(fake_dep: Deployment, tmp_path: Path) -> N
 
     def load_model(ref: str, base_dir: Path | None = None) -> object:
         loaded.append(ref)
-        from pytest_gpulayout.model.spec import load_model as real
+        from pytest_gpulayout.model.load import load_model as real
 
         return real(ref, base_dir)
 

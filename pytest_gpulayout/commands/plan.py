@@ -154,7 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.machine.sources import load_machine
-    from pytest_gpulayout.model.spec import load_model
+    from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.planner.plan import plan
 
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed

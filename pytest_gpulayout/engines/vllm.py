@@ -36,9 +36,10 @@ def scheduler_defaults(version: Version, *, gpu_total_mib: int | None,
     """``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` (``EngineArgs._set_default_args``).
 
     From 0.9 (PR #17885): GPUs with >= 70 GiB that are not A100s get 8192 tokens and 1024 sequences
-    for the API server; others 2048 and 256. From 0.28 GPUs with >= 160 GiB get 16384 tokens (read in
-    vllm 0.28.0 and 0.33.0 ``engine/arg_utils.py``; the tier is absent in 0.27). Before 0.8 the default engine was V0, where chunked
-    prefill is off up to a 32K context (0.6.6 ``EngineArgs.create_engine_config``:
+    for the API server; others 2048 and 256. From 0.28 GPUs with >= 160 GiB get 16384 tokens
+    (read in vllm 0.28.0 and 0.33.0 ``engine/arg_utils.py``; the tier is absent in 0.27).
+    Before 0.8 the default engine was V0, where chunked prefill is off up to a 32K context
+    (0.6.6 ``EngineArgs.create_engine_config``:
     ``use_long_context = max_model_len > 32768``) and ``SchedulerConfig`` then batches a whole
     prompt: ``max(max_model_len, 2048)`` tokens, which is what its profile run allocates.
     """

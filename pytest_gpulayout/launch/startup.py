@@ -502,19 +502,19 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
             try:
                 dep = manifest_deployments[target]
             except KeyError:
-                from pytest_gpulayout.model.spec import did_you_mean
+                from pytest_gpulayout.inputs.suggest import close_matches
 
-                close = did_you_mean(str(target), list(manifest_deployments))
+                close = close_matches(str(target), list(manifest_deployments), n=2)
                 hint = f" Did you mean {' or '.join(close)}?" if close else ""
                 known = ", ".join(manifest_deployments) or "none"
                 raise InputError(f"no deployment {target!r} in the manifest (known: {known}).{hint}") \
                     from None
         unknown = sorted(set(overrides) - fields)
         if unknown:
-            from pytest_gpulayout.model.spec import did_you_mean
+            from pytest_gpulayout.inputs.suggest import close_matches
 
-            hints = [f"{k} (did you mean {' or '.join(did_you_mean(k, sorted(fields)))}?)"
-                     if did_you_mean(k, sorted(fields)) else k for k in unknown]
+            hints = [f"{k} (did you mean {' or '.join(close_matches(k, sorted(fields), n=2))}?)"
+                     if close_matches(k, sorted(fields), n=2) else k for k in unknown]
             raise InputError(f"gpulayout_launch: unknown Deployment field(s): {', '.join(hints)}")
         for nested in ("launch", "require"):
             if isinstance(overrides.get(nested), Mapping):

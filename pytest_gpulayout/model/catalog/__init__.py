@@ -55,14 +55,14 @@ def find(ref: str) -> str | None:
 
 def suggest(ref: str, n: int = 2) -> list[str]:
     """Catalog ids close to ``ref`` (for "did you mean")."""
-    from pytest_gpulayout.model.spec import did_you_mean
+    from pytest_gpulayout.inputs.suggest import close_matches
 
     ids = catalog_ids()
     key = ref.strip()
-    close = did_you_mean(key, ids, n)
+    close = close_matches(key, ids, n=n)
     bare = key.rsplit("/", 1)[-1]
     by_name = {i.split("/", 1)[1]: i for i in ids}
-    for m in did_you_mean(bare, list(by_name), n):
+    for m in close_matches(bare, list(by_name), n=n):
         if by_name[m] not in close:
             close.append(by_name[m])
     return close[:n]
