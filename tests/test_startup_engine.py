@@ -131,11 +131,12 @@ def test_gpu_plan_maps_through_our_own_visible_devices() -> None:
 
 
 def test_gpu_plan_uses_the_machine_for_uuids() -> None:
-    machine = Machine(gpus=(Gpu(0, uuid="GPU-aaa"), Gpu(1, uuid="GPU-bbb")), links={(0, 1): "PHB"})
+    machine = Machine(gpus=(Gpu(0, uuid="GPU-aaa"), Gpu(1, uuid="GPU-bbb")), links={(0, 1): "PHB"},
+                      source="nvml")
     dep = Deployment(name="d", model="m", tensor_parallel_size=2, gpus=("GPU-bbb", "GPU-aaa"))
     plan = gpu_plan(dep, machine)
     assert plan.visible == ("1", "0")           # vLLM parses CUDA_VISIBLE_DEVICES with int()
-    assert plan.lock_keys == ("GPU-bbb", "GPU-aaa")
+    assert plan.lock_keys == ("GPU-bbb", "GPU-aaa")  # live: the real cards' UUIDs
     with pytest.raises(LaunchError, match="vLLM needs CUDA indices"):
         gpu_plan(dep, None)
     with pytest.raises(LaunchError, match="cannot place"):
