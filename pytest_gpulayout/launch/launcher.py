@@ -763,7 +763,7 @@ class _Launch:
         if self.empty:
             _MEASURED_STOPS.append(took)
             return False, None
-        _MEASURED_STOPS.append(self.grace_s)  # a lower bound: the next launch waits longer
+        _MEASURED_STOPS.append(2 * self.grace_s)  # it took longer than the grace: back off
         if self.escalate:
             return True, (f"a second interrupt cut the stop short after {took:.1f} s: the engine was "
                           f"SIGKILLed")

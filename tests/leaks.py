@@ -1,0 +1,191 @@
+"""What a launch may leave on the machine, compared before and after: ``/dev/shm``, temp entries,
+listening ports, GPU locks and processes. Other tenants of the machine come and go meanwhile, so
+each comparison only counts what is attributable to the launch:
+
+- a new ``/dev/shm`` name counts when no live process maps or holds it (a leak, not a neighbour's);
+- a new entry in a test-owned directory always counts; in the shared ``/tmp`` only names vLLM or
+  the launcher make (ZMQ IPC sockets are uuid4 names, ``vllm_dist_*``, ``gpulayout-engine-*``);
+- a new listening port counts when its owner is the engine's (``marker`` in its command line or
+  environment);
+- a lock counts when it cannot be taken at once;
+- a process counts when it started after the launch and carries ``marker`` (command line or environment).
+
+``kill_strays`` is for the test's clean-up: on a failing run the leftovers must not stay behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_gpulayout.errors import LaunchError
+from pytest_gpulayout.launch.gpu_locks import gpu_locks
+from pytest_gpulayout.launch.proctree import process_table
+
+SHM = Path("/dev/shm")
+_TMP_NAMES = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|vllm|gpulayout-engine-")
+
+
+def ticks_now() -> int:
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK")) - 1
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _listening() -> dict[int, set[int]]:
+    """port -> socket inodes of TCP sockets in LISTEN state (IPv4 and IPv6)."""
+    out: dict[int, set[int]] = {}
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A":
+                out.setdefault(int(f[1].rsplit(":", 1)[1], 16), set()).add(int(f[9]))
+    return out
+
+
+def _socket_owners(inodes: set[int]) -> dict[int, int]:
+    owners: dict[int, int] = {}
+    for pid in process_table():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                ino = int(target[8:-1])
+                if ino in inodes:
+                    owners[ino] = pid
+    return owners
+
+
+def _mapped_anywhere(names: set[str]) -> set[str]:
+    """Those of ``names`` (under /dev/shm) that some live process maps or holds open."""
+    found: set[str] = set()
+    if not names:
+        return found
+    paths = {f"/dev/shm/{n}": n for n in names}
+    for pid in process_table():
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                data = f.read().decode(errors="replace")
+            for path, n in paths.items():
+                if path in data:
+                    found.add(n)
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    n2 = paths.get(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                    if n2:
+                        found.add(n2)
+    return found
+
+
+@dataclass
+class Snapshot:
+    since: int
+    shm: set[str]
+    tmp: dict[str, set[str]]
+    ports: set[int]
+    private_dirs: tuple[str, ...] = ()
+    markers: tuple[str, ...] = ()
+    lock_keys: tuple[str, ...] = ()
+    lock_dir: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def take(cls, *, private_dirs: tuple[Path, ...] = (), markers: tuple[str, ...] = (),
+             lock_keys: tuple[str, ...] = (), lock_dir: Path | None = None) -> Snapshot:
+        dirs = {"/tmp": set(os.listdir("/tmp"))}
+        for d in private_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            dirs[str(d)] = set(os.listdir(d))
+        return cls(ticks_now(), set(os.listdir(SHM)), dirs, set(_listening()),
+                   tuple(str(d) for d in private_dirs), markers, lock_keys, lock_dir)
+
+    def _ours(self, pid: int) -> bool:
+        """Carries a marker in its command line or its environment (vLLM retitles its processes)."""
+        cmd = _cmdline(pid)
+        if any(m in cmd for m in self.markers):
+            return True
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        except OSError:
+            return False
+        return any(m in env for m in self.markers)
+
+    def processes(self) -> list[str]:
+        out = []
+        for st in process_table().values():
+            if st.state in ("Z", "X") or st.start < self.since or st.pid == os.getpid():
+                continue
+            if self._ours(st.pid):
+                out.append(f"pid {st.pid}: {_cmdline(st.pid)[:100]}")
+        return out
+
+    def leaks(self) -> list[str]:
+        """Everything attributable to the launch that is there now and was not before."""
+        found = [f"process {p}" for p in self.processes()]
+        new_shm = set(os.listdir(SHM)) - self.shm
+        found += [f"/dev/shm/{n}" for n in sorted(new_shm - _mapped_anywhere(new_shm))]
+        for d, before in self.tmp.items():
+            with contextlib.suppress(OSError):
+                for n in sorted(set(os.listdir(d)) - before):
+                    if d in self.private_dirs or _TMP_NAMES.search(n):
+                        found.append(f"{d}/{n}")
+        listening = _listening()
+        new_ports = {p: inos for p, inos in listening.items() if p not in self.ports}
+        if new_ports:
+            owners = _socket_owners(set().union(*new_ports.values()))
+            for port, inos in sorted(new_ports.items()):
+                pids = [owners[i] for i in inos if i in owners]
+                if any(self._ours(pid) for pid in pids):
+                    found.append(f"port {port} listening (pid {', '.join(map(str, pids))})")
+        if self.lock_keys:
+            try:
+                with gpu_locks(self.lock_keys, self.lock_dir, timeout_s=0.5):
+                    pass
+            except LaunchError as err:
+                found.append(f"lock: {err}")
+        return found
+
+    def wait_clean(self, seconds: float) -> list[str]:
+        """``leaks()`` once nothing is left, or what is still there after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while True:
+            found = self.leaks()
+            if not found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.5)
+
+    def kill_strays(self) -> None:
+        """Clean-up for a failing test: SIGKILL what the launch left running, unlink its unmapped shm."""
+        for _ in range(3):
+            for st in process_table().values():
+                if st.start >= self.since and st.pid != os.getpid() and self._ours(st.pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(st.pid, signal.SIGKILL)
+            time.sleep(0.3)
+        new_shm = set(os.listdir(SHM)) - self.shm
+        for n in new_shm - _mapped_anywhere(new_shm):
+            if n.startswith(("psm_", "sem.mp-")):
+                with contextlib.suppress(OSError):
+                    os.unlink(SHM / n)
