@@ -3,8 +3,8 @@ listening ports, GPU locks and processes. Other tenants of the machine come and 
 each comparison only counts what is attributable to the launch:
 
 - a new ``/dev/shm`` name counts when no live process maps or holds it (a leak, not a neighbour's);
-- a new entry in a test-owned directory always counts; in the shared ``/tmp`` only names vLLM or
-  the launcher make (ZMQ IPC sockets are uuid4 names, ``vllm_dist_*``, ``gpulayout-engine-*``);
+- a new entry in a test-owned directory always counts; in the shared ``/tmp`` only names vLLM
+  makes (ZMQ IPC sockets are uuid4 names, ``vllm_dist_*``): other launches come and go there;
 - a new listening port counts when its owner is the engine's (``marker`` in its command line or
   environment);
 - a lock counts when it cannot be taken at once;
@@ -28,7 +28,7 @@ from pytest_gpulayout.launch.gpu_locks import gpu_locks
 from pytest_gpulayout.launch.proctree import process_table
 
 SHM = Path("/dev/shm")
-_TMP_NAMES = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|vllm|gpulayout-engine-")
+_TMP_NAMES = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|vllm")
 
 
 def ticks_now() -> int:

@@ -88,6 +88,8 @@ _FINAL_WAIT_S = 20.0
 #: how often the launcher reads the tree's memory maps for ``/dev/shm`` names
 _MAPS_INTERVAL_S = 1.0
 _GRACE_CAP_S = 120.0
+_SOCKET_PATH_MAX = 100   # sizeof(sockaddr_un.sun_path) is 108 with its NUL; leave a margin
+_TMP_NAME_LEN = len("/gpulayout-") + 8
 #: graceful stops measured in this process (seconds from the stop signal until the tree was gone)
 _MEASURED_STOPS: list[float] = []
 
@@ -545,11 +547,20 @@ class _Launch:
                     os.unlink(self.log_path)
 
     def _private_tmp(self) -> None:
+        """A fresh 0700 ``TMPDIR`` for the engine, inside the one it would have used when that is short
+        enough: vLLM binds ZMQ IPC sockets at ``$TMPDIR/<uuid4>`` (``vllm/utils/network_utils.py``
+        ``get_open_zmq_ipc_path``), and a Unix socket path has at most 107 bytes."""
         base = self.env.get("TMPDIR") or tempfile.gettempdir()
-        try:
-            self.tmpdir = tempfile.mkdtemp(prefix="gpulayout-engine-", dir=base)
-        except OSError:
-            self.tmpdir = tempfile.mkdtemp(prefix="gpulayout-engine-")
+        candidates = [base] if len(base) + _TMP_NAME_LEN + 37 <= _SOCKET_PATH_MAX else []
+        candidates += [tempfile.gettempdir(), "/tmp"]
+        for where in candidates:
+            try:
+                self.tmpdir = tempfile.mkdtemp(prefix="gpulayout-", dir=where)
+                break
+            except OSError:
+                continue
+        else:
+            raise LaunchError(f"cannot create a temporary directory for the engine in {base}")
         self.env["TMPDIR"] = self.tmpdir
 
     def _start(self) -> None:
@@ -679,6 +690,7 @@ class _Launch:
             ended_at = time.time()
             t_end = time.monotonic()
             self._close_pipes()
+            self._log_end(stopped_by, hard, escalated, t_end - stop_at, leftovers)
             self._close_log()
         final = self.final or {}
         return LaunchResult(
@@ -692,6 +704,21 @@ class _Launch:
             cleaned=tuple(final.get("cleaned", ())), containment="cgroup" if self.in_cgroup else "subreaper",
             lock_wait_s=round(self.locks.waited_s, 3),
         )
+
+    def _log_end(self, stopped_by: str, hard: bool, escalated: bool, teardown_s: float, leftovers: list[int]) -> None:
+        """One closing line, so a reader of the log knows it is complete and how the launch ended."""
+        if self.log_fd < 0:
+            return
+        why = stopped_by
+        if self.interrupted is not None:
+            why = f"interrupt (signal {_signal_name(self.interrupted)} to the launcher)"
+        how = "SIGKILL at once (verdict known)" if hard else (
+            f"{_signal_name(self.stop_signal)}, grace {self.grace_s:g} s"
+            + (", then SIGKILL" if escalated else ""))
+        cleaned = len((self.final or {}).get("cleaned", ()))
+        left = f"; LEFT RUNNING: {leftovers}" if leftovers else ""
+        self._write_all(f"[gpulayout: launch ended: {why}; stop: {how}; tree gone {teardown_s:.1f} s later; "
+                        f"cleaned {cleaned} item(s){left}]\n".encode())
 
     def _scan(self, tree: ProcessTree, maps: bool) -> None:
         tree.scan()
