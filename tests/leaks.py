@@ -109,7 +109,7 @@ class Snapshot:
     markers: tuple[str, ...] = ()
     lock_keys: tuple[str, ...] = ()
     lock_dir: Path | None = None
-    notes: list[str] = field(default_factory=list)
+    sessions: set[int] = field(default_factory=set)   # sessions/groups of the launch's processes seen so far
 
     @classmethod
     def take(cls, *, private_dirs: tuple[Path, ...] = (), markers: tuple[str, ...] = (),
@@ -132,14 +132,25 @@ class Snapshot:
             return False
         return any(m in env for m in self.markers)
 
+    def _matching(self) -> list[int]:
+        """Processes started since the snapshot that are the launch's: a marker in the command line or
+        environment, or in the session / group / parentage of one that has (vLLM retitles its workers
+        with setproctitle, which also overwrites what /proc shows of their environment)."""
+        table = {p: st for p, st in process_table().items()
+                 if st.state not in ("Z", "X") and st.start >= self.since and p != os.getpid()}
+        ours = {p for p in table if self._ours(p)}
+        self.sessions.update(table[p].sid for p in ours)
+        self.sessions.update(ours)
+        grown = True
+        while grown:
+            more = {p for p, st in table.items() if p not in ours and
+                    (st.sid in self.sessions or st.pgid in self.sessions or st.ppid in ours)}
+            ours |= more
+            grown = bool(more)
+        return sorted(ours)
+
     def processes(self) -> list[str]:
-        out = []
-        for st in process_table().values():
-            if st.state in ("Z", "X") or st.start < self.since or st.pid == os.getpid():
-                continue
-            if self._ours(st.pid):
-                out.append(f"pid {st.pid}: {_cmdline(st.pid)[:100]}")
-        return out
+        return [f"pid {p}: {_cmdline(p)[:100]}" for p in self._matching()]
 
     def leaks(self) -> list[str]:
         """Everything attributable to the launch that is there now and was not before."""
@@ -155,9 +166,10 @@ class Snapshot:
         new_ports = {p: inos for p, inos in listening.items() if p not in self.ports}
         if new_ports:
             owners = _socket_owners(set().union(*new_ports.values()))
+            ours = set(self._matching())
             for port, inos in sorted(new_ports.items()):
                 pids = [owners[i] for i in inos if i in owners]
-                if any(self._ours(pid) for pid in pids):
+                if any(pid in ours for pid in pids):
                     found.append(f"port {port} listening (pid {', '.join(map(str, pids))})")
         if self.lock_keys:
             try:
@@ -179,10 +191,9 @@ class Snapshot:
     def kill_strays(self) -> None:
         """Clean-up for a failing test: SIGKILL what the launch left running, unlink its unmapped shm."""
         for _ in range(3):
-            for st in process_table().values():
-                if st.start >= self.since and st.pid != os.getpid() and self._ours(st.pid):
-                    with contextlib.suppress(OSError):
-                        os.kill(st.pid, signal.SIGKILL)
+            for pid in self._matching():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
             time.sleep(0.3)
         new_shm = set(os.listdir(SHM)) - self.shm
         for n in new_shm - _mapped_anywhere(new_shm):
