@@ -3,8 +3,9 @@ listening ports, GPU locks and processes. Other tenants of the machine come and 
 each comparison only counts what is attributable to the launch:
 
 - a new ``/dev/shm`` name counts when no live process maps or holds it (a leak, not a neighbour's);
-- a new entry in a test-owned directory always counts; in the shared ``/tmp`` only names vLLM
-  makes (ZMQ IPC sockets are uuid4 names, ``vllm_dist_*``): other launches come and go there;
+- a new entry in the engine's temp directory (``TMPDIR``, test-owned, where vLLM puts its ZMQ IPC
+  sockets and ``vllm_dist_*`` files) counts; the shared ``/tmp`` itself is not compared, because
+  other tenants' engines leave the same uuid4-named sockets there meanwhile;
 - a new listening port counts when its owner is the engine's (``marker`` in its command line or
   environment);
 - a lock counts when it cannot be taken at once;
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass, field
@@ -28,7 +28,6 @@ from pytest_gpulayout.launch.gpu_locks import gpu_locks
 from pytest_gpulayout.launch.proctree import process_table
 
 SHM = Path("/dev/shm")
-_TMP_NAMES = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|vllm")
 
 
 def ticks_now() -> int:
@@ -114,7 +113,7 @@ class Snapshot:
     @classmethod
     def take(cls, *, private_dirs: tuple[Path, ...] = (), markers: tuple[str, ...] = (),
              lock_keys: tuple[str, ...] = (), lock_dir: Path | None = None) -> Snapshot:
-        dirs = {"/tmp": set(os.listdir("/tmp"))}
+        dirs: dict[str, set[str]] = {}
         for d in private_dirs:
             d.mkdir(parents=True, exist_ok=True)
             dirs[str(d)] = set(os.listdir(d))
@@ -160,8 +159,7 @@ class Snapshot:
         for d, before in self.tmp.items():
             with contextlib.suppress(OSError):
                 for n in sorted(set(os.listdir(d)) - before):
-                    if d in self.private_dirs or _TMP_NAMES.search(n):
-                        found.append(f"{d}/{n}")
+                    found.append(f"{d}/{n}")
         listening = _listening()
         new_ports = {p: inos for p, inos in listening.items() if p not in self.ports}
         if new_ports:

@@ -107,10 +107,15 @@ def fresh_grace(monkeypatch: pytest.MonkeyPatch) -> None:
 # ------------------------------------------------------------------------------------------------
 # Case 5: a double fork plus setsid() escaped the tree walk, and the verdict saw no leftovers
 # ------------------------------------------------------------------------------------------------
-def test_a_double_forked_setsid_daemon_is_stopped_too(fake: Fake) -> None:
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "subreaper-only"])
+def test_a_double_forked_setsid_daemon_is_stopped_too(fake: Fake, cgroup: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher, "USE_CGROUP", cgroup, raising=False)
     before = fake.snapshot()
     result = fake.run(fake.argv("replay,daemon", scale=0.05))
     assert result.stopped_by == "kv"
+    if not cgroup:
+        assert result.containment == "subreaper"
     assert "daemon" in fake.processes(), "the fake never daemonized"
     assert fake.alive() == {}, f"survived the launch: {fake.alive()}"
     assert result.leftover_pids == ()
