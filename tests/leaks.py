@@ -108,17 +108,18 @@ class Snapshot:
     markers: tuple[str, ...] = ()
     lock_keys: tuple[str, ...] = ()
     lock_dir: Path | None = None
+    shm_only: str = ""   # count only /dev/shm names containing this (a fake's own names)
     sessions: set[int] = field(default_factory=set)   # sessions/groups of the launch's processes seen so far
 
     @classmethod
     def take(cls, *, private_dirs: tuple[Path, ...] = (), markers: tuple[str, ...] = (),
-             lock_keys: tuple[str, ...] = (), lock_dir: Path | None = None) -> Snapshot:
+             lock_keys: tuple[str, ...] = (), lock_dir: Path | None = None, shm_only: str = "") -> Snapshot:
         dirs: dict[str, set[str]] = {}
         for d in private_dirs:
             d.mkdir(parents=True, exist_ok=True)
             dirs[str(d)] = set(os.listdir(d))
         return cls(ticks_now(), set(os.listdir(SHM)), dirs, set(_listening()),
-                   tuple(str(d) for d in private_dirs), markers, lock_keys, lock_dir)
+                   tuple(str(d) for d in private_dirs), markers, lock_keys, lock_dir, shm_only)
 
     def _ours(self, pid: int) -> bool:
         """Carries a marker in its command line or its environment (vLLM retitles its processes)."""
@@ -154,7 +155,7 @@ class Snapshot:
     def leaks(self) -> list[str]:
         """Everything attributable to the launch that is there now and was not before."""
         found = [f"process {p}" for p in self.processes()]
-        new_shm = set(os.listdir(SHM)) - self.shm
+        new_shm = {n for n in set(os.listdir(SHM)) - self.shm if self.shm_only in n}
         found += [f"/dev/shm/{n}" for n in sorted(new_shm - _mapped_anywhere(new_shm))]
         for d, before in self.tmp.items():
             with contextlib.suppress(OSError):

@@ -83,7 +83,8 @@ class Fake:
         return list(json.loads(f.read_text())) if f.is_file() else []
 
     def snapshot(self) -> Snapshot:
-        return Snapshot.take(private_dirs=(self.etmp,), markers=(str(self.pids),))
+        # only the fake's own /dev/shm names: other tenants' engines come and go meanwhile
+        return Snapshot.take(private_dirs=(self.etmp,), markers=(str(self.pids),), shm_only="fake")
 
 
 @pytest.fixture
