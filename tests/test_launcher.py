@@ -79,9 +79,21 @@ def fake(tmp_path: Path) -> Fake:
     return Fake(tmp_path)
 
 
-def test_stops_at_kv_pool_and_shuts_down_gracefully(fake: Fake) -> None:
+def test_stops_at_kv_pool_at_once(fake: Fake) -> None:
+    # the verdict is known at the pool: the tree is killed there and then, not shut down over seconds
+    result = fake.run(fake.argv(TINY_LOG, scale=0.1, max_gap=1.0), linger_s=0.2, grace_s=30)
+    assert result.stopped_by == "kv" and result.stop == "kill" and not result.escalated
+    assert result.log.kv_tokens == tiny_tokens_per_gib() and not result.log.ready
+    assert result.returncode == -signal.SIGKILL
+    assert result.seconds_to_kv is not None and result.seconds_total - result.seconds_to_kv < 2.0
+    text = result.log_path.read_text() if result.log_path else ""
+    assert "KV cache size" in text and "[shutdown]" not in text
+    fake.assert_all_gone(result)
+
+
+def test_stops_at_kv_pool_and_shuts_down_gracefully_when_asked(fake: Fake) -> None:
     # KV at 07:12:01, ready at 07:12:06 in the recording: 0.5 s apart at this scale, more than the linger
-    result = fake.run(fake.argv(TINY_LOG, scale=0.1, max_gap=1.0), linger_s=0.2)
+    result = fake.run(fake.argv(TINY_LOG, scale=0.1, max_gap=1.0), linger_s=0.2, kv_stop="signal")
     assert result.stopped_by == "kv"
     assert result.log.kv_tokens == tiny_tokens_per_gib()
     assert result.log.engine == "vllm" and result.log.error_kind is None
@@ -96,7 +108,7 @@ def test_stops_at_kv_pool_and_shuts_down_gracefully(fake: Fake) -> None:
 
 
 def test_stop_signal_is_what_the_engine_gets_first(fake: Fake) -> None:
-    result = fake.run(fake.argv(TINY_LOG), stop_signal=signal.SIGINT)
+    result = fake.run(fake.argv(TINY_LOG), stop_signal=signal.SIGINT, kv_stop="signal")
     assert result.log_path is not None
     assert f"stopping on signal {int(signal.SIGINT)}" in result.log_path.read_text()
     fake.assert_all_gone(result)
@@ -166,9 +178,10 @@ def test_engine_that_never_reports_times_out(fake: Fake) -> None:
 
 
 def test_engine_ignoring_sigterm_is_killed(fake: Fake) -> None:
-    result = fake.run(fake.argv(TINY_LOG, "replay,ignore-term"), grace_s=0.5)
+    result = fake.run(fake.argv(TINY_LOG, "replay,ignore-term"), grace_s=0.5, kv_stop="signal")
     assert result.stopped_by == "kv"
     assert result.returncode == -signal.SIGKILL
+    assert result.escalated and result.stop_note and "did not stop within" in result.stop_note
     fake.assert_all_gone(result)
 
 

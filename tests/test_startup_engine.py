@@ -18,11 +18,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from leaks import Snapshot
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Status
-from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive, process_table
+from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log
 from pytest_gpulayout.launch.startup import (
     default_command,
@@ -131,11 +132,12 @@ def test_gpu_plan_maps_through_our_own_visible_devices() -> None:
 
 
 def test_gpu_plan_uses_the_machine_for_uuids() -> None:
-    machine = Machine(gpus=(Gpu(0, uuid="GPU-aaa"), Gpu(1, uuid="GPU-bbb")), links={(0, 1): "PHB"})
+    machine = Machine(gpus=(Gpu(0, uuid="GPU-aaa"), Gpu(1, uuid="GPU-bbb")), links={(0, 1): "PHB"},
+                      source="nvml")
     dep = Deployment(name="d", model="m", tensor_parallel_size=2, gpus=("GPU-bbb", "GPU-aaa"))
     plan = gpu_plan(dep, machine)
     assert plan.visible == ("1", "0")           # vLLM parses CUDA_VISIBLE_DEVICES with int()
-    assert plan.lock_keys == ("GPU-bbb", "GPU-aaa")
+    assert plan.lock_keys == ("GPU-bbb", "GPU-aaa")  # live: the real cards' UUIDs
     with pytest.raises(LaunchError, match="vLLM needs CUDA indices"):
         gpu_plan(dep, None)
     with pytest.raises(LaunchError, match="cannot place"):
@@ -330,25 +332,11 @@ def _vllm_python() -> str:
     pytest.skip(msg)
 
 
-def _engine_processes(since_ticks: int, marker: str, session: int) -> list[str]:
-    """Processes of this launch still around: in its session, or vLLM titles / our model path in argv."""
-    found = []
-    for st in process_table().values():
-        if st.state in ("Z", "X") or st.start < since_ticks or st.pid == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{st.pid}/cmdline").read_bytes().replace(b"\0",
-                                                                           b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if st.sid == session or "VLLM::" in cmdline or marker in cmdline:
-            found.append(f"{st.pid} {cmdline[:120]}")
-    return found
-
-
-def _ticks_now() -> int:
-    with open("/proc/uptime") as f:
-        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK")) - 1
+def _engine_processes(before: Snapshot) -> list[str]:
+    """Processes of this launch still around: our model path in their argv or environment, or in the
+    session/group/parentage of one that has (vLLM retitles its workers; other tenants' vLLM runs are
+    not ours)."""
+    return before.processes()
 
 
 @pytest.fixture
@@ -373,7 +361,7 @@ def test_real_vllm_cpu_pool(vllm_dep: Deployment, tmp_path: Path, tp: int) -> No
         env["VLLM_CPU_OMP_THREADS_BIND"] = "0|1"
     dep = replace(vllm_dep, tensor_parallel_size=tp, require=Require(kv_tokens=expected),
                   launch=replace(vllm_dep.launch, env=MappingProxyType(env)))
-    since = _ticks_now()
+    before = Snapshot.take(markers=(dep.model,))
     t0 = time.monotonic()
     report = launch_deployment(dep, None, log_dir=tmp_path / "logs", prediction_tokens=expected)
     print(f"\nvLLM CPU TP={tp}: KV after {report.seconds_to_kv} s, total {time.monotonic() - t0:.1f} s")
@@ -384,7 +372,7 @@ def test_real_vllm_cpu_pool(vllm_dep: Deployment, tmp_path: Path, tp: int) -> No
     assert report.result is not None and report.result.stopped_by == "kv"
     assert not report.result.log.ready  # verdict before the server was up
     assert report.result.leftover_pids == ()
-    assert _engine_processes(since, dep.model, report.result.pid) == []
+    assert _engine_processes(before) == []
     # the saved log says the same to `gpulayout parse-log`, although it goes on into the interrupted
     # start-up's shutdown (tracebacks of cancelled work are not startup errors)
     assert report.log_path is not None
@@ -396,7 +384,7 @@ def test_real_vllm_cpu_pool(vllm_dep: Deployment, tmp_path: Path, tp: int) -> No
 def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: Path) -> None:
     heads = json.loads((TINY_DIR / "config.json").read_text())["num_attention_heads"]
     dep = replace(vllm_dep, tensor_parallel_size=3)
-    since = _ticks_now()
+    before = Snapshot.take(markers=(dep.model,))
     report = launch_deployment(dep, None, log_dir=tmp_path / "logs")
     assert report.finding.status is Status.FAIL
     assert report.error_kind == "heads_not_divisible"
@@ -404,7 +392,7 @@ def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: P
     assert dict(report.result.log.error_numbers) == {"num_attention_heads": heads, "tensor_parallel_size": 3}
     assert f"({heads}) must be divisible by tensor parallel size (3)" in report.finding.message
     assert report.result.leftover_pids == ()
-    assert _engine_processes(since, dep.model, report.result.pid) == []
+    assert _engine_processes(before) == []
     assert not pid_alive(report.result.pid)
 
 

@@ -28,6 +28,11 @@ class StartupFacts(Facts):
     returncode: int | None | Absent = ABSENT
     leftover_pids: tuple[int, ...] | Absent = ABSENT
     command: tuple[str, ...] | Absent = ABSENT
+    stop: str | None | Absent = ABSENT             # how the tree was stopped (signal, kill, ...)
+    escalated: bool | Absent = ABSENT              # the stop needed SIGKILL after the grace
+    stop_note: str | None | Absent = ABSENT
+    cleaned: tuple[str, ...] | Absent = ABSENT     # /dev/shm names, TMPDIR entries removed after the stop
+    containment: str | None | Absent = ABSENT      # cgroup | subreaper
     memory_not_released: tuple[str, ...] | Absent = ABSENT
 
 

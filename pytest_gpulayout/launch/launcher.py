@@ -2,27 +2,46 @@
 
 This is the only module that starts processes. Its promises:
 
-- The engine gets an argument vector, never a shell; it runs in its own session and process group
-  (``start_new_session``), so one ``killpg`` reaches the API server, engine cores and workers.
+- The engine gets an argument vector, never a shell. It is started by a small watchdog
+  (``watchdog.py``) in a session of its own; the watchdog is the subreaper of the engine's tree
+  (``PR_SET_CHILD_SUBREAPER``: a worker that double-forks and calls ``setsid()`` still comes back
+  to it) and, where the host lets us create one, the engine runs in a cgroup v2 of its own
+  (``cgroup.kill``). The engine starts with SIGINT/SIGTERM/SIGHUP at their defaults and a private
+  ``TMPDIR`` (inside the one it would have used), removed afterwards.
+- **Nothing is left behind, whatever happens to us.** The watchdog holds the read end of a pipe
+  whose write end only the launcher has: when the launcher ends in any way (returns, raises, is
+  SIGKILLed by the OOM killer or a CI timeout) the watchdog freezes the tree, reads the
+  ``/dev/shm`` names it maps, SIGKILLs it, waits until it is gone, unlinks those names, removes the
+  private ``TMPDIR`` and only then releases the GPU locks. ``LaunchResult.cleaned`` says what it
+  removed, ``leftover_pids`` what survived (it must be empty).
 - It stops the engine as soon as the log answers the question: every expected engine has reported
   its KV pool, a recognised error has happened (after a short linger, so the traceback's last line
-  is in the log), the process exited, or the timeout passed. Then ``stop_signal`` (SIGTERM, or
-  SIGINT: what a Ctrl-C in the engine's terminal sends) to the group, ``grace_s`` to shut down, SIGKILL.
-- Nothing is left behind. Descendants are tracked by walking ``/proc`` (children of children) while
-  the engine runs, so a worker that called ``setsid()`` to leave the group is still found and killed.
-  ``LaunchResult.leftover_pids`` lists whatever survived SIGKILL (it must be empty).
+  is in the log), the process exited, or the timeout passed.
+  At the KV pool the verdict is known and the rest is teardown; with the containment and clean-up
+  above a hard stop is safe, so the tree is SIGKILLed at once (``kv_stop="kill"``, the default:
+  gone within a second of the KV line instead of vLLM's 7-9 s shutdown on CPU, and on GPUs no
+  CUDA-graph capture). Every other stop is graceful: ``stop_signal`` (SIGTERM, or SIGINT: what a
+  Ctrl-C in the engine's terminal sends) to the tree, a grace, SIGKILL. The grace is
+  ``max(grace_s, 1.5 x the longest stop measured in this process)``: a machine where engines take
+  longer to stop gets more. A graceful stop that ran out of grace is reported (``escalated``,
+  ``stop_note``), never silently passed.
+- **Interrupts.** The first Ctrl-C/SIGTERM/SIGHUP to this process stops every active launch the
+  graceful way (its own stop signal, its full grace), a second one escalates to SIGKILL; then the
+  signal does what it would have done (KeyboardInterrupt, or the default action). A signal this
+  process ignores (a job started with ``&`` ignores SIGINT) stays ignored. The first launch
+  installs the handlers and an ``atexit`` hook; importing this module changes nothing.
+- The log is created ``O_CREAT | O_EXCL | O_NOFOLLOW`` with mode 0600 (a planted symlink or file
+  in a shared ``--log-dir`` is refused, never followed), only once the command could be started
+  (no 0-byte log for a missing command), and written unbuffered, so every signal path keeps it.
 - Memory stays bounded however much the engine prints: lines are parsed as they stream, only the
   last ``tail_lines`` are kept, and the log file is capped.
-- Interrupting pytest (Ctrl-C, SIGTERM, SIGHUP) still stops the engine: ``launch`` cleans up in
-  ``finally``, and chained signal handlers plus an ``atexit`` hook kill every active launch. The
-  first launch installs them; importing this module changes nothing.
-- Launches that share a GPU never overlap, also across pytest-xdist workers: a ``flock`` per GPU,
-  taken in sorted order (no deadlock between two launches wanting overlapping sets).
+- Launches that share a GPU never overlap, also across pytest-xdist workers: a ``flock`` per
+  physical GPU (``gpu_locks``), waited for within ``timeout_s`` with a "waiting for GPU 0 held by
+  pid N" line, and held by the watchdog until the tree is gone.
 
-The tree walk lives in ``proctree`` (Linux only, ``/proc``; elsewhere only the process group is
-killed), the GPU locks and the free port in ``gpu_locks``. This module keeps the signal handling and
-the launch itself, and re-exports ``process_table``, ``pid_alive``, ``gpu_locks``, ``default_lock_dir``
-and ``free_port`` for the callers that import them from here.
+The tree walk lives in ``proctree`` and ``watchdog``, the GPU locks and the free port in
+``gpu_locks``. This module re-exports ``process_table``, ``pid_alive``, ``gpu_locks``,
+``default_lock_dir`` and ``free_port`` for the callers that import them from here.
 """
 
 from __future__ import annotations
@@ -30,32 +49,49 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import json
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pytest_gpulayout.errors import LaunchError
-from pytest_gpulayout.launch.gpu_locks import default_lock_dir, free_port, gpu_locks
+from pytest_gpulayout.launch.gpu_locks import HeldLocks, acquire, default_lock_dir, free_port, gpu_locks
 from pytest_gpulayout.launch.logparse import LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
+from pytest_gpulayout.launch.watchdog import cgroup_procs, shm_names
 
 __all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_locks", "launch", "pid_alive",
            "process_table"]
 
 #: Why a launch stopped (``LaunchResult.stopped_by``).
-StopReason = Literal["kv", "ready", "error", "exit", "timeout"]
+StopReason = Literal["kv", "ready", "error", "exit", "timeout", "interrupt"]
 _READ_CHUNK = 1 << 16
 _LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
+WATCHDOG = str(Path(__file__).with_name("watchdog.py"))
+#: how long the watchdog may take to start and report the engine's pid
+_SPAWN_WAIT_S = 60.0
+#: how long its final SIGKILL and clean-up may take (it gives up on the kill after 10 s)
+_FINAL_WAIT_S = 20.0
+#: how often the launcher reads the tree's memory maps for ``/dev/shm`` names
+_MAPS_INTERVAL_S = 1.0
+_GRACE_CAP_S = 120.0
+_SOCKET_PATH_MAX = 100   # sizeof(sockaddr_un.sun_path) is 108 with its NUL; leave a margin
+_TMP_NAME_LEN = len("/gpulayout-") + 8
+#: graceful stops measured in this process (seconds from the stop signal until the tree was gone)
+_MEASURED_STOPS: list[float] = []
 
 
 @dataclass(frozen=True)
@@ -64,10 +100,16 @@ class LaunchResult:
 
     ``stopped_by``: ``kv`` (every expected pool reported), ``ready`` (server up, with
     ``stop_when="ready"``), ``error`` (recognised error), ``exit`` (the engine exited by itself),
-    ``timeout``. ``returncode`` is the engine's own code for ``exit``, else usually ``-15``/``-9``
-    (our signal). ``seconds_to_kv``: from start until the last expected pool was reported;
+    ``timeout``, ``interrupt`` (a signal to this process, when its previous handler does not raise).
+    ``returncode`` is the engine's own code for ``exit``, else our signal (``-9`` after a hard stop).
+    ``seconds_to_kv``: from start until the last expected pool was reported;
     ``seconds_to_stop``: until the stop began (the answer was known); ``seconds_total``: until the
-    whole tree was gone. The difference of the last two is the engine's own shutdown.
+    whole tree was gone. The difference of the last two is the teardown.
+
+    ``stop``: ``kill`` (the hard stop at the pool, by design), ``signal`` (``stop_signal`` and a
+    grace). ``escalated``: a graceful stop ran out of its grace (``grace_s``) and needed SIGKILL;
+    ``stop_note`` says why in words. ``cleaned``: what the tree left and the launch removed
+    (``/dev/shm`` names, the private ``TMPDIR``). ``containment``: ``cgroup`` or ``subreaper``.
     """
 
     argv: tuple[str, ...]
@@ -86,28 +128,34 @@ class LaunchResult:
     lines: int = 0
     log_truncated: bool = False
     seconds_to_stop: float | None = None
+    stop: str = "signal"
+    escalated: bool = False
+    stop_note: str | None = None
+    grace_s: float | None = None
+    cleaned: tuple[str, ...] = ()
+    containment: str = ""
+    lock_wait_s: float = 0.0
 
 
 # ------------------------------------------------------------------------------------------------
-# Active launches: killed on SIGTERM/SIGHUP/SIGINT to this process and at interpreter exit
+# Active launches: stopped on SIGTERM/SIGHUP/SIGINT to this process and at interpreter exit
 # ------------------------------------------------------------------------------------------------
-_ACTIVE: dict[int, ProcessTree] = {}
+_ACTIVE: dict[int, _Launch] = {}
 _PREVIOUS: dict[int, Any] = {}
+_PENDING: list[int] = []           # signals received while launches were active, to redeliver after
 _INSTALL_LOCK = threading.Lock()
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _exit_hook_registered = False
 
 
-def _kill_active(grace_s: float = 2.0) -> None:
-    for tree in list(_ACTIVE.values()):
+def _kill_active() -> None:
+    """At exit: every active launch's watchdog kills and cleans its tree; wait until it has."""
+    for run in list(_ACTIVE.values()):
         with contextlib.suppress(Exception):
-            tree.kill_now(grace_s)
+            run.abort()
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    """Stop every engine first, then do what the previous handler would have done."""
-    if _ACTIVE:
-        _kill_active()
+def _previous(signum: int, frame: FrameType | None) -> None:
     prev = _PREVIOUS.get(signum, signal.SIG_DFL)
     if callable(prev):
         prev(signum, frame)
@@ -115,6 +163,29 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
     # SIG_IGN: ignore, as before
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """First signal: every launch stops gracefully, then the signal is redelivered. Second: SIGKILL now."""
+    if not _ACTIVE:
+        _previous(signum, frame)
+        return
+    escalate = bool(_PENDING)
+    _PENDING.append(signum)
+    for run in list(_ACTIVE.values()):
+        run.interrupt(signum, escalate)
+
+
+def _redeliver() -> None:
+    """After the last active launch is cleaned up: do what the pending signal would have done."""
+    if not _PENDING or _ACTIVE:
+        return
+    signum = _PENDING[0]
+    _PENDING.clear()
+    if threading.current_thread() is threading.main_thread():
+        _previous(signum, None)
+    else:
+        os.kill(os.getpid(), signum)  # the main thread's handler sees no active launch: previous action
 
 
 def _install_handlers() -> None:
@@ -128,7 +199,7 @@ def _install_handlers() -> None:
             atexit.register(_kill_active)
             _exit_hook_registered = True
         if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread; atexit + finally still apply
+            return  # signal handlers can only be set from the main thread; atexit + the watchdog still apply
         for sig in _HANDLED_SIGNALS:
             current = signal.getsignal(sig)
             if current is _on_signal or current == signal.SIG_IGN:
@@ -158,6 +229,77 @@ class Watcher(Protocol):
     def result(self) -> StartupLog: ...
 
 
+def adapted_grace(grace_s: float, measured: Sequence[float] | None = None) -> float:
+    """The grace for the next graceful stop: at least ``grace_s``, and 1.5 x the longest measured stop."""
+    stops = _MEASURED_STOPS if measured is None else measured
+    if not stops:
+        return grace_s
+    return round(max(grace_s, min(_GRACE_CAP_S, 1.5 * max(stops))), 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Containment helpers
+# ------------------------------------------------------------------------------------------------
+_CGROUP_COUNTER = iter(range(1, 1 << 30))
+#: try a cgroup v2 per launch (tests turn it off to exercise the subreaper alone)
+USE_CGROUP = True
+
+
+def _own_cgroup_dir() -> Path | None:
+    """This process's cgroup v2 directory, from ``/proc/self/cgroup`` (``0::/path``) and the cgroup2 mount."""
+    try:
+        rel = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                   if line.startswith("0::"))
+        mounts = [line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    except (OSError, StopIteration, IndexError):
+        return None
+    for fields in mounts:
+        if "-" in fields and fields[fields.index("-") + 1] == "cgroup2":
+            root, mount = fields[3], fields[4]
+            if rel.startswith(root):
+                return Path(mount) / rel[len(root):].lstrip("/")
+    return None
+
+
+def make_cgroup() -> str:
+    """A fresh cgroup v2 below ours for one engine, or "" where the host does not let us (then the
+    subreaper alone contains the tree). Needs ``cgroup.kill`` (Linux >= 5.14) to be worth it."""
+    base = _own_cgroup_dir() if USE_CGROUP else None
+    if base is None or not (base / "cgroup.procs").is_file():
+        return ""
+    path = base / f"gpulayout-{os.getpid()}-{next(_CGROUP_COUNTER)}"
+    try:
+        path.mkdir(mode=0o755)
+    except OSError:
+        return ""
+    if not (path / "cgroup.kill").is_file():
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        return ""
+    return str(path)
+
+
+def _remove_cgroup(path: str) -> None:
+    if path:
+        with contextlib.suppress(OSError):
+            Path(path, "cgroup.kill").write_text("1")
+        for _ in range(100):
+            try:
+                os.rmdir(path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
 # ------------------------------------------------------------------------------------------------
 # The launch
 # ------------------------------------------------------------------------------------------------
@@ -181,30 +323,43 @@ def launch(
     max_line_bytes: int = 64 << 10,
     scan_interval_s: float = 0.2,
     stop_signal: int = signal.SIGTERM,
+    kv_stop: str = "kill",
+    on_wait: Callable[[str], None] | None = None,
     watcher: Watcher | None = None,
 ) -> LaunchResult:
     """Run ``argv`` until the log answers, then stop it and its whole tree. See the module docstring.
 
-    ``env`` is the complete environment of the engine. ``gpus`` are the lock keys of the GPUs it
-    uses. Raises ``LaunchError`` when the command cannot be started at all.
+    ``env`` is the complete environment of the engine (its ``TMPDIR`` is replaced by a private
+    directory inside it). ``gpus`` are the lock keys of the GPUs it uses; the wait for them counts
+    against ``timeout_s`` (and ``lock_timeout_s`` when given). ``kv_stop``: ``kill`` (hard stop at the
+    pool) or ``signal`` (graceful, like every other stop). Raises ``LaunchError`` when the command
+    cannot be started at all, its log file cannot be created, or the GPUs stay taken.
     """
     if stop_when not in ("kv", "ready"):
         raise ValueError(f"stop_when must be 'kv' or 'ready', not {stop_when!r}")
+    if kv_stop not in ("kill", "signal"):
+        raise ValueError(f"kv_stop must be 'kill' or 'signal', not {kv_stop!r}")
     if not argv:
         raise LaunchError("empty engine command")
-    with gpu_locks(gpus, lock_dir, lock_timeout_s):
+    wait = timeout_s if lock_timeout_s is None else min(lock_timeout_s, timeout_s)
+    held = acquire(gpus, lock_dir, wait, on_wait)
+    try:
         w: Watcher = watcher if watcher is not None else LogWatcher(engine, expected_engines, ranks_per_engine)
         run = _Launch(tuple(str(a) for a in argv), dict(env), w,
-                      timeout_s=timeout_s, log_path=log_path, grace_s=grace_s, stop_when=stop_when,
-                      linger_s=linger_s, tail_lines=tail_lines, max_log_bytes=max_log_bytes,
-                      max_line_bytes=max_line_bytes, scan_interval_s=scan_interval_s, stop_signal=stop_signal)
+                      timeout_s=max(timeout_s - held.waited_s, 1.0), log_path=log_path,
+                      grace_s=adapted_grace(grace_s), stop_when=stop_when, linger_s=linger_s,
+                      tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
+                      scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held)
         return run.run()
+    finally:
+        held.release()
 
 
 class _Launch:
     def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: Watcher, *, timeout_s: float,
                  log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
-                 max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int):
+                 max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int,
+                 kv_stop: str, locks: HeldLocks):
         self.argv = argv
         self.env = env
         self.watcher = watcher
@@ -218,27 +373,130 @@ class _Launch:
         self.max_line_bytes = max_line_bytes
         self.scan_interval_s = scan_interval_s
         self.stop_signal = stop_signal
+        self.kv_stop = kv_stop
+        self.locks = locks
         self.feeding = True
-        self.log_file: IO[bytes] | None = None
+        self.log_fd = -1
         self.log_bytes = 0
         self.log_truncated = False
         self.pending = b""
         self.eof = False
         self.fd = -1
         self.selector: selectors.BaseSelector | None = None
+        # the watchdog and what it told us
+        self.dog: subprocess.Popen[bytes] | None = None
+        self.ctl = -1
+        self.status_fd = -1
+        self.status_buf = b""
+        self.engine_pid = -1
+        self.in_cgroup = False
+        self.spawn_error: tuple[int, str] | None = None
+        self.exit_code: int | None = None
+        self.exited = False
+        self.empty = False
+        self.final: dict[str, Any] | None = None
+        self.tmpdir = ""
+        self.cgroup = ""
+        self.shm_sent: set[str] = set()
+        # interrupts (set from the signal handler)
+        self.interrupted: int | None = None
+        self.escalate = False
+
+    # -- the watchdog ------------------------------------------------------------------------------
+    def _send(self, line: str) -> None:
+        if self.ctl >= 0:
+            try:
+                os.write(self.ctl, (line + "\n").encode())
+            except OSError:  # the watchdog is gone: its end of the story is in the status pipe
+                pass
+
+    def _close_ctl(self) -> None:
+        if self.ctl >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.ctl)
+            self.ctl = -1
+
+    def _status(self) -> None:
+        """Read what the watchdog reported (non-blocking)."""
+        while self.status_fd >= 0:
+            try:
+                chunk = os.read(self.status_fd, 4096)
+            except BlockingIOError:
+                return
+            except InterruptedError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if self.selector is not None:
+                    with contextlib.suppress(KeyError, ValueError):
+                        self.selector.unregister(self.status_fd)
+                os.close(self.status_fd)
+                self.status_fd = -1
+                return
+            self.status_buf += chunk
+            *lines, self.status_buf = self.status_buf.split(b"\n")
+            for raw in lines:
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    continue
+                if "spawned" in msg:
+                    self.engine_pid = int(msg["spawned"])
+                    self.in_cgroup = bool(msg.get("cgroup"))
+                elif "spawn_error" in msg:
+                    self.spawn_error = (int(msg["spawn_error"]), str(msg.get("message", "")))
+                elif "exit" in msg:
+                    self.exit_code = msg["exit"]
+                    self.exited = True
+                elif "empty" in msg:
+                    self.empty = True
+                elif "final" in msg:
+                    self.final = msg
+
+    def _dog_gone(self) -> bool:
+        return self.dog is None or self.dog.poll() is not None
+
+    def interrupt(self, signum: int, escalate: bool) -> None:
+        """From the signal handler (main thread, between two bytecodes of whatever ran)."""
+        if self.interrupted is None:
+            self.interrupted = signum
+        if escalate:
+            self.escalate = True
+            self._send("kill second interrupt")
+
+    def abort(self) -> None:
+        """At exit: let the watchdog kill and clean the tree, and wait for it (no pipe reading)."""
+        self.escalate = True
+        self._send("kill exit")
+        self._close_ctl()
+        if self.dog is not None:
+            with contextlib.suppress(Exception):
+                self.dog.wait(_FINAL_WAIT_S)
 
     # -- output ----------------------------------------------------------------------------------
     def _write_log(self, chunk: bytes) -> None:
-        if self.log_file is None or self.log_truncated:
+        if self.log_fd < 0 or self.log_truncated:
             return
         room = self.max_log_bytes - self.log_bytes
         if len(chunk) > room:
-            self.log_file.write(chunk[:max(room, 0)])
-            self.log_file.write(b"\n[gpulayout: log truncated here: it passed the size cap]\n")
+            self._write_all(chunk[:max(room, 0)] + b"\n[gpulayout: log truncated here: it passed the size cap]\n")
             self.log_truncated = True
         else:
-            self.log_file.write(chunk)
+            self._write_all(chunk)
         self.log_bytes += len(chunk)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.log_fd, view)
+            except InterruptedError:
+                continue
+            except OSError:  # disk full: the launch goes on, the log stops
+                self.log_truncated = True
+                return
+            view = view[n:]
 
     def _line(self, raw: bytes) -> None:
         if not self.feeding:
@@ -248,11 +506,14 @@ class _Launch:
         self.tail.append(clean(text))
 
     def _pump(self, wait_s: float) -> None:
-        """Read what the engine printed (waiting up to ``wait_s``), write it, feed it line by line."""
-        if self.eof or self.selector is None:
+        """Read what the engine printed and the watchdog said (waiting up to ``wait_s``)."""
+        if self.selector is None or not self.selector.get_map():
             time.sleep(wait_s)
             return
-        if not self.selector.select(timeout=wait_s):
+        events = self.selector.select(timeout=wait_s)
+        if any(key.fd == self.status_fd for key, _ in events):
+            self._status()
+        if self.eof or not any(key.fd == self.fd for key, _ in events):
             return
         for _ in range(64):  # drain what is there, but come back to the clock regularly
             try:
@@ -281,70 +542,217 @@ class _Launch:
                 self.pending = self.pending[self.max_line_bytes:]
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    def run(self) -> LaunchResult:
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self.log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in finally
-        _install_handlers()
-        t0 = time.monotonic()
-        started_at = time.time()
+    def _open_log(self) -> None:
+        if self.log_path is None:
+            return
         try:
-            proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
-                                    close_fds=True)
-        except FileNotFoundError:
-            self._close_log()
-            raise LaunchError(f"cannot start the engine: {self.argv[0]!r} was not found") from None
-        except PermissionError:
-            self._close_log()
-            raise LaunchError(f"cannot start the engine: {self.argv[0]!r} is not executable") from None
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                  | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise LaunchError(f"log file {self.log_path} already exists (a file or a link planted there?): "
+                              f"refusing to overwrite it or follow it; choose another log directory") from None
         except OSError as err:
-            self._close_log()
-            raise LaunchError(f"cannot start the engine {self.argv[0]!r}: {err.strerror or err}") from None
-        tree = ProcessTree(proc.pid)
-        _ACTIVE[proc.pid] = tree
-        assert proc.stdout is not None
-        self.fd = proc.stdout.fileno()
+            raise LaunchError(f"cannot create the log file {self.log_path}: {err.strerror or err}") from None
+
+    def _close_log(self, remove: bool = False) -> None:
+        if self.log_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.log_fd)
+            self.log_fd = -1
+            if remove and self.log_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.log_path)
+
+    def _private_tmp(self) -> None:
+        """A fresh 0700 ``TMPDIR`` for the engine, inside the one it would have used when that is short
+        enough: vLLM binds ZMQ IPC sockets at ``$TMPDIR/<uuid4>`` (``vllm/utils/network_utils.py``
+        ``get_open_zmq_ipc_path``), and a Unix socket path has at most 107 bytes."""
+        base = self.env.get("TMPDIR") or tempfile.gettempdir()
+        candidates = [base] if len(base) + _TMP_NAME_LEN + 37 <= _SOCKET_PATH_MAX else []
+        candidates += [tempfile.gettempdir(), "/tmp"]
+        for where in candidates:
+            try:
+                self.tmpdir = tempfile.mkdtemp(prefix="gpulayout-", dir=where)
+                break
+            except OSError:
+                continue
+        else:
+            raise LaunchError(f"cannot create a temporary directory for the engine in {base}")
+        self.env["TMPDIR"] = self.tmpdir
+
+    def _start(self) -> None:
+        """Start the watchdog, which starts the engine; raise ``LaunchError`` if the engine cannot start."""
+        self._private_tmp()
+        self.cgroup = make_cgroup()
+        ctl_r, self.ctl = os.pipe()
+        self.status_fd, st_w = os.pipe()
+        keep = ",".join(str(fd) for fd in self.locks.fds)
+        cmd = [sys.executable, "-I", "-S", WATCHDOG, "--control", str(ctl_r), "--status", str(st_w),
+               "--cgroup", self.cgroup, "--tmpdir", self.tmpdir, "--keep", keep, "--", *self.argv]
+        try:
+            self.dog = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
+                                        pass_fds=(ctl_r, st_w, *self.locks.fds))
+        except OSError as err:
+            self._cleanup_self()
+            raise LaunchError(f"cannot start the engine's watchdog ({sys.executable}): {err.strerror or err}") \
+                from None
+        finally:
+            os.close(ctl_r)
+            os.close(st_w)
+        assert self.dog.stdout is not None
+        self.fd = self.dog.stdout.fileno()
         os.set_blocking(self.fd, False)
+        os.set_blocking(self.status_fd, False)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.fd, selectors.EVENT_READ)
+        self.selector.register(self.status_fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + _SPAWN_WAIT_S
+        while self.engine_pid < 0 and self.spawn_error is None and time.monotonic() < deadline:
+            if self.status_fd < 0:
+                break
+            ready = self.selector.select(timeout=0.05)
+            if any(key.fd == self.status_fd for key, _ in ready):
+                self._status()
+        if self.engine_pid > 0:
+            return
+        # the engine could not be started: let the watchdog clean up, and say why
+        self._finish_dog()
+        self._close_pipes()
+        self._cleanup_self()
+        name = self.argv[0]
+        if self.spawn_error is None:
+            raise LaunchError(f"cannot start the engine {name!r}: its watchdog did not report (exit code "
+                              f"{self.dog.returncode})")
+        code, message = self.spawn_error
+        if code == errno.ENOENT:
+            raise LaunchError(f"cannot start the engine: {name!r} was not found")
+        if code in (errno.EACCES, errno.EPERM, errno.ENOEXEC):
+            raise LaunchError(f"cannot start the engine: {name!r} is not executable")
+        raise LaunchError(f"cannot start the engine {name!r}: {message}")
+
+    def _cleanup_self(self) -> None:
+        """What we made ourselves, when no watchdog took it over (or it died)."""
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        _remove_cgroup(self.cgroup)
+        self._close_ctl()
+
+    def _close_pipes(self) -> None:
+        if self.selector is not None:
+            self.selector.close()
+            self.selector = None
+        if self.dog is not None and self.dog.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.dog.stdout.close()
+        if self.status_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.status_fd)
+            self.status_fd = -1
+
+    def _finish_dog(self, why: str = "done") -> None:
+        """Ask the watchdog to kill and clean what is left, read its report, wait for it to exit."""
+        self._send(f"kill {why}")
+        self._close_ctl()
+        deadline = time.monotonic() + _FINAL_WAIT_S
+        while self.final is None and self.status_fd >= 0 and time.monotonic() < deadline:
+            self._pump(0.05)
+        if self.dog is not None:
+            try:
+                self.dog.wait(max(deadline - time.monotonic(), 1.0))
+            except subprocess.TimeoutExpired:
+                self.dog.kill()
+                self.dog.wait()
+
+    def run(self) -> LaunchResult:
+        _install_handlers()
+        self._open_log()
+        t0 = time.monotonic()
+        started_at = time.time()
+        _ACTIVE[id(self)] = self  # from here on a signal stops this launch (and is redelivered after)
+        try:
+            try:
+                self._start()
+            except BaseException:
+                self._close_log(remove=True)  # no log for a command that never ran
+                raise
+            return self._run(t0, started_at)
+        finally:
+            _ACTIVE.pop(id(self), None)
+            if self.interrupted is not None:
+                _redeliver()
+
+    def _run(self, t0: float, started_at: float) -> LaunchResult:
+        assert self.dog is not None
+        tree = ProcessTree(self.dog.pid)
         stopped_by: StopReason = "timeout"
         kv_at: float | None = None
-        interrupted = False
+        stop_at = time.monotonic()
+        hard = True  # an unexpected exception ends in the hard stop
+        note: str | None = None
+        escalated = False
+        grace_used: float | None = None
         try:
-            stopped_by, kv_at = self._watch(proc, tree, t0)
+            stopped_by, kv_at = self._watch(tree, t0)
+            self.feeding = False  # what it prints while it stops is not part of its startup
             stop_at = time.monotonic()
-        except BaseException:
-            interrupted = True
-            raise
+            hard = stopped_by == "kv" and self.kv_stop == "kill"
+            if not hard:
+                grace_used = self.grace_s
+                escalated, note = self._graceful(tree)
         finally:
             self.feeding = False
-            leftovers = self._stop(proc, tree, min(self.grace_s, 2.0) if interrupted else self.grace_s)
-            _ACTIVE.pop(proc.pid, None)
+            self._finish_dog("kv" if hard else "stopped")
+            leftovers = self._verify(tree)
             ended_at = time.time()
-            if self.selector is not None:
-                self.selector.close()
-            with contextlib.suppress(OSError):
-                proc.stdout.close()
+            t_end = time.monotonic()
+            self._close_pipes()
+            self._log_end(stopped_by, hard, escalated, t_end - stop_at, leftovers)
             self._close_log()
+        final = self.final or {}
         return LaunchResult(
-            argv=self.argv, pid=proc.pid, returncode=proc.returncode,
+            argv=self.argv, pid=self.engine_pid, returncode=self.exit_code if self.exited else -signal.SIGKILL,
             seconds_to_kv=None if kv_at is None else round(kv_at - t0, 3),
-            seconds_total=round(time.monotonic() - t0, 3), log=self.watcher.result(), log_path=self.log_path,
+            seconds_total=round(t_end - t0, 3), log=self.watcher.result(), log_path=self.log_path,
             tail=tuple(self.tail), timed_out=stopped_by == "timeout", leftover_pids=tuple(leftovers),
             stopped_by=stopped_by, started_at=started_at, ended_at=ended_at, lines=self.watcher.lines,
             log_truncated=self.log_truncated, seconds_to_stop=round(stop_at - t0, 3),
+            stop="kill" if hard else "signal", escalated=escalated, stop_note=note, grace_s=grace_used,
+            cleaned=tuple(final.get("cleaned", ())), containment="cgroup" if self.in_cgroup else "subreaper",
+            lock_wait_s=round(self.locks.waited_s, 3),
         )
 
-    def _close_log(self) -> None:
-        if self.log_file is not None:
-            with contextlib.suppress(OSError):
-                self.log_file.close()
-            self.log_file = None
+    def _log_end(self, stopped_by: str, hard: bool, escalated: bool, teardown_s: float, leftovers: list[int]) -> None:
+        """One closing line, so a reader of the log knows it is complete and how the launch ended."""
+        if self.log_fd < 0:
+            return
+        why = stopped_by
+        if self.interrupted is not None:
+            why = f"interrupt (signal {_signal_name(self.interrupted)} to the launcher)"
+        how = "SIGKILL at once (verdict known)" if hard else (
+            f"{_signal_name(self.stop_signal)}, grace {self.grace_s:g} s"
+            + (", then SIGKILL" if escalated else ""))
+        cleaned = len((self.final or {}).get("cleaned", ()))
+        left = f"; LEFT RUNNING: {leftovers}" if leftovers else ""
+        self._write_all(f"[gpulayout: launch ended: {why}; stop: {how}; tree gone {teardown_s:.1f} s later; "
+                        f"cleaned {cleaned} item(s){left}]\n".encode())
 
-    def _watch(self, proc: subprocess.Popen[bytes], tree: ProcessTree, t0: float) -> tuple[StopReason, float | None]:
+    def _scan(self, tree: ProcessTree, maps: bool) -> None:
+        tree.scan()
+        if not maps:
+            return
+        for pid in tree.alive():
+            if self.dog is not None and pid == self.dog.pid:
+                continue
+            for name in shm_names(pid) - self.shm_sent:
+                self.shm_sent.add(name)
+                self._send(f"shm {name}")
+
+    def _watch(self, tree: ProcessTree, t0: float) -> tuple[StopReason, float | None]:
         deadline = t0 + self.timeout_s
         next_scan = 0.0
+        next_maps = time.monotonic() + 0.5
         reason: StopReason | None = None
         linger_until = 0.0
         kv_at: float | None = None
@@ -352,12 +760,17 @@ class _Launch:
         while True:
             now = time.monotonic()
             if now >= next_scan:
-                tree.scan()
+                maps = now >= next_maps
+                self._scan(tree, maps)
                 next_scan = now + self.scan_interval_s
+                if maps:
+                    next_maps = now + _MAPS_INTERVAL_S
             self._pump(0.05 if reason is None else min(0.05, max(linger_until - now, 0.0)))
             now = time.monotonic()
             if kv_at is None and w.kv_complete:
                 kv_at = now
+            if self.interrupted is not None:
+                return "interrupt", kv_at
             if reason is None:
                 if w.failed:
                     reason, linger_until = "error", now + self.linger_s
@@ -365,46 +778,61 @@ class _Launch:
                     reason, linger_until = "kv", now + self.linger_s   # concurrency line, late ranks
                 elif self.stop_when == "ready" and w.ready:
                     reason, linger_until = "ready", now
-                elif proc.poll() is not None:
+                elif self.exited or self._dog_gone():
                     reason, linger_until = "exit", now + 0.3           # what it printed last
                 elif now >= deadline:
                     reason, linger_until = "timeout", now
             if reason is not None:
-                if now >= linger_until or (self.eof and proc.poll() is not None):
+                if now >= linger_until or (self.eof and (self.exited or self._dog_gone())):
                     if w.failed:
                         reason = "error"  # also when it failed right after reporting its pool
                     elif reason == "exit" and w.kv_complete:
                         reason = "kv"
                     return reason, kv_at
 
-    def _stop(self, proc: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float) -> list[int]:
-        """Signal the tree, keep draining its output for ``grace_s``, SIGKILL what is left, verify."""
-        try:
-            tree.scan()
-            if proc.poll() is None or tree.alive():
-                tree.signal(self.stop_signal)
-                self._wait_gone(proc, tree, grace_s)
-            if tree.alive():
-                tree.signal(signal.SIGKILL)
-                self._wait_gone(proc, tree, 5.0)
-        except KeyboardInterrupt:  # a second Ctrl-C while stopping: no more grace
-            tree.signal(signal.SIGKILL)
-            self._wait_gone(proc, tree, 2.0)
-            raise
-        finally:
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=1.0)
-        return tree.alive()
-
-    def _wait_gone(self, proc: subprocess.Popen[bytes], tree: ProcessTree, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
+    def _graceful(self, tree: ProcessTree) -> tuple[bool, str | None]:
+        """``stop_signal`` to the whole tree, up to the grace for it to be gone; (escalated, why)."""
+        self._status()
+        if self.empty or self._dog_gone():
+            return False, None
+        t = time.monotonic()
+        self._send(f"signal {self.stop_signal}")
+        deadline = t + self.grace_s
         next_scan = 0.0
-        while time.monotonic() < deadline:
-            self._pump(0.05)  # an engine blocked on a full pipe would never finish shutting down
-            proc.poll()
-            now = time.monotonic()
-            if now >= next_scan:
-                table = tree.scan()
-                if proc.returncode is not None and not tree.alive(table):
-                    return
-                next_scan = now + 0.1
+        while not self.empty and not self.escalate and time.monotonic() < deadline and not self._dog_gone():
+            self._pump(0.05)
+            if time.monotonic() >= next_scan:  # late shm names (workers map segments while they shut down)
+                self._scan(tree, maps=True)
+                next_scan = time.monotonic() + _MAPS_INTERVAL_S
+        took = time.monotonic() - t
+        if self.empty:
+            _MEASURED_STOPS.append(took)
+            return False, None
+        _MEASURED_STOPS.append(2 * self.grace_s)  # it took longer than the grace: back off
+        if self.escalate:
+            return True, (f"a second interrupt cut the stop short after {took:.1f} s: the engine was "
+                          f"SIGKILLed")
+        return True, (f"the engine did not stop within its {self.grace_s:g} s grace after "
+                      f"{_signal_name(self.stop_signal)}: it was SIGKILLed (raise grace_s; the next "
+                      f"launch in this run waits {adapted_grace(self.grace_s):g} s)")
+
+    def _verify(self, tree: ProcessTree) -> list[int]:
+        """What is still alive of the tree. Where the watchdog could not finish, do its work ourselves."""
+        dog_pid = self.dog.pid if self.dog is not None else -1
+        final = self.final
+        if final is None:  # the watchdog died before its report (killed from outside): fall back
+            if self.cgroup:
+                with contextlib.suppress(OSError):
+                    Path(self.cgroup, "cgroup.kill").write_text("1")
+            tree.scan()
+            for _ in range(3):
+                tree.signal(signal.SIGKILL)
+                time.sleep(0.1)
+            if not [p for p in tree.alive() if p != dog_pid] and not (self.cgroup and cgroup_procs(self.cgroup)):
+                for name in self.shm_sent:
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join("/dev/shm", name))
+                self._cleanup_self()
+        alive = set(final.get("leftover", ()) if final else ())
+        alive.update(p for p in tree.alive() if p != dog_pid)
+        return sorted(p for p in alive if pid_alive(p))

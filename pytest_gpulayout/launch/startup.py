@@ -181,6 +181,10 @@ def gpu_plan(dep: Deployment, machine: Machine | None = None,
     Indices are CUDA indices as this process sees them, so when our own ``CUDA_VISIBLE_DEVICES`` is
     set they are mapped through it. vLLM parses every entry with ``int()``, so vLLM gets indices
     (a UUID in the manifest is resolved through the machine); SGLang is given indices too.
+
+    The lock key names the physical card: its NVML UUID when the machine was probed live, else the
+    CUDA index it runs on (``index-N``). Two manifests that describe GPU 0 with different presets or
+    snapshots (and so different made-up UUIDs) still take the same lock.
     """
     if machine is not None:
         from pytest_gpulayout.placement import PlacementError, resolve_gpus
@@ -209,8 +213,8 @@ def gpu_plan(dep: Deployment, machine: Machine | None = None,
                 entry = parent[ref]
             else:
                 entry = str(ref)
-            if machine is not None:
-                with_uuid = [g.uuid for g in machine.gpus if g.index == ref and g.uuid]
+            if machine is not None and machine.source == "nvml":  # a snapshot's or preset's UUIDs name
+                with_uuid = [g.uuid for g in machine.gpus if g.index == ref and g.uuid]  # no real card
                 uuid = with_uuid[0] if with_uuid else ""
         visible.append(entry)
         keys.append(uuid or f"index-{entry}")
@@ -400,6 +404,8 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
         ratio=ratio, log_path=str(result.log_path) if result.log_path else None,
         stopped_by=result.stopped_by, returncode=result.returncode,
         leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
+        stop=result.stop, escalated=result.escalated, stop_note=result.stop_note,
+        cleaned=tuple(result.cleaned), containment=result.containment,
     )
     where = f" Log: {result.log_path}." if result.log_path else ""
     tail = _tail_text(result.tail)
@@ -461,6 +467,10 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
         problems.append(leftover.strip())
     if problems:
         return failed(CHECK, f"{said}; " + "; ".join(problems) + f".{where}", data)
+    if result.escalated:  # the pool is right, but the engine did not stop the way it was asked to
+        cleaned = (f" Cleaned up after it: {', '.join(result.cleaned)}." if result.cleaned else "")
+        return warned(CHECK, f"{said}, but {result.stop_note or 'its stop needed SIGKILL'}.{cleaned}{where}",
+                      data)
     if log.error_kind is not None:
         fix = _FIXES.get(log.error_kind, "see the engine's log")
         return warned(CHECK, f"{said}, but it warned ({log.error_kind}): {log.error_line}. {fix}.{where}",

@@ -13,6 +13,14 @@ Modes (``--fake-mode``, comma separated):
   fork           start a child in the group and one that calls setsid() (leaves the group) with a
                  grandchild; all ignore SIGTERM and sleep
   flood          print ``--fake-flood-mb`` MB of noise as fast as possible before the replay
+  daemon         double-fork a daemon that calls setsid() in between and ignores SIGTERM/SIGINT; the
+                 middle process exits at once, so the daemon is an orphan no tree walk sees being born
+  shm            create and map ``/dev/shm/psm_fake_<pid>`` and ``sem.mp-fake-<pid>`` (like vLLM's
+                 multiprocessing resource tracker); only a graceful stop unlinks them (names in
+                 ``<pid-dir>/shm.json``)
+  slow-stop      on the stop signal, take ``--fake-stop-s`` seconds to shut down (printing as it goes)
+  default-signals  install no handler: SIGINT is Python's KeyboardInterrupt (and stays ignored when
+                 the engine inherited it ignored), SIGTERM kills; like vLLM's API server before uvicorn
 Every process writes ``<pid-dir>/<role>-<pid>.pid`` ("pid pgid sid") so tests can check that all of
 them are gone.
 """
@@ -83,9 +91,40 @@ def _fork_children(pid_dir: str) -> None:
         _sleeper(pid_dir, "escaped")
 
 
+def _daemonize(pid_dir: str) -> None:
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _sleeper(pid_dir, "daemon")
+        os._exit(0)
+    os.waitpid(middle, 0)
+
+
+def _make_shm(pid_dir: str) -> list[str]:
+    import mmap
+
+    names = [f"psm_fake_{os.getpid()}", f"sem.mp-fake-{os.getpid()}"]
+    keep = []
+    for name in names:
+        fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.ftruncate(fd, 1 << 20)
+        keep.append(mmap.mmap(fd, 1 << 20))
+        os.close(fd)
+    _SHM_KEEP.extend(keep)
+    if pid_dir:
+        with open(os.path.join(pid_dir, "shm.json"), "w") as f:
+            json.dump(names, f)
+    return names
+
+
+_SHM_KEEP: list[object] = []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
-    for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb"):
+    for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb", "stop-s"):
         parser.add_argument(f"--fake-{name}", dest=name.replace("-", "_"))
     ns, rest = parser.parse_known_args()
     log = _opt(ns, "log", "")
@@ -95,6 +134,7 @@ def main() -> None:
     pid_dir = _opt(ns, "pid_dir", "")
     exit_code = int(_opt(ns, "exit_code", "1"))
     flood_mb = float(_opt(ns, "flood_mb", "0"))
+    stop_s = float(_opt(ns, "stop_s", "0"))
 
     _pidfile(pid_dir, "main")
     if pid_dir:
@@ -109,18 +149,41 @@ def main() -> None:
         first_kv = next((i for i, ln in enumerate(startup) if KV_RE.search(ln)), len(startup))
         startup, shutdown = startup[:first_kv], []
 
-    def on_term(signum: int, frame: object) -> None:
-        print(f"fake engine: stopping on signal {signum}")
+    shm = _make_shm(pid_dir) if "shm" in modes else []
+
+    def shut_down(why: str) -> None:
+        print(f"fake engine: {why}", flush=True)
+        if "slow-stop" in modes:
+            steps = max(1, int(stop_s / 0.1))
+            for i in range(steps):
+                time.sleep(stop_s / steps)
+                print(f"fake engine: shutting down ({i + 1}/{steps})", flush=True)
         for ln in shutdown:
             print(ln)
+        for name in shm:  # what the resource tracker does at a clean exit
+            os.unlink(f"/dev/shm/{name}")
+        print("fake engine: stopped", flush=True)
         sys.stdout.flush()
         os._exit(0)
 
-    for sig in (signal.SIGTERM, signal.SIGINT):  # like a server: both mean "shut down"
-        signal.signal(sig, signal.SIG_IGN if "ignore-term" in modes else on_term)
+    def on_term(signum: int, frame: object) -> None:
+        shut_down(f"stopping on signal {signum}")
+
+    if "default-signals" not in modes:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # like a server: both mean "shut down"
+            signal.signal(sig, signal.SIG_IGN if "ignore-term" in modes else on_term)
     if "fork" in modes:
         _fork_children(pid_dir)
+    if "daemon" in modes:
+        _daemonize(pid_dir)
+    try:
+        _serve(modes, startup, flood_mb, scale, max_gap, exit_code)
+    except KeyboardInterrupt:
+        shut_down("KeyboardInterrupt")
 
+
+def _serve(modes: set[str], startup: list[str], flood_mb: float, scale: float, max_gap: float,
+           exit_code: int) -> None:
     out = sys.stdout
     if "flood" in modes:
         noise = ("INFO 01-01 00:00:00 [flood.py:1] " + "x" * 100 + "\n") * 1000

@@ -1,0 +1,348 @@
+"""The engine's keeper: a small process in the engine's session that owns its whole tree.
+
+The launcher does not start the engine itself. It starts this watchdog (``python -I -S watchdog.py``,
+standard library only, so it starts in milliseconds and imports nothing of the engine's environment),
+and the watchdog starts the engine. Why a process of its own:
+
+- **Every descendant comes back to it.** It sets ``PR_SET_CHILD_SUBREAPER`` (Linux ``prctl``), so a
+  worker that double-forks and calls ``setsid()`` is reparented to the watchdog, not to PID 1: the
+  descendants of the watchdog are exactly the engine's tree, and "no child left" (``ECHILD``) means
+  the tree is gone. Where the host allows it, the engine also runs in a cgroup v2 of its own
+  (``cgroup.kill`` ends it in one write; ``cgroup.procs`` lists it without a walk).
+- **A killed launcher still leaves nothing.** The launcher holds the write end of the control pipe.
+  When it closes (a normal end, a crash, SIGKILL by the OOM killer or a CI timeout), the watchdog
+  stops the tree, cleans up after it and exits. The GPU lock files are passed to it too, so the lock
+  is held until the tree is really gone and the next launch cannot start beside an orphan.
+- **What the tree made is removed.** Before the final SIGKILL the tree is frozen (SIGSTOP) and the
+  ``/dev/shm`` names each process maps or holds open are read from ``/proc/<pid>/maps`` and
+  ``/proc/<pid>/fd``; once the tree is gone they are unlinked (vLLM's multiprocessing resource
+  tracker, which would unlink its ``psm_*`` segments and ``sem.mp-*`` semaphores, dies with the
+  tree). The launch's private ``TMPDIR`` (vLLM puts its ZMQ IPC sockets and ``vllm_dist_*`` files
+  there: ``vllm/utils/network_utils.py get_open_zmq_ipc_path``, ``vllm/v1/executor``) is removed.
+- **The engine starts clean.** SIGINT, SIGTERM, SIGHUP and SIGPIPE at their defaults and no signal
+  blocked, whatever the launcher inherited (a job started with ``&`` ignores SIGINT, and vLLM's
+  API server would then ignore the Ctrl-C it is stopped with); stdin is ``/dev/null``.
+
+Protocol. Control pipe (launcher to watchdog), one command per line: ``signal N`` (send N to the
+whole tree), ``shm NAME`` (a ``/dev/shm`` name the launcher saw mapped), ``kill`` (stop hard, clean,
+report, exit; end of file means the same). Status pipe (watchdog to launcher), one JSON object per
+line: ``{"spawned": pid, "cgroup": bool}`` or ``{"spawn_error": errno, "message": ...}``, then
+``{"exit": returncode}`` when the engine's main process ends, ``{"empty": true}`` when the whole
+tree is gone, and last ``{"final": ..., "killed": [...], "cleaned": [...], "leftover": [...]}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+
+PR_SET_CHILD_SUBREAPER = 36
+SHM_DIR = "/dev/shm"
+KILL_WAIT_S = 10.0
+
+
+# ------------------------------------------------------------------------------------------------
+# /proc helpers (also used by the launcher, which imports this module)
+# ------------------------------------------------------------------------------------------------
+def set_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux >= 3.4); False elsewhere."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(ppid, state) of ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return int(fields[1]), fields[0].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(root: int) -> list[int]:
+    """Live descendants of ``root`` (not ``root`` itself), read from ``/proc`` in one pass."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        st = _stat(int(name))
+        if st is not None and st[1] not in ("Z", "X", "x"):
+            children.setdefault(st[0], []).append(int(name))
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            out.append(c)
+            stack.append(c)
+    return sorted(out)
+
+
+def shm_names(pid: int) -> set[str]:
+    """Names under ``/dev/shm`` that ``pid`` maps or holds open (POSIX shm segments, named semaphores)."""
+    names: set[str] = set()
+    prefix = SHM_DIR + "/"
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                i = line.find(b" /dev/shm/")
+                if i >= 0:
+                    path = line[i + 1:].rstrip(b"\n").decode("utf-8", "replace")
+                    path = path.removesuffix(" (deleted)")
+                    if path.startswith(prefix) and "/" not in path[len(prefix):]:
+                        names.add(path[len(prefix):])
+    except OSError:
+        pass
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        fds = []
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix) and not target.endswith(" (deleted)") and "/" not in target[len(prefix):]:
+            names.add(target[len(prefix):])
+    return names
+
+
+def cgroup_procs(path: str) -> list[int]:
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+# ------------------------------------------------------------------------------------------------
+# The watchdog
+# ------------------------------------------------------------------------------------------------
+class Watchdog:
+    def __init__(self, control: int, status: int, cgroup: str, tmpdir: str, keep: list[int]):
+        self.control = control
+        self.status = status
+        self.cgroup = cgroup
+        self.tmpdir = tmpdir
+        self.keep = keep
+        self.engine = -1
+        self.exit_reported = False
+        self.empty_reported = False
+        self.shm: set[str] = set()
+        self.buf = b""
+        self.stop_requested = ""
+
+    def send(self, **msg: object) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.status, (json.dumps(msg) + "\n").encode())
+
+    def tree(self) -> list[int]:
+        pids = set(descendants(os.getpid()))
+        if self.cgroup:
+            pids.update(cgroup_procs(self.cgroup))
+        pids.discard(os.getpid())
+        return sorted(pids)
+
+    def signal_tree(self, sig: int) -> list[int]:
+        if self.engine > 0:
+            with contextlib.suppress(OSError):
+                os.killpg(self.engine, sig)
+        pids = self.tree()
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        return pids
+
+    def reap(self) -> bool:
+        """Reap every exited child; True when no child is left (the tree is gone)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                if not self.empty_reported and self.engine > 0 and not (self.cgroup and cgroup_procs(self.cgroup)):
+                    self.send(empty=True)
+                    self.empty_reported = True
+                return True
+            if pid == 0:
+                return False
+            if pid == self.engine and not self.exit_reported:
+                self.send(exit=os.waitstatus_to_exitcode(status))
+                self.exit_reported = True
+
+    def spawn(self, argv: list[str]) -> bool:
+        cgroup = self.cgroup
+
+        def child_setup() -> None:  # runs in the engine's process between fork and exec (no threads here)
+            os.setpgid(0, 0)  # its own group: one killpg reaches it, and never the watchdog
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGQUIT):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            if cgroup:
+                try:
+                    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                        f.write("0")
+                except OSError:
+                    pass
+
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=1, stderr=subprocess.STDOUT,
+                                    close_fds=True, preexec_fn=child_setup)
+        except OSError as err:
+            self.send(spawn_error=err.errno or 0, message=err.strerror or str(err))
+            return False
+        self.engine = proc.pid
+        in_cgroup = bool(cgroup) and proc.pid in cgroup_procs(cgroup)
+        if not in_cgroup:
+            self.cgroup = ""
+        # only the engine's tree writes to the output pipe now, so its end of file is the tree's
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        self.send(spawned=proc.pid, cgroup=in_cgroup)
+        # Popen's own bookkeeping must not reap the engine behind our back
+        proc.returncode = 0
+        return True
+
+    def commands(self) -> bool:
+        """Read the control pipe; True when the launcher asked to finish (or is gone)."""
+        try:
+            data = os.read(self.control, 4096)
+        except InterruptedError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self.stop_requested = self.stop_requested or "launcher gone"
+            return True
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        done = False
+        for raw in lines:
+            word, _, arg = raw.decode("utf-8", "replace").partition(" ")
+            if word == "signal":
+                with contextlib.suppress(ValueError):
+                    self.signal_tree(int(arg))
+            elif word == "shm" and arg and "/" not in arg:
+                self.shm.add(arg)
+            elif word == "kill":
+                self.stop_requested = self.stop_requested or (arg or "asked")
+                done = True
+        return done
+
+    def loop(self) -> None:
+        while True:
+            if self.stop_requested:
+                return
+            try:
+                ready, _, _ = select.select([self.control], [], [], 0.05)
+            except InterruptedError:
+                ready = []
+            if ready and self.commands():
+                return
+            self.reap()
+
+    def finish(self) -> None:
+        """Freeze the tree, read what it maps, SIGKILL it, wait until it is gone, remove what it made."""
+        killed: list[int] = []
+        if not self.reap():
+            seen: set[int] = set()
+            for _ in range(20):  # until no new process appears between two looks
+                new = [p for p in self.tree() if p not in seen]
+                if not new:
+                    break
+                for pid in new:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGSTOP)
+                seen.update(new)
+            for pid in seen:
+                self.shm |= shm_names(pid)
+            if self.cgroup:
+                with contextlib.suppress(OSError), open(os.path.join(self.cgroup, "cgroup.kill"), "w") as f:
+                    f.write("1")
+            deadline = time.monotonic() + KILL_WAIT_S
+            while time.monotonic() < deadline:
+                pids = self.signal_tree(signal.SIGKILL)
+                killed.extend(p for p in pids if p not in killed)
+                if self.reap() and not pids:
+                    break
+                time.sleep(0.01)
+        leftover = self.tree()
+        cleaned: list[str] = []
+        if not leftover:
+            for name in sorted(self.shm):
+                path = os.path.join(SHM_DIR, name)
+                try:
+                    os.unlink(path)
+                    cleaned.append(path)
+                except OSError:
+                    pass
+            if self.tmpdir and os.path.isdir(self.tmpdir):
+                try:
+                    entries = len(os.listdir(self.tmpdir))
+                except OSError:
+                    entries = 0
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+                if entries:
+                    cleaned.append(f"{self.tmpdir} ({entries} entr{'y' if entries == 1 else 'ies'})")
+            if self.cgroup:
+                for _ in range(50):
+                    try:
+                        os.rmdir(self.cgroup)
+                        break
+                    except OSError as err:
+                        if err.errno != errno.EBUSY:
+                            break
+                        time.sleep(0.01)
+        self.send(final=self.stop_requested, killed=sorted(killed), cleaned=cleaned, leftover=leftover)
+        for fd in self.keep:  # the GPU locks: released only now that the tree is gone
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _fds(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(args: Iterable[str]) -> int:
+    argv = list(args)
+    opts: dict[str, str] = {}
+    while argv and argv[0] != "--":
+        key = argv.pop(0)
+        opts[key.lstrip("-")] = argv.pop(0) if argv else ""
+    engine = argv[1:]
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):  # a terminal's signals are the launcher's to act on
+        signal.signal(sig, signal.SIG_IGN)
+    dog = Watchdog(int(opts["control"]), int(opts["status"]), opts.get("cgroup", ""), opts.get("tmpdir", ""),
+                   _fds(opts.get("keep", "")))
+
+    def on_term(signum: int, frame: object) -> None:
+        dog.stop_requested = dog.stop_requested or f"watchdog got signal {signum}"
+
+    signal.signal(signal.SIGTERM, on_term)
+    set_subreaper()
+    if dog.spawn(engine):
+        dog.loop()
+    dog.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
