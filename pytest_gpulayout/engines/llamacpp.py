@@ -505,7 +505,7 @@ class LlamaCppEngine:
     pp_partition_env = ""
     server_module = ""
     flags = Flags(model="-m", tensor_parallel_size="", pipeline_parallel_size="", data_parallel_size="",
-                  max_model_len="--ctx-size", memory_fraction="", kv_cache_dtype="")
+                  max_model_len="", memory_fraction="", kv_cache_dtype="")  # own keys: manifest/llamacpp.py
 
     def default_command(self, version: Version | None, python: str) -> list[str]:
         return ["llama-server"]
