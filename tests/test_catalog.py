@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from pytest_gpulayout.machine.facts import GIB
-from pytest_gpulayout.memory.pool import weight_bytes_per_rank
+from pytest_gpulayout.memory.weights import weight_bytes_per_rank
 from pytest_gpulayout.model import catalog
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.weights import computed_weight_bytes, total_params

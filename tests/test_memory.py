@@ -9,17 +9,12 @@ import pytest
 
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu
-from pytest_gpulayout.memory.pool import (
-    MemoryUnknown,
-    default_memory_fraction,
-    kv_bytes_per_token_by_stage,
-    kv_bytes_per_token_per_rank,
-    kv_heads_per_rank,
-    pp_partition,
-    predict_pool,
-    weight_bytes_by_stage,
-    weight_bytes_per_rank,
-)
+from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_bytes_per_token_per_rank, kv_heads_per_rank
+from pytest_gpulayout.memory.pool import predict_pool
+from pytest_gpulayout.memory.reserves import default_memory_fraction
+from pytest_gpulayout.memory.stages import pp_partition
+from pytest_gpulayout.memory.weights import weight_bytes_by_stage, weight_bytes_per_rank
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import FULL, NO_KV
 from pytest_gpulayout.model.weights import computed_weight_bytes, model_weight_bytes

@@ -146,7 +146,8 @@ def memory_split(dep: Deployment, machine: Machine, model: ModelSpec,
     memory model asked again.
     """
     from pytest_gpulayout.errors import GpuLayoutError
-    from pytest_gpulayout.memory.pool import MemoryUnknown, predict_replicas
+    from pytest_gpulayout.memory.common import MemoryUnknown
+    from pytest_gpulayout.memory.pool import predict_replicas
     from pytest_gpulayout.placement import PlacementError, place
 
     kv_facts = facts_of((findings or {}).get("kv_pool"), KvPoolFacts)

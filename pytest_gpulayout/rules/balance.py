@@ -160,7 +160,8 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
 
 def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec,
               host: Host) -> tuple[Status, str, dict[str, Any]] | None:
-    from pytest_gpulayout.memory.pool import MemoryUnknown, predict_replicas
+    from pytest_gpulayout.memory.common import MemoryUnknown
+    from pytest_gpulayout.memory.pool import predict_replicas
 
     try:
         preds = predict_replicas(dep, machine, model, host)
@@ -203,7 +204,7 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
         if dep.engine == "sglang":
             parts.append((st, msg))
     if dep.engine == "vllm":
-        from pytest_gpulayout.memory.pool import default_memory_fraction
+        from pytest_gpulayout.memory.reserves import default_memory_fraction
 
         version, vsource = resolve_version("vllm", dep.engine_version, host)
         if dep.memory_fraction is not None:

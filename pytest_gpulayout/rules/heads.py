@@ -138,7 +138,7 @@ def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
 
 
 def pp_split(model: ModelSpec, dep: Deployment) -> tuple[int, ...]:
-    from pytest_gpulayout.memory.pool import pp_partition
+    from pytest_gpulayout.memory.stages import pp_partition
 
     return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine))
 

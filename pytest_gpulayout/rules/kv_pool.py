@@ -30,7 +30,8 @@ from pytest_gpulayout.findings import (
 )
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
-from pytest_gpulayout.memory.pool import MemoryUnknown, PoolPrediction, predict_replicas
+from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError
 
@@ -146,7 +147,8 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
 
 
 def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> Finding:
-    from pytest_gpulayout.memory.pool import kv_bytes_per_token_per_rank, weight_bytes_per_rank
+    from pytest_gpulayout.memory.kv import kv_bytes_per_token_per_rank
+    from pytest_gpulayout.memory.weights import weight_bytes_per_rank
 
     knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,

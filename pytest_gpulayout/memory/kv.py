@@ -1,0 +1,114 @@
+"""KV cache bytes per token per rank: KV heads per rank, MLA latents, KV cache dtypes, PP stages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from packaging.version import Version
+
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.memory.stages import stage_ranges
+from pytest_gpulayout.model.spec import NO_KV, ModelSpec
+
+#: Bytes per KV element for explicit ``kv_cache_dtype`` values (vLLM ``STR_DTYPE_TO_TORCH_DTYPE``
+#: maps every fp8 flavour to uint8; ``mxfp8`` adds one scale byte per 32, ``nvfp4`` an fp8 scale per 16).
+KV_DTYPE_BYTES: dict[str, float] = {
+    "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2, "float32": 4, "fp32": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "int8": 1,
+    "mxfp8": 1 + 1 / 32, "nvfp4": 0.5 + 1 / 16,
+}
+#: vLLM's DeepSeek-specific MLA cache formats: bytes per token per layer (``state_content_bytes``).
+MLA_KV_FORMAT_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+
+#: vLLM's Hopper mxfp4 MoE kernels re-layout the expert weights: gpt-oss-120b reported
+#: "Model loading took 65.97 GiB" (0.10.1) and 64.38 GiB (0.14.1) against 60.8 GiB on disk, i.e.
+#: ~7 % more for the experts (which are 93 % of the checkpoint).
+VLLM_MXFP4_EXPERT_LAYOUT = 1.07
+
+
+# ---------------------------------------------------------------------------------------------
+# KV bytes
+# ---------------------------------------------------------------------------------------------
+
+def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
+    """KV heads one rank stores: ``max(1, kv_heads // tp)`` (vLLM ``ModelConfig.get_num_kv_heads``,
+    SGLang ``ModelConfig.get_num_kv_heads``): below one head per rank the heads are replicated.
+    MLA caches one latent per token: 1."""
+    if model.is_mla:
+        return 1
+    return max(1, model.num_key_value_heads // tp)
+
+
+def kv_element_bytes(model: ModelSpec, kv_cache_dtype: str = "auto") -> float:
+    """Bytes per cached K/V element.
+
+    ``auto`` is the model's activation dtype: 2 bytes for bf16/fp16 checkpoints, and also for fp32
+    ones (both engines run those in bf16/fp16) and for fp8-*weight* checkpoints (activations stay
+    16-bit). Only a checkpoint that declares a KV cache scheme (compressed-tensors
+    ``kv_cache_scheme``, ModelOpt ``kv_cache_quant_algo: FP8``) makes ``auto`` 1 byte.
+    """
+    d = (kv_cache_dtype or "auto").lower()
+    if d == "auto":
+        q = model.quantization
+        if q is not None and q.kv_cache_dtype:
+            return KV_DTYPE_BYTES.get(q.kv_cache_dtype, 1)
+        return float(min(model.dtype_bytes, 2))
+    if d in KV_DTYPE_BYTES:
+        return KV_DTYPE_BYTES[d]
+    if d in MLA_KV_FORMAT_BYTES:
+        if not model.is_mla:
+            raise InputError(f"{d} is a cache format for MLA models (DeepSeek); {model.name} has no MLA",
+                             key="kv_cache_dtype")
+        return 1.0
+    raise InputError(f"unknown kv_cache_dtype {kv_cache_dtype!r} (auto, bfloat16, float16, fp8, fp8_e4m3, "
+                     f"fp8_e5m2, ...)", key="kv_cache_dtype")
+
+
+def kv_layer_bytes_per_token(model: ModelSpec, *, tp: int, kv_cache_dtype: str = "auto") -> int:
+    """Bytes one attention layer caches per token on one rank.
+
+    * MHA/GQA (vLLM ``AttentionSpec.page_size_bytes`` / block; SGLang ``_compute_cell_size``):
+      ``kv_heads_per_rank x (head_dim + v_head_dim) x bytes``.
+    * MLA (vLLM ``MLAAttention.get_kv_cache_spec``; SGLang ``calculate_mla_kv_cache_dim``):
+      ``(kv_lora_rank + qk_rope_head_dim) x bytes`` on every rank, not divided by TP and with no
+      separate V. vLLM's ``fp8_ds_mla`` is 656 B and ``nvfp4_ds_mla`` 352 B per layer.
+    """
+    d = (kv_cache_dtype or "auto").lower()
+    if model.is_mla:
+        if d in MLA_KV_FORMAT_BYTES:
+            return MLA_KV_FORMAT_BYTES[d]
+        return math.ceil(((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0))
+                         * kv_element_bytes(model, d))
+    return math.ceil(kv_heads_per_rank(model, tp) * (model.head_dim + model.head_dim_v)
+                     * kv_element_bytes(model, d))
+
+
+def kv_bytes_per_token_by_stage(model: ModelSpec, *, engine: str, tp: int, pp: int = 1,
+                                kv_cache_dtype: str = "auto",
+                                pp_layer_partition: str | Sequence[int] | None = None,
+                                version: Version | str | None = None) -> tuple[int, ...]:
+    """Per PP stage: KV bytes per token on each rank of that stage (its KV layers x per-layer bytes).
+
+    Layers without a per-token cache (``NO_KV``: linear attention, Mamba) count 0. Sliding-window
+    layers count as full: that is SGLang's cell size (it disables its hybrid-SWA pool for Gemma),
+    and the figure vLLM's hybrid allocator reports tokens by (``num_blocks // groups x block``);
+    what a *request* needs in those layers is less, which ``PoolPrediction.max_concurrency`` models.
+    """
+    per_layer = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=kv_cache_dtype)
+    kinds = model.layer_kinds
+    return tuple(per_layer * sum(1 for i in r if kinds[i] != NO_KV)
+                 for r in stage_ranges(model.num_hidden_layers, pp, engine, partition=pp_layer_partition,
+                                       version=version))
+
+
+def kv_bytes_per_token_per_rank(model: ModelSpec, *, engine: str, tp: int, pp: int = 1,
+                                kv_cache_dtype: str = "auto",
+                                pp_layer_partition: str | Sequence[int] | None = None) -> int:
+    """KV bytes per token on the most loaded rank (the PP stage with the most KV layers).
+
+    Qwen3-8B, TP=2, bf16: 36 layers x 4 heads x 256 x 2 B = 73,728. DeepSeek-V3 at any TP:
+    61 x 576 x 2 B = 70,272.
+    """
+    return max(kv_bytes_per_token_by_stage(model, engine=engine, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
+                                           pp_layer_partition=pp_layer_partition))

@@ -1,0 +1,120 @@
+"""What the engines keep out of the KV pool besides the weights: the default memory fraction and
+vLLM's activation / CUDA-graph reserve, SGLang's context and load overheads (estimates, cited)."""
+
+from __future__ import annotations
+
+from packaging.version import Version
+
+from pytest_gpulayout.engines import get_engine
+from pytest_gpulayout.engines.knobs import LaunchKnobs
+from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.machine.facts import GIB
+from pytest_gpulayout.memory.common import MemoryUnknown, engine_name, engine_version
+from pytest_gpulayout.memory.kv import kv_heads_per_rank
+from pytest_gpulayout.memory.weights import expert_sharding
+from pytest_gpulayout.model.spec import ModelSpec
+
+#: vLLM: non-torch memory the profile run sees (cuBLAS workspace; NCCL / custom all-reduce buffers
+#: when the instance spans GPUs). Startup logs show 0.1-0.6 GiB.
+VLLM_NON_TORCH_GIB = 0.15
+VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
+#: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
+#: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
+VLLM_CUDAGRAPH_GIB = 0.5
+#: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities.
+SAMPLER_BYTES_PER_LOGIT = 8
+
+#: SGLang measures ``pre`` (``get_available_gpu_memory``, MIN over the TP x PP world) after its CUDA
+#: context and the communicators exist (``model_runner.py`` / ``distributed/bootstrap.py``), so an idle
+#: GPU's NVML free memory is this much higher than ``pre``. Counted once: the machine's free figure
+#: already excludes the driver's reservation. Measured on sglang/013 (QwQ-32B TP4 on 4 x L4,
+#: 0.4.3.post4): ``pre`` = 6.09 + 15.54 = 21.63 GiB against 22.00 GiB free on an idle L4: 0.37 GiB
+#: for context and NCCL together (0.75 GiB was assumed before, which under-predicted that pool 12 %).
+SGLANG_CONTEXT_GIB = 0.30
+SGLANG_COMMUNICATOR_GIB = 0.07
+#: What SGLang holds after "Load weight end" beyond the weights (rope caches, sampling buffers):
+#: 0.06 GiB for Qwen3-14B at TP=1, 0.29 GiB for QwQ-32B at TP=4 in public startup logs.
+SGLANG_LOAD_OVERHEAD_GIB = 0.1
+SGLANG_LOAD_OVERHEAD_TP_GIB = 0.2
+#: SGLang's hybrid SWA pool (gpt-oss, Llama 4): SWA layers get ``swa_full_tokens_ratio`` (0.8)
+#: tokens per full-attention token (``model_runner.set_num_token_hybrid``).
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
+SGLANG_HYBRID_SWA_ARCHS = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration"})
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine defaults and reserves
+# ---------------------------------------------------------------------------------------------
+
+def default_memory_fraction(engine: str, version: Version | str, *, gpu_total_mib: int | None, tp: int,
+                            pp: int, model: ModelSpec | None = None,
+                            host_min_total_mib: int | None = None,
+                            knobs: LaunchKnobs | None = None) -> tuple[float, str]:
+    """The engine's default memory fraction for this GPU size and layout, and why.
+
+    The rule is the engine module's, by release (``engines/vllm.py``, ``engines/sglang.py``). SGLang
+    sizes it from the smallest GPU on the host (``host_min_total_mib``, default: this GPU's total) and
+    needs it: ``MemoryUnknown`` when it is ``None``.
+    """
+    e = engine_name(engine)
+    v = engine_version(version, e)
+    if e == "sglang" and gpu_total_mib is None:
+        raise MemoryUnknown("GPU total memory is unknown, and SGLang derives mem_fraction_static from it; "
+                            "set memory_fraction or use a machine source with memory")
+    total = gpu_total_mib or 0
+    d = get_engine(e).default_memory_fraction(v, gpu_total_mib=total, host_min_total_mib=host_min_total_mib or total,
+                                              tp=tp, pp=pp, model=model, knobs=knobs)
+    return d.fraction, d.why
+
+
+def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version | str | None, tp: int,
+                             pp: int, gpu_total_mib: int | None, gpu_name: str = "",
+                             enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
+                             max_num_seqs: int | None = None, dp: int = 1,
+                             enable_expert_parallel: bool = False,
+                             max_model_len: int | None = None) -> tuple[int, str]:
+    """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
+
+    vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
+
+        forward = max_num_batched_tokens x 2 B x (4 x hidden + q + 2 x kv (per rank) + 3 x ffn per rank)
+        sampler = max_num_seqs x vocab x 8 B                      # fp32 logits + probabilities
+        reserve = max(forward, sampler) + non-torch (0.15 GiB, +0.25 GiB over several GPUs)
+                  + 0.5 GiB CUDA graphs (>= 0.20 unless enforce_eager)
+
+    with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
+    weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
+    (8192/1024 on >= 70 GiB non-A100 GPUs from 0.9, else 2048/256). Startup logs put Llama-3.1-8B's
+    activation peak at ~1.3 GiB; this gives ~1.0 GiB + 0.65 GiB.
+
+    SGLang: 0. Its ``mem_fraction_static`` is defined as (weights + KV pool) / memory; activations
+    and CUDA graphs live in the ``1 - fraction`` slack the default formula reserves.
+    """
+    e = engine_name(engine)
+    if e == "sglang":
+        return 0, "SGLang keeps activations and CUDA graphs in the (1 - mem_fraction_static) slack"
+    v = engine_version(version, e)
+    tokens, seqs = vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name,
+                                           max_model_len=max_model_len or model.max_position_embeddings)
+    tokens = max_num_batched_tokens or tokens
+    seqs = max_num_seqs or seqs
+    h = model.hidden_size
+    q = -(-model.num_attention_heads // tp) * model.head_dim
+    kv = 2 * kv_heads_per_rank(model, tp) * model.head_dim
+    if model.is_moe:
+        sh = expert_sharding(model, engine=e, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+        inter = model.moe_intermediate_size or model.intermediate_size
+        ffn = (model.num_experts_per_tok or 1) * -(-inter // sh.expert_tp)
+        ffn += -(-model.shared_expert_intermediate_size // tp)
+    else:
+        ffn = -(-model.intermediate_size // tp)
+    forward = tokens * 2 * (4 * h + q + kv + 3 * ffn)
+    sampler = seqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
+    non_torch = VLLM_NON_TORCH_GIB + (VLLM_NON_TORCH_MULTI_GPU_GIB if tp * pp * dp > 1 else 0.0)
+    graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
+    total = max(forward, sampler) + (non_torch + graphs) * GIB
+    why = (f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB (max_num_batched_tokens {tokens}, "
+           f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB"
+           + (f" + CUDA graphs {graphs:.2f} GiB" if graphs else ""))
+    return round(total), why

@@ -1,0 +1,76 @@
+"""Weights per rank: how the engines shard dense layers, experts (TP, EP, vLLM's TP x DP
+flattening) and stages, from the checkpoint's precision."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from packaging.version import Version
+
+from pytest_gpulayout.memory.common import engine_name
+from pytest_gpulayout.memory.kv import VLLM_MXFP4_EXPERT_LAYOUT
+from pytest_gpulayout.memory.stages import stage_ranges
+from pytest_gpulayout.model import weights as W
+from pytest_gpulayout.model.spec import ModelSpec
+
+# ---------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------
+
+def expert_sharding(model: ModelSpec, *, engine: str, tp: int, dp: int = 1,
+                    enable_expert_parallel: bool = False) -> W.Sharding:
+    """How routed experts are cut across ranks.
+
+    * vLLM (``FusedMoEParallelConfig.make``): MoE layers flatten TP across DP, so the expert group
+      is ``tp x dp`` ranks. With ``--enable-expert-parallel`` whole experts are spread over it
+      (EP size = tp x dp; ``ceil(E / ep)`` on the busiest rank); without, each expert's width is
+      split ``tp x dp`` ways.
+    * SGLang: ``--dp-size`` replicas are separate worlds; EP lives inside the TP group
+      (``ep_size = tp``), else each expert is split by TP (``moe_tp_size = tp / ep_size``).
+    """
+    e = engine_name(engine)
+    if not model.is_moe:
+        return W.Sharding(tp=tp, expert_tp=tp)
+    group = tp * dp if e == "vllm" else tp
+    if enable_expert_parallel and group > 1:
+        return W.Sharding(tp=tp, expert_tp=1, ep=group)
+    return W.Sharding(tp=tp, expert_tp=group)
+
+
+def _load_precision(model: ModelSpec, engine: str) -> W.Precision:
+    q = model.quantization
+    scale = VLLM_MXFP4_EXPERT_LAYOUT if (engine == "vllm" and q is not None and q.method == "mxfp4") else 1.0
+    return W.Precision(model, dtype_bytes=min(model.dtype_bytes, 2), expert_scale=scale)
+
+
+def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: str,
+                          enable_expert_parallel: bool = False, dp: int = 1,
+                          pp_layer_partition: str | Sequence[int] | None = None,
+                          version: Version | str | None = None) -> tuple[int, ...]:
+    """Weight bytes on the most loaded rank of each PP stage.
+
+    A stage holds its layers; the first also the input embedding (and the vision tower, which vLLM
+    builds on every rank), the last the final norm and lm_head (a second copy of a tied embedding
+    when PP > 1). TP splits attention heads (KV projections replicate below one head per rank), the
+    dense MLP and the 64-padded vocabulary; experts follow ``expert_sharding``; norms and the router
+    are whole on every rank. Where the checkpoint was measured, the split is scaled to its size.
+    """
+    e = engine_name(engine)
+    sharding = expert_sharding(model, engine=e, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+    if tp == 1 and pp == 1 and sharding.whole:
+        sharding = W.Sharding()
+    prec = _load_precision(model, e)
+    ratio = W.measured_ratio(model)
+    ranges = stage_ranges(model.num_hidden_layers, pp, e, partition=pp_layer_partition, version=version)
+    return tuple(round(W.stage_bytes(model, r, first=i == 0, last=i == len(ranges) - 1, sharding=sharding,
+                                     precision=prec) * ratio)
+                 for i, r in enumerate(ranges))
+
+
+def weight_bytes_per_rank(model: ModelSpec, *, tp: int, pp: int, engine: str,
+                          enable_expert_parallel: bool = False, dp: int = 1,
+                          pp_layer_partition: str | Sequence[int] | None = None) -> int:
+    """Weight bytes on the most loaded rank (max over PP stages; see ``weight_bytes_by_stage``)."""
+    return max(weight_bytes_by_stage(model, tp=tp, pp=pp, engine=engine,
+                                     enable_expert_parallel=enable_expert_parallel, dp=dp,
+                                     pp_layer_partition=pp_layer_partition))
