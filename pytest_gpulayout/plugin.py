@@ -107,8 +107,7 @@ class _ActivePlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         m = self.state.machine
         manifest = self.state.manifest
-        lines = [f"gpulayout: machine {m.source}: {m.describe()}"
-                 + (f", driver {m.driver}" if m.driver else "") + (f", host {m.host}" if m.host else "")]
+        lines = [f"gpulayout: machine {m.headline()}" + (f", host {m.host}" if m.host else "")]
         if not m.memory_known:
             lines.append("gpulayout: GPU memory unknown from this source: balance and kv_pool cannot be checked (warn)")
         lines.extend(f"gpulayout: note: {note}" for note in m.notes)

@@ -55,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         out = sys.stdout
-        out.write(f"machine: {machine.source}: {machine.describe()}"
-                  + (f", driver {machine.driver}" if machine.driver else "") + "\n")
+        out.write(f"machine: {machine.headline()}\n")
         if not machine.memory_known:
             out.write("memory: unknown from this source: balance and kv_pool cannot be checked (warn)\n")
         for note in (*manifest.notes, *machine.notes):

@@ -275,8 +275,7 @@ def format_plan(plan: Plan, *, limit: int | None = TEXT_LIMIT) -> str:
         f"{m.num_hidden_layers} layers"
         + (", MLA" if m.is_mla else "")
         + (f", {m.num_experts} experts" if m.is_moe else ""),
-        f"machine: {mc.source}: {mc.describe()}"
-        + (f", driver {mc.driver}" if mc.driver else "")
+        f"machine: {mc.headline()}"
         + (
             f" (planning on {plan.gpus_considered} of {len(mc.gpus)} GPUs)"
             if plan.gpus_considered < len(mc.gpus)

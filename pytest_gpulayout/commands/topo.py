@@ -37,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out.write(render_topo(machine))
     out.write("\n")
-    head = f"machine: {machine.source}: {machine.describe()}"
-    if machine.driver:
-        head += f", driver {machine.driver}"
+    head = f"machine: {machine.headline()}"
     out.write(head + "\n")
     if not machine.memory_known:
         if machine.source.startswith("topo:"):

@@ -36,6 +36,7 @@ from typing import Any, Final, Literal
 
 from pytest_gpulayout.inputs.files import strip_ansi
 
+#: The engines whose startup logs this parser reads (llama.cpp's own: ``engines/llamacpp.py``).
 ENGINES = ("vllm", "sglang")
 
 #: Error kinds, as design.md names them (``StartupLog.error_kind``).

@@ -201,6 +201,11 @@ class Machine:
     def memory_known(self) -> bool:
         return all(g.memory_total_mib is not None and g.memory_free_mib is not None for g in self.gpus)
 
+    def headline(self) -> str:
+        """``snapshot:m.yaml: 2 x NVIDIA L4, driver 580.95.05``: the machine in one line, as every
+        output (check, plan, topo, the pytest header, the HTML) opens with it."""
+        return f"{self.source}: {self.describe()}" + (f", driver {self.driver}" if self.driver else "")
+
     def describe(self) -> str:
         """``2 x NVIDIA L4`` (or a mix), used in report headers."""
         counts: dict[str, int] = {}

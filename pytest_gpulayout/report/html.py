@@ -271,8 +271,7 @@ def _header(machine: Machine, title: str, views: Sequence[DeploymentView], plan:
         )
     parts = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="sub">machine: <b>{_e(machine.source)}</b>: {_e(machine.describe())}'
-        + (f", driver {_e(machine.driver)}" if machine.driver else "")
+        f'<p class="sub">machine: {_e(machine.headline())}'
         + (f", host {_e(machine.host)}" if machine.host else "")
         + "</p>",
     ]

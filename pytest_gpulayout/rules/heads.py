@@ -31,7 +31,9 @@ from pytest_gpulayout.engines.versions import resolve_version
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.memory.kv import kv_heads_per_rank
 from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.model.weights import VOCAB_PADDING
 from pytest_gpulayout.rules.shard_widths import (
     BLOCK_FP8,
     EXPERT_SPLIT,
@@ -42,7 +44,6 @@ from pytest_gpulayout.rules.shard_widths import (
 )
 
 CHECK = "heads"
-VOCAB_PADDING = 64
 
 
 @register_facts("heads")
@@ -128,13 +129,6 @@ def expert_layout(dep: Deployment) -> tuple[int, int]:
         flat = dep.tp * dep.dp
         return (flat, 1) if dep.enable_expert_parallel else (1, flat)
     return (dep.tp, 1) if dep.enable_expert_parallel else (1, dep.tp)
-
-
-def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
-    """What each rank stores: ``max(1, kv_heads // tp)`` (both engines); MLA keeps one latent per rank."""
-    if model.is_mla:
-        return 1
-    return max(1, model.num_key_value_heads // tp)
 
 
 def pp_split(model: ModelSpec, dep: Deployment) -> tuple[int, ...]:
