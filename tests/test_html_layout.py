@@ -18,7 +18,8 @@ from test_html_report import CHROME_FLAGS, browser, l4_machine, parse
 
 from pytest_gpulayout.findings import failed, passed
 from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
-from pytest_gpulayout.report.html import DeploymentView, GpuMemory, render_html
+from pytest_gpulayout.report.html import render_html
+from pytest_gpulayout.report.views import DeploymentView, GpuMemory
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 WIDTHS = (900, 1400)
@@ -135,7 +136,7 @@ def test_verdict_column_is_on_screen(width, tmp_path):
     from pytest_gpulayout.evaluate import load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import load_manifest
-    from pytest_gpulayout.report.html import views_from_report
+    from pytest_gpulayout.report.views import views_from_report
 
     manifest = load_manifest(EXAMPLES / "05-deepseek-v3-mla" / "gpulayout.yaml")
     machine = load_machine(manifest.machine, manifest.base_dir)

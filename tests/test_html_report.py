@@ -19,7 +19,8 @@ import pytest
 
 from pytest_gpulayout.findings import Finding, Status, failed, passed, skipped, warned
 from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
-from pytest_gpulayout.report.html import DeploymentView, GpuMemory, render_html
+from pytest_gpulayout.report.html import render_html
+from pytest_gpulayout.report.views import DeploymentView, GpuMemory
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -319,7 +320,7 @@ def test_browser_renders_reference_scenarios_from_check(example, names, tmp_path
     from pytest_gpulayout.evaluate import load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import load_manifest
-    from pytest_gpulayout.report.html import views_from_report
+    from pytest_gpulayout.report.views import views_from_report
 
     manifest = load_manifest(EXAMPLES / example)
     machine = load_machine(manifest.machine, manifest.base_dir)
