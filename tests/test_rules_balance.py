@@ -100,3 +100,18 @@ def test_sglang_mixed_card_sizes_cannot_be_fixed_by_freeing_memory():
     assert f.status is Status.FAIL
     assert "no cleanup makes it pass" in f.message and "do not mix card sizes" in f.message
     assert "Free " not in f.message
+
+
+def test_vllm_advice_names_idle_gpus_not_a_fraction_that_cannot_hold_the_weights():
+    # 8 x H100, Llama 3.1 70B at TP=4 on GPUs 0-3, GPU3 runs another tenant (60 GiB): the fraction that
+    # passes vLLM's start-up check on GPU3 (~0.24) cannot hold ~33 GiB of weights per GPU; GPUs 4-7 are idle
+    from pytest_gpulayout.machine.facts import GpuProcess
+    from pytest_gpulayout.model.load import load_model
+
+    m = machine(8, name="NVIDIA H100 80GB HBM3", total=81559, free=[81000] * 3 + [20000] + [81000] * 4,
+                link="NV18", processes={3: [GpuProcess(pid=4242, name="python3", used_mib=61000)]})
+    f = check_balance(dep(tp=4, gpus=(0, 1, 2, 3), engine_version="0.33.0"), m,
+                      load_model("meta-llama/Llama-3.1-70B-Instruct"))
+    assert f.status is Status.FAIL
+    assert "GPU4, GPU5, GPU6, GPU7 are idle: set gpus: [0, 1, 2, 4]" in f.message
+    assert "cannot serve" in f.message and "set memory_fraction: 0.2" not in f.message

@@ -249,7 +249,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
 
     bounded = [r for r, t in enumerate(tokens) if t is not None]
     if bounded:
-        limiting_rank = min(bounded, key=lambda r: (tokens[r], budgets[r]))
+        # ties (SGLang sizes every rank by the world's least free GPU) go to the GPU with least free memory
+        limiting_rank = min(bounded, key=lambda r: (tokens[r], budgets[r], gpus[r].memory_free_mib or 0))
         kv_tokens = tokens[limiting_rank] or 0
     else:
         limiting_rank, kv_tokens = min(range(len(budgets)), key=budgets.__getitem__), 0

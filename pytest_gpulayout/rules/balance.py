@@ -31,7 +31,8 @@ from pytest_gpulayout.engines.versions import resolve_version
 from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.facts import GIB, Machine
+from pytest_gpulayout.memory.weights import weight_bytes_per_rank
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
 
@@ -128,9 +129,41 @@ def _sglang_rule(dep: Deployment, machine: Machine, placement: Placement, versio
     return Status.PASS, f"{facts}: {headroom:.2f} GiB of headroom", data
 
 
+def _idle_gpus(machine: Machine, placement: Placement, need_gib: float) -> list[int]:
+    """GPUs outside the layout, on its hosts, with no tenant and at least ``need_gib`` free."""
+    hosts = {machine.gpu(i).host for i in placement.gpus}
+    return [g.index for g in machine.gpus
+            if g.index not in placement.gpus and g.host in hosts and not g.processes and not g.mig
+            and g.memory_free_mib is not None and _gib(g.memory_free_mib) >= need_gib]
+
+
+def _vllm_fix(dep: Deployment, machine: Machine, placement: Placement, fraction: float, short: list[int],
+              max_ok: float, weights_gib: float | None) -> str:
+    """The fix that works on this machine: other GPUs that are idle, else a memory fraction that still
+    holds the weights, else freeing memory (a fraction below the weights' share cannot serve)."""
+    total = min(_gib(machine.gpu(i).memory_total_mib) for i in placement.gpus)
+    idle = _idle_gpus(machine, placement, fraction * total + CONTEXT_RESERVE_GIB)
+    parts: list[str] = []
+    if len(idle) >= len(short):
+        kept = [i for i in placement.gpus if i not in short]
+        new = sorted(kept + idle[:len(short)])
+        parts.append(f"GPU{', GPU'.join(map(str, idle))} {'is' if len(idle) == 1 else 'are'} idle: "
+                     f"set gpus: [{', '.join(map(str, new))}]")
+    fraction_serves = weights_gib is None or max_ok * total > weights_gib + CONTEXT_RESERVE_GIB
+    if fraction_serves:
+        parts.append(f"set memory_fraction: {int(max_ok * 100) / 100:.2f} or lower")
+    parts.append(f"free memory on GPU{', GPU'.join(map(str, short))}")
+    fix = ", or ".join(parts)
+    if not fraction_serves and weights_gib is not None:
+        fix += (f" (a memory_fraction of {int(max_ok * 100) / 100:.2f} cannot serve: {weights_gib:.2f} GiB of "
+                f"weights per GPU need more than {max_ok * total:.2f} GiB)")
+    return fix
+
+
 def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction: float,
-               fraction_source: str) -> tuple[Status, str, dict[str, Any]]:
-    """Per rank: free >= gpu_memory_utilization x total."""
+               fraction_source: str, weights_gib: float | None = None) -> tuple[Status, str, dict[str, Any]]:
+    """Per rank: free >= gpu_memory_utilization x total. ``weights_gib`` (per rank) keeps the advice
+    from suggesting a fraction below what the weights alone take."""
     worst_i, worst_margin = -1, float("inf")
     for i in placement.gpus:
         g = machine.gpu(i)
@@ -146,10 +179,12 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
              f"{fraction:g} ({fraction_source}) x {total:.2f} = {want:.2f} GiB free at start-up")
     max_ok = max(0.0, (free - CONTEXT_RESERVE_GIB) / total) if total else 0.0
     if worst_margin < 0:
+        short = [i for i in placement.gpus
+                 if _gib(machine.gpu(i).memory_free_mib) < fraction * _gib(machine.gpu(i).memory_total_mib)]
+        fix = _vllm_fix(dep, machine, placement, fraction, short, max_ok, weights_gib)
         return Status.FAIL, (
             f"{facts}: short by {-worst_margin:.2f} GiB, so vLLM refuses to start (\"Free memory on device ... "
-            f"is less than desired GPU memory utilization\"). Set memory_fraction: {int(max_ok * 100) / 100:.2f} "
-            f"or lower, or free memory on GPU{worst_i}"), data
+            f"is less than desired GPU memory utilization\"). Fix: {fix}"), data
     if worst_margin < CONTEXT_RESERVE_GIB:
         return Status.WARN, (
             f"{facts}: {worst_margin:.2f} GiB to spare, less than the ~{CONTEXT_RESERVE_GIB} GiB its CUDA context "
@@ -214,7 +249,9 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
             fraction, _why = default_memory_fraction("vllm", version, gpu_total_mib=total, tp=dep.tp, pp=dep.pp)
             source = f"vLLM {version} default, {vsource}"
         if version >= Version(VLLM_FREE_RULE_SINCE):
-            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source)
+            weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
+                                            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp) / GIB
+            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source, weights)
             parts.append((st, msg))
             data = replace(data, **d)
         else:

@@ -131,6 +131,26 @@ def _too_long(dep: Deployment, model: ModelSpec, host: Host) -> tuple[Status, st
             dep.max_model_len, limit)
 
 
+def _no_room(dep: Deployment, machine: Machine, p: PoolPrediction) -> str:
+    """Why there is no KV cache, and the fix that can work: when the weights alone exceed the GPU no
+    memory fraction helps; when another tenant holds the limiting GPU, that tenant is the cause."""
+    gpu = machine.gpu(p.limiting_gpu)
+    total = (gpu.memory_total_mib or 0) / 1024
+    if p.weights_gib_per_rank >= 0.95 * total:
+        return (f"the weights alone, {p.weights_gib_per_rank:.2f} GiB per GPU, exceed GPU{gpu.index}'s "
+                f"{total:.2f} GiB, so no memory_fraction can hold them: use FP8 or quantized weights, more "
+                f"tensor/pipeline parallel ranks, or more nodes.")
+    if gpu.processes:
+        who = ", ".join(f"{t.name or 'pid'} {t.pid}" for t in gpu.processes[:3])
+        spread = (" SGLang sizes every rank by the least free GPU of the world, so it shrinks all of them."
+                  if dep.engine == "sglang" else "")
+        return (f"the weights leave no room for a KV cache on GPU{gpu.index}, where another tenant ({who}) "
+                f"holds {(total - (gpu.memory_free_mib or 0) / 1024):.2f} GiB.{spread} Stop it, or move the "
+                f"deployment to GPUs without tenants.")
+    return (f"the weights leave no room for a KV cache on GPU{gpu.index}. Raise memory_fraction, add "
+            f"tensor/pipeline parallel ranks, or quantize.")
+
+
 def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
     finding = _check_pool(dep, machine, model, host)
     too_long = _too_long(dep, model, host)
@@ -199,8 +219,7 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
     notes = (" " + " ".join(extra)) if extra else ""
     head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
-        return failed(CHECK, f"{head}: the weights leave no room for a KV cache on GPU{p.limiting_gpu}. "
-                      f"Raise memory_fraction, add tensor/pipeline parallel ranks, or quantize.{notes}", data)
+        return failed(CHECK, f"{head}: {_no_room(dep, machine, p)}{notes}", data)
     if p.fits_one_request is False:
         fix = ("Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
                "more GPUs")
