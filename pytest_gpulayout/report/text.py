@@ -46,6 +46,12 @@ def key_number(f: Finding) -> str:
         return str(d.get("worst_link") or "")
     if f.check == "kv_pool":
         return _tokens(d.get("predicted_kv_tokens"))
+    if f.check == "cluster":
+        if d.get("mismatches"):
+            return "differs: " + ",".join(str(m.get("what")) for m in d["mismatches"])
+        if d.get("transport"):
+            return str(d["transport"])
+        return f"{len(d['nodes'])} nodes" if len(d.get("nodes") or ()) > 1 else ""
     if f.check == "startup":
         if d.get("error_kind"):
             return str(d["error_kind"])
