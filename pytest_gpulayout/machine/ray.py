@@ -115,14 +115,24 @@ def _reachable(address: str, timeout_s: float) -> None:
 
 
 def host_keys(nodes: Sequence[Mapping[str, Any]], hostnames: Mapping[str, str]) -> dict[str, str]:
-    """Node id -> the host name the machine uses: the hostname, or ``hostname-<node id>`` when several
-    nodes share one (several Ray nodes on one machine, containers with one name)."""
-    counts: dict[str, int] = {}
+    """Node id -> the host name the machine uses: the hostname; where several nodes share one (several
+    Ray nodes on one machine, containers with one name) ``hostname-IP``, else ``hostname-<node id>``."""
+    def counts(keys: Mapping[str, str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for k in keys.values():
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    keys = {n["NodeID"]: hostnames[n["NodeID"]] for n in nodes}
+    seen = counts(keys)
     for n in nodes:
-        h = hostnames[n["NodeID"]]
-        counts[h] = counts.get(h, 0) + 1
-    return {n["NodeID"]: (hostnames[n["NodeID"]] if counts[hostnames[n["NodeID"]]] == 1
-                          else f"{hostnames[n['NodeID']]}-{n['NodeID'][:6]}") for n in nodes}
+        if seen[keys[n["NodeID"]]] > 1:
+            keys[n["NodeID"]] = f"{hostnames[n['NodeID']]}-{n.get('NodeManagerAddress')}"
+    seen = counts(keys)
+    for n in nodes:
+        if seen[keys[n["NodeID"]]] > 1:
+            keys[n["NodeID"]] = f"{hostnames[n['NodeID']]}-{n['NodeID'][:8]}"
+    return keys
 
 
 def _is_head(node: Mapping[str, Any]) -> bool:
@@ -201,10 +211,7 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
     if not ray.is_initialized():
         address = _resolve_address(ray, address)
         _reachable(address, timeout_s)
-        try:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR", configure_logging=True)
-        except (ConnectionError, RuntimeError, ValueError) as err:
-            raise ProbeError(f"could not connect to the Ray cluster at {address}: {err}") from None
+        _init(ray, address, timeout_s)
         connected_here = True
     source = f"ray:{address}"
     try:
@@ -237,6 +244,31 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
     finally:
         if connected_here:
             ray.shutdown()
+
+
+def _init(ray: Any, address: str, timeout_s: float) -> None:
+    """``ray.init`` bounded in time: at an address that accepts TCP but is no (reachable) GCS, Ray retries
+    for as long as it likes. The waiting thread is a daemon: a CLI run exits with the error at once."""
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+            outcome.append(None)
+        except BaseException as err:  # handed to the caller's thread below
+            outcome.append(err)
+
+    t = threading.Thread(target=connect, name="gpulayout-ray-init", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if not outcome:
+        raise ProbeError(f"the Ray cluster at {address} did not let this process join within {timeout_s:g} s "
+                         f"(the GCS is not reachable from here under the address it advertises?)")
+    err = outcome[0]
+    if err is not None:
+        raise ProbeError(f"could not connect to the Ray cluster at {address}: {_cause(err)}") from None
 
 
 def _node_label(node: Mapping[str, Any]) -> str:
