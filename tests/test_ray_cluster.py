@@ -228,3 +228,52 @@ def test_without_ray_the_error_names_the_extra(tmp_path) -> None:
                        env=env, timeout=60)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "pip install 'pytest-gpulayout[ray]'" in r.stderr
+
+
+def test_an_engine_per_node_is_started_and_every_process_of_it_stopped(cluster, tmp_path) -> None:
+    """SGLang's way across nodes: one server per node through an actor pinned there. The stand-in engine
+    forks a child in its group and one that leaves it with setsid(), and all of them ignore SIGTERM."""
+    import time
+
+    import ray
+
+    from pytest_gpulayout.deployment import Deployment, Launch
+    from pytest_gpulayout.launch.multinode import sglang_node_argvs, start_on_nodes
+    from pytest_gpulayout.launch.proctree import pid_alive
+
+    fake = REPO / "tests" / "fakes" / "fake_engine.py"
+    log = REPO / "tests" / "data" / "logs" / "nccl" / "socket-two-nodes.log"
+    dep = Deployment(name="s", model=str(TINY), engine="sglang", pipeline_parallel_size=2,
+                     launch=Launch(command=(sys.executable, str(fake), "--fake-log", str(log), "--fake-mode",
+                                            "replay,fork,ignore-term")))
+    argvs = sglang_node_argvs(dep, str(TINY), 30000, head_ip="127.0.0.1", dist_port=5000, nnodes=2)
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        ids = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        plan = []
+        for k, (ip, argv) in enumerate(zip(("127.0.0.1", "127.0.0.2"), argvs, strict=True)):
+            pid_dir = tmp_path / f"pids{k}"
+            pid_dir.mkdir()
+            plan.append((ids[ip], [*argv, "--fake-pid-dir", str(pid_dir)], {"FAKE_ENGINE_SCALE": "0.001"},
+                         str(tmp_path / f"node{k}.log")))
+        launch = start_on_nodes(ray, plan)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                pids = [p for k in range(2) for p in (tmp_path / f"pids{k}").glob("*.pid")]
+                if len(pids) >= 8:      # main, child, escaped, escaped-grandchild on each node
+                    break
+                time.sleep(0.2)
+            running = launch.alive()
+            assert all(len(v) >= 4 for v in running.values()), running
+            logs = launch.log_lines()
+            assert all(any("via NET/Socket" in ln for ln in lines) for lines in logs.values())
+        finally:
+            left = launch.stop(grace_s=2.0)
+        assert left == {ids["127.0.0.1"]: [], ids["127.0.0.2"]: []}
+        recorded = [int(p.read_text().split()[0]) for k in range(2) for p in (tmp_path / f"pids{k}").glob("*.pid")]
+        assert len(recorded) == 8 and not [p for p in recorded if pid_alive(p)]
+        argv0 = plan[1][1]
+        assert argv0[argv0.index("--node-rank") + 1] == "1"
+    finally:
+        ray.shutdown()
