@@ -114,7 +114,10 @@ def build_node(base: Path, spec: NodeSpec) -> tuple[dict[str, str], list[Path]]:
     mounts: list[Path] = []
     if spec.small_shm:
         if not _mount_small_shm(shm):
-            pytest.skip("cannot mount a 64 MiB tmpfs for the small /dev/shm fault (needs root)")
+            why = "cannot mount a 64 MiB tmpfs for the small /dev/shm fault (needs root)"
+            if os.environ.get("GPULAYOUT_REQUIRE_RAY") == "1":
+                pytest.fail(why)
+            pytest.skip(why)
         mounts.append(shm)
     for model_dir, how in spec.models.items():
         target = root / Path(model_dir).relative_to("/")

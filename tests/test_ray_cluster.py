@@ -84,9 +84,11 @@ def manifest(tmp_path_factory: pytest.TempPathFactory, cluster, models) -> Path:
     return path
 
 
-def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+def cli(*argv: str, ray_address: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **LOOPBACK_ENV, "PYTHONPATH": str(REPO)}
     env.pop("RAY_ADDRESS", None)
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
     return subprocess.run([sys.executable, "-m", "pytest_gpulayout.cli", *argv], capture_output=True, text=True,
                           env=env, timeout=180, cwd=REPO)
 
@@ -149,8 +151,9 @@ def test_verdicts_on_the_live_cluster(cluster, manifest) -> None:
 
 def test_snapshot_of_the_cluster_replays_to_the_same_verdicts(cluster, manifest, tmp_path) -> None:
     out = tmp_path / "cluster.yaml"
-    r = cli("snapshot", "--ray", cluster.address, "--manifest", str(manifest), "-o", str(out))
+    r = cli("snapshot", "--ray", "--manifest", str(manifest), "-o", str(out), ray_address=cluster.address)
     assert r.returncode == 0, r.stderr
+    assert f"(ray:{cluster.address})" in r.stderr              # plain --ray took $RAY_ADDRESS
     snap = yaml.safe_load(out.read_text())
     assert set(snap["nodes"]) == {A, B, C} and snap["nodes"][C]["packages"]["vllm"] == "0.31.0"
     live = _check(manifest)
