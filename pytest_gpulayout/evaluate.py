@@ -16,6 +16,7 @@ from pytest_gpulayout.launch.facts import NOT_LAUNCHED
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.balance import check_balance
+from pytest_gpulayout.rules.cluster import check_cluster
 from pytest_gpulayout.rules.heads import check_heads
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 from pytest_gpulayout.rules.links import check_links
@@ -30,6 +31,7 @@ STATIC_CHECKS: dict[str, CheckFn] = {
     "balance": check_balance,
     "links": check_links,
     "kv_pool": check_kv_pool,
+    "cluster": check_cluster,  # multi-node machines; skip on one host
 }
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
 

@@ -42,7 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gpulayout-manifest", metavar="PATH", default=None,
                     help="deployment manifest (default: ini gpulayout_manifest, then <rootdir>/gpulayout.yaml)")
     group.addoption("--gpulayout-machine", metavar="M", default=None,
-                    help="machine: auto (live NVML), a snapshot .yaml/.json, nvidia-smi topo -m text, or preset:<name>")
+                    help="machine: auto (live NVML), ray[:ADDRESS] (a Ray cluster), a snapshot .yaml/.json, "
+                         "nvidia-smi topo -m text, or preset:<name>")
     group.addoption("--gpulayout-strict", action="store_true", default=False,
                     help="warnings (slow links, thin headroom) fail the check")
     group.addoption("--gpulayout-launch", action="store_true", default=False,

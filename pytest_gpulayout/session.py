@@ -91,10 +91,10 @@ class GpuLayoutState:
     @property
     def machine(self) -> Machine:
         if self._machine is None:
-            from pytest_gpulayout.machine.sources import load_machine
+            from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
 
             spec, base = self.machine_spec
-            self._machine = load_machine(spec, base)
+            self._machine = load_machine(spec, base, model_dirs_of([m.source for m in self.models.values()]))
         return self._machine
 
     def deployment(self, name: str) -> Deployment:

@@ -124,6 +124,7 @@ class FakeNvml:
         no_v3_processes: bool = False,
         memory_error: Mapping[int, int] | None = None,
         reserved_mib: int = 500,
+        cuda_driver_version: int = 12040,
     ) -> None:
         hosts = {g.host for g in machine.gpus}
         if len(hosts) > 1:
@@ -145,6 +146,7 @@ class FakeNvml:
         self.no_v3_processes = no_v3_processes
         self.memory_error = dict(memory_error or {})
         self.reserved_mib = reserved_mib
+        self.cuda_driver_version = cuda_driver_version
         self.mig = {self._pos_of[i]: list(specs) for i, specs in (mig or {}).items()}
         self.mig_capable = {self._pos_of[i] for i in mig_capable} | set(self.mig)
         self.initialized = 0
@@ -220,6 +222,10 @@ class FakeNvml:
     def nvmlSystemGetDriverVersion(self) -> Any:
         self._enter("nvmlSystemGetDriverVersion")
         return self._str(self.driver)
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._enter("nvmlSystemGetCudaDriverVersion")
+        return self.cuda_driver_version
 
     def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")

@@ -15,7 +15,8 @@ from pytest_gpulayout.inputs.files import writable_path
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("manifest", nargs="?", default=None, help="gpulayout.yaml (default: ./gpulayout.yaml)")
     p.add_argument("--machine", metavar="M", default=None,
-                   help="auto | snapshot .yaml/.json | topo -m text | preset:<name> (default: the manifest's)")
+                   help="auto | ray[:ADDRESS] | snapshot .yaml/.json | topo -m text | preset:<name> "
+                        "(default: the manifest's)")
     p.add_argument("--json", action="store_true", help="print one JSON object (keys: README.md, The CLI)")
     p.add_argument("--launch", action="store_true", help="also run the startup check (launches the engines)")
     p.add_argument("--strict", action="store_true", help="warnings make the exit code 1")
@@ -25,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.evaluate import ALL_CHECKS, load_models, run_checks
-    from pytest_gpulayout.machine.sources import load_machine
+    from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.report.text import summary_table
 
@@ -34,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
     path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
     manifest = load_manifest(path)
     models = load_models(manifest.deployments)
+    model_dirs = model_dirs_of([m.source for m in models.values()])  # looked up on each node of a cluster
     if args.machine:
-        machine = load_machine(args.machine, Path.cwd())
+        machine = load_machine(args.machine, Path.cwd(), model_dirs)
     else:
-        machine = load_machine(manifest.machine, manifest.base_dir)
+        machine = load_machine(manifest.machine, manifest.base_dir, model_dirs)
     log_dir = Path(args.log_dir) if args.log_dir and args.launch else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_gpulayout.machine.nodes import NodeFacts
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -139,7 +143,8 @@ class Machine:
     ``source`` says where the facts came from (``nvml``, ``snapshot:path``, ``preset:name``,
     ``topo:path``), so every report can say what it looked at. ``notes`` are caveats the source
     found while reading the machine (e.g. CUDA's device order is ambiguous on a mixed host), to be
-    shown next to the verdicts rather than lost.
+    shown next to the verdicts rather than lost. ``nodes`` holds each host's software, network and
+    model-file facts on a multi-node machine (``machine/nodes.py``; empty for one host).
     """
 
     gpus: tuple[Gpu, ...]
@@ -148,10 +153,12 @@ class Machine:
     driver: str | None = None
     source: str = "unknown"
     notes: tuple[str, ...] = ()
+    nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         norm = {_pair(i, j): normalize_link(k) for (i, j), k in dict(self.links).items() if i != j}
         object.__setattr__(self, "links", MappingProxyType(norm))
+        object.__setattr__(self, "nodes", MappingProxyType(dict(self.nodes)))
         object.__setattr__(self, "gpus", tuple(sorted(self.gpus, key=lambda g: g.index)))
         # index lookups are the hot path of a plan on hundreds of GPUs: one dict, not a scan
         object.__setattr__(self, "_by_index", {g.index: g for g in self.gpus})
@@ -191,6 +198,13 @@ class Machine:
         for a in range(len(group)):
             for b in range(a + 1, len(group)):
                 yield group[a], group[b], self.link(group[a], group[b])
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts the GPUs sit on (and hosts with node facts but no GPU), in GPU order."""
+        seen = dict.fromkeys(g.host or self.host or "" for g in self.gpus)
+        seen.update(dict.fromkeys(self.nodes))
+        return tuple(h for h in seen if h)
 
     @property
     def tenants_known(self) -> bool:

@@ -19,7 +19,9 @@ Format (``version: 1``), the same as ``gpulayout snapshot`` writes::
 
 Multi-host snapshots give a GPU its own ``host``; a pair on two different hosts that the file does
 not mention is ``NET`` (a fact, not a guess: no PCIe path crosses hosts, and NET is the slowest kind,
-so filling it can never make a layout pass that should not).
+so filling it can never make a layout pass that should not). A ``nodes:`` section keyed by host holds
+each node's software, network and model-file facts (``machine/nodes.py``, written by
+``gpulayout snapshot --ray``); files without it stay valid.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pytest_gpulayout.machine.facts import PCIE_KINDS, Gpu, GpuProcess, Machine,
 
 SNAPSHOT_VERSION = 1
 
-TOP_KEYS = ("version", "host", "driver", "gpus", "links", "notes")
+TOP_KEYS = ("version", "host", "driver", "gpus", "links", "notes", "nodes")
 GPU_KEYS = (
     "index",
     "uuid",
@@ -91,6 +93,8 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
     }
     if m.notes:
         out["notes"] = list(m.notes)
+    if m.nodes:  # multi-node machines only: files without it stay what they were
+        out["nodes"] = {host: n.to_json() for host, n in m.nodes.items()}
     return out
 
 
@@ -376,6 +380,9 @@ def machine_from_dict(d: object, where: str, source: str) -> Machine:
             key=f"gpus[{first_pos[extra[0]]}].index" if extra else "gpus",
         )
     links = _links(d.get("links"), gpus, host, where, tuple(str(n) for n in notes_raw))
+    from pytest_gpulayout.machine.nodes import nodes_from_dict
+
+    nodes = nodes_from_dict(d.get("nodes"), where)
     return Machine(
         gpus=tuple(gpus.values()),
         links=links,
@@ -383,6 +390,7 @@ def machine_from_dict(d: object, where: str, source: str) -> Machine:
         driver=driver,
         source=source,
         notes=tuple(notes_raw),
+        nodes=nodes,
     )
 
 

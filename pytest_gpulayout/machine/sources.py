@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_gpulayout.errors import InputError
@@ -15,10 +16,12 @@ AUTO = "auto"
 PRESET_PREFIX = "preset:"
 
 
-def load_machine(spec: str, base_dir: Path | None = None) -> Machine:
+def load_machine(spec: str, base_dir: Path | None = None, model_dirs: Sequence[str] = ()) -> Machine:
     """The machine ``spec`` names.
 
     * ``auto``: the live GPUs through NVML (``ProbeError`` if they cannot be seen);
+    * ``ray``, ``ray:ADDRESS``, ``ray://HOST:PORT``: every node of a running Ray cluster
+      (``machine/ray.py``); ``model_dirs`` are the manifest's model directories, looked up on each node;
     * ``preset:<name>``: a bundled machine (unknown names list the presets, with a did-you-mean);
     * a path, relative to ``base_dir`` (default: the working directory): ``.yaml``/``.yml``/``.json``
       is a snapshot, anything else ``nvidia-smi topo -m`` text. A YAML file without ``gpus`` whose
@@ -26,11 +29,16 @@ def load_machine(spec: str, base_dir: Path | None = None) -> Machine:
     """
     spec = spec.strip()
     if not spec:
-        raise InputError("empty machine: give auto, preset:<name>, a snapshot file or topo text file")
+        raise InputError("empty machine: give auto, ray[:ADDRESS], preset:<name>, a snapshot file or topo text file")
     if spec == AUTO:
         from pytest_gpulayout.machine.probe import probe
 
         return probe()
+    from pytest_gpulayout.machine import ray as ray_source
+
+    if ray_source.is_ray_spec(spec):
+        return ray_source.probe_cluster(ray_source.address_of(spec), model_dirs,
+                                        timeout_s=ray_source.timeout_from_env())
     if spec.startswith(PRESET_PREFIX):
         from pytest_gpulayout.machine.presets import load_preset
 
@@ -74,3 +82,11 @@ def load_machine(spec: str, base_dir: Path | None = None) -> Machine:
             return parse_topo(text, where=str(path))
         return machine_from_dict(data, where=str(path), source=f"snapshot:{path}")
     return parse_topo(text, where=str(path))
+
+
+def model_dirs_of(sources: Sequence[str]) -> tuple[str, ...]:
+    """The model directories to look up on each node, from the loaded specs' ``source``: a local
+    ``config.json`` names its directory; catalog models (``catalog:...``) have none."""
+    from pytest_gpulayout.machine.nodes import model_dir_key
+
+    return tuple(dict.fromkeys(k for k in map(model_dir_key, sources) if k))

@@ -11,6 +11,7 @@ from typing import Any
 from pytest_gpulayout.findings import Finding, Status, present
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.rules.balance import BalanceFacts
+from pytest_gpulayout.rules.cluster import ClusterFacts
 from pytest_gpulayout.rules.heads import HeadsFacts
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts
 from pytest_gpulayout.rules.links import LinksFacts
@@ -54,6 +55,12 @@ def key_number(f: Finding) -> str:
         return str(facts.worst_link or "")
     if isinstance(facts, KvPoolFacts):
         return _tokens(facts.predicted_kv_tokens)
+    if isinstance(facts, ClusterFacts):
+        if facts.mismatches:
+            return "differs: " + ",".join(m.what for m in facts.mismatches)
+        if facts.transport:
+            return facts.transport
+        return f"{len(facts.nodes)} nodes" if len(facts.nodes) > 1 else ""
     if isinstance(facts, StartupFacts):
         kind = present(facts.error_kind)
         if kind:

@@ -1,0 +1,141 @@
+"""Starting an engine across the nodes of a Ray cluster, and stopping every process of it on every node.
+
+The two engines span nodes differently, and the startup check launches each the way it runs in
+production:
+
+* vLLM runs one API server on the head node with ``--distributed-executor-backend ray``; its workers
+  are Ray actors the engine places itself (``vllm/v1/executor/ray_utils.py`` ``initialize_ray_cluster``
+  connects to ``RAY_ADDRESS``). Only the head process is ours to start; the workers die with it.
+* SGLang runs one server process per node, ``--nnodes N --node-rank i --dist-init-addr HEAD:PORT``
+  (``python/sglang/srt/server_args.py``); we start each through a Ray actor pinned to its node.
+
+Each per-node process is owned by a small actor on that node (``NodeProcess``) which tracks the
+process tree through ``/proc`` exactly as the one-host launcher does (``proctree.ProcessTree``), so
+``stop`` there means the same thing: SIGTERM to the tree, SIGKILL after a grace period, and the list
+of processes still alive afterwards, which must be empty. ``NCCL_DEBUG=INFO`` is set for every launch
+so the log says which transport NCCL took (``launch/nccl.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.launch.startup import engine_argv
+
+NCCL_ENV = {"NCCL_DEBUG": "INFO"}
+
+
+def vllm_ray_argv(dep: Deployment, model_path: str, port: int, *, engine_version: str | None = None) -> list[str]:
+    """The head node's vLLM argv: the deployment's flags plus the Ray executor."""
+    return [*engine_argv(dep, model_path, port, engine_version=engine_version),
+            "--distributed-executor-backend", "ray"]
+
+
+def vllm_ray_env(dep: Deployment, address: str) -> dict[str, str]:
+    """What the head process gets on top of its environment: the cluster to join, NCCL's transport lines."""
+    return {**NCCL_ENV, **dict(dep.launch.env), "RAY_ADDRESS": address}
+
+
+def sglang_node_argvs(dep: Deployment, model_path: str, port: int, *, head_ip: str, dist_port: int,
+                      nnodes: int) -> list[list[str]]:
+    """One argv per node, rank 0 on the head (which alone serves HTTP on ``port``)."""
+    base = engine_argv(dep, model_path, port)
+    return [[*base, "--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", f"{head_ip}:{dist_port}"]
+            for rank in range(nnodes)]
+
+
+class NodeProcess:
+    """A Ray actor body: one engine process on this node, its tree tracked, stopped for good."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._tree: Any = None
+        self._log: Path | None = None
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], log_path: str) -> int:
+        from pytest_gpulayout.launch.proctree import ProcessTree
+
+        self._log = Path(log_path)
+        self._log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._log, "wb") as out:
+            self._proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          env={**os.environ, **env}, start_new_session=True)
+        self._tree = ProcessTree(self._proc.pid)
+        return self._proc.pid
+
+    def alive(self) -> list[int]:
+        if self._tree is None:
+            return []
+        self._tree.scan()
+        return list(self._tree.alive())
+
+    def returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    def stop(self, grace_s: float = 10.0) -> list[int]:
+        """SIGTERM the whole tree, SIGKILL what is left after ``grace_s``; the pids still alive (none)."""
+        if self._tree is None:
+            return []
+        self._tree.kill_now(grace_s)
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        return list(self._tree.alive())
+
+    def log_lines(self) -> list[str]:
+        if self._log is None:
+            return []
+        try:
+            return self._log.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+
+
+@dataclass
+class NodeLaunch:
+    """Engine processes started through actors, one per node (node id -> actor)."""
+
+    ray: Any
+    actors: dict[str, Any] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+
+    def alive(self) -> dict[str, list[int]]:
+        refs = {n: a.alive.remote() for n, a in self.actors.items()}
+        return {n: self.ray.get(r, timeout=60) for n, r in refs.items()}
+
+    def log_lines(self) -> dict[str, list[str]]:
+        return {n: self.ray.get(a.log_lines.remote(), timeout=60) for n, a in self.actors.items()}
+
+    def stop(self, grace_s: float = 10.0) -> dict[str, list[int]]:
+        """Stop every node's process tree; returns what is still alive per node (empty lists)."""
+        refs = {n: a.stop.remote(grace_s) for n, a in self.actors.items()}
+        left = {n: self.ray.get(r, timeout=grace_s + 60) for n, r in refs.items()}
+        for a in self.actors.values():
+            self.ray.kill(a)
+        return left
+
+
+def start_on_nodes(ray: Any, plan: Sequence[tuple[str, Sequence[str], Mapping[str, str], str]]) -> NodeLaunch:
+    """Start ``(node id, argv, env, log path)`` each on its node; the caller must ``stop()`` the result."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    actor_cls = ray.remote(num_cpus=0, num_gpus=0, max_restarts=0)(NodeProcess)
+    launch = NodeLaunch(ray)
+    try:
+        for node_id, argv, env, log_path in plan:
+            actor = actor_cls.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote()
+            launch.actors[node_id] = actor
+            launch.pids[node_id] = ray.get(actor.start.remote(list(argv), dict(env), log_path), timeout=120)
+    except BaseException:
+        launch.stop(grace_s=2.0)
+        raise
+    return launch
