@@ -23,19 +23,12 @@ from leaks import Snapshot
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Status
+from pytest_gpulayout.launch.argv import default_command, engine_argv, engine_env, expected_reports, gpu_plan
+from pytest_gpulayout.launch.fixture import make_launcher
 from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log
-from pytest_gpulayout.launch.startup import (
-    default_command,
-    engine_argv,
-    engine_env,
-    expected_reports,
-    gpu_plan,
-    judge,
-    launch_deployment,
-    make_launcher,
-    run_startup,
-)
+from pytest_gpulayout.launch.startup import launch_deployment, run_startup
+from pytest_gpulayout.launch.verdict import judge
 from pytest_gpulayout.machine.facts import Gpu, Machine
 
 HERE = Path(__file__).parent
@@ -397,7 +390,7 @@ def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: P
 
 
 def test_memory_that_does_not_come_back_is_reported(tmp_path: Path) -> None:
-    from pytest_gpulayout.launch.startup import memory_not_released
+    from pytest_gpulayout.launch.reprobe import memory_not_released
     from pytest_gpulayout.machine.facts import Gpu, Machine
 
     def m(free1: int) -> Machine:
@@ -417,7 +410,7 @@ def test_memory_that_does_not_come_back_is_reported(tmp_path: Path) -> None:
 
 def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deployment, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_gpulayout.launch.startup as startup
+    import pytest_gpulayout.launch.reprobe as startup
     from pytest_gpulayout.machine.facts import Gpu, Machine
 
     monkeypatch.setattr(startup, "MEMORY_WAIT_S", 0.0)

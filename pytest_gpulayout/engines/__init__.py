@@ -26,7 +26,7 @@ def get_engine(name: str) -> Engine:
 def deployment_knobs(engine: str, args: Sequence[str], launch_env: Mapping[str, str],
                      host_env: Mapping[str, str]) -> LaunchKnobs:
     """What a deployment's ``launch.args`` and variables change for the checks: the engine inherits
-    the host's environment with ``launch.env`` on top (``launch/startup.engine_env``)."""
+    the host's environment with ``launch.env`` on top (``launch/argv.engine_env``)."""
     return get_engine(engine).knobs(args, {**host_env, **launch_env})
 
 

@@ -139,8 +139,8 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
 def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machine | None, log_path: Path,
                     timeout_s: float | None = None, grace_s: float = 5.0) -> tuple[Finding, Any]:
     """Launch, judge, and hand back ``(finding, LaunchResult | None)``. Never raises for engine trouble."""
+    from pytest_gpulayout.launch.argv import gpu_plan
     from pytest_gpulayout.launch.launcher import free_port, launch
-    from pytest_gpulayout.launch.startup import gpu_plan
 
     cmd = list(dep.launch.command) if dep.launch.command else default_command()
     try:

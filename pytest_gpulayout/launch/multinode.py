@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.launch.startup import engine_argv
+from pytest_gpulayout.launch.argv import engine_argv
 
 NCCL_ENV = {"NCCL_DEBUG": "INFO"}
 

@@ -1,7 +1,7 @@
 """A stand-in for vLLM / SGLang: replays a recorded startup log, then "serves" until SIGTERM.
 
 Run as a script (the launcher starts it like an engine). Options come from ``--fake-*`` flags or the
-``FAKE_ENGINE_*`` environment (so it also works behind ``startup.engine_argv``, which appends real
+``FAKE_ENGINE_*`` environment (so it also works behind ``launch.argv.engine_argv``, which appends real
 engine flags: everything it does not know is ignored, and written to ``<pid-dir>/argv.json``).
 
 Modes (``--fake-mode``, comma separated):

@@ -1,0 +1,73 @@
+"""The body of the ``gpulayout_launch`` fixture: launch a manifest deployment (with overrides) from a
+user's own regression test and hand back its ``StartupReport``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.launch.startup import StartupReport, launch_deployment
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.spec import ModelSpec
+
+
+def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None, host: Host) -> int | None:
+    """The kv_pool check's prediction for ``dep`` (smallest replica), or None where it cannot be made."""
+    if machine is None or model is None:
+        return None
+    from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
+
+    try:
+        facts = check_kv_pool(dep, machine, model, host).facts
+    except Exception:  # a prediction is a comparison aid; the launch is the measurement
+        return None
+    return facts.predicted_kv_tokens if isinstance(facts, KvPoolFacts) else None
+
+
+def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
+                  load_model: Callable[..., ModelSpec] | None = None, *,
+                  machine: Machine | None = None, host: Host = BARE_HOST) -> Callable[..., StartupReport]:
+    """``launch(name_or_deployment, **overrides) -> StartupReport`` for users' regression tests.
+
+    ``overrides`` are Deployment fields (``tensor_parallel_size=2``, ``max_model_len=4096``); ``launch``
+    and ``require`` also accept a dict of their own fields, merged into the deployment's.
+    The launch happens whether or not ``launch.enabled`` is set: calling the fixture is the opt-in.
+    """
+    fields = {f.name for f in dataclasses.fields(Deployment)}
+
+    def launch_one(target: str | Deployment, **overrides: Any) -> StartupReport:
+        if isinstance(target, Deployment):
+            dep = target
+        else:
+            try:
+                dep = manifest_deployments[target]
+            except KeyError:
+                from pytest_gpulayout.inputs.suggest import close_matches
+
+                close = close_matches(str(target), list(manifest_deployments), n=2)
+                hint = f" Did you mean {' or '.join(close)}?" if close else ""
+                known = ", ".join(manifest_deployments) or "none"
+                raise InputError(f"no deployment {target!r} in the manifest (known: {known}).{hint}") \
+                    from None
+        unknown = sorted(set(overrides) - fields)
+        if unknown:
+            from pytest_gpulayout.inputs.suggest import close_matches
+
+            hints = [f"{k} (did you mean {' or '.join(close_matches(k, sorted(fields), n=2))}?)"
+                     if close_matches(k, sorted(fields), n=2) else k for k in unknown]
+            raise InputError(f"gpulayout_launch: unknown Deployment field(s): {', '.join(hints)}")
+        for nested in ("launch", "require"):
+            if isinstance(overrides.get(nested), Mapping):
+                overrides[nested] = dataclasses.replace(getattr(dep, nested), **overrides[nested])
+        if overrides:
+            dep = dataclasses.replace(dep, **overrides)
+        model = load_model(dep.model, dep.base_dir) if load_model is not None else None
+        return launch_deployment(dep, model, machine=machine, log_dir=log_dir, host=host,
+                                 prediction_tokens=_predicted(dep, machine, model, host))
+
+    return launch_one
