@@ -410,10 +410,11 @@ def test_memory_that_does_not_come_back_is_reported(tmp_path: Path) -> None:
 
 def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deployment, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_gpulayout.launch.reprobe as startup
+    import pytest_gpulayout.launch.reprobe as reprobe_module
+    import pytest_gpulayout.launch.startup as startup
     from pytest_gpulayout.machine.facts import Gpu, Machine
 
-    monkeypatch.setattr(startup, "MEMORY_WAIT_S", 0.0)
+    monkeypatch.setattr(reprobe_module, "MEMORY_WAIT_S", 0.0)
     probes = iter([79000, 60000])  # before the launch, after the tree is gone
 
     def reprobe() -> Machine:
