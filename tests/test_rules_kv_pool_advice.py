@@ -27,3 +27,14 @@ def test_sglang_names_the_gpu_whose_tenant_shrinks_the_pool():
     assert f.status is Status.FAIL
     assert "GPU1, where another tenant (jupyter 777)" in f.message
     assert "least free GPU" in f.message
+
+
+def test_a_shortfall_prints_the_value_that_decided_rounded_down():
+    from dataclasses import replace
+
+    from pytest_gpulayout.deployment import Require
+    from pytest_gpulayout.rules.kv_pool import shortfalls
+
+    d = replace(dep(tp=1), require=Require(concurrency=4))
+    unmet, _ = shortfalls(d, 32752, 3.998, 8192)
+    assert unmet == ["require.concurrency 4 full 8,192-token requests: holds 3.99"]

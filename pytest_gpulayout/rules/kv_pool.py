@@ -11,6 +11,7 @@ replica: each DP engine has its own pool and round robin gives it its share of t
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field, replace
 
 from pytest_gpulayout.deployment import Deployment
@@ -98,7 +99,8 @@ def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_mode
         per = " per replica" if dep.dp > 1 else ""
         text = f"require.concurrency {req.concurrency} full {max_model_len:,}-token requests{per}"
         if concurrency < req.concurrency:
-            unmet.append(f"{text}: holds {concurrency:.2f}")
+            # the value that decided, rounded down: 3.998 is "3.99", never "4.00" against a need of 4
+            unmet.append(f"{text}: holds {math.floor(concurrency * 100) / 100:.2f}")
         elif concurrency < req.concurrency * (1 + TIGHT_MARGIN):
             tight.append(text)
     return unmet, tight
