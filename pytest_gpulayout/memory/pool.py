@@ -38,7 +38,6 @@ from pytest_gpulayout.memory.kv import (
     kv_layer_bytes_per_token,
 )
 from pytest_gpulayout.memory.reserves import (
-    CUDA_TOTAL_BELOW_NVML_MIB,
     SGLANG_COMMUNICATOR_GIB,
     SGLANG_CONTEXT_GIB,
     SGLANG_HYBRID_SWA_ARCHS,
@@ -195,7 +194,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
             version, gpu_total_mib=min(totals), gpu_name=gpu_name, max_model_len=max_model_len)[0]
         for rank, g in enumerate(gpus):
             stage = rank // tp
-            total = max(0, (g.memory_total_mib or 0) - CUDA_TOTAL_BELOW_NVML_MIB) * MIB  # CUDA's total
+            total = (g.memory_total_mib or 0) * MIB
             budget = math.ceil(total * fraction) - w_by_stage[stage] - reserve
             free = frees[rank]
             if old and free is not None:

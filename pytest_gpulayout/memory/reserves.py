@@ -23,12 +23,6 @@ VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
 #: (``total - free - torch allocated``), its own CUDA context included: vllm/001 (V0, one RTX 3090)
 #: logs ``non_torch_memory=0.35GiB``. Replaces ``VLLM_NON_TORCH_GIB`` for those releases.
 VLLM_NON_TORCH_OLD_GIB = 0.35
-#: vLLM sizes its budget from CUDA's total (``torch.cuda.mem_get_info``), which leaves out the
-#: memory the driver reserves; NVML's ``memory.total`` (what the probe reads) includes it. Two RTX
-#: 3090 logs (NVML total 24,576 MiB) show it: vllm/001 ``total_gpu_memory=23.58GiB`` (24,146 MiB,
-#: 430 MiB below) and vllm/025 ``Free memory on device (22.93/23.56 GiB)`` (24,125 MiB, 451 MiB).
-#: Not observed on other GPUs in these logs; the same figure is assumed.
-CUDA_TOTAL_BELOW_NVML_MIB = 440
 #: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
 VLLM_CUDAGRAPH_GIB = 0.5
@@ -89,7 +83,7 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
 
-        forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + 2 x kv) per rank)
+        forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + k + v) per rank)
         sampler = max_num_seqs x vocab x 8 B                      # fp32 logits + probabilities
         reserve = max(forward, sampler) + non-torch (0.15 GiB, 0.35 before 0.9.1; +0.25 GiB over
                   several GPUs) + 0.5 GiB CUDA graphs (>= 0.20 unless enforce_eager)
@@ -98,7 +92,7 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
     (8192/1024 on >= 70 GiB non-A100 GPUs from 0.9, else 2048/256). ``forward`` is the peak of one
     layer: the residual stream, the normed input and the layer's output (3 x hidden) next to either
-    the MLP's gate/up and activation outputs (3 x ffn) or attention's q/k/v and output (2 x q + 2 x kv).
+    the MLP's gate/up and activation outputs (3 x ffn) or attention's q/k/v and output (2 x q + k + v).
     vllm/001 (V0, Llama-3.1-8B, 20,000 profiled tokens) logs ``peak_torch_memory=17.06GiB`` after
     ``Loading model weights took 14.9888 GB``: a 2.07 GiB peak; this gives 2.06 GiB.
 
