@@ -1,20 +1,26 @@
-"""How well ``memory.predict_pool`` matches the KV pools real engines logged.
+"""The calibration table: every engine startup log in ``tests/data/logs/{vllm,sglang,vllm-cpu}``,
+two columns per log.
 
     python benchmarks/bench_calibration.py
 
-Every startup log under ``tests/data/logs/{vllm,sglang}`` carries a header (source, engine version,
-GPU, model, TP/PP, memory fraction, max_model_len) above ``---``. Where the header says enough, this
-predicts the pool from it and compares it with the pool the log reports (``logparse.parse_log``:
-``GPU KV cache size`` / ``# GPU blocks`` x 16 / SGLang ``#tokens``). It prints one row per log and the
-median / min / max of ``logged / predicted`` per engine.
+* **A, the engine's own figure -> tokens** (``FIGURE_CASES``): the memory the engine printed for the
+  KV cache (vLLM "Available KV cache memory" / V0 ``kv_cache_size=`` / the CPU backend's "Explicitly
+  set (X/..) GiB for KV cache"; SGLang's K + V size, or "Load weight end" avail mem and mem usage
+  with ``mem_fraction_static``) through the engine's arithmetic: vLLM's blocks and KV cache groups
+  (``memory/vllm_kv.py``), SGLang's cell size and its one padded slot (``memory_pool.py``). Pure
+  arithmetic: it must give the logged count for some figure that prints as the log's (each printed
+  number is within 0.005 GiB of the truth), which pins the bytes per token per rank.
+* **B, the pool from free memory and flags** (``CASES``): ``memory.pool.predict_pool`` with the
+  reserves, on the GPUs, layout, fraction and length the log's header states; ``|error|`` of the
+  predicted against the logged token count, median and worst.
 
-Why a table and not just a number: the pool is what a user sizes a deployment by, so a systematic
-error (a missing reserve, a wrong default) shows up as a ratio that drifts one way for one engine.
-The rows say which inputs were read off the header and which were assumed (``complete``), so a
-ratio built on a guess is never mistaken for a measurement. ``tests/test_calibration.py`` asserts
-the band on the complete rows.
+A row's header (source, engine version, GPU, model, TP/PP, memory fraction, max_model_len, above
+``---``) says which inputs are known; ``complete`` rows have all of them and are the ones held to the
+band (``tests/test_calibration.py``); the others are shown with what was assumed. The CPU logs have
+no header: their inputs are their own "non-default args" line. Logs without a column say why
+(``FIGURE_SKIPPED``, ``SKIPPED``).
 
-Assumptions common to every row: the GPU was idle before launch, so NVML's free memory is its total
+Assumptions common to column B: the GPU was idle before launch, so NVML's free memory is its total
 less ~500 MiB (driver reservation and CUDA context); NVML totals per GPU model are those of the
 table ``GPU_TOTAL_MIB``; the KV cache dtype is the model's (``auto``) unless the header says otherwise.
 """
@@ -32,9 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from packaging.version import Version  # noqa: E402
 
+from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_layer_bytes_per_token  # noqa: E402
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
