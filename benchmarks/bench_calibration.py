@@ -1,26 +1,34 @@
-"""How well ``memory.predict_pool`` matches the KV pools real engines logged.
+"""The calibration table: every engine startup log in ``tests/data/logs/{vllm,sglang,vllm-cpu}``,
+two columns per log.
 
     python benchmarks/bench_calibration.py
 
-Every startup log under ``tests/data/logs/{vllm,sglang}`` carries a header (source, engine version,
-GPU, model, TP/PP, memory fraction, max_model_len) above ``---``. Where the header says enough, this
-predicts the pool from it and compares it with the pool the log reports (``logparse.parse_log``:
-``GPU KV cache size`` / ``# GPU blocks`` x 16 / SGLang ``#tokens``). It prints one row per log and the
-median / min / max of ``logged / predicted`` per engine.
+* **A, the engine's own figure -> tokens** (``FIGURE_CASES``): the memory the engine printed for the
+  KV cache (vLLM "Available KV cache memory" / V0 ``kv_cache_size=`` / the CPU backend's "Explicitly
+  set (X/..) GiB for KV cache"; SGLang's K + V size, or "Load weight end" avail mem and mem usage
+  with ``mem_fraction_static``) through the engine's arithmetic: vLLM's blocks and KV cache groups
+  (``memory/vllm_kv.py``), SGLang's cell size and its one padded slot (``memory_pool.py``). Pure
+  arithmetic: it must give the logged count for some figure that prints as the log's (each printed
+  number is within 0.005 GiB of the truth), which pins the bytes per token per rank.
+* **B, the pool from free memory and flags** (``CASES``): ``memory.pool.predict_pool`` with the
+  reserves, on the GPUs, layout, fraction and length the log's header states; ``|error|`` of the
+  predicted against the logged token count, median and worst.
 
-Why a table and not just a number: the pool is what a user sizes a deployment by, so a systematic
-error (a missing reserve, a wrong default) shows up as a ratio that drifts one way for one engine.
-The rows say which inputs were read off the header and which were assumed (``complete``), so a
-ratio built on a guess is never mistaken for a measurement. ``tests/test_calibration.py`` asserts
-the band on the complete rows.
+A row's header (source, engine version, GPU, model, TP/PP, memory fraction, max_model_len, above
+``---``) says which inputs are known; ``complete`` rows have all of them and are the ones held to the
+band (``tests/test_calibration.py``); the others are shown with what was assumed. The CPU logs have
+no header: their inputs are their own "non-default args" line. Logs without a column say why
+(``FIGURE_SKIPPED``, ``SKIPPED``).
 
-Assumptions common to every row: the GPU was idle before launch, so NVML's free memory is its total
+Assumptions common to column B: the GPU was idle before launch, so NVML's free memory is its total
 less ~500 MiB (driver reservation and CUDA context); NVML totals per GPU model are those of the
 table ``GPU_TOTAL_MIB``; the KV cache dtype is the model's (``auto``) unless the header says otherwise.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -30,9 +38,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from packaging.version import Version  # noqa: E402
+
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
+from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_layer_bytes_per_token  # noqa: E402
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
+from pytest_gpulayout.memory.stages import stage_ranges  # noqa: E402
+from pytest_gpulayout.memory.vllm_kv import vllm_kv_cache  # noqa: E402
 from pytest_gpulayout.model import catalog  # noqa: E402
 from pytest_gpulayout.model.config import spec_from_config  # noqa: E402
 from pytest_gpulayout.model.load import load_model  # noqa: E402
@@ -87,6 +100,8 @@ MODEL_LOADERS: dict[str, Callable[[], ModelSpec]] = {
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": _r1_distill_qwen_14b,
     "Qwen/QwQ-32B": lambda: load_model(str(MODELS / "qwq-32b")),
     "Qwen/Qwen3-14B": lambda: load_model(str(MODELS / "qwen3-14b")),
+    "deepseek-ai/DeepSeek-V3": lambda: load_model("deepseek-ai/DeepSeek-V3"),
+    "tiny-llama": lambda: load_model(str(MODELS / "tiny-llama")),
 }
 
 
@@ -168,6 +183,192 @@ SKIPPED: tuple[Skipped, ...] = (
 )
 
 
+# ---------------------------------------------------------------------------------------------
+# Column A: the engine's own available-KV figure -> tokens (pure arithmetic)
+# ---------------------------------------------------------------------------------------------
+
+#: Every figure these logs print is rounded to two decimals (vLLM ``%.2f GiB`` / ``round(b, 2)``,
+#: SGLang ``{bytes / GB:.2f} GB`` with ``GB = 1024**3``), so the true figure lies within half a unit
+#: of the last digit: 0.005 GiB per printed number (K + V: two numbers, 0.01 GiB).
+PRINT_HALF_UNIT_GIB = 0.005
+
+AVAILABLE_RE = re.compile(r"Explicitly set \(([0-9.]+)/[0-9.]+\) GiB for KV cache")
+
+
+@dataclass(frozen=True)
+class FigureCase:
+    """A log whose engine printed the memory it gave the KV cache, and what turns it into tokens.
+
+    ``figure``: ``available`` (vLLM's "Available KV cache memory" / V0 ``kv_cache_size=`` / CPU
+    "Explicitly set (X/..) GiB for KV cache"), ``kv_size`` (SGLang's "K size" + "V size", or the MLA
+    "KV size"), ``avail_mem`` (SGLang's "Load weight end. avail mem=A, mem usage=U" with the log's
+    ``mem_fraction_static``). ``all_workers``: the log shows the figure of every worker that sets the
+    pool (one GPU, or every rank printed the same); otherwise it is one rank's figure of several and
+    the pool (the MIN over ranks) can only be at most what it gives.
+    """
+
+    log: str
+    engine: str
+    version: str
+    model: str                     # key of MODEL_LOADERS
+    tp: int
+    pp: int
+    block_size: int                # vLLM's block (CPU backend 128, ``platforms/cpu.py``); SGLang 1
+    max_model_len: int
+    figure: str
+    all_workers: bool = True
+    kv_cache_dtype: str = "auto"
+    memory_fraction: float | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    """Column A for one log: the tokens the printed figure gives, within the printing's rounding."""
+
+    case: FigureCase
+    figure_gib: float
+    bytes_per_token: int           # per rank (the most loaded stage)
+    tokens: int                    # from the printed figure
+    tokens_lo: int                 # from figure - half a unit
+    tokens_hi: int                 # from figure + half a unit
+    logged: int | None             # the engine's token count (None: it refused to start)
+
+    @property
+    def exact(self) -> bool:
+        """The logged count is what the arithmetic gives from some figure that prints as the log's."""
+        if self.logged is None:
+            return self.tokens_hi == 0
+        if self.case.all_workers:
+            return self.tokens_lo <= self.logged <= self.tokens_hi
+        return self.logged <= self.tokens_hi
+
+    @property
+    def bound_pct(self) -> float:
+        """Half the width of the rounding interval, in % of the logged count."""
+        base = self.logged or self.tokens or 1
+        return 100 * (self.tokens_hi - self.tokens_lo) / 2 / base
+
+
+FIGURE_CASES: tuple[FigureCase, ...] = (
+    FigureCase("vllm/001.txt", "vllm", "0.6.4", "meta-llama/Llama-3.1-8B-Instruct", tp=1, pp=1, block_size=16,
+               max_model_len=20000, figure="available"),
+    FigureCase("vllm/005.txt", "vllm", "0.9.2", "Qwen/Qwen3-235B-A22B-FP8", tp=4, pp=1, block_size=16,
+               max_model_len=40960, figure="available", all_workers=False,
+               why="TP 4: each worker logs both lines (0.9.2 core.py builds one KV config per worker, "
+                   "then takes the MIN); the paste keeps one of each, so the pool is at most this"),
+    FigureCase("vllm/011.txt", "vllm", "0.10.1", "openai/gpt-oss-120b", tp=1, pp=1, block_size=16,
+               max_model_len=131072, figure="available", why="negative: the engine refused to start"),
+    FigureCase("vllm-cpu/vllm-tiny.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1, block_size=128,
+               max_model_len=512, figure="available"),
+    FigureCase("vllm-cpu/vllm-tp2.log", "vllm", "0.32.0", "tiny-llama", tp=2, pp=1, block_size=128,
+               max_model_len=512, figure="available"),
+    FigureCase("vllm-cpu/vllm-pp2.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=2, block_size=128,
+               max_model_len=512, figure="available"),
+    FigureCase("vllm-cpu/vllm-dp2.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1, block_size=128,
+               max_model_len=512, figure="available", why="DP 2: two engines, each its own pool"),
+    FigureCase("vllm-cpu/vllm-long-max-model-len-allowed.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1,
+               block_size=128, max_model_len=4096, figure="available"),
+    FigureCase("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", tp=4, pp=1, block_size=1,
+               max_model_len=40960, figure="kv_size"),
+    FigureCase("sglang/011.txt", "sglang", "0.5.8", "deepseek-ai/DeepSeek-V3", tp=2, pp=1, block_size=1,
+               max_model_len=163840, figure="kv_size", why="MLA latent cache; the pool is capped by "
+                                                         "--max-total-tokens, the arithmetic still holds"),
+    FigureCase("sglang/013.txt", "sglang", "0.4.3.post4", "Qwen/QwQ-32B", tp=4, pp=1, block_size=1,
+               max_model_len=131072, figure="kv_size"),
+    FigureCase("sglang/013.txt", "sglang", "0.4.3.post4", "Qwen/QwQ-32B", tp=4, pp=1, block_size=1,
+               max_model_len=131072, figure="avail_mem", memory_fraction=0.85),
+    FigureCase("sglang/015.txt", "sglang", "0.4.6", "Qwen/Qwen3-14B", tp=1, pp=1, block_size=1,
+               max_model_len=40960, figure="kv_size"),
+)
+
+#: Logs with no column A, and why (the figure is not printed, or what turns it into tokens is unknown).
+FIGURE_SKIPPED: dict[str, str] = {
+    "vllm/003.txt": "no available-KV figure; model unknown",
+    "vllm/007.txt": "no available-KV figure (early V1 logged only '# GPU blocks')",
+    "vllm/009.txt": "no available-KV figure; model checkpoint and TP unknown",
+    "vllm/013.txt": "the paste ends before the KV lines",
+    "vllm/015.txt": "model unknown (10.55 GiB / 230,528 tokens = 49,140 B per token of some model)",
+    "vllm/017.txt": "no available-KV figure; model unknown",
+    "vllm/019.txt": "Qwen3.6-27B-AutoRound config not bundled (hybrid GDN: its state pages are unified "
+                    "with the attention pages, which memory/vllm_kv.py approximates)",
+    "vllm/021.txt": "no available-KV figure; Qwen3.8-27B-FP8 config not bundled",
+    "vllm/023.txt": "no available-KV figure (V0 error line only)",
+    "vllm/025.txt": "no token count; DeepSeek-V4-Flash config not bundled",
+    "vllm/027.txt": "no token count (start-up error); model checkpoint unknown",
+    "vllm-cpu/vllm-long-max-model-len.log": "refused before the KV cache (max_model_len check)",
+    "vllm-cpu/vllm-tp3.log": "refused before the KV cache (8 attention heads do not divide by TP 3)",
+    "vllm-cpu/vllm-tp2-worker-fp8-block.log": "refused while loading (gate/up width 192 not divisible by block_n 128)",
+    "vllm-cpu/vllm-tp2-worker-fp8-kernel.log": "refused while loading (a worker failed to start)",
+    "sglang/003.txt": "Qwen3-Omni-30B-A3B config not bundled",
+    "sglang/005.txt": "no K/V size line; model unknown",
+    "sglang/007.txt": "start-up error, no KV pool",
+    "sglang/009.txt": "this SGLang did not log the MLA pool; GPU unknown",
+}
+
+
+def _vllm_tokens(model: ModelSpec, c: FigureCase, budget: int) -> tuple[int, int]:
+    """vLLM's token count for ``budget`` bytes per worker: the KV cache groups of memory/vllm_kv.py
+    (one group for these models: ``budget // (page x layers) x block``), MIN over PP stages."""
+    version = Version(c.version)
+    layer = kv_layer_bytes_per_token(model, tp=c.tp, kv_cache_dtype=c.kv_cache_dtype)
+    per_stage = kv_bytes_per_token_by_stage(model, engine="vllm", tp=c.tp, pp=c.pp,
+                                            kv_cache_dtype=c.kv_cache_dtype, version=version)
+    states = model.layer_state_bytes(c.tp)
+    tokens = []
+    for r in stage_ranges(model.num_hidden_layers, c.pp, "vllm", version=version):
+        cache = vllm_kv_cache(version, kinds=[model.layer_kinds[i] for i in r], page_bytes=layer * c.block_size,
+                              block_size=c.block_size, budget_bytes=budget, max_model_len=c.max_model_len,
+                              max_num_batched_tokens=8192, pp=c.pp, sliding_window=model.sliding_window,
+                              chunk_size=model.attention_chunk_size, state_bytes=[states[i] for i in r])
+        tokens.append(cache.logged_tokens)
+    return min(tokens), max(per_stage)
+
+
+def _sglang_cell(model: ModelSpec, c: FigureCase) -> int:
+    """SGLang's cell size: ``kv_heads_per_rank x head_dim x layers x 2 x bytes`` (MLA: the latent,
+    ``(kv_lora_rank + qk_rope_head_dim) x layers x bytes``); ``model_runner.profile_max_num_token``."""
+    return max(kv_bytes_per_token_by_stage(model, engine="sglang", tp=c.tp, pp=c.pp,
+                                           kv_cache_dtype=c.kv_cache_dtype))
+
+
+def figure_row(c: FigureCase) -> FigureRow:
+    """Column A for ``c``: the engine's figure through the engine's own arithmetic."""
+    model = MODEL_LOADERS[c.model]()
+    body = log_body(c.log)
+    log = parse_log(body, c.engine)
+    half = PRINT_HALF_UNIT_GIB
+    if c.engine == "vllm":
+        m = AVAILABLE_RE.search(body)
+        gib = float(m.group(1)) if m else log.available_kv_gib
+        assert gib is not None, f"{c.log}: no available-KV figure"
+
+        def tokens_of(g: float) -> int:
+            return _vllm_tokens(model, c, int(g * GIB))[0] if g > 0 else 0
+        bpt = _vllm_tokens(model, c, 0)[1]
+    elif c.figure == "kv_size":
+        assert log.available_kv_gib is not None, f"{c.log}: no K/V size"
+        gib = log.available_kv_gib
+        cell = bpt = _sglang_cell(model, c)
+        if not model.is_mla:
+            half = 2 * PRINT_HALF_UNIT_GIB      # K and V are printed (and rounded) separately
+
+        def tokens_of(g: float) -> int:
+            # memory_pool.py: each layer's buffer holds size + 1 slots (slot 0 takes padded writes)
+            return max(0, math.floor(g * GIB / cell) - 1)
+    else:  # avail_mem: rest = avail - (avail + usage) x (1 - f) = avail x f - usage x (1 - f)
+        m = re.search(r"Load weight end\..*?avail mem=([0-9.]+) GB, mem usage=([0-9.]+) GB", body)
+        assert m and c.memory_fraction is not None, f"{c.log}: no 'Load weight end' figures"
+        avail, usage, f = float(m.group(1)), float(m.group(2)), c.memory_fraction
+        gib = avail * f - usage * (1 - f)       # its rounding: 0.005 x f + 0.005 x (1 - f) = 0.005
+        cell = bpt = _sglang_cell(model, c)
+
+        def tokens_of(g: float) -> int:
+            return max(0, int(g * GIB // cell))
+    logged = min(log.kv_tokens_all) if log.kv_tokens_all else None
+    return FigureRow(c, gib, bpt, tokens_of(gib), tokens_of(gib - half), tokens_of(gib + half), logged)
+
+
 @dataclass(frozen=True)
 class Row:
     """A case's prediction next to what its log reports."""
@@ -232,37 +433,118 @@ def _fmt(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
-def render(rows: list[Row]) -> str:
-    lines = [f"{'log':15} {'engine':17} {'model':34} {'GPU x TP':26} {'predicted':>10} {'logged':>10} "
-             f"{'ratio':>6}  {'KV GiB pred/log':>16}  complete"]
-    for r in rows:
-        c = r.case
-        gpu = f"{c.gpu.replace('NVIDIA ', '').replace('GeForce ', '')} x{c.tp}" + (f" PP{c.pp}" if c.pp > 1 else "")
-        ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
-        avail = r.logged.available_kv_gib
-        kv = f"{r.prediction.kv_budget_bytes_per_rank / GIB:.2f}/" + ("-" if avail is None else f"{avail:.2f}")
-        lines.append(f"{c.log:15} {c.engine + ' ' + c.version:17} {c.model.split('/')[-1][:34]:34} {gpu:26} "
-                     f"{_fmt(r.prediction.kv_tokens):>10} {_fmt(r.logged_tokens):>10} {ratio:>6}  {kv:>16}  "
-                     f"{'yes' if c.complete else 'no'}")
+#: Logs no pool can be predicted for from free memory and flags, besides ``SKIPPED`` (whose header
+#: lacks an input): the CPU backend's pool is the ``VLLM_CPU_KVCACHE_SPACE`` flag itself.
+CPU_NOT_PREDICTED = "CPU backend: the pool is the VLLM_CPU_KVCACHE_SPACE flag (1 GiB), not sized from memory"
+
+
+def all_logs() -> list[str]:
+    """Every engine startup log kept under tests/data/logs (vLLM, SGLang, vLLM's CPU backend)."""
+    out = []
+    for sub in ("vllm", "sglang", "vllm-cpu"):
+        out += sorted(f"{sub}/{p.name}" for p in (LOGS / sub).iterdir() if p.suffix in (".txt", ".log"))
+    return out
+
+
+def error_pct(row: Row) -> float | None:
+    """Column B: ``predicted / logged - 1`` in % (positive: the prediction promised more)."""
+    logged = row.logged_tokens
+    if not logged:
+        return None
+    return 100 * (row.prediction.kv_tokens / logged - 1)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median and worst ``|error|`` of column B over a set of rows."""
+
+    n: int
+    median_pct: float
+    worst_pct: float
+    worst_log: str
+
+
+def summarize(rows: list[Row]) -> Summary | None:
+    errs = [(abs(e), r.case.log) for r in rows if (e := error_pct(r)) is not None]
+    if not errs:
+        return None
+    worst = max(errs)
+    return Summary(len(errs), statistics.median(e for e, _ in errs), worst[0], worst[1])
+
+
+def render(rows: list[Row], figures: list[FigureRow]) -> str:
+    by_log = {r.case.log: r for r in rows}
+    figs: dict[str, list[FigureRow]] = {}
+    for f in figures:
+        figs.setdefault(f.case.log, []).append(f)
+    skipped = {s.log: s.why for s in SKIPPED}
+    lines = [f"{'log':44} {'model':28} {'A: figure -> tokens [rounding]':44} {'logged':>10}  A    "
+             f"{'B: predicted':>12} {'B error':>8}  complete"]
+    for log in all_logs():
+        model = ""
+        a_text, a_ok = "-", ""
+        fs = figs.get(log, [])
+        if fs:
+            model = fs[0].case.model
+            parts = []
+            for f in fs:
+                unit = {"available": "GiB", "kv_size": "GiB K+V", "avail_mem": "GiB rest"}[f.case.figure]
+                parts.append(f"{f.figure_gib:.2f} {unit} -> {f.tokens:,} [{f.tokens_lo:,}-{f.tokens_hi:,}]"
+                             if f.tokens_hi else f"{f.figure_gib:.2f} {unit} -> 0 (refused)")
+            a_text = "; ".join(parts)
+            a_ok = ("ok" if all(f.exact for f in fs) else "MISS") if all(f.case.all_workers for f in fs) else "<=ok"
+        logged: int | None = None
+        b_pred, b_err, complete = "-", "-", ""
+        r = by_log.get(log)
+        if r is not None:
+            model = r.case.model
+            logged = r.logged_tokens
+            b_pred = _fmt(r.prediction.kv_tokens)
+            e = error_pct(r)
+            b_err = f"{e:+.1f}%" if e is not None else "no pool"
+            complete = "yes" if r.case.complete else "no"
+        elif fs:
+            logged = fs[0].logged
+        lines.append(f"{log:44} {model.split('/')[-1][:28]:28} {a_text[:44]:44} {_fmt(logged):>10}  {a_ok:4} "
+                     f"{b_pred:>12} {b_err:>8}  {complete}")
+        if len(a_text) > 44:
+            lines.append(f"{'':73} {a_text[44:]}")
     lines.append("")
-    lines.append("KV GiB: predicted budget per rank / the log's 'Available KV cache memory' (vLLM) or K+V size "
-                 "(SGLang).")
+    a_rows = [f for f in figures if f.case.all_workers]
+    lines.append(f"Column A (engine figure -> tokens): {sum(f.exact for f in a_rows)}/{len(a_rows)} figures give the "
+                 f"logged count within the printing's rounding (+-{PRINT_HALF_UNIT_GIB} GiB per printed number; "
+                 f"widest interval +-{max(f.bound_pct for f in a_rows):.2f}% of the count); "
+                 f"{sum(not f.case.all_workers for f in figures)} shows one rank of several (pool <= it).")
+    for label, keep in (("complete rows", lambda r: r.case.complete), ("all rows", lambda r: True)):
+        summ = summarize([r for r in rows if keep(r)])
+        if summ:
+            lines.append(f"Column B (pool from free memory and flags), {label}: n={summ.n} median |error| "
+                         f"{summ.median_pct:.1f}%, worst {summ.worst_pct:.1f}% ({summ.worst_log})")
     for engine in ("vllm", "sglang"):
-        for label, keep in (("all rows", lambda r: True), ("complete rows", lambda r: r.case.complete)):
-            ratios = [r.ratio for r in rows if r.case.engine == engine and keep(r) and r.ratio is not None]
-            if ratios:
-                lines.append(f"{engine:6} {label:13}: n={len(ratios)} median {statistics.median(ratios):.3f} "
-                             f"min {min(ratios):.3f} max {max(ratios):.3f}")
+        summ = summarize([r for r in rows if r.case.complete and r.case.engine == engine])
+        if summ:
+            lines.append(f"  {engine:6} complete rows: n={summ.n} median {summ.median_pct:.1f}%, worst "
+                         f"{summ.worst_pct:.1f}%")
+    misses = [r for r in rows if r.case.complete and r.logged_tokens is None]
+    for r in misses:
+        lines.append(f"  {r.case.log}: predicted {r.prediction.kv_tokens:,} tokens "
+                     f"({r.prediction.kv_budget_bytes_per_rank / GIB:+.2f} GiB), the engine logged "
+                     f"{r.logged.available_kv_gib:+.2f} GiB and refused to start (not in the median)")
     lines.append("")
-    lines.append("Assumed:")
+    lines.append("Column A notes:")
+    lines.extend(f"  {f.case.log}: {f.case.why}" for f in figures if f.case.why)
+    lines.append("Column B assumed:")
     lines.extend(f"  {r.case.log}: {r.case.assumed}" for r in rows if r.case.assumed)
-    lines.append("Not predicted (the header lacks an input):")
-    lines.extend(f"  {s.log}: {s.why}" for s in SKIPPED)
+    lines.append("No column A:")
+    lines.extend(f"  {log}: {why}" for log, why in FIGURE_SKIPPED.items())
+    lines.append("No column B:")
+    lines.extend(f"  {log}: {skipped.get(log, CPU_NOT_PREDICTED if log.startswith('vllm-cpu/') else '?')}"
+                 for log in all_logs() if log not in by_log)
     return "\n".join(lines)
 
 
 def main() -> int:
-    print(render([measure(c) for c in CASES]))
+    print(render([measure(c) for c in CASES], [figure_row(c) for c in FIGURE_CASES]))
     return 0
 
 

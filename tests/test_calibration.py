@@ -1,36 +1,35 @@
-"""The KV-pool prediction against pools real engines logged (``benchmarks/bench_calibration.py``).
+"""Calibration against the pools real engines logged (``benchmarks/bench_calibration.py``).
 
-Band: ``logged / predicted`` within 0.8 - 1.25 (symmetric: 1 / 1.25 = 0.8).
+Column A (exactness): the engine's own printed KV figure (vLLM "Available KV cache memory" / V0
+``kv_cache_size=`` / the CPU backend's "Explicitly set (X/..) GiB for KV cache"; SGLang's K + V size
+and its "Load weight end" avail mem / mem usage) turned into tokens by the engine's arithmetic must
+give the logged token count for some figure that prints as the log's (half a unit of the second
+decimal: 0.005 GiB per printed number). vllm/005 prints one rank's figure of four, so there the
+pool can only be at most what it gives.
 
-Why that band: what the engines take before the pool and we cannot see before launch (vLLM's
-activation peak and non-torch memory, SGLang's CUDA context and communicators, and CUDA's total
-being a few hundred MiB below NVML's) measures 0.3 - 1 GiB in the logs whose lines allow the split.
-Against the pools of these logs (2.8 - 17 GiB per rank) that is up to ~13 %, so 20 % leaves room for
-a GPU we did not measure but still catches a missing GiB on a small card or a wrong default.
-Measured on the complete rows: vllm/001 1.070, vllm/023 0.871, sglang/001 0.941, sglang/013 1.134.
-vllm/001 (Llama-3.1-8B, RTX 3090, V0, max_model_len 20000) was 0.663 until the memory model learnt
-that V0 without chunked prefill (max_model_len <= 32K) profiles ``max(max_model_len, 2048)`` tokens
-(read in vLLM 0.6.6's ``SchedulerConfig``), which its log's 2.07 GiB activation peak shows.
+Column B (the band): the pool predicted from free memory and flags. Measured on the complete rows
+(every input in the header): vllm/001 -1.8 %, vllm/023 +12.2 %, sglang/001 +8.4 %, sglang/013
+-0.4 %: median |error| 5.1 %, worst 12.2 %. The issue's target (median <= 3 %, worst <= 8 %) is not
+met, and the band is kept at what is measured: BAND_WORST_PCT 12.5, BAND_MEDIAN_PCT 5.5.
 
-Outliers whose header gives every input (NOT excluded; ``xfail(strict=True)``, so the test turns
-red once the prediction is fixed and the mark must go):
+What the two rows outside 8 % lack (neither log prints it):
+* vllm/023 (V0, 2 x RTX 4090, TP 2, 0.98): the paste has the weights line and the ValueError only;
+  the engine took ~0.9 GiB per rank more than the reserves (NCCL buffers on PCIe, V0's sampler);
+  its weights are 0.19 GiB above ours (13.95 vs 13.76 GiB).
+* sglang/001 (Qwen3-235B-FP8, 4 x H100, 0.93): one "KV Cache is allocated" line; its pool implies
+  1.4 GiB per rank held after loading beyond weights + 0.3 GiB (no "Load weight end" line to split it).
 
-* vllm/011 (gpt-oss-120b, H100, 0.10.1, default 0.9): the engine logged -2.14 GiB for KV and did not
-  start; we predict +5.26 GiB (76,592 tokens). Weights are 1.2 GiB low (64.74 vs 65.97 GiB logged),
-  the remaining ~6 GiB is 0.10.1's activation/workspace peak for mxfp4 MoE that the reserve
-  (1.68 GiB) does not model.
-
-Excluded because the header lacks an input (shown by the benchmark, not held to the band):
-vllm/005 (exact version unknown: the < 0.10 and >= 0.10 budgets differ; also an LMCache connector
-predict_pool cannot express; ratio 0.552), vllm/007 (GPU unknown; 0.729 if H100), sglang/015 (GPU and
-version, hence the default fraction, unknown; 1.018 if RTX A6000). The logs with no prediction at all
-are ``bench.SKIPPED``, each with what its header lacks.
+vllm/001 was -6.6 % until the reserves read its own profiling line (a 2.07 GiB activation peak,
+``non_torch_memory=0.35GiB``). vllm/011 (gpt-oss-120b on one H100) refused to start with -2.14 GiB
+for KV; we predict +5.26 GiB: its mxfp4 MoE peak (~7.5 GiB besides weights) is not modelled
+(``xfail(strict=True)``). Rows whose header lacks an input are shown, not held to the band.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,7 +37,8 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-BAND = (0.8, 1.25)
+BAND_WORST_PCT = 12.5
+BAND_MEDIAN_PCT = 5.5
 
 
 def _load_bench() -> ModuleType:
@@ -70,14 +70,55 @@ def _band_params() -> list[object]:
 
 @pytest.mark.parametrize("case", _band_params())
 def test_complete_logs_within_band(case: Any) -> None:
-    """A user sizing a deployment from the prediction gets a pool within 20 % of what the engine
-    logged, for every log whose header states GPU, model, layout, fraction and max_model_len."""
+    """A user sizing a deployment from the prediction gets a pool within the measured band of what
+    the engine logged, for every log whose header states GPU, model, layout, fraction and length."""
     row = bench.measure(case)
     assert row.logged_tokens is not None, f"{case.log}: no KV pool parsed from the log"
-    lo, hi = BAND
-    assert row.ratio is not None and lo <= row.ratio <= hi, (
+    err = bench.error_pct(row)
+    assert err is not None and abs(err) <= BAND_WORST_PCT, (
         f"{case.log}: logged {row.logged_tokens:,} tokens vs predicted {row.prediction.kv_tokens:,} "
-        f"(ratio {row.ratio}); band {lo}-{hi}")
+        f"({err:+.1f} %); band +-{BAND_WORST_PCT} %")
+
+
+def test_median_error_of_complete_logs() -> None:
+    """The median |error| over the complete rows stays at what was measured (5.1 %)."""
+    rows = [bench.measure(c) for c in bench.CASES if c.complete]
+    summary = bench.summarize(rows)
+    assert summary is not None and summary.n >= 4
+    assert summary.median_pct <= BAND_MEDIAN_PCT, summary
+
+
+@pytest.mark.parametrize("case", bench.FIGURE_CASES, ids=lambda c: f"{c.log}:{c.figure}")
+def test_engine_figure_gives_the_logged_tokens(case: Any) -> None:
+    """Column A: the engine's printed KV figure, through the engine's own arithmetic (block, cell
+    size, KV groups), gives exactly the token count it logged, up to the figure's rounding."""
+    row = bench.figure_row(case)
+    assert row.exact, (f"{case.log}: {row.figure_gib} GiB -> {row.tokens:,} tokens "
+                       f"[{row.tokens_lo:,}-{row.tokens_hi:,}], logged {row.logged}")
+    if row.logged is not None and case.all_workers:
+        # the rounding interval is narrow enough to mean something: under 1 % of the count
+        assert row.bound_pct < 1.0
+
+
+def test_engine_figure_catches_a_wrong_cell_size() -> None:
+    """The exactness check can fail: the same figures read with another layout's cell size miss."""
+    for log, figure in (("sglang/013.txt", "kv_size"), ("sglang/013.txt", "avail_mem"), ("vllm/001.txt", "available")):
+        case = next(c for c in bench.FIGURE_CASES if c.log == log and c.figure == figure)
+        assert bench.figure_row(case).exact
+        assert not bench.figure_row(replace(case, tp=case.tp * 2)).exact, log  # half the KV heads per rank
+
+
+def test_cpu_logs_carry_the_inputs_of_their_case() -> None:
+    """The CPU logs have no header: the case's layout and length are their own 'non-default args'."""
+    for case in bench.FIGURE_CASES:
+        if not case.log.startswith("vllm-cpu/"):
+            continue
+        text = (bench.LOGS / case.log).read_text(encoding="utf-8")
+        args = text[text.index("non-default args:"):].splitlines()[0]
+        assert f"'max_model_len': {case.max_model_len}" in args
+        assert "'model': 'models/tiny-llama'" in args
+        assert (f"'tensor_parallel_size': {case.tp}" in args) == (case.tp > 1)
+        assert (f"'pipeline_parallel_size': {case.pp}" in args) == (case.pp > 1)
 
 
 @pytest.mark.xfail(strict=True, reason="vLLM 0.10.1's gpt-oss-120b activation/workspace peak (~7.4 GiB "
@@ -108,9 +149,12 @@ def test_complete_cases_match_their_header(case: Any) -> None:
 
 
 def test_every_engine_log_is_classified() -> None:
-    """A new log under tests/data/logs/{vllm,sglang} must be predicted or skipped with a reason,
-    so calibration cannot silently ignore it."""
-    logs = {f"{p.parent.name}/{p.name}" for e in ("vllm", "sglang") for p in (bench.LOGS / e).glob("*.txt")}
-    known = set(CASES) | {s.log for s in bench.SKIPPED}
-    assert logs == known
-    assert all(s.why for s in bench.SKIPPED)
+    """A new log under tests/data/logs/{vllm,sglang,vllm-cpu} must get each column or a reason it
+    has none, so calibration cannot silently ignore it."""
+    logs = set(bench.all_logs())
+    assert len(logs) >= 30
+    column_a = {c.log for c in bench.FIGURE_CASES} | set(bench.FIGURE_SKIPPED)
+    assert logs == column_a
+    column_b = set(CASES) | {s.log for s in bench.SKIPPED} | {log for log in logs if log.startswith("vllm-cpu/")}
+    assert logs == column_b
+    assert all(s.why for s in bench.SKIPPED) and all(bench.FIGURE_SKIPPED.values())

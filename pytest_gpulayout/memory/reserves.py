@@ -7,6 +7,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines import get_engine
 from pytest_gpulayout.engines.knobs import LaunchKnobs
+from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name, engine_version
@@ -18,6 +19,10 @@ from pytest_gpulayout.model.spec import ModelSpec
 #: when the instance spans GPUs). Startup logs show 0.1-0.6 GiB.
 VLLM_NON_TORCH_GIB = 0.15
 VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
+#: vLLM before 0.9.1 counts as non-torch everything in use on the GPU besides torch's tensors
+#: (``total - free - torch allocated``), its own CUDA context included: vllm/001 (V0, one RTX 3090)
+#: logs ``non_torch_memory=0.35GiB``. Replaces ``VLLM_NON_TORCH_GIB`` for those releases.
+VLLM_NON_TORCH_OLD_GIB = 0.35
 #: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
 VLLM_CUDAGRAPH_GIB = 0.5
@@ -78,15 +83,18 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
 
-        forward = max_num_batched_tokens x 2 B x (4 x hidden + q + 2 x kv (per rank) + 3 x ffn per rank)
+        forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + k + v) per rank)
         sampler = max_num_seqs x vocab x 8 B                      # fp32 logits + probabilities
-        reserve = max(forward, sampler) + non-torch (0.15 GiB, +0.25 GiB over several GPUs)
-                  + 0.5 GiB CUDA graphs (>= 0.20 unless enforce_eager)
+        reserve = max(forward, sampler) + non-torch (0.15 GiB, 0.35 before 0.9.1; +0.25 GiB over
+                  several GPUs) + 0.5 GiB CUDA graphs (>= 0.20 unless enforce_eager)
 
     with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
     weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
-    (8192/1024 on >= 70 GiB non-A100 GPUs from 0.9, else 2048/256). Startup logs put Llama-3.1-8B's
-    activation peak at ~1.3 GiB; this gives ~1.0 GiB + 0.65 GiB.
+    (8192/1024 on >= 70 GiB non-A100 GPUs from 0.9, else 2048/256). ``forward`` is the peak of one
+    layer: the residual stream, the normed input and the layer's output (3 x hidden) next to either
+    the MLP's gate/up and activation outputs (3 x ffn) or attention's q/k/v and output (2 x q + k + v).
+    vllm/001 (V0, Llama-3.1-8B, 20,000 profiled tokens) logs ``peak_torch_memory=17.06GiB`` after
+    ``Loading model weights took 14.9888 GB``: a 2.07 GiB peak; this gives 2.06 GiB.
 
     SGLang: 0. Its ``mem_fraction_static`` is defined as (weights + KV pool) / memory; activations
     and CUDA graphs live in the ``1 - fraction`` slack the default formula reserves.
@@ -109,9 +117,10 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
         ffn += -(-model.shared_expert_intermediate_size // tp)
     else:
         ffn = -(-model.intermediate_size // tp)
-    forward = tokens * 2 * (4 * h + q + kv + 3 * ffn)
+    forward = tokens * 2 * (3 * h + max(3 * ffn, 2 * q + kv))
     sampler = seqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
-    non_torch = VLLM_NON_TORCH_GIB + (VLLM_NON_TORCH_MULTI_GPU_GIB if tp * pp * dp > 1 else 0.0)
+    base = VLLM_NON_TORCH_OLD_GIB if v < FREE_MEMORY_CHECK_SINCE else VLLM_NON_TORCH_GIB
+    non_torch = base + (VLLM_NON_TORCH_MULTI_GPU_GIB if tp * pp * dp > 1 else 0.0)
     graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
     total = max(forward, sampler) + (non_torch + graphs) * GIB
     why = (f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB (max_num_batched_tokens {tokens}, "
