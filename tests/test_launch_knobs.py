@@ -91,3 +91,20 @@ def test_sglang_balance_switch_in_launch_env_turns_the_failure_into_a_warning():
     old = check_balance(replace(d, engine_version="0.4.3.post4",
                                 launch=Launch(env={"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"})), _busy_pair(), QWEN)
     assert old.status is Status.FAIL and "has no switch" in old.message
+
+
+def test_heads_reports_the_pp_split_the_launch_sets():
+    from pytest_gpulayout.findings import facts_of
+    from pytest_gpulayout.rules.heads import HeadsFacts, check_heads
+
+    d = dep(pp=2, max_model_len=8192, launch=Launch(env={"VLLM_PP_LAYER_PARTITION": "30,6"}))
+    f = check_heads(d, machine(2), QWEN)
+    facts = facts_of(f, HeadsFacts)
+    assert facts is not None and facts.pp_layer_split == (30, 6)
+    assert "[30, 6]" in f.message
+
+
+def test_sglang_dp_attention_is_named_as_not_modelled():
+    f, facts = _pool(dep(tp=2, engine="sglang", max_model_len=8192, launch=Launch(args=("--enable-dp-attention",))))
+    assert facts.not_modelled == ("--enable-dp-attention",)
+    assert "Not modelled: --enable-dp-attention" in f.message

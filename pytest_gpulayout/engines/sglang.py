@@ -190,7 +190,6 @@ KNOB_FLAGS: Mapping[str, KnobFlag] = {
     "--chunked-prefill-size": KnobFlag("chunked_prefill_size"),
     "--cuda-graph-max-bs": KnobFlag("cuda_graph_max_bs"),
     "--disable-cuda-graph": KnobFlag("enforce_eager", bool),
-    "--enable-dp-attention": KnobFlag("enable_dp_attention", bool),
     "--max-running-requests": KnobFlag("max_num_seqs"),
     "--page-size": KnobFlag("block_size"),
 }

@@ -27,11 +27,13 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines import deployment_knobs
 from pytest_gpulayout.engines.versions import resolve_version
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.memory.kv import kv_heads_per_rank
+from pytest_gpulayout.memory.stages import pp_partition
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.model.weights import VOCAB_PADDING
 from pytest_gpulayout.rules.shard_widths import (
@@ -131,10 +133,11 @@ def expert_layout(dep: Deployment) -> tuple[int, int]:
     return (dep.tp, 1) if dep.enable_expert_parallel else (1, dep.tp)
 
 
-def pp_split(model: ModelSpec, dep: Deployment) -> tuple[int, ...]:
-    from pytest_gpulayout.memory.stages import pp_partition
-
-    return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine))
+def pp_split(model: ModelSpec, dep: Deployment, host: Host = BARE_HOST) -> tuple[int, ...]:
+    """Layers per PP stage as the engine splits them, with the partition variable the launch sets
+    (``VLLM_PP_LAYER_PARTITION`` / ``SGLANG_PP_LAYER_PARTITION`` in launch.env or on the host)."""
+    partition = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env).pp_layer_partition
+    return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine, partition=partition))
 
 
 def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
@@ -206,7 +209,7 @@ def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host
     else:
         notes.append(f"each rank stores {per_rank} of {kv} KV head{'s' if kv != 1 else ''}")
     if pp > 1:
-        split = pp_split(model, dep)
+        split = pp_split(model, dep, host)
         data = replace(data, pp_layer_split=tuple(split))
         if min(split) == 0:
             return failed(
