@@ -183,26 +183,75 @@ def test_rpc_to_another_host_fails_unless_the_manifest_says_where_it_listens(tmp
 
 
 # -- logs -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "kv_mib", "buffers", "tokens", "kind"), [
-    ("current-2gpu-ts31.log", 4096.0, {"CUDA0": 3136.0, "CUDA1": 960.0}, 16384, None),
-    ("older-kv-self-size.log", 768.0, {"CUDA0": 400.0, "CUDA1": 368.0}, 4096, None),
-    ("swa-gemma3-iswa.log", 992.0, {"CUDA0": 496.0, "CUDA1": 496.0}, 8192, None),
-    ("oom-second-gpu.log", None, {}, None, "oom"),
-    ("real-cpu-b11434.log", 0.75, {"CPU": 0.75}, 1536, None),
+def _paste(name: str) -> str:
+    """The log lines of a file in tests/data/logs/llamacpp/, without the source header above ``---``."""
+    text = (LOGS / name).read_text(encoding="utf-8")
+    _head, sep, body = text.partition("\n---\n")
+    return body if sep else text
+
+
+# Real logs: pasted in public issue threads (README.md there names each source) or recorded here.
+# name, KV MiB in all, KV MiB per buffer, each KV cache's (MiB, cells, layers), KV pool tokens, error kind
+@pytest.mark.parametrize(("name", "kv_mib", "buffers", "caches", "tokens", "kind"), [
+    # current format, two GPUs (-ts 1 1), then the compute buffer does not fit
+    ("current-2gpu-oom-koboldcpp1882.log", 23480.0, {"CUDA0": 9979.0, "CUDA1": 13501.0},
+     [(23480.0, 150272, 40)], 150272, "oom"),
+    # 2024 format on two GPUs (-ts 10,6): kv_size / n_layer header, then KV self size
+    ("older-2gpu-q8-kv-self-11200.log", 4352.0, {"CUDA0": 2788.0, "CUDA1": 1564.0},
+     [(4352.0, 32768, 64)], 32768, None),
+    # mid-2025: llama_kv_cache_unified with a KV self size total
+    ("unified-kv-self-cpu-llmaz402.log", 2048.0, {"CPU": 2048.0}, [(2048.0, 4096, 32)], 4096, None),
+    # iswa model: a non-SWA cache (0 layers on DSV4) and an SWA cache, several KV lines
+    ("swa-iswa-dsv4-27680.log", 182.75, {"CUDA0": 182.75}, [(0.0, 64000, 0)], 64000, None),
+    # the weights do not fit on device 0: no KV line at all
+    ("oom-weights-cuda0-20431.log", None, {}, [], None, "oom"),
+    ("real-cpu-b11434.log", 0.75, {"CPU": 0.75}, [(0.75, 512, 4)], 1536, None),
 ])
-def test_parse_log_llamacpp(name: str, kv_mib: float | None, buffers: dict[str, float], tokens: int | None,
-                            kind: str | None):
-    log = parse_llamacpp_log((LOGS / name).read_text())
+def test_parse_log_llamacpp(tmp_path: Path, name: str, kv_mib: float | None, buffers: dict[str, float],
+                            caches: list[tuple[float, int, int]], tokens: int | None, kind: str | None):
+    log = parse_llamacpp_log(_paste(name))
     assert log.kv_mib == kv_mib and dict(log.kv_buffers_mib) == buffers
+    assert [(r.mib, r.cells, r.layers) for r in log.kv] == caches
     assert log.to_startup_log().kv_tokens == tokens and log.error_kind == kind
-    r = cli("parse-log", str(LOGS / name), "--json")
+    paste = tmp_path / name
+    paste.write_text(_paste(name), encoding="utf-8")
+    r = cli("parse-log", str(paste), "--engine", "llamacpp", "--json")
     assert r.returncode == (1 if kind else 0), r.stderr
     out = json.loads(r.stdout)
     assert out["engine"] == "llamacpp" and out["kv_tokens"] == tokens and out["error_kind"] == kind
+    assert out["llamacpp"]["kv_mib"] == kv_mib and out["llamacpp"]["kv_buffers_mib"] == buffers
+    assert [(c["mib"], c["cells"], c["layers"]) for c in out["llamacpp"]["kv_caches"]] == caches
+    assert out["available_kv_gib"] == (round(kv_mib / 1024, 4) if kv_mib is not None else None)
+
+
+def test_older_kv_self_size_takes_cells_and_layers_from_the_kv_size_line():
+    """b4462 prints cells and layers only in ``llama_kv_cache_init: kv_size = 32768, ..., n_layer = 64``."""
+    log = parse_llamacpp_log(_paste("older-2gpu-q8-kv-self-11200.log"))
+    (cache,) = log.kv
+    assert (cache.cells, cache.layers, cache.type_k, cache.type_v) == (32768, 64, "q8_0", "q8_0")
+    assert (cache.k_mib, cache.v_mib) == (2176.0, 2176.0)
+
+
+def test_compute_buffer_retry_without_pipeline_parallelism_is_not_an_error():
+    """ggml-org/llama.cpp#26297: 51748.72 MiB fails on device 1, llama.cpp retries without pipeline
+    parallelism and the server initializes its slots: no error, and the watcher does not stop."""
+    from pytest_gpulayout.engines.llamacpp import LlamaCppLogWatcher
+    w = LlamaCppLogWatcher()
+    for line in _paste("retry-no-pp-recovered-26297.log").splitlines():
+        w.feed(line)
+    assert not w.failed and w.result().error_kind is None and w.is_llamacpp
+
+
+def test_failure_after_the_retry_names_the_allocation_that_stopped_the_load():
+    """LostRuins/koboldcpp#1882: device 0's 12710.31 MiB was retried; the load stopped on the host
+    buffer of 2546057216 bytes (2428.11 MiB) that the smaller graph needed."""
+    log = parse_llamacpp_log(_paste("current-2gpu-oom-koboldcpp1882.log"))
+    assert log.error_kind == "oom" and log.error_numbers["tried_mib"] == 2428.11
+    assert log.error_line is not None and "CUDA_Host buffer of size 2546057216" in log.error_line
 
 
 def test_parse_log_llamacpp_refuses_a_vllm_log():
-    vllm = next((ROOT / "tests" / "data" / "logs").rglob("*.log"))
+    vllm = next((ROOT / "tests" / "data" / "logs" / "vllm-cpu").glob("*.log"))
     r = cli("parse-log", str(vllm), "--engine", "llamacpp")
     assert r.returncode == 2 and "no llama.cpp line" in r.stderr
 

@@ -231,6 +231,13 @@ _KV_SIZE_RE = re.compile(
 _KV_SELF_RE = re.compile(
     r"KV self size += +" + _F + r" MiB(?:, K \((?P<tk>\w+)\): +" + _F + r" MiB, V \((?P<tv>\w+)\): +" + _F
     + r" MiB)?")
+#: the older releases' cache header, before their KV self size line (ggml-org/llama.cpp#11200, b4462):
+#: "llama_kv_cache_init: kv_size = 32768, offload = 1, type_k = 'q8_0', type_v = 'q8_0', n_layer = 64, can_shift = 1"
+#: and mid-2025 (InftyAI/llmaz#402): "llama_kv_cache_unified: kv_size = 4096, type_k = 'f16', ..., n_layer = 32, ..."
+_KV_INIT_RE = re.compile(r"kv_cache\w*: kv_size = (\d+),.*\bn_layer = (\d+)")
+#: ``llama_context::sched_reserve`` (src/llama-context.cpp): a failed compute-buffer reservation that
+#: llama.cpp retries with a smaller graph; only a failure after it stops the load.
+_PP_RETRY_RE = re.compile(r"compute buffer allocation failed, retrying without pipeline parallelism")
 #: "llama_kv_cache:      CUDA0 KV buffer size =   256.00 MiB" (also llama_kv_cache_init / _unified / iswa)
 _KV_BUFFER_RE = re.compile(r"(?P<buf>\S+) KV buffer size = +" + _F + r" MiB")
 _MODEL_BUFFER_RE = re.compile(r"(?P<buf>\S+) model buffer size = +" + _F + r" MiB")
@@ -353,6 +360,7 @@ class LlamaCppLogWatcher:
         self._compute_buf: dict[str, float] = {}
         self._n_ctx: int | None = None
         self._n_ctx_seq: int | None = None
+        self._kv_init: tuple[int, int] | None = None  # (kv_size, n_layer) for the next KV self size line
         self._errors: list[tuple[ErrorKind, dict[str, float], str]] = []
         self._fatal = False
         self.ready = False
@@ -373,7 +381,8 @@ class LlamaCppLogWatcher:
         msg = clean(raw)
         if "MiB" not in msg and "error" not in msg.lower() and "fail" not in msg.lower() and not (
                 "listening" in msg or "n_ctx" in msg or "idle" in msg or "assert" in msg.lower()
-                or "terminate" in msg or "invalid" in msg or "not implemented" in msg or "split" in msg):
+                or "terminate" in msg or "invalid" in msg or "not implemented" in msg or "split" in msg
+                or "kv_size" in msg):
             if not self._own and _OWN_RE.search(msg):
                 self._own = True
             return
@@ -390,10 +399,17 @@ class LlamaCppLogWatcher:
             self._kv.append(KvReport(float(m.group(2)), int(m.group("cells")), int(m.group("layers")), seqs,
                                      streams, m.group("tk"), m.group("tv"), float(m.group(6)), float(m.group(8))))
             return
+        m = _KV_INIT_RE.search(msg)
+        if m:
+            self._own = True
+            self._kv_init = (int(m.group(1)), int(m.group(2)))
+            return
         m = _KV_SELF_RE.search(msg)
         if m:
             self._own = True
-            self._kv.append(KvReport(float(m.group(1)), None, None, None, None, m.group("tk"), m.group("tv"),
+            cells, layers = self._kv_init or (None, None)
+            self._kv_init = None
+            self._kv.append(KvReport(float(m.group(1)), cells, layers, None, None, m.group("tk"), m.group("tv"),
                                      float(m.group(3)) if m.group(3) else None,
                                      float(m.group(5)) if m.group(5) else None))
             return
@@ -417,6 +433,10 @@ class LlamaCppLogWatcher:
 
     def _errors_in(self, msg: str) -> None:
         line = msg.strip()[:600]
+        if _PP_RETRY_RE.search(msg):
+            # the allocation failures before this line were recovered from (ggml-org/llama.cpp#26297)
+            self._errors = [e for e in self._errors if e[0] != OOM]
+            return
         m = _CUDA_OOM_RE.search(msg)
         if m:
             self._add(OOM, {"tried_mib": float(m.group(1)), "device_index": int(m.group(2))}, line)
