@@ -121,9 +121,26 @@ def marker_env(launch_id: str, environ: Mapping[str, str]) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------------
 # On each node (a Ray task): the processes of one launch, and killing what is left of them
 # ------------------------------------------------------------------------------------------------
-def marked_processes(launch_id: str) -> list[tuple[int, int, str]]:
-    """(pid, start time, command line) of every live process on this host whose environment carries
-    ``GPULAYOUT_LAUNCH_ID=launch_id`` or whose command line names it."""
+def kernel_id() -> str:
+    """Which kernel and PID namespace this process sees ``/proc`` of: several Ray nodes on one machine
+    (the tests' cluster, containers sharing the host's PIDs) all see every process of it."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
+def marked_processes(launch_id: str, *, raylet: str | None = None,
+                     unowned: bool = True) -> list[tuple[int, int, str]]:
+    """(pid, start time, command line) of every live process here whose environment carries
+    ``GPULAYOUT_LAUNCH_ID=launch_id`` or whose command line names it.
+
+    ``raylet``: this node's raylet pid (``RAY_RAYLET_PID``, which Ray gives every worker and so every
+    process an actor starts); a process of another raylet belongs to another Ray node on this kernel
+    and is left to that node's sweep. ``unowned``: also count marked processes of no raylet (the head
+    process's own tree)."""
     from pytest_gpulayout.launch.proctree import process_table
 
     needle = f"{MARKER_ENV}={launch_id}".encode()
@@ -134,25 +151,38 @@ def marked_processes(launch_id: str) -> list[tuple[int, int, str]]:
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
+                env = f.read().split(b"\0")
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read()
         except OSError:
             continue
-        if needle in env.split(b"\0") or launch_id.encode() in cmd:
-            out.append((pid, st.start, cmd.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]))
+        if needle not in env and launch_id.encode() not in cmd:
+            continue
+        owner = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"RAY_RAYLET_PID=")), None)
+        if owner is None and not unowned:
+            continue
+        if owner is not None and raylet is not None and owner != raylet:
+            continue
+        out.append((pid, st.start, cmd.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]))
     return out
 
 
-def sweep_node(launch_id: str, wait_s: float) -> dict[str, Any]:
-    """Wait up to ``wait_s`` for this launch's processes here to exit, SIGKILL the rest; what was seen."""
+def sweep_node(launch_id: str, wait_s: float, checker_kernel: str, checker_node: bool) -> dict[str, Any]:
+    """Wait up to ``wait_s`` for this launch's processes here to exit, SIGKILL the rest; what was seen.
+    Processes of no raylet are this node's when the check runs here or this node has a kernel of its own."""
     from pytest_gpulayout.launch.proctree import pid_alive
 
+    raylet = os.environ.get("RAY_RAYLET_PID")
+    unowned = checker_node or kernel_id() != checker_kernel
+
+    def scan() -> list[tuple[int, int, str]]:
+        return marked_processes(launch_id, raylet=raylet, unowned=unowned)
+
     deadline = time.monotonic() + wait_s
-    found = marked_processes(launch_id)
+    found = scan()
     while found and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        found = marked_processes(launch_id)
+        found = scan()
     for pid, _, _ in found:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -170,9 +200,10 @@ def sweep_nodes(ray: Any, node_ids: Sequence[str], launch_id: str, wait_s: float
     """``sweep_node`` on every node at once (pinned, ``num_cpus=0``); a node that does not answer says why."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    here, kernel = str(ray.get_runtime_context().get_node_id()), kernel_id()
     task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(sweep_node)
     refs = {n: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n, soft=False))
-            .remote(launch_id, wait_s) for n in node_ids}
+            .remote(launch_id, wait_s, kernel, n == here) for n in node_ids}
     out: dict[str, dict[str, Any]] = {}
     for n, ref in refs.items():
         try:
