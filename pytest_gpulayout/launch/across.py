@@ -265,7 +265,7 @@ def with_nodes(base: Finding, spans: Sequence[NodeSpan], logs: Sequence[str], sw
     t_status, t_text = transport_verdict(transports, crosses_hosts=True)
     statuses = [base.status]
     notes: list[str] = []
-    if base.status is not Status.FAIL or transports.seen:
+    if base.status is not Status.FAIL or transports.cross_host is not None:  # a failed start: only what it saw
         statuses.append(Status(t_status))
         notes.append(t_text)
     leftovers: dict[str, tuple[int, ...]] = {}
