@@ -82,3 +82,54 @@ def test_the_cpu_build_of_vllm_refuses_the_ray_backend() -> None:
     assert "ValueError: current platform cpu does not support ray." in text
     log = parse_log(text)
     assert log.error_kind == "other_error" and log.kv_tokens is None
+
+
+# the verdict across hosts (launch/across.py), from recorded lines and made-up sweep answers
+def _across_verdict(log: str, sweep: dict[str, dict[str, object]], base_status: str = "pass"):
+    import json as _json
+
+    from pytest_gpulayout.findings import Finding, Status
+    from pytest_gpulayout.launch.across import NodeSpan, marker_env, with_nodes
+    from pytest_gpulayout.launch.facts import StartupFacts
+    from pytest_gpulayout.machine.facts import Machine
+    from pytest_gpulayout.machine.nodes import NodeFacts
+
+    machine = Machine(gpus=(), source="ray:10.0.0.1:6379", nodes={
+        "gpu-a": NodeFacts("gpu-a", node_id="aaaa", ip="10.0.0.1", head=True),
+        "gpu-b": NodeFacts("gpu-b", node_id="bbbb", ip="10.0.0.2")})
+    spans = [NodeSpan("gpu-a", "aaaa", "10.0.0.1", True, (0, 1)), NodeSpan("gpu-b", "bbbb", "10.0.0.2", False, (0, 1))]
+    base = Finding("startup", Status(base_status), "d: vLLM started with a KV pool of 1,000 tokens.",
+                   StartupFacts(kv_tokens=1000))
+    env = marker_env("id1", {"RAY_JOB_CONFIG_JSON_ENV_VAR": _json.dumps({"runtime_env": {"pip": ["x"]}})})
+    assert _json.loads(env["RAY_JOB_CONFIG_JSON_ENV_VAR"])["runtime_env"] == {
+        "pip": ["x"], "env_vars": {"GPULAYOUT_LAUNCH_ID": "id1"}}   # a job config already there is kept
+    return with_nodes(base, spans, lines(log), sweep, machine, "id1", {"gpu-a": ["vllm", "serve"]})
+
+
+CLEAN = {"aaaa": {"killed": [], "alive": []}, "bbbb": {"killed": [], "alive": []}}
+
+
+def test_across_hosts_ib_passes_and_socket_warns_with_the_fix() -> None:
+    f = _across_verdict("ib-gdrdma.log", CLEAN)
+    assert f.status.value == "pass" and "across 2 hosts (gpu-a, gpu-b): NCCL uses InfiniBand" in f.message
+    assert f.data["nodes"] == ["gpu-a", "gpu-b"] and f.data["transport"]["status"] == "pass"
+    assert f.data["launch_marker"] == "GPULAYOUT_LAUNCH_ID=id1" and f.data["node_leftovers"] == {}
+    f = _across_verdict("socket-two-nodes.log", CLEAN)
+    assert f.status.value == "warn" and "NCCL_IB_HCA" in f.message and "NCCL_SOCKET_IFNAME" in f.message
+    assert f.data["transport"]["cross_host"] == "socket"
+
+
+def test_across_hosts_leftovers_warn_when_killed_and_fail_when_they_survive() -> None:
+    killed = {**CLEAN, "bbbb": {"killed": [[41, "ray::RayWorkerWrapper"]], "alive": []}}
+    f = _across_verdict("ib-gdrdma.log", killed)
+    assert f.status.value == "warn" and "still running on gpu-b after the stop and were killed" in f.message
+    assert f.data["node_leftovers"] == {"gpu-b": [41]}
+    f = _across_verdict("ib-gdrdma.log", {**CLEAN, "bbbb": {"killed": [[41, "x"]], "alive": [41]}})
+    assert f.status.value == "fail" and "survived SIGKILL (41)" in f.message
+    f = _across_verdict("ib-gdrdma.log", {**CLEAN, "bbbb": {"error": "node died"}})
+    assert f.status.value == "warn" and "could not check gpu-b" in f.message
+
+
+def test_a_failed_launch_stays_failed_and_says_nothing_of_a_transport_it_did_not_see() -> None:
+    f = _across_verdict("p2p-one-host.log", CLEAN, base_status="fail")
+    assert f.status.value == "fail" and "NCCL" not in f.message

@@ -280,3 +280,147 @@ def test_an_engine_per_node_is_started_and_every_process_of_it_stopped(cluster, 
         assert argv0[argv0.index("--node-rank") + 1] == "1"
     finally:
         ray.shutdown()
+
+
+# ------------------------------------------------------------------------------------------------
+# The startup check across the cluster's hosts (launch/across.py), with the fake engine
+# ------------------------------------------------------------------------------------------------
+FAKE = REPO / "tests" / "fakes" / "fake_engine.py"
+MULTI = REPO / "tests" / "data" / "logs" / "multinode"
+
+
+def node_processes(address: str, needle: str) -> dict[str, set[tuple[int, int, str]]]:
+    """Each node's processes of one test, listed by a task pinned to that node: (pid, start, command line)
+    of every process whose command line or environment names ``needle`` (the test's own folder), and the
+    fake engine's Ray workers. Other tests on this machine run the fake engine too; they are not ours."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    def listing(needle: str) -> set[tuple[int, int, str]]:
+        from pytest_gpulayout.launch.proctree import process_table
+
+        out = set()
+        for pid, st in process_table().items():
+            if st.state in ("Z", "X"):
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            if needle in cmd or needle in env or "FakeEngineWorker" in cmd:
+                out.add((pid, st.start, cmd))
+        return out
+
+    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    try:
+        task = ray.remote(num_cpus=0)(listing)
+        refs = {n["NodeManagerAddress"]: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            n["NodeID"], soft=False)).remote(needle) for n in ray.nodes() if n["Alive"]}
+        return {ip: ray.get(ref, timeout=60) for ip, ref in refs.items()}
+    finally:
+        ray.shutdown()
+
+
+def recorded(pid_dir: Path, role: str) -> list[int]:
+    return [int(p.read_text().split()[0]) for p in pid_dir.glob(f"{role}-[0-9]*.pid")]
+
+
+def fake_dep(name: str, engine: str, models, ids: list[str], tp: int, pp: int, log: str, mode: str,
+             pid_dir: Path):
+    from pytest_gpulayout.deployment import Deployment, Launch
+
+    return Deployment(name=name, model=models["llama-a"], engine=engine, tensor_parallel_size=tp,
+                      pipeline_parallel_size=pp, gpus=tuple(ids), max_model_len=4096,
+                      launch=Launch(command=(sys.executable, str(FAKE)), timeout_s=120,
+                                    env={"FAKE_ENGINE_LOG": str(MULTI / log), "FAKE_ENGINE_MODE": mode,
+                                         "FAKE_ENGINE_PID_DIR": str(pid_dir), "FAKE_ENGINE_SCALE": "0.001"}))
+
+
+@pytest.fixture(scope="module")
+def ray_machine(cluster):
+    return load_machine(f"ray:{cluster.address}")
+
+
+def _launch_across(cluster, ray_machine, dep, tmp_path):
+    from pytest_gpulayout.launch.proctree import pid_alive
+    from pytest_gpulayout.launch.startup import launch_deployment
+
+    before = node_processes(cluster.address, str(tmp_path))
+    assert before == {ip: set() for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")}
+    report = launch_deployment(dep, None, machine=ray_machine, log_dir=tmp_path / "logs", engine_version="0.32.0",
+                               grace_s=1.0)
+    after = node_processes(cluster.address, str(tmp_path))
+    assert after == before, "engine processes left on a node after the stop"
+    return report, pid_alive
+
+
+def test_vllm_across_hosts_runs_on_the_head_and_no_worker_is_left_on_any_node(cluster, models, ray_machine,
+                                                                              tmp_path) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    dep = fake_dep("v", "vllm", models, gpus("a", 0, 1) + gpus("b", 0, 1), 2, 2, "vllm-ray-ib.log",
+                   "replay,ray-workers", pid_dir)
+    report, pid_alive = _launch_across(cluster, ray_machine, dep, tmp_path)
+    f = report.finding
+    assert f.status.value == "pass", f.message
+    assert report.kv_tokens == 619_202 and "across 2 hosts" in f.message and "InfiniBand" in f.message
+    d = f.data
+    assert d["nodes"] == [A, B] and d["transport"]["cross_host"] == "ib" and d["transport"]["gdrdma"] is True
+    assert d["node_leftovers"] == {}
+    argv = d["node_commands"][A]
+    assert argv[-2:] == ["--distributed-executor-backend", "ray"] and "--pipeline-parallel-size" in argv
+    seen = json.loads((pid_dir / "argv.json").read_text())
+    marker = d["launch_marker"].split("=", 1)[1]
+    assert seen["env"]["RAY_ADDRESS"] == cluster.address and seen["env"]["NCCL_DEBUG"] == "INFO"
+    assert seen["env"]["GPULAYOUT_LAUNCH_ID"] == marker
+    workers = recorded(pid_dir, "ray-worker")
+    assert len(workers) == 3                     # one Ray actor on each node, as vLLM's workers
+    assert not [p for p in workers + recorded(pid_dir, "main") if pid_alive(p)]
+
+
+def test_vllm_workers_that_outlive_the_head_are_found_by_the_marker_killed_and_reported(cluster, models, ray_machine,
+                                                                                        tmp_path) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    dep = fake_dep("leaky", "vllm", models, gpus("a", 0) + gpus("b", 0), 1, 2, "vllm-ray-ib.log",
+                   "replay,ray-detached", pid_dir)
+    report, pid_alive = _launch_across(cluster, ray_machine, dep, tmp_path)
+    f = report.finding
+    workers = recorded(pid_dir, "ray-worker")
+    assert len(workers) == 3 and not [p for p in workers if pid_alive(p)]
+    assert f.status.value == "warn", f.message
+    for host in (A, B, C):             # each node's sweep kills its own worker, not its neighbours'
+        assert f"1 process(es) of this launch were still running on {host} after the stop" in f.message
+    assert "detached Ray actor" in f.message
+    left = f.data["node_leftovers"]
+    assert set(left) == {A, B, C} and sorted(p for pids in left.values() for p in pids) == sorted(workers)
+
+
+def test_sglang_starts_one_server_per_node_reads_rank0s_pool_and_warns_on_sockets(cluster, models, ray_machine,
+                                                                                  tmp_path) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    dep = fake_dep("s", "sglang", models, gpus("a", 0) + gpus("b", 1), 1, 2, "sglang-socket.log",
+                   "replay,fork,rendezvous", pid_dir)  # each server forks a child, and one that leaves its session
+    report, pid_alive = _launch_across(cluster, ray_machine, dep, tmp_path)
+    f = report.finding
+    assert f.status.value == "warn", f.message
+    assert report.kv_tokens == 367_404
+    assert "NCCL uses TCP sockets between the hosts" in f.message
+    assert "NCCL_IB_HCA" in f.message and "NCCL_SOCKET_IFNAME" in f.message
+    d = f.data
+    assert d["nodes"] == [A, B] and d["transport"]["cross_host"] == "socket" and d["node_leftovers"] == {}
+    runs = [json.loads(p.read_text()) for p in pid_dir.glob("argv-*.json")]
+    by_rank = {r["argv"][r["argv"].index("--node-rank") + 1]: r for r in runs}
+    assert set(by_rank) == {"0", "1"} and len(runs) == 2
+    addr = {r["argv"][r["argv"].index("--dist-init-addr") + 1] for r in runs}
+    assert len(addr) == 1 and addr.pop().startswith("127.0.0.1:")      # rank 0's node
+    assert all(r["argv"][r["argv"].index("--nnodes") + 1] == "2" for r in runs)
+    assert by_rank["0"]["env"]["CUDA_VISIBLE_DEVICES"] == "0" and by_rank["1"]["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+    assert all(r["env"]["NCCL_DEBUG"] == "INFO" for r in runs)
+    assert d["node_commands"][B] == [str(a) for a in [sys.executable, str(FAKE)]] + by_rank["1"]["argv"]
+    pids = [p for role in ("main", "child", "escaped", "escaped-grandchild") for p in recorded(pid_dir, role)]
+    assert len(pids) == 8 and not [p for p in pids if pid_alive(p)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, register_facts
 
@@ -34,6 +35,12 @@ class StartupFacts(Facts):
     cleaned: tuple[str, ...] | Absent = ABSENT     # /dev/shm names, TMPDIR entries removed after the stop
     containment: str | None | Absent = ABSENT      # cgroup | subreaper
     memory_not_released: tuple[str, ...] | Absent = ABSENT
+    # across the hosts of a Ray machine (launch/across.py); absent for a one-host launch
+    nodes: tuple[str, ...] | Absent = ABSENT       # the hosts the launch spanned, rank 0 first
+    node_commands: dict[str, tuple[str, ...]] | Absent = ABSENT  # host -> argv started there
+    transport: dict[str, Any] | Absent = ABSENT    # NCCL's transport lines (launch/nccl.py) and the verdict
+    node_leftovers: dict[str, tuple[int, ...]] | Absent = ABSENT  # host -> pids of this launch left after the stop
+    launch_marker: str | Absent = ABSENT           # GPULAYOUT_LAUNCH_ID: how its processes were found on each node
 
 
 #: The facts of a startup check that launched nothing.

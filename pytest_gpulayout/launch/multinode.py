@@ -98,6 +98,19 @@ class NodeProcess:
         except OSError:
             return []
 
+    def log_since(self, offset: int, limit: int = 4 << 20) -> tuple[bytes, int]:
+        """What the log gained after byte ``offset`` (at most ``limit`` bytes) and the new offset: the
+        startup check follows the rank-0 log from another host this way."""
+        if self._log is None:
+            return b"", offset
+        try:
+            with open(self._log, "rb") as f:
+                f.seek(offset)
+                data = f.read(limit)
+        except OSError:
+            return b"", offset
+        return data, offset + len(data)
+
 
 @dataclass
 class NodeLaunch:
@@ -106,6 +119,7 @@ class NodeLaunch:
     ray: Any
     actors: dict[str, Any] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+    closed: bool = False
 
     def alive(self) -> dict[str, list[int]]:
         refs = {n: a.alive.remote() for n, a in self.actors.items()}
@@ -114,13 +128,21 @@ class NodeLaunch:
     def log_lines(self) -> dict[str, list[str]]:
         return {n: self.ray.get(a.log_lines.remote(), timeout=60) for n, a in self.actors.items()}
 
-    def stop(self, grace_s: float = 10.0) -> dict[str, list[int]]:
-        """Stop every node's process tree; returns what is still alive per node (empty lists)."""
+    def stop(self, grace_s: float = 10.0, *, release: bool = True) -> dict[str, list[int]]:
+        """Stop every node's process tree; returns what is still alive per node (empty lists).
+        ``release=False`` keeps the actors, so their logs can still be read; ``close()`` then ends them."""
         refs = {n: a.stop.remote(grace_s) for n, a in self.actors.items()}
         left = {n: self.ray.get(r, timeout=grace_s + 60) for n, r in refs.items()}
+        if release:
+            self.close()
+        return left
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         for a in self.actors.values():
             self.ray.kill(a)
-        return left
 
 
 def start_on_nodes(ray: Any, plan: Sequence[tuple[str, Sequence[str], Mapping[str, str], str]]) -> NodeLaunch:

@@ -99,6 +99,11 @@ def launch_deployment(
     version = engine_version or dep.engine_version
     if version is None and not dep.launch.command:  # our environment's engine is the one launched
         version = host.installed(dep.engine)
+    if machine is not None and machine.source.startswith("ray:"):  # GPUs on several hosts: launch/across.py
+        across = _launch_across(dep, model, machine, prediction_tokens=prediction_tokens, log_dir=Path(log_dir),
+                                engine_version=version, stop_when=stop_when, grace_s=grace_s)
+        if across is not None:
+            return across
     try:
         plan = gpu_plan(dep, machine, os.environ.get("CUDA_VISIBLE_DEVICES"))
         port = free_port()
@@ -142,6 +147,31 @@ def launch_deployment(
     log = result.log
     return StartupReport(log.kv_tokens, log.kv_tokens_all, log.max_concurrency, result.seconds_to_kv,
                          log.error_kind, result.log_path, finding, result)
+
+
+def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *, prediction_tokens: int | None,
+                   log_dir: Path, engine_version: str | None, stop_when: str,
+                   grace_s: float) -> StartupReport | None:
+    """The launch across the hosts of a Ray machine; None when the deployment stays on one host."""
+    from pytest_gpulayout.launch.across import launch_across, node_spans
+
+    try:
+        spans = node_spans(dep, machine)
+    except LaunchError as err:
+        finding = failed(CHECK, f"{dep.name}: cannot launch across hosts: {err}",
+                         StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None, error_kind=None,
+                                      predicted_kv_tokens=prediction_tokens, log_path=None))
+        return StartupReport(None, (), None, None, None, None, finding, None)
+    if not spans:
+        return None
+    finding, res = launch_across(dep, model, machine, spans, prediction_tokens=prediction_tokens,
+                                 log_path=_log_path(log_dir, dep), engine_version=engine_version,
+                                 stop_when=stop_when, grace_s=grace_s)
+    if res is None:
+        return StartupReport(None, (), None, None, None, None, finding, None)
+    log = res.log
+    return StartupReport(log.kv_tokens, log.kv_tokens_all, log.max_concurrency, res.seconds_to_kv, log.error_kind,
+                         res.log_path, finding, res)
 
 
 def run_startup(dep: Deployment, model: ModelSpec | None = None, *, machine: Machine | None = None,

@@ -19,6 +19,11 @@ Modes (``--fake-mode``, comma separated):
                  multiprocessing resource tracker); only a graceful stop unlinks them (names in
                  ``<pid-dir>/shm.json``)
   slow-stop      on the stop signal, take ``--fake-stop-s`` seconds to shut down (printing as it goes)
+  ray-workers    like vLLM on Ray: join the cluster at ``RAY_ADDRESS`` and start one actor pinned to each
+                 alive node (``ray-worker-<pid>.pid``); they end with this process, as a job's actors do
+  ray-detached   the same with detached actors, which outlive this process (a leak to be found)
+  rendezvous     like torch.distributed's init across ``--nnodes N``: wait (up to 60 s) until N servers
+                 have written their ``main-*.pid`` into ``--fake-pid-dir`` before the replay
   default-signals  install no handler: SIGINT is Python's KeyboardInterrupt (and stays ignored when
                  the engine inherited it ignored), SIGTERM kills; like vLLM's API server before uvicorn
 Every process writes ``<pid-dir>/<role>-<pid>.pid`` ("pid pgid sid") so tests can check that all of
@@ -122,6 +127,42 @@ def _make_shm(pid_dir: str) -> list[str]:
 _SHM_KEEP: list[object] = []
 
 
+def _rendezvous(pid_dir: str, nnodes: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if len([n for n in os.listdir(pid_dir) if n.startswith("main-")]) >= nnodes:
+            return
+        time.sleep(0.05)
+    print(f"fake engine: only some of {nnodes} nodes joined the rendezvous", flush=True)
+
+
+def _ray_workers(pid_dir: str, detached: bool) -> None:
+    """One actor on every alive node of the cluster at ``RAY_ADDRESS``, as vLLM's Ray executor starts its
+    workers (``vllm/v1/executor/ray_executor.py``); returns once each has written its pid file."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init(log_to_driver=False, logging_level="ERROR")
+
+    class FakeEngineWorker:
+        def start(self, pid_dir: str) -> int:
+            _pidfile(pid_dir, "ray-worker")
+            return os.getpid()
+
+    cls = ray.remote(num_cpus=0, num_gpus=0)(FakeEngineWorker)
+    actors = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        opts: dict[str, object] = {"scheduling_strategy": NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)}
+        if detached:
+            opts.update(lifetime="detached", name=f"fake-worker-{os.getpid()}-{n['NodeID'][:8]}",
+                        namespace="fake-engine")
+        actors.append(cls.options(**opts).remote())
+    ray.get([a.start.remote(pid_dir) for a in actors], timeout=120)
+    _SHM_KEEP.extend(actors)  # kept referenced: an owned actor ends when its handle does
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
     for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb", "stop-s"):
@@ -138,9 +179,11 @@ def main() -> None:
 
     _pidfile(pid_dir, "main")
     if pid_dir:
-        with open(os.path.join(pid_dir, "argv.json"), "w") as f:
-            json.dump({"argv": rest, "env": {k: v for k, v in os.environ.items()
-                                            if k.startswith(("CUDA_", "VLLM_", "SGLANG_", "GPULAYOUT_"))}}, f)
+        seen = {"argv": rest, "env": {k: v for k, v in os.environ.items()
+                                      if k.startswith(("CUDA_", "VLLM_", "SGLANG_", "GPULAYOUT_", "NCCL_", "RAY_"))}}
+        for name in ("argv.json", f"argv-{os.getpid()}.json"):  # the last one, and each process's own
+            with open(os.path.join(pid_dir, name), "w") as f:
+                json.dump(seen, f)
 
     lines = _read_log(log) if log else []
     ready = next((i for i, ln in enumerate(lines) if READY_RE.search(ln)), None)
@@ -176,6 +219,10 @@ def main() -> None:
         _fork_children(pid_dir)
     if "daemon" in modes:
         _daemonize(pid_dir)
+    if "rendezvous" in modes and "--nnodes" in rest:
+        _rendezvous(pid_dir, int(rest[rest.index("--nnodes") + 1]))
+    if "ray-workers" in modes or "ray-detached" in modes:
+        _ray_workers(pid_dir, detached="ray-detached" in modes)
     try:
         _serve(modes, startup, flood_mb, scale, max_gap, exit_code)
     except KeyboardInterrupt:
