@@ -13,6 +13,7 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.facts import NOT_LAUNCHED
+from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.balance import check_balance
@@ -139,20 +140,26 @@ def _run_log_dir() -> Path:
 
 
 def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec], *,
-               launch: bool = False, log_dir: Path | None = None, host: Host = BARE_HOST) -> Report:
-    """Static checks for every deployment, plus ``startup`` (launched where asked, else skipped)."""
+               launch: bool = False, log_dir: Path | None = None, host: Host = BARE_HOST,
+               progress: Callable[[str], Progress] | None = None) -> Report:
+    """Static checks for every deployment, plus ``startup`` (launched where asked, else skipped).
+
+    ``progress``: given a deployment's name, the callback its launch reports its phases to
+    (``launch/progress.py``, ``Reporter.for_launch``).
+    """
     results: dict[str, DeploymentResult] = {}
     for dep in deployments:
         model = models[dep.name]
         findings = evaluate(dep, machine, model, host)
         findings["startup"] = run_startup_check(dep, machine, model, findings, launch=launch, log_dir=log_dir,
-                                                host=host)
+                                                host=host, progress=progress)
         results[dep.name] = DeploymentResult(dep, model, findings)
     return Report(machine, results)
 
 
 def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findings: Mapping[str, Finding], *,
-                      launch: bool, log_dir: Path | None, host: Host = BARE_HOST) -> Finding:
+                      launch: bool, log_dir: Path | None, host: Host = BARE_HOST,
+                      progress: Callable[[str], Progress] | None = None) -> Finding:
     """Launch the engine when asked (flag or ``launch.enabled``) and the static checks leave a chance."""
     if not (launch or dep.launch.enabled):
         return startup_skipped(dep)
@@ -168,4 +175,4 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
 
     predicted = pool_facts.predicted_kv_tokens if pool_facts is not None else None
     return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir(),
-                       host=host)
+                       host=host, progress=progress(dep.name) if progress is not None else None)

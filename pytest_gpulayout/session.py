@@ -19,6 +19,9 @@ from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import Host
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pytest_gpulayout.launch.progress import Progress
     from pytest_gpulayout.machine.facts import Machine
     from pytest_gpulayout.manifest.load import Manifest
     from pytest_gpulayout.model.spec import ModelSpec
@@ -140,8 +143,15 @@ class GpuLayoutState:
         if "startup" not in static:
             static["startup"] = run_startup_check(self.deployment(name), self.machine, self.models[name],
                                                   static, launch=self.launch, log_dir=self.log_dir(),
-                                                  host=self.host)
+                                                  host=self.host, progress=self._launch_progress())
         return static["startup"]
+
+    def _launch_progress(self) -> Callable[[str], Progress] | None:
+        """Launch phases through the terminal reporter (not on xdist workers, not with -q: launch/progress.py)."""
+        from pytest_gpulayout.launch.progress import pytest_reporter
+
+        reporter = pytest_reporter(self.config)
+        return reporter.for_launch if reporter is not None else None
 
 
 STATE_KEY = pytest.StashKey[GpuLayoutState]()

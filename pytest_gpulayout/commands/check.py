@@ -43,8 +43,11 @@ def run(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir and args.launch else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
+    from pytest_gpulayout.launch.progress import stderr_reporter
+
+    # each launch's phase on stderr (a live line on a terminal): stdout stays the verdicts / the JSON
     report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir,
-                        host=Host.read())
+                        host=Host.read(), progress=stderr_reporter().for_launch)
 
     if args.html:
         from pytest_gpulayout.report.html import write_html

@@ -71,6 +71,7 @@ from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.gpu_locks import HeldLocks, acquire, default_lock_dir, free_port, gpu_locks
 from pytest_gpulayout.launch.logparse import LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
+from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
 from pytest_gpulayout.launch.watchdog import cgroup_procs, shm_names
 
 __all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_locks", "launch", "pid_alive",
@@ -326,6 +327,7 @@ def launch(
     kv_stop: str = "kill",
     on_wait: Callable[[str], None] | None = None,
     watcher: Watcher | None = None,
+    progress: Progress | None = None,
 ) -> LaunchResult:
     """Run ``argv`` until the log answers, then stop it and its whole tree. See the module docstring.
 
@@ -334,6 +336,11 @@ def launch(
     against ``timeout_s`` (and ``lock_timeout_s`` when given). ``kv_stop``: ``kill`` (hard stop at the
     pool) or ``signal`` (graceful, like every other stop). Raises ``LaunchError`` when the command
     cannot be started at all, its log file cannot be created, or the GPUs stay taken.
+
+    ``progress(phase, elapsed_s, timeout_s, log_path)`` is called from the launch loop on each phase
+    change (``launch/progress.py``: starting ... cleaned, read from the log as it streams) and about
+    once a second in between with the same phase; an exception from it is dropped (and it is not
+    called again): progress never fails a launch or its clean-up.
     """
     if stop_when not in ("kv", "ready"):
         raise ValueError(f"stop_when must be 'kv' or 'ready', not {stop_when!r}")
@@ -341,6 +348,7 @@ def launch(
         raise ValueError(f"kv_stop must be 'kill' or 'signal', not {kv_stop!r}")
     if not argv:
         raise LaunchError("empty engine command")
+    called_at = time.monotonic()  # progress counts the wait for the GPUs, as the timeout does
     wait = timeout_s if lock_timeout_s is None else min(lock_timeout_s, timeout_s)
     held = acquire(gpus, lock_dir, wait, on_wait)
     try:
@@ -349,7 +357,8 @@ def launch(
                       timeout_s=max(timeout_s - held.waited_s, 1.0), log_path=log_path,
                       grace_s=adapted_grace(grace_s), stop_when=stop_when, linger_s=linger_s,
                       tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
-                      scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held)
+                      scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held,
+                      progress=progress, progress_clock=(called_at, timeout_s))
         return run.run()
     finally:
         held.release()
@@ -359,7 +368,8 @@ class _Launch:
     def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: Watcher, *, timeout_s: float,
                  log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
                  max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int,
-                 kv_stop: str, locks: HeldLocks):
+                 kv_stop: str, locks: HeldLocks, progress: Progress | None = None,
+                 progress_clock: tuple[float, float] | None = None):
         self.argv = argv
         self.env = env
         self.watcher = watcher
@@ -401,6 +411,11 @@ class _Launch:
         # interrupts (set from the signal handler)
         self.interrupted: int | None = None
         self.escalate = False
+        # progress (launch/progress.py): the phase read from the log, reported on change and each second
+        self.progress = progress
+        self.phases = PhaseTracker(kv_from_log=False)  # the pool is the watcher's word (every engine)
+        self.progress_since, self.progress_timeout = progress_clock or (time.monotonic(), timeout_s)
+        self.next_tick = 0.0
 
     # -- the watchdog ------------------------------------------------------------------------------
     def _send(self, line: str) -> None:
@@ -504,6 +519,29 @@ class _Launch:
         text = raw.decode("utf-8", "replace")
         self.watcher.feed(text)
         self.tail.append(clean(text))
+        if self.progress is not None and self.phases.feed(text):
+            self._report()
+
+    # -- progress --------------------------------------------------------------------------------------
+    def _report(self) -> None:
+        """Tell ``progress`` the phase (on a change, or as the clock's tick)."""
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        self.next_tick = now + 1.0
+        try:
+            self.progress(self.phases.phase, round(now - self.progress_since, 1), self.progress_timeout,
+                          self.log_path)
+        except Exception:  # a reporter's trouble is never the launch's
+            self.progress = None
+
+    def _phase(self, phase: str) -> None:
+        if self.phases.advance(phase):
+            self._report()
+
+    def _tick(self) -> None:
+        if self.progress is not None and time.monotonic() >= self.next_tick:
+            self._report()
 
     def _pump(self, wait_s: float) -> None:
         """Read what the engine printed and the watchdog said (waiting up to ``wait_s``)."""
@@ -693,9 +731,11 @@ class _Launch:
         note: str | None = None
         escalated = False
         grace_used: float | None = None
+        self._report()  # starting
         try:
             stopped_by, kv_at = self._watch(tree, t0)
             self.feeding = False  # what it prints while it stops is not part of its startup
+            self._phase(STOPPING)
             stop_at = time.monotonic()
             hard = stopped_by == "kv" and self.kv_stop == "kill"
             if not hard:
@@ -710,6 +750,7 @@ class _Launch:
             self._close_pipes()
             self._log_end(stopped_by, hard, escalated, t_end - stop_at, leftovers)
             self._close_log()
+            self._phase(CLEANED)
         final = self.final or {}
         return LaunchResult(
             argv=self.argv, pid=self.engine_pid, returncode=self.exit_code if self.exited else -signal.SIGKILL,
@@ -769,6 +810,8 @@ class _Launch:
             now = time.monotonic()
             if kv_at is None and w.kv_complete:
                 kv_at = now
+                self._phase(KV_REPORTED)
+            self._tick()
             if self.interrupted is not None:
                 return "interrupt", kv_at
             if reason is None:
@@ -801,6 +844,7 @@ class _Launch:
         next_scan = 0.0
         while not self.empty and not self.escalate and time.monotonic() < deadline and not self._dog_gone():
             self._pump(0.05)
+            self._tick()
             if time.monotonic() >= next_scan:  # late shm names (workers map segments while they shut down)
                 self._scan(tree, maps=True)
                 next_scan = time.monotonic() + _MAPS_INTERVAL_S

@@ -33,6 +33,7 @@ from pytest_gpulayout.engines.llamacpp import (
 )
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Finding, RawFacts, Status
+from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 
@@ -137,7 +138,8 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
 
 
 def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machine | None, log_path: Path,
-                    timeout_s: float | None = None, grace_s: float = 5.0) -> tuple[Finding, Any]:
+                    timeout_s: float | None = None, grace_s: float = 5.0,
+                    progress: Progress | None = None) -> tuple[Finding, Any]:
     """Launch, judge, and hand back ``(finding, LaunchResult | None)``. Never raises for engine trouble."""
     from pytest_gpulayout.launch.argv import gpu_plan
     from pytest_gpulayout.launch.launcher import free_port, launch
@@ -152,7 +154,8 @@ def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machin
         env.update(dep.launch.env)
         watcher = StartupLogWatcher()
         result = launch(argv, env=env, engine="auto", timeout_s=timeout_s or dep.launch.timeout_s,
-                        log_path=log_path, grace_s=grace_s, gpus=plan.lock_keys if plan else (), watcher=watcher)
+                        log_path=log_path, grace_s=grace_s, gpus=plan.lock_keys if plan else (), watcher=watcher,
+                        progress=progress)
     except LaunchError as err:
         msg = (f"{dep.name}: cannot launch {NAME}: {err}. Install llama-server where the check runs (PATH), or set "
                f"launch.command to its path, e.g. [/opt/llama.cpp/build/bin/llama-server]")

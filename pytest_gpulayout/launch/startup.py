@@ -34,6 +34,7 @@ from pytest_gpulayout.launch.argv import (
 )
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
+from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.reprobe import _try_probe, memory_not_released
 from pytest_gpulayout.launch.verdict import _ENGINE_NAMES, _LOG_COUNTER, CHECK, STOP_SIGNAL, judge
 from pytest_gpulayout.machine.facts import Machine
@@ -78,6 +79,7 @@ def launch_deployment(
     grace_s: float = 10.0,
     reprobe: Callable[[], Machine] | None = None,
     host: Host = BARE_HOST,
+    progress: Progress | None = None,
 ) -> StartupReport:
     """Launch ``dep`` briefly and judge what it allocated.
 
@@ -90,7 +92,7 @@ def launch_deployment(
         from pytest_gpulayout.launch.llamacpp import launch_llamacpp
 
         finding, res = launch_llamacpp(dep, model, machine=machine, log_path=_log_path(Path(log_dir), dep),
-                                       grace_s=grace_s)
+                                       grace_s=grace_s, progress=progress)
         d = finding.data
         return StartupReport(d.get("kv_tokens"), (d["kv_tokens"],) if d.get("kv_tokens") else (),
                              d.get("max_concurrency"), d.get("seconds_to_kv"), d.get("error_kind"),
@@ -115,7 +117,8 @@ def launch_deployment(
         before = _try_probe(reprobe)
         result = launch(argv, env=engine_env(dep, plan.visible), expected_engines=engines, engine=dep.engine,
                         ranks_per_engine=ranks, timeout_s=dep.launch.timeout_s, log_path=log_path,
-                        grace_s=grace_s, stop_when=stop_when, gpus=plan.lock_keys, stop_signal=STOP_SIGNAL)
+                        grace_s=grace_s, stop_when=stop_when, gpus=plan.lock_keys, stop_signal=STOP_SIGNAL,
+                        progress=progress)
     except LaunchError as err:
         cmd = list(dep.launch.command) if dep.launch.command else default_command(dep.engine, version)
         if "was not found" in str(err) or "not executable" in str(err):
@@ -175,7 +178,8 @@ def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *
 
 
 def run_startup(dep: Deployment, model: ModelSpec | None = None, *, machine: Machine | None = None,
-                prediction_tokens: int | None = None, log_dir: Path, host: Host = BARE_HOST) -> Finding:
+                prediction_tokens: int | None = None, log_dir: Path, host: Host = BARE_HOST,
+                progress: Progress | None = None) -> Finding:
     """The ``startup`` check's finding for ``dep`` (launches the engine; see ``launch_deployment``)."""
     return launch_deployment(dep, model, machine=machine, prediction_tokens=prediction_tokens,
-                             log_dir=log_dir, host=host).finding
+                             log_dir=log_dir, host=host, progress=progress).finding
