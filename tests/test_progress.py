@@ -302,3 +302,101 @@ def test_pytest_xdist_workers_never_write_progress(pytester: pytest.Pytester, tm
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert "gpulayout: startup" not in result.stdout.str() + result.stderr.str()
     assert json.loads(report.read_text())["deployments"]["tiny"]["checks"]["startup"]["status"] == "pass"
+
+
+# ------------------------------------------------------------------------------------------------
+# The planner (usually well under the 2 s after which it speaks: the delay is lifted here)
+# ------------------------------------------------------------------------------------------------
+def test_plan_says_what_it_evaluates_on_stderr_and_keeps_json(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_gpulayout import cli
+    from pytest_gpulayout.launch import progress
+
+    monkeypatch.setattr(progress, "SLOW_AFTER_S", 0.0)
+    code = cli.main(["plan", "Qwen/Qwen3-8B", "--machine", "preset:8xH200", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    plan = json.loads(out)
+    lines = err.splitlines()
+    # one line per stage off a terminal: the first layout of the single-host shapes, the fraction search
+    assert re.fullmatch(r"gpulayout: plan: evaluating TP=1 PP=1 DP=1 \(1 of \d+ layouts\) \(\d+ s\)", lines[0]), err
+    assert any(ln.startswith("gpulayout: plan: trying higher memory fractions for ") for ln in lines), err
+    assert re.fullmatch(rf"gpulayout: plan: {len(plan['layouts'])} layouts evaluated in \d+\.\d s", lines[-1]), err
+    assert len(lines) == 3
+
+
+def test_plan_quick_says_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_gpulayout import cli
+
+    assert cli.main(["plan", "Qwen/Qwen3-8B", "--machine", "preset:8xH200", "--json"]) == 0
+    out, err = capsys.readouterr()
+    json.loads(out)
+    assert "gpulayout: plan:" not in err
+
+
+# ------------------------------------------------------------------------------------------------
+# snapshot --ray: which node is being probed (a stand-in for Ray: node-b never answers)
+# ------------------------------------------------------------------------------------------------
+class _FakeRay:
+    """Just what ``probe_cluster`` calls on an initialised Ray: node-a answers at once, node-b not at all."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def nodes(self) -> list[dict[str, object]]:
+        return [{"NodeID": "a" * 16, "NodeManagerHostname": "node-a", "NodeManagerAddress": "10.0.0.1", "Alive": True},
+                {"NodeID": "b" * 16, "NodeManagerHostname": "node-b", "NodeManagerAddress": "10.0.0.2", "Alive": True}]
+
+    def remote(self, **_: object) -> object:
+        class Task:
+            def __init__(self, node: str = "") -> None:
+                self.node = node
+
+            def options(self, *, scheduling_strategy: object, name: str) -> Task:
+                return Task(name.rsplit("-", 1)[1][0])
+
+            def remote(self, _dirs: object) -> str:
+                return self.node
+
+        return lambda fn: Task()
+
+    def wait(self, refs: list[str], *, num_returns: int, timeout: float) -> tuple[list[str], list[str]]:
+        import time
+
+        time.sleep(timeout if "b" in refs else 0)
+        return [r for r in refs if r == "a"], [r for r in refs if r == "b"]
+
+    def cancel(self, ref: str, force: bool) -> None:
+        self.cancelled.append(ref)
+
+    def get(self, ref: str) -> dict[str, object]:
+        return {}
+
+
+def test_snapshot_ray_names_the_nodes_it_still_waits_for(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import types
+
+    from pytest_gpulayout import cli
+    from pytest_gpulayout.launch import progress
+
+    fake = _FakeRay()
+    strategies = types.ModuleType("ray.util.scheduling_strategies")
+    strategies.NodeAffinitySchedulingStrategy = lambda node_id, soft: node_id  # type: ignore[attr-defined]
+    for name in ("ray", "ray.util"):  # no real Ray needed (nor imported)
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
+    monkeypatch.setattr("pytest_gpulayout.machine.ray.import_ray", lambda: fake)
+    monkeypatch.setenv("GPULAYOUT_RAY_TIMEOUT_S", "2.5")
+    monkeypatch.setattr(progress, "SLOW_AFTER_S", 0.5)
+    code = cli.main(["snapshot", "--ray", "10.0.0.1:6379"])
+    _, err = capsys.readouterr()
+    assert code == 3 and fake.cancelled == ["b"]
+    lines = [ln for ln in err.splitlines() if ln.startswith("gpulayout: snapshot --ray:")]
+    # off a terminal: one line while node-b is awaited (not one a second), then the closing line
+    assert re.fullmatch(r"gpulayout: snapshot --ray: probing 1 of 2 nodes: node-b \(\d s\)", lines[0]), err
+    assert re.fullmatch(r"gpulayout: snapshot --ray: stopped in \d\.\d s", lines[1]) and len(lines) == 2, err
+    assert "node node-b (10.0.0.2, id bbbbbbbb): no answer within 2.5 s" in err

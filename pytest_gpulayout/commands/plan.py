@@ -164,20 +164,29 @@ def run(args: argparse.Namespace) -> int:
         from pytest_gpulayout.planner.llamacpp_command import run_llamacpp_plan
 
         return run_llamacpp_plan(args, model, machine)
-    result = plan(
-        model,
-        machine,
-        engine=args.engine,
-        engine_version=args.engine_version,
-        max_model_len=args.max_model_len,
-        concurrency=args.concurrency,
-        kv_tokens=args.kv_tokens,
-        max_gpus=args.gpus,
-        memory_fraction=args.memory_fraction,
-        kv_cache_dtype=args.kv_cache_dtype,
-        model_ref=args.model,
-        host=Host.read(),
-    )
+    from pytest_gpulayout.launch.progress import stderr_reporter
+
+    task = stderr_reporter().task("plan")  # on stderr, and only when it takes longer than 2 s
+    outcome = "stopped"
+    try:
+        result = plan(
+            model,
+            machine,
+            engine=args.engine,
+            engine_version=args.engine_version,
+            max_model_len=args.max_model_len,
+            concurrency=args.concurrency,
+            kv_tokens=args.kv_tokens,
+            max_gpus=args.gpus,
+            memory_fraction=args.memory_fraction,
+            kv_cache_dtype=args.kv_cache_dtype,
+            model_ref=args.model,
+            host=Host.read(),
+            progress=task,
+        )
+        outcome = f"{len(result.layouts)} layouts evaluated"
+    finally:
+        task.done(outcome)
     if html is not None:
         from pytest_gpulayout.report.html import render_plan_html
 

@@ -51,8 +51,16 @@ def run(args: argparse.Namespace) -> int:
             models = load_models(load_manifest(Path(args.manifest)).deployments)
             model_dirs = model_dirs_of([m.source for m in models.values()])
         spec = f"ray:{args.ray}" if args.ray else "ray"
-        machine = ray_source.probe_cluster(ray_source.address_of(spec), model_dirs,
-                                           timeout_s=ray_source.timeout_from_env())
+        from pytest_gpulayout.launch.progress import stderr_reporter
+
+        task = stderr_reporter().task("snapshot --ray")  # stderr; only once it takes longer than 2 s
+        outcome = "stopped"
+        try:
+            machine = ray_source.probe_cluster(ray_source.address_of(spec), model_dirs,
+                                               timeout_s=ray_source.timeout_from_env(), progress=task)
+            outcome = f"probed {machine.describe()}"
+        finally:
+            task.done(outcome)
     else:
         machine = probe()  # ProbeError -> exit 3, one line
     text = dump_snapshot(machine, fmt)

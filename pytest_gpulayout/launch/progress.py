@@ -53,6 +53,9 @@ PHASES: tuple[str, ...] = (STARTING, LOADING, PROFILING, KV_REPORTED, STOPPING, 
 #: (and about once a second in between with the same phase, so a live line can keep its clock).
 Progress = Callable[[str, float, float, "Path | None"], None]
 
+#: Work that is usually quick (a plan, a cluster probe) says what it is doing once it has taken this long.
+SLOW_AFTER_S = 2.0
+
 #: Only the start of a line is searched: the markers sit near the front, and a flood of long lines
 #: must not cost more than the log parser itself.
 _SEARCH_CHARS = 400
@@ -225,9 +228,11 @@ class Reporter:
 
         return report
 
-    def task(self, what: str, *, delay_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> SlowTask:
-        """A status for work that may take long (the planner, a cluster probe): shown after ``delay_s``."""
-        return SlowTask(self._new_line(), what, delay_s=delay_s, clock=clock)
+    def task(self, what: str, *, delay_s: float | None = None,
+             clock: Callable[[], float] = time.monotonic) -> SlowTask:
+        """A status for work that may take long (the planner, a cluster probe): shown after ``delay_s``
+        (default ``SLOW_AFTER_S``)."""
+        return SlowTask(self._new_line(), what, delay_s=SLOW_AFTER_S if delay_s is None else delay_s, clock=clock)
 
 
 class SlowTask:

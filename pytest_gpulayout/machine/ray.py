@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_gpulayout.errors import InputError, ProbeError
@@ -200,8 +201,18 @@ def merge(answers: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], source
                    source=source, notes=tuple(notes), nodes=nodes)
 
 
-def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Machine:
-    """Probe every alive node of the running cluster at ``address`` (see the module docstring)."""
+def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  progress: Callable[[str, str], None] | None = None) -> Machine:
+    """Probe every alive node of the running cluster at ``address`` (see the module docstring).
+
+    ``progress(what, stage)`` hears, about once a second, what the probe waits for: the connection,
+    then the nodes that have not answered yet (``launch/progress.py`` ``SlowTask``).
+    """
+
+    def say(what: str, stage: str) -> None:
+        if progress is not None:
+            progress(what, stage)
+
     ray = import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -211,7 +222,7 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
     if not ray.is_initialized():
         address = _resolve_address(ray, address)
         _reachable(address, timeout_s)
-        _init(ray, address, timeout_s)
+        _init(ray, address, timeout_s, say)
         connected_here = True
     source = f"ray:{address}"
     try:
@@ -223,11 +234,23 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False),
                     name=f"gpulayout-probe-{n['NodeID'][:8]}").remote(list(model_dirs))
                 for n in alive}
-        ready, pending = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         by_ref = {ref: nid for nid, ref in refs.items()}
+        nodes = {n["NodeID"]: n for n in alive}
+        # wait in slices of a second (the same deadline), so progress can name the nodes still probed
+        ready: list[Any] = []
+        pending = list(refs.values())
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=min(left, 1.0))
+            ready += done
+            if pending:
+                names = ", ".join(str(nodes[by_ref[ref]].get("NodeManagerHostname") or "?") for ref in pending)
+                say(f"probing {len(pending)} of {len(refs)} nodes: {names}", f"{len(pending)} left")
         failures: list[str] = []
         answers: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
-        nodes = {n["NodeID"]: n for n in alive}
         for ref in pending:
             ray.cancel(ref, force=True)
             failures.append(f"{_node_label(nodes[by_ref[ref]])}: no answer within {timeout_s:g} s")
@@ -246,7 +269,7 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
             ray.shutdown()
 
 
-def _init(ray: Any, address: str, timeout_s: float) -> None:
+def _init(ray: Any, address: str, timeout_s: float, say: Callable[[str, str], None] | None = None) -> None:
     """``ray.init`` bounded in time: at an address that accepts TCP but is no (reachable) GCS, Ray retries
     for as long as it likes. The waiting thread is a daemon: a CLI run exits with the error at once."""
     import threading
@@ -262,7 +285,11 @@ def _init(ray: Any, address: str, timeout_s: float) -> None:
 
     t = threading.Thread(target=connect, name="gpulayout-ray-init", daemon=True)
     t.start()
-    t.join(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while t.is_alive() and (left := deadline - time.monotonic()) > 0:
+        t.join(min(left, 1.0))
+        if t.is_alive() and say is not None:
+            say(f"connecting to the Ray cluster at {address}", "connect")
     if not outcome:
         raise ProbeError(f"the Ray cluster at {address} did not let this process join within {timeout_s:g} s "
                          f"(the GCS is not reachable from here under the address it advertises?)")

@@ -106,6 +106,7 @@ def plan(
     kv_cache_dtype: str = "auto",
     model_ref: str | None = None,
     host: Host = BARE_HOST,
+    progress: Callable[[str, str], None] | None = None,
 ) -> Plan:
     """Every TP x PP x DP layout on up to ``max_gpus`` of the machine's GPUs, checked and ranked.
 
@@ -118,6 +119,8 @@ def plan(
     fractions (up to ``FRACTION_CAP``): the refusal then names the fraction that serves.
     ``model_ref`` is how the model is named in the manifest snippet of a measurement hint (default:
     from ``model.source``). ``host`` supplies the installed engine version when none is pinned.
+    ``progress(what, stage)`` hears which layout is being evaluated (``launch/progress.py``
+    ``SlowTask``: shown only when the plan takes long).
     """
     n_visible = len(machine.gpus)
     if n_visible == 0:
@@ -138,7 +141,7 @@ def plan(
         kv_cache_dtype=kv_cache_dtype,
     )
     n = max_gpus or n_visible
-    return _plan(model, machine, request, n, host, choose_gpus)
+    return _plan(model, machine, request, n, host, choose_gpus, progress)
 
 
 def _plan(
@@ -148,6 +151,7 @@ def _plan(
     n: int,
     host: Host,
     chooser: Chooser,
+    progress: Callable[[str, str], None] | None = None,
 ) -> Plan:
     """``plan()`` with the GPU choice given (``choose_gpus``; the tests pass the exhaustive one)."""
     links = LinkCosts(machine)
@@ -162,9 +166,14 @@ def _plan(
         shapes = inside + across
     engines = request.engine == "vllm" and model.is_moe
 
+    def say(what: str, stage: str) -> None:
+        if progress is not None:
+            progress(what, stage)
+
     def rows_for(shape_list: Sequence[tuple[int, int, int]]) -> list[LayoutRow]:
         out = []
-        for tp, pp, dp in shape_list:
+        for i, (tp, pp, dp) in enumerate(shape_list, 1):
+            say(f"evaluating TP={tp} PP={pp} DP={dp} ({i} of {len(shape_list)} layouts)", "layouts")
             row = ev.row(tp, pp, dp)
             if row is not None:
                 out.append(row)
@@ -175,22 +184,26 @@ def _plan(
         return out
 
     rows = rows_for(shapes)
-    for tp, pp, dp in every:
+    for i, (tp, pp, dp) in enumerate(every, 1):
+        say(f"evaluating TP={tp} PP={pp} DP={dp} on every host ({i} of {len(every)})", "per host")
         per_host = ev.per_host(tp, pp, dp)
         if per_host is not None:
             rows.append(per_host)
     if len(sizes) > 1:
         for k, cross in cross_host(sizes, n, model.num_hidden_layers):
+            say(f"evaluating {len(cross)} layouts across {k} hosts", f"across {k} hosts")
             new = [r for tp, pp, dp in cross if (r := ev.spanning(tp, pp, dp, k)) is not None]
             rows += new
             if any(r.refused is None and need_met(r, assumed) in ("with room", None) for r in new):
                 break  # more hosts per replica only make fewer replicas
     host_size = max(sizes)
     if request.memory_fraction is None:
-        rows = [
-            _with_fraction_hint(r, machine, model, request.demand, assumed, host) if r.gpu_count <= host_size else r
-            for r in rows
-        ]
+        hinted = []
+        for i, r in enumerate(rows, 1):
+            say(f"trying higher memory fractions for {r.layout} ({i} of {len(rows)})", "memory fractions")
+            hinted.append(_with_fraction_hint(r, machine, model, request.demand, assumed, host)
+                          if r.gpu_count <= host_size else r)
+        rows = hinted
     rows = [replace(r, need_met=need_met(r, assumed)) if r.refused is None else r for r in rows]
     candidates = sorted((r for r in rows if r.refused is None), key=lambda r: rank_key(r, machine, assumed, links))
     candidates = [replace(r, rank=i + 1) for i, r in enumerate(candidates)]
