@@ -15,6 +15,7 @@ import re
 import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -237,44 +238,80 @@ def test_cli_check_launch_phases_on_stderr_json_on_stdout(tmp_path: Path) -> Non
     assert elapsed == sorted(elapsed)
 
 
-def test_cli_check_launch_on_a_terminal_keeps_one_line(tmp_path: Path) -> None:
-    manifest = _manifest(tmp_path)
+def _on_a_terminal(argv: list[str], *, cwd: Path, env: dict[str, str], stdout_too: bool) -> tuple[int, str, str]:
+    """Run ``argv`` with stderr (and, with ``stdout_too``, stdout) on a pseudo-terminal: (code, tty text, stdout)."""
     master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=slave if stdout_too else subprocess.PIPE, stderr=slave, cwd=cwd, env=env)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 120
     try:
-        proc = subprocess.run([sys.executable, "-m", "pytest_gpulayout.cli", "check", str(manifest), "--launch",
-                               "--json", "--log-dir", str(tmp_path / "logs")],
-                              stdout=subprocess.PIPE, stderr=slave, text=True, env=_env(tmp_path), cwd=tmp_path,
-                              timeout=120)
-        os.close(slave)
-        err = b""
-        while select.select([master], [], [], 0.2)[0]:
+        while time.monotonic() < deadline:
+            if not select.select([master], [], [], 0.5)[0]:
+                if proc.poll() is not None:
+                    break
+                continue
             try:
                 chunk = os.read(master, 65536)
-            except OSError:
+            except OSError:  # EIO: every writer of the terminal is gone
                 break
             if not chunk:
                 break
-            err += chunk
+            seen += chunk
+        out = proc.stdout.read().decode() if proc.stdout is not None else ""
+        code = proc.wait(timeout=120)
     finally:
         os.close(master)
-    json.loads(proc.stdout)
-    text = err.decode(errors="replace").replace("\r\n", "\n")  # the tty turns \n into \r\n
+        if proc.poll() is None:
+            proc.kill()
+    return code, seen.decode(errors="replace").replace("\r\n", "\n"), out  # the tty turns \n into \r\n
+
+
+def _one_live_line(text: str) -> list[str]:
+    """The phases one live status line went through, asserting it is a single line rewritten in place."""
     status = [ln for ln in text.split("\n") if "gpulayout: startup tiny:" in ln]
     assert len(status) == 1, text  # one line per launch, rewritten in place
     states = [s for s in status[0].split("\r") if s]
+    assert all(s.endswith("\x1b[K") for s in states), states
     shown = [m.group(2) for s in states if (m := PHASE_LINE.match(s))]
     assert shown[0] == STARTING and shown[-1] == CLEANED
     assert [p for i, p in enumerate(shown) if i == 0 or p != shown[i - 1]] == list(PHASES)
+    return shown
+
+
+def test_cli_check_launch_on_a_terminal_keeps_one_line(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+    code, err, out = _on_a_terminal([sys.executable, "-m", "pytest_gpulayout.cli", "check", str(manifest), "--launch",
+                                     "--json", "--log-dir", str(tmp_path / "logs")],
+                                    cwd=tmp_path, env=_env(tmp_path), stdout_too=False)
+    assert code == 0, err
+    json.loads(out)
+    _one_live_line(err)
+
+
+def test_pytest_on_a_terminal_keeps_one_line_per_launch(tmp_path: Path) -> None:
+    _manifest(tmp_path)
+    env = _env(tmp_path) | {"GPULAYOUT_LOG_DIR": str(tmp_path / "logs")}
+    code, text, _ = _on_a_terminal([sys.executable, "-m", "pytest", "--gpulayout", "--gpulayout-launch", "-p",
+                                    "no:cacheprovider", "-k", "startup", "--color=no"],
+                                   cwd=tmp_path, env=env, stdout_too=True)
+    assert code == 0, text
+    _one_live_line(text)
+    # the line of dots goes on after the kept line
+    assert re.search(r"gpulayout: startup tiny: cleaned[^\n]*\ntest_startup\.py \.", text), text
 
 
 def test_pytest_launch_shows_phases_and_stays_quiet_with_q(pytester: pytest.Pytester, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(tmp_path / "locks"))
+    """In a subprocess: pytest captures the test's stdout at the fd there, as on a user's machine."""
+    for key, value in _env(tmp_path).items():
+        if key in ("PYTHONPATH", "GPULAYOUT_LOCK_DIR"):
+            monkeypatch.setenv(key, value)
     monkeypatch.setenv("GPULAYOUT_LOG_DIR", str(tmp_path / "logs"))
     _manifest(pytester.path)
     report = tmp_path / "report.json"
-    result = pytester.runpytest("--gpulayout", "--gpulayout-launch", "-p", "no:cacheprovider",
-                                f"--gpulayout-report={report}", "-k", "startup")
+    result = pytester.runpytest_subprocess("--gpulayout", "--gpulayout-launch", "-p", "no:cacheprovider",
+                                           f"--gpulayout-report={report}", "-k", "startup", timeout=120)
     result.assert_outcomes(passed=1, deselected=result.parseoutcomes().get("deselected", 0))
     out = result.stdout.str()
     shown = [m.group(2) for ln in out.splitlines() if (m := PHASE_LINE.match(ln))]
@@ -283,7 +320,8 @@ def test_pytest_launch_shows_phases_and_stays_quiet_with_q(pytester: pytest.Pyte
     # the file's result line goes on after the phase lines (pytest prints its path again)
     assert re.search(r"gpulayout: startup tiny: cleaned.*\ntest_startup\.py \.", out), out
     # -q: quiet, the outcome only (and still a pass)
-    quiet = pytester.runpytest("--gpulayout", "--gpulayout-launch", "-p", "no:cacheprovider", "-q", "-k", "startup")
+    quiet = pytester.runpytest_subprocess("--gpulayout", "--gpulayout-launch", "-p", "no:cacheprovider", "-q",
+                                          "-k", "startup", timeout=120)
     quiet.assert_outcomes(passed=1, deselected=quiet.parseoutcomes().get("deselected", 0))
     assert "gpulayout: startup" not in quiet.stdout.str()
 

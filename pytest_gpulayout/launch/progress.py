@@ -32,6 +32,7 @@ parses; under pytest it goes through the terminal reporter (``pytest_progress``)
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sys
@@ -135,7 +136,7 @@ class StatusLine:
     """One status line on ``stream``.
 
     On a terminal (``tty``) every ``show`` rewrites the line in place (``\\r``, the text cut to the
-    width, an erase to the end of the line); ``finish`` keeps its last text and ends the line.
+    width, an erase to the end of the line); ``finish`` writes the final text in full and ends the line.
     Elsewhere each ``show`` whose ``key`` differs from the last one writes a line of its own.
     ``start`` is called before each write while the line is not live (pytest ends its current line
     of dots), ``end`` after ``finish`` (pytest starts the file's line again).
@@ -186,8 +187,8 @@ class StatusLine:
         if not self.tty:
             if text is not None:
                 self.show(text)
-        elif text is not None:
-            self._emit("\r" + self._fit(text) + _ERASE + "\n")
+        elif text is not None:  # in full: a line never rewritten again may wrap (the log path stays whole)
+            self._emit("\r" + text + _ERASE + "\n")
         elif self._live:
             self._emit("\n")
         self._live = False
@@ -278,33 +279,47 @@ def stderr_reporter(stream: TextIO | None = None) -> Reporter:
 class _TerminalReporterStream:
     """pytest's terminal reporter as a stream: text goes through it, so its own bookkeeping holds.
 
-    ``start`` ends the line pytest is on (``ensure_newline``, as live logging does); ``end`` writes
-    the test file's name again when pytest was in the middle of its line of dots, so the dot of the
-    test that launched lands after it (``-v`` writes its test id again by itself).
+    A launch runs inside a test, where pytest captures stdout at the file descriptor: every write
+    happens with that capture suspended (``global_and_fixture_disabled``, as live logging does),
+    or it would land in the test's captured output instead of the terminal. ``start`` ends the line
+    pytest is on (``ensure_newline``, as live logging does); ``end`` writes the test file's name
+    again when pytest was in the middle of its line of dots, so the dot of the test that launched
+    lands after it (``-v`` writes its test id again by itself).
     """
 
-    def __init__(self, tr: Any) -> None:
+    def __init__(self, tr: Any, capman: Any) -> None:
         self.tr = tr
+        self.capman = capman
         self.interrupted: Any = None
+
+    def _uncaptured(self) -> contextlib.AbstractContextManager[Any]:
+        if self.capman is None:
+            return contextlib.nullcontext()
+        return self.capman.global_and_fixture_disabled()  # type: ignore[no-any-return]
 
     def start(self) -> None:
         if self.tr.currentfspath is not None:
             self.interrupted = self.tr.currentfspath
-        self.tr.ensure_newline()
+        with self._uncaptured():
+            self.tr.ensure_newline()
 
     def end(self) -> None:
         where, self.interrupted = self.interrupted, None
         if isinstance(where, Path) and self.tr.currentfspath is None:  # what write_fspath_result does
             import os
 
-            self.tr.write(os.path.relpath(where, self.tr.startpath) + " ")
+            with self._uncaptured():
+                self.tr.write(os.path.relpath(where, self.tr.startpath) + " ")
+                self.tr.flush()
             self.tr.currentfspath = where
 
     def write(self, text: str, /) -> None:
-        self.tr.write(text)
+        with self._uncaptured():
+            self.tr.write(text)
+            self.tr.flush()
 
     def flush(self) -> None:
-        self.tr.flush()
+        pass  # each write flushed while the capture was suspended
 
 
 def pytest_reporter(config: Any) -> Reporter | None:
@@ -331,7 +346,7 @@ def pytest_reporter(config: Any) -> Reporter | None:
         return int(getattr(tw, "fullwidth", 80))
 
     def new_line() -> StatusLine:
-        stream = _TerminalReporterStream(tr)
+        stream = _TerminalReporterStream(tr, config.pluginmanager.get_plugin("capturemanager"))
         return StatusLine(stream, tty=tty, width=width, start=stream.start, end=stream.end)
 
     return Reporter(new_line)
