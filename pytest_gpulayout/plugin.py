@@ -327,5 +327,8 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         machine = state.machine
     except GpuLayoutError:
         machine = None
+    from pytest_gpulayout.launch.progress import pytest_reporter
+
+    reporter = pytest_reporter(request.config)  # the launch's phases through the terminal reporter
     yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model, machine=machine,
-                         host=state.host)
+                         host=state.host, progress=reporter.for_launch if reporter is not None else None)

@@ -11,6 +11,7 @@ from typing import Any
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.startup import StartupReport, launch_deployment
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
@@ -31,12 +32,14 @@ def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None
 
 def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
                   load_model: Callable[..., ModelSpec] | None = None, *,
-                  machine: Machine | None = None, host: Host = BARE_HOST) -> Callable[..., StartupReport]:
+                  machine: Machine | None = None, host: Host = BARE_HOST,
+                  progress: Callable[[str], Progress] | None = None) -> Callable[..., StartupReport]:
     """``launch(name_or_deployment, **overrides) -> StartupReport`` for users' regression tests.
 
     ``overrides`` are Deployment fields (``tensor_parallel_size=2``, ``max_model_len=4096``); ``launch``
     and ``require`` also accept a dict of their own fields, merged into the deployment's.
     The launch happens whether or not ``launch.enabled`` is set: calling the fixture is the opt-in.
+    ``progress``: given the deployment's name, where its launch reports its phases (``launch/progress.py``).
     """
     fields = {f.name for f in dataclasses.fields(Deployment)}
 
@@ -68,6 +71,7 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
             dep = dataclasses.replace(dep, **overrides)
         model = load_model(dep.model, dep.base_dir) if load_model is not None else None
         return launch_deployment(dep, model, machine=machine, log_dir=log_dir, host=host,
-                                 prediction_tokens=_predicted(dep, machine, model, host))
+                                 prediction_tokens=_predicted(dep, machine, model, host),
+                                 progress=progress(dep.name) if progress is not None else None)
 
     return launch_one
