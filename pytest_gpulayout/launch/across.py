@@ -46,6 +46,7 @@ from pytest_gpulayout.findings import Finding, Status, failed, worst
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.launch.launcher import LaunchResult, StopReason, free_port, launch
 from pytest_gpulayout.launch.nccl import parse_transports, transport_verdict
+from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
 
 MARKER_ENV = "GPULAYOUT_LAUNCH_ID"
@@ -312,7 +313,8 @@ def _not_launched(dep: Deployment, why: str, command: Sequence[str] = ()) -> Fin
 def launch_across(dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], *,
                   prediction_tokens: int | None, log_path: Path, engine_version: str | None,
                   stop_when: str = "kv", grace_s: float = 10.0,
-                  worker_exit_s: float = WORKER_EXIT_S) -> tuple[Finding, LaunchResult | None]:
+                  worker_exit_s: float = WORKER_EXIT_S,
+                  progress: Progress | None = None) -> tuple[Finding, LaunchResult | None]:
     """Launch ``dep`` across ``spans`` (see the module docstring); never raises for engine or cluster
     trouble: that is the finding."""
     address = machine.source[len(RAY_PREFIX):]
@@ -324,7 +326,7 @@ def launch_across(dep: Deployment, model: Any, machine: Machine, spans: Sequence
         if dep.engine == "vllm":
             return _vllm(ray, dep, model, machine, spans, address, prediction_tokens=prediction_tokens,
                          log_path=log_path, engine_version=engine_version, stop_when=stop_when, grace_s=grace_s,
-                         worker_exit_s=worker_exit_s)
+                         worker_exit_s=worker_exit_s, progress=progress)
         return _sglang(ray, dep, model, machine, spans, prediction_tokens=prediction_tokens, log_path=log_path,
                        stop_when=stop_when, grace_s=grace_s)
     finally:
@@ -343,7 +345,8 @@ def _read_lines(path: Path | None) -> list[str]:
 
 def _vllm(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], address: str, *,
           prediction_tokens: int | None, log_path: Path, engine_version: str | None, stop_when: str,
-          grace_s: float, worker_exit_s: float) -> tuple[Finding, LaunchResult | None]:
+          grace_s: float, worker_exit_s: float,
+          progress: Progress | None = None) -> tuple[Finding, LaunchResult | None]:
     from pytest_gpulayout.launch.argv import expected_reports, model_path_for
     from pytest_gpulayout.launch.multinode import vllm_ray_argv, vllm_ray_env
     from pytest_gpulayout.launch.verdict import STOP_SIGNAL, judge
@@ -364,7 +367,7 @@ def _vllm(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequen
     try:
         result = launch(argv, env=env, expected_engines=engines, engine="vllm", ranks_per_engine=ranks,
                         timeout_s=dep.launch.timeout_s, log_path=log_path, grace_s=grace_s, stop_when=stop_when,
-                        gpus=locks, stop_signal=STOP_SIGNAL)
+                        gpus=locks, stop_signal=STOP_SIGNAL, progress=progress)
     except LaunchError as err:
         sweep_nodes(ray, _alive_nodes(ray), launch_id, 2.0)
         return _not_launched(dep, f"vLLM: {err}", argv), None

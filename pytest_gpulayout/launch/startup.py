@@ -103,7 +103,7 @@ def launch_deployment(
         version = host.installed(dep.engine)
     if machine is not None and machine.source.startswith("ray:"):  # GPUs on several hosts: launch/across.py
         across = _launch_across(dep, model, machine, prediction_tokens=prediction_tokens, log_dir=Path(log_dir),
-                                engine_version=version, stop_when=stop_when, grace_s=grace_s)
+                                engine_version=version, stop_when=stop_when, grace_s=grace_s, progress=progress)
         if across is not None:
             return across
     try:
@@ -154,7 +154,7 @@ def launch_deployment(
 
 def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *, prediction_tokens: int | None,
                    log_dir: Path, engine_version: str | None, stop_when: str,
-                   grace_s: float) -> StartupReport | None:
+                   grace_s: float, progress: Progress | None = None) -> StartupReport | None:
     """The launch across the hosts of a Ray machine; None when the deployment stays on one host."""
     from pytest_gpulayout.launch.across import launch_across, node_spans
 
@@ -167,7 +167,7 @@ def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *
         return StartupReport(None, (), None, None, None, None, finding, None)
     if not spans:
         return None
-    finding, res = launch_across(dep, model, machine, spans, prediction_tokens=prediction_tokens,
+    finding, res = launch_across(dep, model, machine, spans, prediction_tokens=prediction_tokens, progress=progress,
                                  log_path=_log_path(log_dir, dep), engine_version=engine_version,
                                  stop_when=stop_when, grace_s=grace_s)
     if res is None:
