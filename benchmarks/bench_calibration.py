@@ -16,7 +16,7 @@ two columns per log.
 
 A row's header (source, engine version, GPU, model, TP/PP, memory fraction, max_model_len, above
 ``---``) says which inputs are known; ``complete`` rows have all of them and are the ones held to the
-band (``tests/test_calibration.py``); the others are shown with what was assumed. The CPU logs have
+band (``tests/memory/test_calibration.py``); the others are shown with what was assumed. The CPU logs have
 no header: their inputs are their own "non-default args" line. Logs without a column say why
 (``FIGURE_SKIPPED``, ``SKIPPED``).
 

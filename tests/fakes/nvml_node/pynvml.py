@@ -30,7 +30,7 @@ _real = importlib.util.module_from_spec(_spec)
 sys.modules["pynvml"] = _real
 _spec.loader.exec_module(_real)
 
-sys.path.insert(0, str(_TESTS))
+sys.path.insert(0, str(_TESTS / "fakes"))
 import fake_pynvml  # noqa: E402
 
 from pytest_gpulayout.machine.snapshot import load_snapshot  # noqa: E402

@@ -1,0 +1,426 @@
+"""Nothing of a launched engine survives, whatever happens: the cases of the fake engine.
+
+Each test reproduces one way a launch used to leave something behind (a daemon, shared memory, a
+lock nobody could take, a log written through a planted link, ...) and compares the machine before
+and after (``tests/leaks.py``). The cases where vLLM's own behaviour matters are in
+``test_containment_engine.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+from leaks import Snapshot
+
+from pytest_gpulayout.deployment import Deployment, Launch
+from pytest_gpulayout.errors import LaunchError
+from pytest_gpulayout.findings import Status
+from pytest_gpulayout.launch import launcher
+from pytest_gpulayout.launch.launcher import LaunchResult, launch, pid_alive
+from pytest_gpulayout.launch.startup import launch_deployment
+from pytest_gpulayout.machine.facts import Gpu, Machine
+
+HERE = Path(__file__).parents[1]
+REPO = HERE.parent
+FAKE = HERE / "fakes" / "fake_engine.py"
+TINY_LOG = HERE / "data" / "logs" / "vllm-cpu" / "vllm-tiny.log"
+TINY_DIR = HERE / "data" / "models" / "tiny-llama"
+
+
+class Fake:
+    def __init__(self, tmp_path: Path):
+        self.tmp = tmp_path
+        self.pids = tmp_path / "pids"
+        self.pids.mkdir()
+        self.locks = tmp_path / "locks"
+        self.etmp = tmp_path / "engine-tmp"   # the TMPDIR the engine would have used
+        self.etmp.mkdir()
+
+    def argv(self, mode: str, **opts: object) -> list[str]:
+        argv = [sys.executable, str(FAKE), "--fake-mode", mode, "--fake-pid-dir", str(self.pids),
+                "--fake-log", str(TINY_LOG)]
+        for k, v in opts.items():
+            argv += [f"--fake-{k.replace('_', '-')}", str(v)]
+        return argv
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "TMPDIR": str(self.etmp)}
+
+    def run(self, argv: list[str], **kw: object) -> LaunchResult:
+        kw.setdefault("env", self.env())
+        kw.setdefault("timeout_s", 30)
+        kw.setdefault("grace_s", 2)
+        kw.setdefault("log_path", self.tmp / "engine.log")
+        kw.setdefault("lock_dir", self.locks)
+        return launch(argv, **kw)  # type: ignore[arg-type]
+
+    def processes(self) -> dict[str, int]:
+        out = {}
+        for p in self.pids.glob("*.pid"):
+            out[p.stem.rsplit("-", 1)[0]] = int(p.read_text().split()[0])
+        return out
+
+    def alive(self) -> dict[str, int]:
+        return {role: pid for role, pid in self.processes().items() if pid_alive(pid)}
+
+    def shm(self) -> list[str]:
+        f = self.pids / "shm.json"
+        return list(json.loads(f.read_text())) if f.is_file() else []
+
+    def snapshot(self) -> Snapshot:
+        # only the fake's own /dev/shm names: other tenants' engines come and go meanwhile
+        return Snapshot.take(private_dirs=(self.etmp,), markers=(str(self.pids),), shm_only="fake")
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[Fake]:
+    f = Fake(tmp_path)
+    yield f
+    for pid in f.alive().values():  # a failing test must not leave its fakes running
+        os.kill(pid, signal.SIGKILL)
+    for name in f.shm():
+        with_path = Path("/dev/shm") / name
+        if with_path.exists():
+            with_path.unlink()
+
+
+@pytest.fixture
+def fresh_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graces measured by earlier tests in this process must not lengthen this one's."""
+    monkeypatch.setattr(launcher, "_MEASURED_STOPS", [], raising=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 5: a double fork plus setsid() escaped the tree walk, and the verdict saw no leftovers
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "subreaper-only"])
+def test_a_double_forked_setsid_daemon_is_stopped_too(fake: Fake, cgroup: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher, "USE_CGROUP", cgroup, raising=False)
+    before = fake.snapshot()
+    result = fake.run(fake.argv("replay,daemon", scale=0.05))
+    assert result.stopped_by == "kv"
+    if not cgroup:
+        assert result.containment == "subreaper"
+    assert "daemon" in fake.processes(), "the fake never daemonized"
+    assert fake.alive() == {}, f"survived the launch: {fake.alive()}"
+    assert result.leftover_pids == ()
+    assert before.leaks() == []
+
+
+def test_the_tree_is_contained_by_a_subreaper_or_a_cgroup(fake: Fake) -> None:
+    result = fake.run(fake.argv("replay,daemon", scale=0.05))
+    assert result.containment in ("cgroup", "subreaper")
+    base = launcher._own_cgroup_dir()
+    if result.containment == "cgroup" and base is not None:  # its cgroup goes with it
+        assert list(base.glob(f"gpulayout-{os.getpid()}-*")) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 3: a normal stop longer than the grace was SIGKILLed, leaked shm, and still passed silently
+# ------------------------------------------------------------------------------------------------
+def _dep(fake: Fake, mode: str, **opts: object) -> Deployment:
+    model = fake.tmp / "tiny"
+    if not model.exists():
+        import shutil
+
+        shutil.copytree(TINY_DIR, model)
+    return Deployment(name="tiny", model="tiny", base_dir=fake.tmp, max_model_len=512, gpus=(0,),
+                      launch=Launch(command=tuple(fake.argv(mode, **opts)), timeout_s=30,
+                                    env=MappingProxyType({"TMPDIR": str(fake.etmp)})))
+
+
+def test_a_stop_longer_than_the_grace_warns_and_leaves_no_shm(fake: Fake, fresh_grace: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    before = fake.snapshot()
+    dep = _dep(fake, "replay,shm,slow-stop", scale=0.01, stop_s=4)
+    report = launch_deployment(dep, None, log_dir=fake.tmp / "logs", stop_when="ready", grace_s=1)
+    names = fake.shm()
+    assert names, "the fake made no shared memory"
+    assert report.kv_tokens is not None
+    assert report.finding.status is Status.WARN, report.finding.message
+    assert "did not stop within its 1 s grace" in report.finding.message
+    assert report.finding.data["escalated"] is True
+    assert sorted(report.finding.data["cleaned"]) == sorted(f"/dev/shm/{n}" for n in names)
+    assert fake.alive() == {}
+    assert before.leaks() == []
+
+
+def test_the_grace_grows_with_the_stops_it_measured(fake: Fake, fresh_grace: None) -> None:
+    # first stop: 1.2 s of shutdown against 1 s of grace -> SIGKILL; the next one waits longer and is clean
+    first = fake.run(fake.argv("replay,slow-stop", scale=0.01, stop_s=1.2), grace_s=1, stop_when="ready")
+    assert first.escalated and first.grace_s == 1
+    second = fake.run(fake.argv("replay,slow-stop", scale=0.01, stop_s=1.2), grace_s=1, stop_when="ready",
+                      log_path=fake.tmp / "engine2.log")
+    assert second.grace_s is not None and second.grace_s >= 1.5
+    assert not second.escalated and second.returncode == 0
+    assert "fake engine: stopped" in (fake.tmp / "engine2.log").read_text()
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 4: locks keyed by the machine source's UUIDs let two descriptions of GPU 0 launch together
+# ------------------------------------------------------------------------------------------------
+def test_two_descriptions_of_gpu0_never_launch_together(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    machines = [Machine(gpus=(Gpu(0, uuid="GPU-from-a-preset"),), source="preset:a"),
+                Machine(gpus=(Gpu(0, uuid="GPU-from-a-snapshot"),), source="snapshot:b.json")]
+    dep = _dep(fake, "replay", scale=0.05)
+    results: list[LaunchResult | None] = [None, None]
+
+    def run(i: int) -> None:
+        r = launch_deployment(dep, None, machine=machines[i], log_dir=fake.tmp / f"logs{i}", stop_when="ready")
+        results[i] = r.result
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    a, b = results
+    assert a is not None and b is not None
+    first, second = sorted((a, b), key=lambda r: r.started_at)
+    assert second.started_at >= first.ended_at, "both launched on GPU 0 at once"
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 6: the lock wait had no limit and no message
+# ------------------------------------------------------------------------------------------------
+HOLDER = textwrap.dedent("""
+    import fcntl, os, signal, sys
+    os.makedirs(os.path.dirname(sys.argv[1]), mode=0o700, exist_ok=True)
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.ftruncate(fd, 0); os.write(fd, b"%d\\n" % os.getpid())
+    print("held", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)   # a launcher stopped with Ctrl-Z, holding its GPU
+""")
+
+
+def _launch_in_thread(fn: object, limit_s: float) -> tuple[BaseException | None, float]:
+    box: list[BaseException | None] = [None]
+
+    def body() -> None:
+        try:
+            fn()  # type: ignore[operator]
+        except BaseException as err:
+            box[0] = err
+
+    t0 = time.monotonic()
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    t.join(limit_s)
+    assert not t.is_alive(), f"the launch was still waiting for its GPU lock after {limit_s} s"
+    return box[0], time.monotonic() - t0
+
+
+def test_a_stopped_lock_holder_is_named_and_waited_for_within_the_timeout(
+        fake: Fake, capfd: pytest.CaptureFixture[str]) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(fake.locks / "index-0.lock")],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        err, took = _launch_in_thread(lambda: fake.run(fake.argv("replay"), gpus=["index-0"], timeout_s=2), 15)
+        assert isinstance(err, LaunchError), err
+        assert f"GPU 0 is still held by pid {holder.pid}" in str(err)
+        assert took < 8
+        assert f"waiting for GPU 0 held by pid {holder.pid}" in capfd.readouterr().err
+        assert fake.processes() == {}  # the engine was never started
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_fifo_at_the_lock_path_is_refused_not_waited_on(fake: Fake) -> None:
+    fake.locks.mkdir(mode=0o700)
+    fifo = fake.locks / "index-0.lock"
+    os.mkfifo(fifo)
+    try:
+        err, _ = _launch_in_thread(lambda: fake.run(fake.argv("replay"), gpus=["index-0"], timeout_s=5), 10)
+    finally:
+        with contextlib.suppress(OSError):  # an open() blocked on the FIFO waits for a writer: be one
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert isinstance(err, LaunchError) and "not a regular file" in str(err)
+
+
+def test_lock_files_are_private_to_the_user(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPULAYOUT_LOCK_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(fake.tmp))
+    result = fake.run(fake.argv("replay", scale=0.01), gpus=["index-0"], lock_dir=None)
+    assert result.stopped_by == "kv"
+    dirs = [p for p in fake.tmp.iterdir() if p.name.startswith("pytest-gpulayout-locks")]
+    assert len(dirs) == 1
+    assert stat.S_IMODE(dirs[0].stat().st_mode) == 0o700
+    lock = dirs[0] / "index-0.lock"
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    assert lock.read_text().split() == [str(os.getpid())]  # the holder's pid, for the next one's message
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 7: a launcher started with SIGINT ignored passed that on, so every SIGINT stop ended in SIGKILL
+# ------------------------------------------------------------------------------------------------
+IGNORING_DRIVER = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a job started with `&`
+    from pytest_gpulayout.launch.launcher import launch
+    r = launch(sys.argv[2:], env=dict(os.environ), timeout_s=60, grace_s=5, stop_when="ready",
+               stop_signal=signal.SIGINT, log_path=Path(sys.argv[1]))
+    print("returncode", r.returncode, "escalated", getattr(r, "escalated", None), flush=True)
+""")
+
+
+def test_an_engine_gets_sigint_at_its_default_even_from_a_background_job(fake: Fake) -> None:
+    log = fake.tmp / "bg.log"
+    done = subprocess.run([sys.executable, "-c", IGNORING_DRIVER, str(log), *fake.argv("replay,default-signals",
+                                                                                        scale=0.01)],
+                          capture_output=True, text=True, timeout=60, env={**fake.env(), "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "escalated False" in done.stdout, done.stdout
+    assert "fake engine: KeyboardInterrupt" in log.read_text()   # the Ctrl-C reached it, no SIGKILL needed
+    assert fake.alive() == {}
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 8: a planted symlink in a shared log dir was followed; default permissions; 0-byte logs
+# ------------------------------------------------------------------------------------------------
+def test_a_planted_link_at_the_log_path_is_refused(fake: Fake) -> None:
+    shared = fake.tmp / "shared-logs"
+    shared.mkdir()
+    precious = fake.tmp / "precious"
+    precious.write_text("keep me\n")
+    (shared / "engine.log").symlink_to(precious)
+    with pytest.raises(LaunchError, match="already exists"):
+        fake.run(fake.argv("replay"), log_path=shared / "engine.log")
+    assert precious.read_text() == "keep me\n"
+    assert fake.processes() == {}
+
+
+def test_the_log_is_private_and_complete(fake: Fake) -> None:
+    result = fake.run(fake.argv("replay", scale=0.01))
+    assert result.log_path is not None
+    assert stat.S_IMODE(result.log_path.stat().st_mode) == 0o600
+    assert "KV cache size" in result.log_path.read_text()
+
+
+def test_a_missing_command_leaves_no_log(fake: Fake) -> None:
+    log = fake.tmp / "logs" / "engine.log"
+    before = fake.snapshot()
+    with pytest.raises(LaunchError, match="no-such-engine-binary.*not found"):
+        fake.run(["no-such-engine-binary", "serve", "x"], log_path=log)
+    assert not log.exists()
+    assert before.leaks() == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 1 (the launcher's side; the real engine is in test_containment_engine.py): an interrupt stops
+# with the launch's own stop signal and a real grace, a second one escalates, the log is complete
+# ------------------------------------------------------------------------------------------------
+DRIVER = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from pytest_gpulayout.launch.launcher import launch
+    print("launching", flush=True)
+    launch(sys.argv[2:], env=dict(os.environ), timeout_s=120, grace_s=8, stop_when="ready",
+           stop_signal=signal.SIGINT, log_path=Path(sys.argv[1]))
+    print("launch returned", flush=True)
+""")
+
+
+def _driver(fake: Fake, mode: str, **opts: object) -> tuple[subprocess.Popen[bytes], Path]:
+    log = fake.tmp / "driver.log"
+    argv = fake.argv(mode, **opts)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(log), *argv], start_new_session=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**fake.env(), "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 30
+    while not fake.shm() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake.shm(), "the fake engine did not start"
+    time.sleep(0.5)
+    return driver, log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_an_interrupt_stops_the_engine_its_own_way_with_a_real_grace(fake: Fake, sig: signal.Signals) -> None:
+    before = fake.snapshot()
+    driver, log = _driver(fake, "never-reports,shm,slow-stop", stop_s=3)
+    try:
+        t0 = time.monotonic()
+        driver.send_signal(sig)
+        out, _ = driver.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert b"launch returned" not in out
+    assert driver.returncode != 0
+    text = log.read_text()
+    assert f"stopping on signal {int(signal.SIGINT)}" in text   # the launch's stop signal, not ours
+    assert "fake engine: stopped" in text                        # its whole shutdown, in the log
+    assert took >= 3                                             # the grace was not cut to 2 s
+    assert fake.alive() == {}
+    assert before.leaks() == []
+
+
+def test_a_second_interrupt_escalates(fake: Fake) -> None:
+    before = fake.snapshot()
+    driver, log = _driver(fake, "never-reports,shm,slow-stop", stop_s=30)
+    try:
+        t0 = time.monotonic()
+        driver.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        driver.send_signal(signal.SIGTERM)
+        driver.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert took < 6
+    assert "fake engine: stopping on signal 2" in log.read_text()
+    assert fake.alive() == {}
+    assert before.leaks() == []   # the killed fake's shm was unlinked for it
+
+
+# ------------------------------------------------------------------------------------------------
+# Case 2 (the launcher's side): SIGKILL of the launching process leaves nothing
+# ------------------------------------------------------------------------------------------------
+def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
+    before = replace(fake.snapshot(), lock_keys=("index-0",), lock_dir=fake.locks)
+    driver_src = DRIVER.replace("timeout_s=120,",
+                                f"timeout_s=120, gpus=['index-0'], lock_dir=Path({str(fake.locks)!r}),")
+    log = fake.tmp / "driver.log"
+    driver = subprocess.Popen([sys.executable, "-c", driver_src, str(log),
+                               *fake.argv("never-reports,shm,fork,daemon")], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**fake.env(), "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 30
+        while len(fake.processes()) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(fake.processes()) >= {"main", "child", "escaped", "daemon"}
+        time.sleep(0.3)
+        driver.kill()
+        driver.wait()
+        leaks = before.wait_clean(10)
+        assert leaks == []
+        assert fake.alive() == {}
+    finally:
+        if driver.poll() is None:
+            driver.kill()
