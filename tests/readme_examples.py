@@ -1,5 +1,5 @@
 """The README's console examples are real outputs: each ```console block runs its ``$ gpulayout ...``
-command and shows what it printed (and, after ``$ echo $?``, its exit code). ``tests/test_readme.py``
+command and shows what it printed (and, after ``$ echo $?``, its exit code). ``tests/cli/test_readme.py``
 holds them to it; ``python tests/readme_examples.py`` rewrites them after an intended change."""
 
 from __future__ import annotations
