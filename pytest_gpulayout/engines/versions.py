@@ -19,7 +19,8 @@ from pytest_gpulayout.host import BARE_HOST, Host
 LATEST_KNOWN = {name: engine.latest_known for name, engine in ENGINES.items()}
 
 
-def _check_engine(engine: str) -> str:
+def check_engine(engine: str) -> str:
+    """The engine's manifest name, lower case; an ``InputError`` naming the key for any other."""
     e = engine.lower()
     if e not in ENGINES:
         raise InputError(f"unknown engine {engine!r} (expected one of: {', '.join(ENGINE_NAMES)})",
@@ -41,7 +42,7 @@ def resolve_version(engine: str, pinned: str | None, host: Host = BARE_HOST) -> 
     check what the GPU host will run. Then the package installed on ``host``. Else the newest release we know,
     which the source string says, so a report never hides that it assumed.
     """
-    e = _check_engine(engine)
+    e = check_engine(engine)
     if pinned is not None and str(pinned).strip():
         return parse_version(pinned), "pinned"
     found = host.installed(e)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines import ENGINE_NAMES, ENGINES
-from pytest_gpulayout.engines.versions import parse_version, resolve_version
-from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.engines.versions import check_engine, parse_version, resolve_version
 
 
 class MemoryUnknown(ValueError):
@@ -16,11 +14,8 @@ class MemoryUnknown(ValueError):
 
 
 def engine_name(engine: str) -> str:
-    e = engine.lower()
-    if e not in ENGINES:
-        raise InputError(f"unknown engine {engine!r} (expected one of: {', '.join(ENGINE_NAMES)})",
-                         key="engine")
-    return e
+    """The engine's manifest name (``engines.versions.check_engine``)."""
+    return check_engine(engine)
 
 
 def engine_version(v: Version | str | None, engine: str) -> Version:
