@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from gguf_tiny import write_tiny_llama
+from real_engines import llama_server
 
 from pytest_gpulayout.engines.llamacpp import LlamaCppFlags, parse_llamacpp_log, parse_version_output
 from pytest_gpulayout.errors import InputError
@@ -262,15 +263,6 @@ def test_version_output_of_both_eras():
 
 
 # -- the real thing ------------------------------------------------------------------------------
-def _server() -> str:
-    built = ROOT / ".engines" / "llama.cpp" / "bin" / "llama-server"
-    candidate = os.environ.get("GPULAYOUT_LLAMA_SERVER") or str(built)
-    if Path(candidate).is_file():
-        return candidate
-    msg = f"no llama-server at {candidate} (run .ci/setup, or set GPULAYOUT_LLAMA_SERVER)"
-    if os.environ.get("GPULAYOUT_REQUIRE_ENGINE") == "1":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
 
 
 @pytest.mark.engine
@@ -283,7 +275,7 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
     from pytest_gpulayout.launch.startup import launch_deployment
     from pytest_gpulayout.manifest.load import load_manifest
 
-    server = _server()
+    server = llama_server()
     body = (f"version: 1\ndeployments:\n  tiny:\n    engine: llamacpp\n    model: {tiny}\n    ctx_size: {ctx}\n"
             + (f"    parallel: {parallel}\n" if parallel else "")
             + f"    cache_type_k: {cache}\n    cache_type_v: {cache}\n"

