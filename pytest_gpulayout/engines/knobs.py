@@ -29,7 +29,6 @@ class LaunchKnobs:
     block_size: int | None = None                   # vLLM --block-size / SGLang --page-size
     chunked_prefill_size: int | None = None         # SGLang --chunked-prefill-size
     cuda_graph_max_bs: int | None = None            # SGLang --cuda-graph-max-bs
-    enable_dp_attention: bool = False               # SGLang --enable-dp-attention
     pp_layer_partition: str | None = None           # VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION
     #: the engine variables in effect for the launch (this host's, then launch.env on top)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

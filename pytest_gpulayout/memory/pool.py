@@ -133,7 +133,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     gpt-oss-style hybrid SWA models in SGLang report the full-attention pool: ``rest`` over
     ``full_layers + 0.8 x swa_layers`` layers. ``max_model_len`` defaults to the model's derived
     maximum; ``max_concurrency`` is ``kv_tokens / max_model_len`` except for vLLM hybrid sliding
-    models (see ``_vllm_concurrency``). GPU memory unknown -> ``MemoryUnknown``.
+    models (their KV cache groups, ``memory/vllm_kv.py``). GPU memory unknown -> ``MemoryUnknown``.
 
     ``knobs`` are what the launch's flags and variables change (``engines/knobs.py``): they fill
     ``enforce_eager``, the scheduler sizes and the PP partition where those are not given, and
@@ -308,12 +308,14 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     )
 
 
-def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec,
-                     host: Host = BARE_HOST) -> list[PoolPrediction]:
+def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST,
+                     knobs: LaunchKnobs | None = None) -> list[PoolPrediction]:
     """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown`` /
-    ``PlacementError``): each replica's GPUs in rank order, as the engines place them."""
+    ``PlacementError``): each replica's GPUs in rank order, as the engines place them. ``knobs``: the
+    launch's settings when the caller has read them already."""
     placement = place(dep, machine)
-    knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
+    if knobs is None:
+        knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
     return [
         predict_pool(
             model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,

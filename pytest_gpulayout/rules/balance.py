@@ -32,6 +32,9 @@ from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
+from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.pool import predict_replicas
+from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
@@ -195,9 +198,6 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
 
 def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec,
               host: Host) -> tuple[Status, str, dict[str, Any]] | None:
-    from pytest_gpulayout.memory.common import MemoryUnknown
-    from pytest_gpulayout.memory.pool import predict_replicas
-
     try:
         preds = predict_replicas(dep, machine, model, host)
     except (MemoryUnknown, PlacementError):
@@ -239,7 +239,6 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
         if dep.engine == "sglang":
             parts.append((st, msg))
     if dep.engine == "vllm":
-        from pytest_gpulayout.memory.reserves import default_memory_fraction
 
         version, vsource = resolve_version("vllm", dep.engine_version, host)
         if dep.memory_fraction is not None:

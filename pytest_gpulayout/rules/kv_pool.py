@@ -32,7 +32,9 @@ from pytest_gpulayout.findings import (
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.kv import kv_bytes_per_token_per_rank
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
+from pytest_gpulayout.memory.weights import weight_bytes_per_rank
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError
 
@@ -169,9 +171,6 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
 
 
 def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> Finding:
-    from pytest_gpulayout.memory.kv import kv_bytes_per_token_per_rank
-    from pytest_gpulayout.memory.weights import weight_bytes_per_rank
-
     knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
                                             kv_cache_dtype=dep.kv_cache_dtype,
@@ -181,7 +180,7 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
                                     pp_layer_partition=knobs.pp_layer_partition)
     data = KvPoolFacts(kv_bytes_per_token_per_rank=per_token, weights_gib_per_rank=round(weights / GIB, 2))
     try:
-        preds = predict_replicas(dep, machine, model, host)
+        preds = predict_replicas(dep, machine, model, host, knobs)
     except PlacementError as err:
         return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", data)
     except MemoryUnknown as err:
