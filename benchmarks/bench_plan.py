@@ -63,17 +63,9 @@ def in_process(repeat: int) -> list[tuple[str, float]]:
 
 def cluster(hosts: int, preset: str = "8xH100-sxm") -> object:
     """``hosts`` copies of a preset, one host each (the network between them)."""
-    from dataclasses import replace
+    from pytest_gpulayout.machine.presets import preset_cluster
 
-    from pytest_gpulayout.machine.facts import Machine
-    from pytest_gpulayout.machine.presets import load_preset
-
-    one = load_preset(preset)
-    size = len(one.gpus)
-    gpus = tuple(replace(g, index=h * size + g.index, uuid=f"{g.uuid}-{h}", host=f"node{h}")
-                 for h in range(hosts) for g in one.gpus)
-    links = {(h * size + i, h * size + j): k for h in range(hosts) for (i, j), k in one.links.items()}
-    return Machine(gpus=gpus, links=links, source=f"bench:{hosts}x{preset}")
+    return preset_cluster(preset, hosts, source=f"bench:{hosts}x{preset}")
 
 
 #: (label, hosts of 8 H100) for the scaling ratios; 1 host is the reference

@@ -39,15 +39,7 @@ def dep(name: str = "d", *, tp: int = 1, pp: int = 1, dp: int = 1, engine: str =
 
 
 def cluster(hosts: int, preset: str = "8xH100-sxm") -> Machine:
-    """``hosts`` copies of a bundled preset, one host each (GPU indices run on; links inside a host
-    as the preset has them, the network between hosts)."""
-    from dataclasses import replace
+    """``hosts`` copies of a bundled preset, one host each (``presets.preset_cluster``)."""
+    from pytest_gpulayout.machine.presets import preset_cluster
 
-    from pytest_gpulayout.machine.presets import load_preset
-
-    one = load_preset(preset)
-    size = len(one.gpus)
-    gpus = tuple(replace(g, index=h * size + g.index, uuid=f"{g.uuid[:-4]}{h:04x}", host=f"node{h}")
-                 for h in range(hosts) for g in one.gpus)
-    links = {(h * size + i, h * size + j): k for h in range(hosts) for (i, j), k in one.links.items()}
-    return Machine(gpus=gpus, links=links, source=f"test:{hosts}x{preset}")
+    return preset_cluster(preset, hosts, source=f"test:{hosts}x{preset}")

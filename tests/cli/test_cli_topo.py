@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 from pathlib import Path
 
 import pytest
-from fake_pynvml import FakeNvml
+from fake_pynvml import FakeNvml, nvml_library_present
 
 import pytest_gpulayout.machine.probe as probe_mod
 from pytest_gpulayout.cli import main
@@ -17,15 +16,8 @@ from pytest_gpulayout.machine.snapshot import load_snapshot
 DATA = Path(__file__).parents[1] / "data"
 
 
-def _nvml_library_present() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
 
-
-no_driver_here = pytest.mark.skipif(_nvml_library_present(), reason="this host has an NVIDIA driver")
+no_driver_here = pytest.mark.skipif(nvml_library_present(), reason="this host has an NVIDIA driver")
 
 
 def test_topo_preset_text(capsys):

@@ -419,3 +419,14 @@ class FakeNvml:
             same = self._gpus[a.pos].numa_node == self._gpus[b.pos].numa_node
             return pynvml.NVML_TOPOLOGY_NODE if same else pynvml.NVML_TOPOLOGY_SYSTEM
         return _KIND_TO_LEVEL[kind]
+
+
+def nvml_library_present() -> bool:
+    """Whether this host has the real NVML library (a driver): the tests of "no driver" skip there."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True

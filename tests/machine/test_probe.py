@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from fake_pynvml import FakeNvml, err, mig_specs
+from fake_pynvml import FakeNvml, err, mig_specs, nvml_library_present
 
 from pytest_gpulayout.errors import ProbeError
 from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
@@ -402,15 +402,8 @@ def test_pynvml_missing_is_a_probe_error(monkeypatch):
         probe(env={})
 
 
-def _nvml_library_present() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
 
-
-@pytest.mark.skipif(_nvml_library_present(), reason="this host has an NVIDIA driver")
+@pytest.mark.skipif(nvml_library_present(), reason="this host has an NVIDIA driver")
 def test_real_pynvml_on_a_host_without_driver():
     with pytest.raises(ProbeError, match=r"NVML_ERROR_LIBRARY_NOT_FOUND\)\. Run on the GPU host"):
         probe(env={})

@@ -61,3 +61,17 @@ def load_preset(name: str) -> Machine:
     text = preset_text(name)
     where = f"preset:{name}"
     return machine_from_dict(parse_snapshot_text(text, where, "yaml"), where=where, source=where)
+
+
+def preset_cluster(name: str, hosts: int, *, source: str | None = None) -> Machine:
+    """``hosts`` copies of the bundled machine ``name``, one host each (``node0``, ``node1``, ...):
+    GPU indices run on, links inside a host as the preset has them, the network between hosts. For
+    planning and testing clusters larger than any preset."""
+    from dataclasses import replace
+
+    one = load_preset(name)
+    size = len(one.gpus)
+    gpus = tuple(replace(g, index=h * size + g.index, uuid=f"{(g.uuid or '')[:-4]}{h:04x}", host=f"node{h}")
+                 for h in range(hosts) for g in one.gpus)
+    links = {(h * size + i, h * size + j): k for h in range(hosts) for (i, j), k in one.links.items()}
+    return Machine(gpus=gpus, links=links, source=source or f"preset:{name} x{hosts} hosts")
