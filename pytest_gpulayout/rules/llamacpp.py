@@ -117,6 +117,11 @@ def check_placement(dep: Deployment, machine: Machine, model: ModelSpec, host: H
     used = ", ".join(f"GPU{g}" for g in gpus)
     if flags.mode == "none":
         used = f"GPU{gpus[main]} only (split_mode none, main_gpu {main})"
+    if not machine.tenants_known:
+        return _finding("placement", Status.WARN,
+                        f"{dep.name}: {used}; other tenants and MIG mode of these GPUs are unknown (machine from "
+                        f"{machine.source}: topo text lists links only); probe the host (machine: auto) to check "
+                        f"them", **data)
     if tenants:
         return _finding("placement", Status.WARN,
                         f"{dep.name}: {used}; GPU{tenants[0]} runs other processes: their memory is not free for "
@@ -329,6 +334,11 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
     if ctx.cells > spec.n_ctx_train:
         return _finding("kv_pool", Status.WARN, msg + f"; each slot's {ctx.cells:,} cells exceed the model's trained "
                                                       f"context {spec.n_ctx_train:,}", **data)
+    if lay.split_source == "free memory" and len(gpus) > 1 and any(f is None for f in free):
+        # llama.cpp splits the layers (and their KV) by free memory: nobody looked at it, so the split is a guess
+        return _finding("kv_pool", Status.WARN, msg + f"; the split per GPU is NOT known: without tensor_split "
+                                                      f"llama.cpp splits by free memory, unknown from "
+                                                      f"{machine.source} (the total is exact)", **data)
     return _finding("kv_pool", Status.PASS, msg, **data)
 
 

@@ -15,6 +15,7 @@ from real_engines import llama_server
 
 from pytest_gpulayout.engines.llamacpp import LlamaCppFlags, parse_llamacpp_log, parse_version_output
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.memory.llamacpp import context_size, fitting_split, kv_total_bytes, layer_devices, plan_layout
 from pytest_gpulayout.model.gguf import load_gguf
@@ -299,3 +300,23 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert report.result is not None and report.result.leftover_pids == ()
     assert report.result.pid not in process_table()
+
+
+def test_what_a_topo_paste_cannot_show_is_never_a_pass(tmp_path: Path) -> None:
+    # a pasted `nvidia-smi topo -m` has no memory and no processes: llama.cpp's default split (by free
+    # memory) and the GPUs' tenants are unknown, so neither placement nor kv_pool may say "pass"
+    from pytest_gpulayout.machine.sources import load_machine
+    from pytest_gpulayout.manifest.load import load_manifest
+    from pytest_gpulayout.model.load import load_model
+    from pytest_gpulayout.rules.llamacpp import check_kv_pool, check_placement
+
+    topo = (ROOT / "tests" / "data" / "topo" / "001.txt").read_text().split("---\n", 1)[1]
+    (tmp_path / "topo.txt").write_text(topo)
+    machine = load_machine(str(tmp_path / "topo.txt"))
+    manifest = load_manifest(ROOT / "examples" / "06-llamacpp-mismatched" / "gpulayout.yaml")
+    dep = manifest.deployment("layer-by-free-memory")
+    model = load_model(dep.model, dep.base_dir)
+    pool = check_kv_pool(dep, machine, model)
+    assert pool.status is Status.WARN and "NOT known" in pool.message and "free memory" in pool.message
+    place = check_placement(dep, machine, model)
+    assert place.status is Status.WARN and "unknown" in place.message
