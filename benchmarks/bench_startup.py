@@ -53,8 +53,11 @@ def main() -> int:
     parser.add_argument("--fake", action="store_true", help="replay the recorded log instead of a real engine")
     parser.add_argument("--repeat", type=int, default=2, help="launches per mode, interleaved (medians)")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpulayout-bench-") as tmp:  # the model copy, logs, locks
+        return run(args, Path(tmp))
 
-    work = Path(tempfile.mkdtemp(prefix="gpulayout-bench-"))
+
+def run(args: argparse.Namespace, work: Path) -> int:
     model = work / "tiny-llama"
     shutil.copytree(TINY, model)
     python = None if args.fake else vllm_python()
