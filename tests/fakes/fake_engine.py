@@ -73,10 +73,17 @@ def _read_log(path: str) -> list[str]:
     return text.splitlines()
 
 
+def _write_whole(pid_dir: str, name: str, text: str) -> None:
+    """Write then rename: a test polling the folder never reads a half-written file."""
+    partial = os.path.join(pid_dir, f".{name}.{os.getpid()}.partial")
+    with open(partial, "w") as f:
+        f.write(text)
+    os.replace(partial, os.path.join(pid_dir, name))
+
+
 def _pidfile(pid_dir: str, role: str) -> None:
     if pid_dir:
-        with open(os.path.join(pid_dir, f"{role}-{os.getpid()}.pid"), "w") as f:
-            f.write(f"{os.getpid()} {os.getpgid(0)} {os.getsid(0)}")
+        _write_whole(pid_dir, f"{role}-{os.getpid()}.pid", f"{os.getpid()} {os.getpgid(0)} {os.getsid(0)}")
 
 
 def _sleeper(pid_dir: str, role: str) -> None:
@@ -119,8 +126,7 @@ def _make_shm(pid_dir: str) -> list[str]:
         os.close(fd)
     _SHM_KEEP.extend(keep)
     if pid_dir:
-        with open(os.path.join(pid_dir, "shm.json"), "w") as f:
-            json.dump(names, f)
+        _write_whole(pid_dir, "shm.json", json.dumps(names))
     return names
 
 
@@ -182,8 +188,7 @@ def main() -> None:
         seen = {"argv": rest, "env": {k: v for k, v in os.environ.items()
                                       if k.startswith(("CUDA_", "VLLM_", "SGLANG_", "GPULAYOUT_", "NCCL_", "RAY_"))}}
         for name in ("argv.json", f"argv-{os.getpid()}.json"):  # the last one, and each process's own
-            with open(os.path.join(pid_dir, name), "w") as f:
-                json.dump(seen, f)
+            _write_whole(pid_dir, name, json.dumps(seen))
 
     lines = _read_log(log) if log else []
     ready = next((i for i, ln in enumerate(lines) if READY_RE.search(ln)), None)
