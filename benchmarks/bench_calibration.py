@@ -64,7 +64,8 @@ GPU_TOTAL_MIB = {
     "NVIDIA L4": 23034,
     "NVIDIA RTX A6000": 49140,
 }
-#: Free memory on an idle GPU, below NVML's total: the driver's reservation and a CUDA context.
+#: Free memory on an idle GPU, below NVML's total: the driver's reservation (which vLLM's total
+#: leaves out: ``Gpu.cuda_total_mib``, 450 MiB where NVML did not say) and a little more.
 IDLE_USED_MIB = 500
 
 

@@ -58,11 +58,11 @@ EXAMPLES = [
         ],
     ),
     (
-        "two-l4-qwen3-8b-60k-tokens",
-        "The classic question: the same two L4, 8,192-token requests, 60,000 tokens of KV in all. One card "
-        "holds 32,752 tokens; two copies hold 30,928 each, 3% over each one's half: the kv_pool check's "
+        "two-l4-qwen3-8b-55k-tokens",
+        "The classic question: the same two L4, 8,192-token requests, 55,000 tokens of KV in all. One card "
+        "holds 29,808 tokens; two copies hold 27,984 each, 2% over each one's half: the kv_pool check's "
         "margin is 10%, so the copies meet the need only narrowly and rank last. PP=2 and TP=2 hold "
-        "172,960 tokens in one pool, 2.8x the two copies together, because the weights are stored once: "
+        "167,072 tokens in one pool, 3.0x the two copies together, because the weights are stored once: "
         "PP=2 first (PCIe), TP=2 next with the link caveat, then the copies.",
         [
             "Qwen/Qwen3-8B",
@@ -73,7 +73,7 @@ EXAMPLES = [
             "--max-model-len",
             "8192",
             "--kv-tokens",
-            "60000",
+            "55000",
         ],
     ),
     (

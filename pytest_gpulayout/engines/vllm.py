@@ -24,6 +24,39 @@ GIB_MIB = 1024
 #: memory utilization``) exists from 0.9.1 (``v1/worker/gpu_worker.py``); 0.9.0 still used the older
 #: budget that subtracts other processes' memory instead.
 FREE_MEMORY_CHECK_SINCE = Version("0.9.1")
+#: V0's ``memory_profiling`` measures against a snapshot taken when the worker starts (0.6.5
+#: ``worker/worker.py``: ``baseline_memory_in_bytes=total_gpu_memory - self.init_gpu_memory``; 0.7.2:
+#: ``self.baseline_snapshot = MemorySnapshot()`` in ``init_device``), so neither other processes'
+#: memory nor the worker's own CUDA context comes out of the budget. 0.6.4.post1 still subtracts
+#: ``(total - free) - torch allocated`` after the profile run.
+BASELINE_PROFILE_SINCE = Version("0.6.5")
+#: V1 becomes the default engine; its worker goes back to ``total - free`` (0.8.5 / 0.9.0
+#: ``v1/worker/gpu_worker.py determine_available_memory``: ``non_torch_allocations =
+#: total_allocated_bytes - torch_allocated_bytes``) until 0.9.1 adds the free-memory check.
+V1_DEFAULT_SINCE = Version("0.8")
+
+
+def counts_other_tenants(version: Version) -> bool:
+    """Whether the release's profile run subtracts what other processes hold on the GPU from the
+    KV budget (``BASELINE_PROFILE_SINCE``, ``V1_DEFAULT_SINCE``, ``FREE_MEMORY_CHECK_SINCE``):
+    before 0.6.5 and in 0.8-0.9.0 it does (``total - free`` includes them, and the worker's own CUDA
+    context); 0.6.5-0.7.x and 0.9.1+ measure from a baseline and do not."""
+    return version < BASELINE_PROFILE_SINCE or V1_DEFAULT_SINCE <= version < FREE_MEMORY_CHECK_SINCE
+
+
+def oversubscribes_silently(version: Version) -> bool:
+    """0.6.5-0.7.x: the budget ignores other tenants and nothing checks free memory, so with other
+    processes on the GPU the engine sizes a pool that is not there and runs out of memory while
+    allocating it (``CacheEngine._allocate_kv_cache``) or capturing CUDA graphs after it."""
+    return BASELINE_PROFILE_SINCE <= version < V1_DEFAULT_SINCE
+
+
+def samples_on_driver_only(version: Version) -> bool:
+    """V0 (the default before 0.8) gathers the logits to TP rank 0 (0.7.2
+    ``layers/logits_processor.py``: ``tensor_model_parallel_gather`` unless TPU, V1 or an external
+    launcher) and only the driver worker of the last pipeline stage samples (0.7.2
+    ``worker/model_runner.py execute_model``: ``if not self.is_driver_worker: return []``)."""
+    return version < V1_DEFAULT_SINCE
 
 
 def gpu_memory_utilization(version: Version) -> float:

@@ -98,6 +98,13 @@ class GpuProcess:
     used_mib: int | None = None
 
 
+#: The driver's reservation where NVML did not report it: the gap between NVML's total and the
+#: total CUDA reports in public startup logs. vllm/001 (RTX 3090): 24,576 MiB against
+#: ``total_gpu_memory=23.58GiB`` (24,146 MiB), 430 MiB; vllm/023 (RTX 4090): 24,564 MiB against
+#: ``total_gpu_memory (23.55GiB)`` in the reporter's quote (vllm-project/vllm#13061), 449 MiB.
+DRIVER_RESERVE_ESTIMATE_MIB = 450
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One GPU as CUDA will number it inside the engine (``index``)."""
@@ -112,6 +119,9 @@ class Gpu:
     mig: bool = False
     processes: tuple[GpuProcess, ...] = ()
     host: str | None = None
+    #: What the driver keeps for itself (NVML's v2 memory struct); None where it was not read. Last,
+    #: so positional construction keeps its meaning.
+    memory_reserved_mib: int | None = None
 
     @property
     def label(self) -> str:
@@ -120,6 +130,19 @@ class Gpu:
     @property
     def total_gib(self) -> float | None:
         return None if self.memory_total_mib is None else self.memory_total_mib / 1024
+
+    @property
+    def cuda_total_mib(self) -> int | None:
+        """The total a CUDA context reports (``cudaMemGetInfo``, ``torch.cuda.mem_get_info()[1]``):
+        NVML's total less the driver's reservation. vLLM multiplies *this* by
+        ``gpu_memory_utilization``. Where NVML's v2 struct gave no reservation it is estimated
+        (``DRIVER_RESERVE_ESTIMATE_MIB``)."""
+        if self.memory_total_mib is None:
+            return None
+        reserved = self.memory_reserved_mib
+        if reserved is None:
+            reserved = min(DRIVER_RESERVE_ESTIMATE_MIB, self.memory_total_mib // 16)
+        return self.memory_total_mib - reserved
 
     @property
     def free_gib(self) -> float | None:

@@ -141,8 +141,10 @@ def _bus_id(info: Any) -> str:
     return f"{dom:08X}:{bus:02X}:{dev:02X}.0"
 
 
-def _memory(nv: Any, h: Any) -> tuple[int, int]:
-    """(total, free) in MiB: the v2 struct where the driver has it, else v1 (same total and free)."""
+def _memory(nv: Any, h: Any) -> tuple[int, int, int | None]:
+    """(total, free, reserved) in MiB: the v2 struct where the driver has it (it also says what the
+    driver reserves, which CUDA leaves out of its total), else v1 (same total and free; reserved
+    unknown)."""
     v2 = getattr(nv, "nvmlMemory_v2", None)
     info = None
     if v2 is not None:
@@ -156,7 +158,9 @@ def _memory(nv: Any, h: Any) -> tuple[int, int]:
             info = None
     if info is None:
         info = nv.nvmlDeviceGetMemoryInfo(h)
-    return int(info.total) // MIB, int(info.free) // MIB
+        return int(info.total) // MIB, int(info.free) // MIB, None
+    reserved = getattr(info, "reserved", None)
+    return int(info.total) // MIB, int(info.free) // MIB, (None if reserved is None else int(reserved) // MIB)
 
 
 def _mig_enabled(nv: Any, h: Any) -> bool:
@@ -403,10 +407,11 @@ def _build(nv: Any, env: Mapping[str, str], root: Path) -> Machine:
                 name = f"{dev.gpu.name} MIG"
         total: int | None
         free: int | None
+        reserved: int | None
         try:
-            total, free = _memory(nv, handle)
+            total, free, reserved = _memory(nv, handle)
         except _nvml_error(nv) as err:
-            total = free = None
+            total = free = reserved = None
             notes.append(f"GPU{k}: NVML would not report memory ({err}); memory unknown")
         procs = _processes(nv, handle, root)
         if procs is None:
@@ -420,6 +425,7 @@ def _build(nv: Any, env: Mapping[str, str], root: Path) -> Machine:
                 pci_bus_id=dev.gpu.pci_bus_id,
                 memory_total_mib=total,
                 memory_free_mib=free,
+                memory_reserved_mib=reserved,
                 numa_node=_numa_node(nv, phys.handle, phys.pci, root),
                 mig=dev.mig is not None or dev.gpu.mig_enabled,
                 processes=procs,

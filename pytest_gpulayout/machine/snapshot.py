@@ -47,6 +47,7 @@ GPU_KEYS = (
     "pci_bus_id",
     "memory_total_mib",
     "memory_free_mib",
+    "memory_reserved_mib",
     "numa_node",
     "mig",
     "processes",
@@ -77,6 +78,7 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
             "pci_bus_id": g.pci_bus_id,
             "memory_total_mib": g.memory_total_mib,
             "memory_free_mib": g.memory_free_mib,
+            **({"memory_reserved_mib": g.memory_reserved_mib} if g.memory_reserved_mib is not None else {}),
             "numa_node": g.numa_node,
             "mig": g.mig,
             "processes": [{"pid": p.pid, "name": p.name, "used_mib": p.used_mib} for p in g.processes],
@@ -202,6 +204,13 @@ def _gpu(d: object, pos: int, where: str) -> Gpu:
             where=where,
             key=f"{key}.memory_free_mib",
         )
+    reserved = _int(d.get("memory_reserved_mib"), where, f"{key}.memory_reserved_mib", nullable=True)
+    if total is not None and reserved is not None and (free or 0) + reserved > total:
+        raise InputError(
+            f"free {free or 0} MiB plus reserved {reserved} MiB is more than the total {total} MiB",
+            where=where,
+            key=f"{key}.memory_reserved_mib",
+        )
     mig = d.get("mig", False)
     if not isinstance(mig, bool):
         raise InputError(
@@ -220,6 +229,7 @@ def _gpu(d: object, pos: int, where: str) -> Gpu:
         pci_bus_id=_str(d.get("pci_bus_id"), where, f"{key}.pci_bus_id", nullable=True),
         memory_total_mib=total,
         memory_free_mib=free,
+        memory_reserved_mib=reserved,
         numa_node=_int(d.get("numa_node"), where, f"{key}.numa_node", nullable=True),
         mig=mig,
         processes=processes,

@@ -18,6 +18,7 @@ CUDA context) we use a documented estimate and say so; the ``startup`` check mea
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,11 +27,16 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines import deployment_knobs
 from pytest_gpulayout.engines.knobs import LaunchKnobs
 from pytest_gpulayout.engines.versions import resolve_version
-from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE, KV_CACHE_MEMORY_BYTES_SINCE
+from pytest_gpulayout.engines.vllm import (
+    KV_CACHE_MEMORY_BYTES_SINCE,
+    counts_other_tenants,
+    oversubscribes_silently,
+    samples_on_driver_only,
+)
 from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
+from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name
 from pytest_gpulayout.memory.kv import (
     VLLM_MXFP4_EXPERT_LAYOUT,
@@ -167,10 +173,21 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                                        enable_expert_parallel=enable_expert_parallel, dp=dp,
                                        pp_layer_partition=pp_layer_partition, version=version)
     gpu_name = gpus[0].name if gpus else ""
-    reserve, reserve_why = activation_reserve_bytes(
-        model, engine=e, version=version, tp=tp, pp=pp, gpu_total_mib=min(totals), gpu_name=gpu_name,
-        enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=max_model_len)
+    reserve_of = functools.partial(
+        activation_reserve_bytes, model, engine=e, version=version, tp=tp, pp=pp, gpu_total_mib=min(totals),
+        gpu_name=gpu_name, enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, dp=dp, enable_expert_parallel=enable_expert_parallel,
+        max_model_len=max_model_len)
+    reserve, reserve_why = reserve_of()
+    # V0 samples on one rank (the driver of the last stage); the others reserve the forward peak only
+    sampling_rank = (pp - 1) * tp
+    if e == "vllm" and samples_on_driver_only(version) and tp * pp > 1:
+        others, _ = reserve_of(samples=False)
+        reserves = [reserve if r == sampling_rank else others for r in range(tp * pp)]
+        if others != reserve:
+            reserve_why += f" on rank {sampling_rank}, which samples (V0); {others / GIB:.2f} GiB on the others"
+    else:
+        reserves = [reserve] * (tp * pp)
 
     budgets: list[int] = []
     tokens: list[int | None] = []     # None: this rank holds no KV layer, so it does not bound the pool
@@ -183,10 +200,13 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
             notes.append(f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
                          f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used.")
         frees: list[int | None] = [g.memory_free_mib for g in gpus]
-        old = version < FREE_MEMORY_CHECK_SINCE  # 0.9.0's budget also subtracts other processes' memory
+        old = counts_other_tenants(version)  # its budget also subtracts other processes' memory
         if old and any(f is None for f in frees):
-            notes.append(f"vLLM < {FREE_MEMORY_CHECK_SINCE} also subtracts other processes' memory; free memory "
-                         f"unknown, not counted.")
+            notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, "
+                         f"not counted.")
+        if any(g.memory_reserved_mib is None for g in gpus):
+            notes.append(f"vLLM multiplies the total CUDA reports, NVML's less the driver's reservation: "
+                         f"not read here, {DRIVER_RESERVE_ESTIMATE_MIB} MiB assumed.")
 
         layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=kv_cache_dtype)
         states = model.layer_state_bytes(tp)
@@ -194,8 +214,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
             version, gpu_total_mib=min(totals), gpu_name=gpu_name, max_model_len=max_model_len)[0]
         for rank, g in enumerate(gpus):
             stage = rank // tp
-            total = (g.memory_total_mib or 0) * MIB
-            budget = math.ceil(total * fraction) - w_by_stage[stage] - reserve
+            total = (g.cuda_total_mib or 0) * MIB
+            budget = math.ceil(total * fraction) - w_by_stage[stage] - reserves[rank]
             free = frees[rank]
             if old and free is not None:
                 budget -= max(0, total - free * MIB)
@@ -218,8 +238,11 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
             per_block = kv_by_stage[stage] * block
             tokens.append(max(0, budget) // per_block * block if per_block else None)
         if old:
-            notes.append(f"vLLM {version} (< 0.10) sizes from total x fraction minus everything in use "
-                         f"on the GPU, other tenants included.")
+            notes.append(f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, "
+                         f"other tenants included.")
+        elif oversubscribes_silently(version):
+            notes.append(f"vLLM {version} sizes from total x fraction as if the GPU were its alone: other "
+                         f"tenants' memory is not subtracted, and nothing checks that it is free.")
     else:
         block = 1
         frees_known = _need_memory(gpus, "memory_free_mib", "free memory", e)

@@ -7,7 +7,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines import get_engine
 from pytest_gpulayout.engines.knobs import LaunchKnobs
-from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
+from pytest_gpulayout.engines.vllm import counts_other_tenants, samples_on_driver_only
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name, engine_version
@@ -19,15 +19,24 @@ from pytest_gpulayout.model.spec import ModelSpec
 #: when the instance spans GPUs). Startup logs show 0.1-0.6 GiB.
 VLLM_NON_TORCH_GIB = 0.15
 VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
-#: vLLM before 0.9.1 counts as non-torch everything in use on the GPU besides torch's tensors
-#: (``total - free - torch allocated``), its own CUDA context included: vllm/001 (V0, one RTX 3090)
-#: logs ``non_torch_memory=0.35GiB``. Replaces ``VLLM_NON_TORCH_GIB`` for those releases.
+#: The releases that size from ``total - free - torch allocated`` (``engines/vllm.counts_other_tenants``:
+#: before 0.6.5, and 0.8-0.9.0) count as non-torch everything in use on the GPU besides torch's
+#: tensors, the worker's own CUDA context included: vllm/001 (one RTX 3090) logs
+#: ``non_torch_memory=0.35GiB``. Replaces ``VLLM_NON_TORCH_GIB`` for those releases.
 VLLM_NON_TORCH_OLD_GIB = 0.35
 #: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
 VLLM_CUDAGRAPH_GIB = 0.5
-#: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities.
+#: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities (V1).
 SAMPLER_BYTES_PER_LOGIT = 8
+#: V0's profile run samples with ``top_k = vocab - 1`` (0.7.2 ``worker/model_runner.py _dummy_run``:
+#: "Enable top-k sampling to reflect the accurate memory usage"), so the driver sorts every logit
+#: (``layers/sampler.py _apply_top_k_top_p``: ``logits.sort(dim=-1)``). Live at the sort, per logit:
+#: the gathered logits in the model dtype (2 B) and their fp32 copy (4), the sorted values and int64
+#: indices (12), the sort's int64 input indices (8) and its key/value scratch (12): 38 B. vllm/023
+#: (TP 2 on RTX 4090s, 256 x 152,064 logits) has its pool set by rank 0 with 1.23 GiB less KV than
+#: rank 1 quotes (0.19 GiB activation peak); this gives 1.38 GiB on rank 0.
+V0_SAMPLER_BYTES_PER_LOGIT = 38
 
 #: SGLang measures ``pre`` (``get_available_gpu_memory``, MIN over the TP x PP world) after its CUDA
 #: context and the communicators exist (``model_runner.py`` / ``distributed/bootstrap.py``), so an idle
@@ -78,15 +87,20 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
                              enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                              max_num_seqs: int | None = None, dp: int = 1,
                              enable_expert_parallel: bool = False,
-                             max_model_len: int | None = None) -> tuple[int, str]:
+                             max_model_len: int | None = None, samples: bool = True) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
 
         forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + k + v) per rank)
-        sampler = max_num_seqs x vocab x 8 B                      # fp32 logits + probabilities
-        reserve = max(forward, sampler) + non-torch (0.15 GiB, 0.35 before 0.9.1; +0.25 GiB over
-                  several GPUs) + 0.5 GiB CUDA graphs (>= 0.20 unless enforce_eager)
+        sampler = max_num_seqs x vocab x 8 B       # V1: fp32 logits + probabilities, every rank
+                  max_num_seqs x vocab x 38 B      # V0 (< 0.8): the top-k sort, on the sampling rank only
+        reserve = max(forward, sampler) + non-torch (0.15 GiB; 0.35 where the release counts
+                  ``total - free``; +0.25 GiB over several GPUs) + 0.5 GiB CUDA graphs (>= 0.20
+                  unless enforce_eager)
+
+    ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
+    does (``engines/vllm.samples_on_driver_only``); the other ranks reserve the forward peak alone.
 
     with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
     weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
@@ -118,12 +132,16 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     else:
         ffn = -(-model.intermediate_size // tp)
     forward = tokens * 2 * (3 * h + max(3 * ffn, 2 * q + kv))
-    sampler = seqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
-    base = VLLM_NON_TORCH_OLD_GIB if v < FREE_MEMORY_CHECK_SINCE else VLLM_NON_TORCH_GIB
+    v0 = samples_on_driver_only(v)
+    sampler = (seqs * model.vocab_size * (V0_SAMPLER_BYTES_PER_LOGIT if v0 else SAMPLER_BYTES_PER_LOGIT)
+               if samples or not v0 else 0)
+    base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
     non_torch = base + (VLLM_NON_TORCH_MULTI_GPU_GIB if tp * pp * dp > 1 else 0.0)
     graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
     total = max(forward, sampler) + (non_torch + graphs) * GIB
-    why = (f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB (max_num_batched_tokens {tokens}, "
+    peak = ("forward" if forward >= sampler else
+            "the V0 sampler's top-k sort" if v0 else "the sampler warm-up")
+    why = (f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB, {peak} (max_num_batched_tokens {tokens}, "
            f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB"
            + (f" + CUDA graphs {graphs:.2f} GiB" if graphs else ""))
     return round(total), why

@@ -9,7 +9,9 @@
 - vLLM (>= 0.9.1, ``v1/worker/gpu_worker.py``; ``v1/worker/utils.py`` from 0.19): each rank refuses to
   start when its free memory is below
   ``gpu_memory_utilization x total`` ("Free memory on device ... on startup is less than desired GPU
-  memory utilization").
+  memory utilization"), with the total CUDA reports (NVML's less the driver's reservation).
+  0.6.5-0.7.x do not check, and do not subtract other tenants either: the same shortfall makes them
+  run out of memory after the profile run, so it fails the same way, with that message.
 - DP replicas get equal load (round robin), so replicas whose predicted pools differ by more than 2x
   leave the small one as the bottleneck.
 
@@ -28,10 +30,10 @@ from packaging.version import Version
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines import sglang
 from pytest_gpulayout.engines.versions import resolve_version
-from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE
+from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE, oversubscribes_silently
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import GIB, Machine
+from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.pool import predict_replicas
 from pytest_gpulayout.memory.reserves import default_memory_fraction
@@ -144,7 +146,7 @@ def _vllm_fix(dep: Deployment, machine: Machine, placement: Placement, fraction:
               max_ok: float, weights_gib: float | None) -> str:
     """The fix that works on this machine: other GPUs that are idle, else a memory fraction that still
     holds the weights, else freeing memory (a fraction below the weights' share cannot serve)."""
-    total = min(_gib(machine.gpu(i).memory_total_mib) for i in placement.gpus)
+    total = min(_cuda_total_gib(machine.gpu(i)) for i in placement.gpus)
     idle = _idle_gpus(machine, placement, fraction * total + CONTEXT_RESERVE_GIB)
     parts: list[str] = []
     if len(idle) >= len(short):
@@ -163,28 +165,45 @@ def _vllm_fix(dep: Deployment, machine: Machine, placement: Placement, fraction:
     return fix
 
 
+def _cuda_total_gib(g: Gpu) -> float:
+    return _gib(g.cuda_total_mib)
+
+
 def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction: float,
-               fraction_source: str, weights_gib: float | None = None) -> tuple[Status, str, dict[str, Any]]:
-    """Per rank: free >= gpu_memory_utilization x total. ``weights_gib`` (per rank) keeps the advice
-    from suggesting a fraction below what the weights alone take."""
+               fraction_source: str, weights_gib: float | None = None,
+               version: Version | None = None) -> tuple[Status, str, dict[str, Any]]:
+    """Per rank: free >= gpu_memory_utilization x total, the total CUDA reports (``Gpu.cuda_total_mib``:
+    0.9.1 ``v1/worker/gpu_worker.py`` takes ``requested_memory`` from ``torch.cuda.mem_get_info``).
+    ``weights_gib`` (per rank) keeps the advice from suggesting a fraction below what the weights alone
+    take. With ``version`` in 0.6.5-0.7.x (``engines/vllm.oversubscribes_silently``) nothing checks:
+    the same shortfall runs the engine out of memory after its profile run instead."""
     worst_i, worst_margin = -1, float("inf")
     for i in placement.gpus:
         g = machine.gpu(i)
-        margin = _gib(g.memory_free_mib) - fraction * _gib(g.memory_total_mib)
+        margin = _gib(g.memory_free_mib) - fraction * _cuda_total_gib(g)
         if margin < worst_margin:
             worst_i, worst_margin = i, margin
     g = machine.gpu(worst_i)
-    free, total = _gib(g.memory_free_mib), _gib(g.memory_total_mib)
+    free, total = _gib(g.memory_free_mib), _cuda_total_gib(g)
     want = fraction * total
+    reserved = (f"the driver's {g.memory_reserved_mib / 1024:.2f} GiB" if g.memory_reserved_mib is not None
+                else f"~{DRIVER_RESERVE_ESTIMATE_MIB / 1024:.2f} GiB the driver reserves")
     data = {"vllm_min_margin_gib": round(worst_margin, 2), "gpu_memory_utilization": fraction,
             "gpu_memory_utilization_source": fraction_source}
-    facts = (f"GPU{worst_i} has {free:.2f}/{total:.2f} GiB free; vLLM wants gpu_memory_utilization "
-             f"{fraction:g} ({fraction_source}) x {total:.2f} = {want:.2f} GiB free at start-up")
+    facts = (f"GPU{worst_i} has {free:.2f} GiB free; vLLM wants gpu_memory_utilization "
+             f"{fraction:g} ({fraction_source}) x {total:.2f} GiB (the total CUDA reports: "
+             f"{_gib(g.memory_total_mib):.2f} less {reserved}) = {want:.2f} GiB free at start-up")
     max_ok = max(0.0, (free - CONTEXT_RESERVE_GIB) / total) if total else 0.0
+    silent = version is not None and oversubscribes_silently(version)
     if worst_margin < 0:
         short = [i for i in placement.gpus
-                 if _gib(machine.gpu(i).memory_free_mib) < fraction * _gib(machine.gpu(i).memory_total_mib)]
+                 if _gib(machine.gpu(i).memory_free_mib) < fraction * _cuda_total_gib(machine.gpu(i))]
         fix = _vllm_fix(dep, machine, placement, fraction, short, max_ok, weights_gib)
+        if silent:
+            return Status.FAIL, (
+                f"{facts}: short by {-worst_margin:.2f} GiB. vLLM {version} does not check: it sizes the KV "
+                f"cache as if the GPU were its alone (other tenants' memory is not subtracted) and runs out "
+                f"of memory allocating it or capturing CUDA graphs (torch.OutOfMemoryError). Fix: {fix}"), data
         return Status.FAIL, (
             f"{facts}: short by {-worst_margin:.2f} GiB, so vLLM refuses to start (\"Free memory on device ... "
             f"is less than desired GPU memory utilization\"). Fix: {fix}"), data
@@ -193,6 +212,9 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
             f"{facts}: {worst_margin:.2f} GiB to spare, less than the ~{CONTEXT_RESERVE_GIB} GiB its CUDA context "
             f"and NCCL buffers take before the check; set memory_fraction: {int(max_ok * 100) / 100:.2f} to be "
             f"safe"), data
+    if silent:
+        return Status.PASS, (f"{facts}: {worst_margin:.2f} GiB to spare (vLLM {version} does not check this, "
+                             f"and would run out of memory without it)"), data
     return Status.PASS, f"{facts}: {worst_margin:.2f} GiB to spare", data
 
 
@@ -247,10 +269,10 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
             total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
             fraction, _why = default_memory_fraction("vllm", version, gpu_total_mib=total, tp=dep.tp, pp=dep.pp)
             source = f"vLLM {version} default, {vsource}"
-        if version >= Version(VLLM_FREE_RULE_SINCE):
+        if version >= Version(VLLM_FREE_RULE_SINCE) or oversubscribes_silently(version):
             weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
                                             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp) / GIB
-            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source, weights)
+            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source, weights, version=version)
             parts.append((st, msg))
             data = replace(data, **d)
         else:

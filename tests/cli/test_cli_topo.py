@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,12 @@ def test_snapshot_to_stdout_and_file(capsys, tmp_path, fake_probe):
     assert main(["snapshot", "-o", str(f)]) == 0
     assert f"wrote {f}: 2 x NVIDIA L4 (nvml)" in capsys.readouterr().err
     m = load_snapshot(f)
-    assert m.gpus == load_preset("2xL4-pcie").gpus and m.link(0, 1) == "PHB"
+    # the snapshot keeps what NVML's v2 struct says the driver reserves (the fake's 500 MiB), which
+    # the preset does not know
+    assert [g.memory_reserved_mib for g in m.gpus] == [500, 500]
+    assert "memory_reserved_mib: 500" in f.read_text()
+    assert [replace(g, memory_reserved_mib=None) for g in m.gpus] == list(load_preset("2xL4-pcie").gpus)
+    assert m.link(0, 1) == "PHB"
 
 
 def test_snapshot_json(capsys, tmp_path, fake_probe):

@@ -277,7 +277,8 @@ class FakeNvml:
             if version != pynvml.nvmlMemory_v2:
                 raise err(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
             m2 = pynvml.c_nvmlMemory_v2_t()
-            reserved = min(self.reserved_mib, total - free)
+            own = None if h.mig is not None else self._gpus[h.pos].memory_reserved_mib
+            reserved = own if own is not None else min(self.reserved_mib, total - free)
             m2.version, m2.total, m2.reserved = version, total * MIB, reserved * MIB
             m2.free, m2.used = free * MIB, (total - free - reserved) * MIB
             return m2

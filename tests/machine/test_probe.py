@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pynvml
@@ -82,6 +83,9 @@ def pcie_box() -> Machine:
 )
 def test_snapshot_to_fake_to_probe_gives_the_same_machine(run, machine, nvswitch):
     m = machine()
+    # what the driver reserves comes back too (NVML's v2 struct): give each GPU its own figure
+    m = replace(m, gpus=tuple(replace(g, memory_reserved_mib=min(400 + g.index, g.memory_total_mib - g.memory_free_mib))
+                              for g in m.gpus))
     fake = FakeNvml(m, nvswitch=nvswitch)
     got = run(fake)
     assert got.gpus == m.gpus

@@ -201,6 +201,20 @@ def test_free_above_total():
     assert "gpus[1].memory_free_mib: free memory 30000 MiB is more than the total 23034 MiB" in bad(d)
 
 
+def test_driver_reservation_round_trips_and_is_checked():
+    """``memory_reserved_mib`` (NVML's v2 struct) is optional: read back where written, and refused
+    when it and the free memory add up to more than the GPU has."""
+    d = machine_to_dict(load_preset("2xL4-pcie"))
+    d["gpus"][1]["memory_reserved_mib"] = 470
+    m = machine_from_dict(d, "m.yaml", "snapshot:m.yaml")
+    assert m.gpu(1).memory_reserved_mib == 470 and m.gpu(0).memory_reserved_mib is None
+    assert m.gpu(1).cuda_total_mib == 23034 - 470 and m.gpu(0).cuda_total_mib == 23034 - 450
+    assert machine_to_dict(m)["gpus"][1]["memory_reserved_mib"] == 470
+    assert "memory_reserved_mib" not in machine_to_dict(m)["gpus"][0]
+    d["gpus"][1]["memory_reserved_mib"] = 4000
+    assert "gpus[1].memory_reserved_mib: free 22478 MiB plus reserved 4000 MiB is more than the total" in bad(d)
+
+
 def test_duplicate_and_gapped_indices():
     d = good()
     d["gpus"][2]["index"] = 0

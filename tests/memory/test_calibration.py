@@ -8,16 +8,17 @@ decimal: 0.005 GiB per printed number). vllm/005 prints one rank's figure of fou
 pool can only be at most what it gives.
 
 Column B (the band): the pool predicted from free memory and flags. Measured on the complete rows
-(every input in the header): vllm/001 -1.8 %, vllm/023 +12.2 %, sglang/001 +8.4 %, sglang/013
--0.4 %: median |error| 5.1 %, worst 12.2 %. The issue's target (median <= 3 %, worst <= 8 %) is not
-met, and the band is kept at what is measured: BAND_WORST_PCT 12.5, BAND_MEDIAN_PCT 5.5.
+(every input in the header): vllm/001 -0.7 %, vllm/023 +1.1 %, sglang/001 +8.4 %, sglang/013
+-0.4 %: median |error| 0.9 %, worst 8.4 %. The issue's median target (<= 3 %) is the band; the worst
+(<= 8 %) is missed by sglang/001, so that band is what is measured: BAND_WORST_PCT 8.5.
 
-What the two rows outside 8 % lack (neither log prints it):
-* vllm/023 (V0, 2 x RTX 4090, TP 2, 0.98): the paste has the weights line and the ValueError only;
-  the engine took ~0.9 GiB per rank more than the reserves (NCCL buffers on PCIe, V0's sampler);
-  its weights are 0.19 GiB above ours (13.95 vs 13.76 GiB).
-* sglang/001 (Qwen3-235B-FP8, 4 x H100, 0.93): one "KV Cache is allocated" line; its pool implies
-  1.4 GiB per rank held after loading beyond weights + 0.3 GiB (no "Load weight end" line to split it).
+* vllm/023 (V0 0.7.x, 2 x RTX 4090, TP 2, 0.98) was +12.2 % until three rules read in the 0.7.2 wheel:
+  vLLM multiplies the total CUDA reports (NVML's less the driver's reservation; the reporter quotes
+  ``23.08GiB`` = 0.98 x 23.55), 0.6.5-0.7.x do not subtract other tenants, and V0 samples on rank 0
+  alone, sorting 256 x 152,064 logits (1.38 GiB) while rank 1 quotes a 0.19 GiB peak.
+* sglang/001 (Qwen3-235B-FP8, 4 x H100, 0.93) prints one "KV Cache is allocated" line; its pool
+  implies 1.4 GiB per rank held after loading beyond weights + 0.3 GiB (no "Load weight end" line to
+  split it; NCCL's buffers over NVLink are the likely part).
 
 vllm/001 was -6.6 % until the reserves read its own profiling line (a 2.07 GiB activation peak,
 ``non_torch_memory=0.35GiB``). vllm/011 (gpt-oss-120b on one H100) refused to start with -2.14 GiB
@@ -37,8 +38,8 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BAND_WORST_PCT = 12.5
-BAND_MEDIAN_PCT = 5.5
+BAND_WORST_PCT = 8.5
+BAND_MEDIAN_PCT = 3.0
 
 
 def _load_bench() -> ModuleType:
@@ -81,7 +82,7 @@ def test_complete_logs_within_band(case: Any) -> None:
 
 
 def test_median_error_of_complete_logs() -> None:
-    """The median |error| over the complete rows stays at what was measured (5.1 %)."""
+    """The median |error| over the complete rows meets the 3 % target (0.9 % measured)."""
     rows = [bench.measure(c) for c in bench.CASES if c.complete]
     summary = bench.summarize(rows)
     assert summary is not None and summary.n >= 4

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.machine.facts import GIB, MIB, Gpu
+from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_bytes_per_token_per_rank, kv_heads_per_rank
 from pytest_gpulayout.memory.pool import predict_pool
@@ -289,11 +289,20 @@ def test_vllm_budget_is_a_fraction_of_total_memory():
     m = load_model("Qwen/Qwen3-8B")
     p = predict_pool(m, engine="vllm", engine_version="0.33.0", tp=1, pp=1, gpus=gpus(1), max_model_len=8192,
                      memory_fraction=0.9)
-    budget = -(-H100 * MIB * 9 // 10) - p.weights_bytes_per_rank - round(p.activation_reserve_gib * GIB)
+    # of the total CUDA reports: NVML's less the driver's reservation (not read here: 450 MiB assumed)
+    cuda_total = H100 - DRIVER_RESERVE_ESTIMATE_MIB
+    budget = -(-cuda_total * MIB * 9 // 10) - p.weights_bytes_per_rank - round(p.activation_reserve_gib * GIB)
     assert p.kv_budget_bytes_per_rank == pytest.approx(budget, abs=2)
     assert p.kv_tokens == budget // (147456 * 16) * 16 and p.kv_tokens % 16 == 0
     assert p.max_concurrency == pytest.approx(p.kv_tokens / 8192)
     assert (p.fraction_source, p.version_source) == ("memory_fraction", "pinned")
+    assert any("450 MiB assumed" in n for n in p.notes)
+    # where NVML's v2 struct said what the driver reserves, that figure is used
+    read = predict_pool(m, engine="vllm", engine_version="0.33.0", tp=1, pp=1, max_model_len=8192,
+                        gpus=[replace(g, memory_reserved_mib=600) for g in gpus(1)], memory_fraction=0.9)
+    read_budget = -(-(H100 - 600) * MIB * 9 // 10) - p.weights_bytes_per_rank - round(p.activation_reserve_gib * GIB)
+    assert read.kv_budget_bytes_per_rank == pytest.approx(read_budget, abs=2) and read_budget < budget
+    assert not any("assumed" in n and "reservation" in n for n in read.notes)
 
 
 def test_other_tenants_shrink_sglang_and_old_vllm_but_not_vllm_0_10_plus():

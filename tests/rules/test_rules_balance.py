@@ -58,7 +58,9 @@ def test_vllm_free_below_utilization_fails_and_suggests_a_fraction():
     f = check_balance(dep(tp=2, memory_fraction=0.9), busy_l4(), llama())
     assert f.status is Status.FAIL
     assert "vLLM refuses to start" in f.message and "GPU1" in f.message
-    assert "memory_fraction: 0.79" in f.message
+    # of the total CUDA reports (22.49 GiB from NVML less ~0.44 GiB the driver reserves): (18.28 - 0.5) / 22.05
+    assert "x 22.05 GiB (the total CUDA reports: 22.49 less ~0.44 GiB the driver reserves)" in f.message
+    assert "memory_fraction: 0.80" in f.message
     ok = check_balance(dep(tp=2, memory_fraction=0.75), busy_l4(), llama())
     assert ok.status is Status.PASS
 
