@@ -18,7 +18,7 @@ Column B (the band): the pool predicted from free memory and flags. Measured on 
   alone, sorting 256 x 152,064 logits (1.38 GiB) while rank 1 quotes a 0.19 GiB peak.
 * sglang/001 (Qwen3-235B-FP8, 4 x H100, 0.93) prints one "KV Cache is allocated" line; its pool
   implies 1.4 GiB per rank held after loading beyond weights + 0.3 GiB (no "Load weight end" line to
-  split it; NCCL's buffers over NVLink are the likely part).
+  split it into weights and overhead).
 
 vllm/001 was -6.6 % until the reserves read its own profiling line (a 2.07 GiB activation peak,
 ``non_torch_memory=0.35GiB``). vllm/011 (gpt-oss-120b on one H100) refused to start with -2.14 GiB
