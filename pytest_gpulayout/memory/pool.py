@@ -4,8 +4,8 @@ Pure functions over a ``ModelSpec``, a layout and GPU memory figures, each mirro
 that decides the number (cited in the docstrings; versions per ``engines.py``). Two engines, two
 budgets:
 
-* **vLLM** (``gpu_worker.determine_available_memory``): a fraction of each GPU's *total* memory,
-  ``total x gpu_memory_utilization``, minus what the profile run measured (weights, activation peak,
+* **vLLM** (``gpu_worker.determine_available_memory``): a fraction of each GPU's *total* memory as
+  CUDA reports it, ``total x gpu_memory_utilization``, minus what the profile run measured (weights, activation peak,
   non-torch allocations, and from 0.20 a CUDA-graph estimate). Then every rank gets the smallest
   rank's block count.
 * **SGLang** (``kv_cache_configurator._profile_available_bytes``): the *free* memory measured before
@@ -22,6 +22,8 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines import deployment_knobs
@@ -49,6 +51,7 @@ from pytest_gpulayout.memory.reserves import (
     SGLANG_HYBRID_SWA_ARCHS,
     SGLANG_LOAD_OVERHEAD_GIB,
     SGLANG_LOAD_OVERHEAD_TP_GIB,
+    SGLANG_RESERVE_WHY,
     SGLANG_SWA_FULL_TOKENS_RATIO,
     activation_reserve_bytes,
     default_memory_fraction,
@@ -111,6 +114,150 @@ def _need_memory(gpus: Sequence[Gpu], attr: str, what: str, engine: str) -> list
     return [getattr(g, attr) for g in gpus]
 
 
+
+@dataclass(frozen=True)
+class _Replica:
+    """One replica as both engines' rank loops read it: layout, GPUs in rank order, the memory
+    fraction and the per-stage sizes (``rank = pp_rank x tp + tp_rank``)."""
+
+    model: ModelSpec
+    version: Version
+    tp: int
+    pp: int
+    gpus: tuple[Gpu, ...]
+    fraction: float
+    kv_cache_dtype: str
+    max_model_len: int | None
+    ranges: tuple[range, ...]
+    kv_by_stage: tuple[int, ...]
+    w_by_stage: tuple[int, ...]
+
+    @property
+    def gpu_name(self) -> str:
+        return self.gpus[0].name if self.gpus else ""
+
+
+@dataclass(frozen=True)
+class _Ranks:
+    """Per rank: the KV budget, the tokens it alone could hold (None: no KV layer on its stage) and
+    vLLM's KV cache groups where the stage mixes attention kinds."""
+
+    block: int
+    budgets: list[int]
+    tokens: list[int | None]
+    caches: list[VllmKvCache | None]
+
+
+def _vllm_reserves(r: _Replica, *, enforce_eager: bool, max_num_batched_tokens: int | None,
+                   max_num_seqs: int | None, dp: int, enable_expert_parallel: bool) -> tuple[list[int], str]:
+    """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
+    driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
+    peak only."""
+    reserve_of = functools.partial(
+        activation_reserve_bytes, r.model, engine="vllm", version=r.version, tp=r.tp, pp=r.pp,
+        gpu_total_mib=min(g.memory_total_mib or 0 for g in r.gpus), gpu_name=r.gpu_name,
+        enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=r.max_model_len)
+    reserve, why = reserve_of()
+    n = r.tp * r.pp
+    if not samples_on_driver_only(r.version) or n == 1:
+        return [reserve] * n, why
+    sampling_rank = (r.pp - 1) * r.tp
+    others, _ = reserve_of(samples=False)
+    if others != reserve:
+        why += f" on rank {sampling_rank}, which samples (V0); {others / GIB:.2f} GiB on the others"
+    return [reserve if rank == sampling_rank else others for rank in range(n)], why
+
+
+def _vllm_ranks(r: _Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, notes: list[str]) -> _Ranks:
+    """vLLM, per rank: ``ceil(CUDA total x fraction) - weights - reserve`` (less other tenants where
+    the release counts them), in blocks; KV cache groups for stages that mix attention kinds."""
+    model, version, tp = r.model, r.version, r.tp
+    block = k.block_size or vllm_block_size(model.is_mla, version=version, gpu_name=r.gpu_name,
+                                            kv_cache_dtype=r.kv_cache_dtype)
+    fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
+    if k.kv_cache_memory_bytes and fixed is None:
+        notes.append(f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
+                     f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used.")
+    frees: list[int | None] = [g.memory_free_mib for g in r.gpus]
+    old = counts_other_tenants(version)  # its budget also subtracts other processes' memory
+    if old and any(f is None for f in frees):
+        notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, "
+                     f"not counted.")
+    if any(g.memory_reserved_mib is None for g in r.gpus):
+        notes.append(f"vLLM multiplies the total CUDA reports, NVML's less the driver's reservation: "
+                     f"not read here, {DRIVER_RESERVE_ESTIMATE_MIB} MiB assumed.")
+
+    layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
+    states = model.layer_state_bytes(tp)
+    out = _Ranks(block=block, budgets=[], tokens=[], caches=[])
+    for rank, g in enumerate(r.gpus):
+        stage = rank // tp
+        total = (g.cuda_total_mib or 0) * MIB
+        budget = math.ceil(total * r.fraction) - r.w_by_stage[stage] - reserves[rank]
+        free = frees[rank]
+        if old and free is not None:
+            budget -= max(0, total - free * MIB)
+        if fixed is not None:  # gpu_worker.py: the given bytes replace the profiled budget
+            budget = fixed
+        out.budgets.append(budget)
+        stage_kinds = [model.layer_kinds[i] for i in r.ranges[stage]]
+        stage_states = [states[i] for i in r.ranges[stage]]
+        mixed = len({kind for kind in stage_kinds if kind != NO_KV}) > 1 or any(stage_states)
+        if mixed and version >= HYBRID_SINCE and (r.max_model_len or model.max_position_embeddings):
+            cache = vllm_kv_cache(
+                version, kinds=stage_kinds, page_bytes=layer_bytes * block, block_size=block,
+                budget_bytes=budget, max_model_len=r.max_model_len or model.max_position_embeddings or 0,
+                max_num_batched_tokens=batched, pp=r.pp, sliding_window=model.sliding_window,
+                chunk_size=model.attention_chunk_size, state_bytes=stage_states)
+            out.caches.append(cache)
+            out.tokens.append(cache.logged_tokens if r.kv_by_stage[stage] else None)
+            continue
+        out.caches.append(None)
+        per_block = r.kv_by_stage[stage] * block
+        out.tokens.append(max(0, budget) // per_block * block if per_block else None)
+    if old:
+        notes.append(f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, "
+                     f"other tenants included.")
+    elif oversubscribes_silently(version):
+        notes.append(f"vLLM {version} sizes from total x fraction as if the GPU were its alone: other "
+                     f"tenants' memory is not subtracted, and nothing checks that it is free.")
+    return out
+
+
+def _sglang_ranks(r: _Replica, notes: list[str]) -> _Ranks:
+    """SGLang, per rank: ``(pre - weights - load overhead) - pre x (1 - fraction)`` over the cell size,
+    ``pre`` the world's least free memory after the context and communicators; hybrid SWA models
+    count their sliding layers at ``swa_full_tokens_ratio``."""
+    model, tp = r.model, r.tp
+    frees_known = _need_memory(r.gpus, "memory_free_mib", "free memory", "sglang")
+    context = SGLANG_CONTEXT_GIB + (SGLANG_COMMUNICATOR_GIB if tp * r.pp > 1 else 0)
+    pre = min(frees_known) * MIB - context * GIB
+    overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
+    hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
+    per_layer = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
+    kinds = model.layer_kinds
+    out = _Ranks(block=1, budgets=[], tokens=[], caches=[])
+    for rank in range(len(r.gpus)):
+        stage = rank // tp
+        rest = int(pre - r.w_by_stage[stage] - overhead - pre * (1 - r.fraction))
+        out.budgets.append(rest)
+        out.caches.append(None)
+        cell: float = r.kv_by_stage[stage]
+        if hybrid:
+            n_full = sum(1 for i in r.ranges[stage] if kinds[i] not in (NO_KV, SLIDING))
+            n_swa = sum(1 for i in r.ranges[stage] if kinds[i] == SLIDING)
+            cell = per_layer * (n_full + SGLANG_SWA_FULL_TOKENS_RATIO * n_swa)
+        out.tokens.append(int(max(0, rest) // cell) if cell else None)
+    if hybrid:
+        notes.append(f"SGLang's hybrid SWA pool: the {model.sliding_layers} sliding layers keep "
+                     f"{SGLANG_SWA_FULL_TOKENS_RATIO:g} tokens per full-attention token "
+                     f"(swa_full_tokens_ratio).")
+    if model.is_multimodal:
+        notes.append("SGLang's multimodal cache reservation is not modelled.")
+    return out
+
+
 def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, tp: int, pp: int,
                  gpus: Sequence[Gpu], max_model_len: int | None, memory_fraction: float | None,
                  kv_cache_dtype: str = "auto", enable_expert_parallel: bool = False, dp: int = 1,
@@ -124,11 +271,14 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
 
     vLLM (0.10+, ``gpu_worker.determine_available_memory`` + ``kv_cache_utils``), per rank::
 
-        budget = ceil(total x gpu_memory_utilization) - weights(stage) - activation_reserve
+        budget = ceil(cuda_total x gpu_memory_utilization) - weights(stage) - activation_reserve(rank)
         tokens = budget // (bytes_per_token(stage) x block) x block          # block 16 (MLA: 64)
         pool   = min over ranks                                           # get_kv_cache_configs
 
-    (before 0.10 the profile also counted other processes' memory: ``total - free`` is subtracted).
+    ``cuda_total`` is NVML's total less the driver's reservation (``Gpu.cuda_total_mib``). Before
+    0.6.5 and in 0.8-0.9.0 the profile also counts other processes' memory (``total - free`` is
+    subtracted; ``engines/vllm.counts_other_tenants``); V0 (< 0.8) reserves its sampler peak on the
+    one rank that samples (``_vllm_reserves``).
 
     SGLang (``kv_cache_configurator`` + ``pool_configurator``)::
 
@@ -172,103 +322,22 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     w_by_stage = weight_bytes_by_stage(model, tp=tp, pp=pp, engine=e,
                                        enable_expert_parallel=enable_expert_parallel, dp=dp,
                                        pp_layer_partition=pp_layer_partition, version=version)
-    gpu_name = gpus[0].name if gpus else ""
-    reserve_of = functools.partial(
-        activation_reserve_bytes, model, engine=e, version=version, tp=tp, pp=pp, gpu_total_mib=min(totals),
-        gpu_name=gpu_name, enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, dp=dp, enable_expert_parallel=enable_expert_parallel,
-        max_model_len=max_model_len)
-    reserve, reserve_why = reserve_of()
-    # V0 samples on one rank (the driver of the last stage); the others reserve the forward peak only
-    sampling_rank = (pp - 1) * tp
-    if e == "vllm" and samples_on_driver_only(version) and tp * pp > 1:
-        others, _ = reserve_of(samples=False)
-        reserves = [reserve if r == sampling_rank else others for r in range(tp * pp)]
-        if others != reserve:
-            reserve_why += f" on rank {sampling_rank}, which samples (V0); {others / GIB:.2f} GiB on the others"
-    else:
-        reserves = [reserve] * (tp * pp)
-
-    budgets: list[int] = []
-    tokens: list[int | None] = []     # None: this rank holds no KV layer, so it does not bound the pool
-    hybrid_caches: list[VllmKvCache | None] = []
+    replica = _Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
+                       kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, ranges=tuple(ranges),
+                       kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage))
     if e == "vllm":
-        block = k.block_size or vllm_block_size(model.is_mla, version=version, gpu_name=gpu_name,
-                                                kv_cache_dtype=kv_cache_dtype)
-        fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
-        if k.kv_cache_memory_bytes and fixed is None:
-            notes.append(f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
-                         f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used.")
-        frees: list[int | None] = [g.memory_free_mib for g in gpus]
-        old = counts_other_tenants(version)  # its budget also subtracts other processes' memory
-        if old and any(f is None for f in frees):
-            notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, "
-                         f"not counted.")
-        if any(g.memory_reserved_mib is None for g in gpus):
-            notes.append(f"vLLM multiplies the total CUDA reports, NVML's less the driver's reservation: "
-                         f"not read here, {DRIVER_RESERVE_ESTIMATE_MIB} MiB assumed.")
-
-        layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=kv_cache_dtype)
-        states = model.layer_state_bytes(tp)
+        reserves, reserve_why = _vllm_reserves(
+            replica, enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs, dp=dp, enable_expert_parallel=enable_expert_parallel)
         batched = max_num_batched_tokens or vllm_scheduler_defaults(
-            version, gpu_total_mib=min(totals), gpu_name=gpu_name, max_model_len=max_model_len)[0]
-        for rank, g in enumerate(gpus):
-            stage = rank // tp
-            total = (g.cuda_total_mib or 0) * MIB
-            budget = math.ceil(total * fraction) - w_by_stage[stage] - reserves[rank]
-            free = frees[rank]
-            if old and free is not None:
-                budget -= max(0, total - free * MIB)
-            if fixed is not None:  # gpu_worker.py: the given bytes replace the profiled budget
-                budget = fixed
-            budgets.append(budget)
-            stage_kinds = [model.layer_kinds[i] for i in ranges[stage]]
-            stage_states = [states[i] for i in ranges[stage]]
-            mixed = len({k for k in stage_kinds if k != NO_KV}) > 1 or any(stage_states)
-            if mixed and version >= HYBRID_SINCE and (max_model_len or model.max_position_embeddings):
-                cache = vllm_kv_cache(
-                    version, kinds=stage_kinds, page_bytes=layer_bytes * block, block_size=block,
-                    budget_bytes=budget, max_model_len=max_model_len or model.max_position_embeddings or 0,
-                    max_num_batched_tokens=batched, pp=pp, sliding_window=model.sliding_window,
-                    chunk_size=model.attention_chunk_size, state_bytes=stage_states)
-                hybrid_caches.append(cache)
-                tokens.append(cache.logged_tokens if kv_by_stage[stage] else None)
-                continue
-            hybrid_caches.append(None)
-            per_block = kv_by_stage[stage] * block
-            tokens.append(max(0, budget) // per_block * block if per_block else None)
-        if old:
-            notes.append(f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, "
-                         f"other tenants included.")
-        elif oversubscribes_silently(version):
-            notes.append(f"vLLM {version} sizes from total x fraction as if the GPU were its alone: other "
-                         f"tenants' memory is not subtracted, and nothing checks that it is free.")
+            version, gpu_total_mib=min(totals), gpu_name=replica.gpu_name, max_model_len=max_model_len)[0]
+        ranks = _vllm_ranks(replica, k, reserves, batched, notes)
     else:
-        block = 1
-        frees_known = _need_memory(gpus, "memory_free_mib", "free memory", e)
-        world = tp * pp
-        context = SGLANG_CONTEXT_GIB + (SGLANG_COMMUNICATOR_GIB if world > 1 else 0)
-        pre = min(frees_known) * MIB - context * GIB
-        overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
-        hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
-        per_layer = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=kv_cache_dtype)
-        kinds = model.layer_kinds
-        for rank in range(len(gpus)):
-            stage = rank // tp
-            rest = int(pre - w_by_stage[stage] - overhead - pre * (1 - fraction))
-            budgets.append(rest)
-            cell: float = kv_by_stage[stage]
-            if hybrid:
-                n_full = sum(1 for i in ranges[stage] if kinds[i] not in (NO_KV, SLIDING))
-                n_swa = sum(1 for i in ranges[stage] if kinds[i] == SLIDING)
-                cell = per_layer * (n_full + SGLANG_SWA_FULL_TOKENS_RATIO * n_swa)
-            tokens.append(int(max(0, rest) // cell) if cell else None)
-        if hybrid:
-            notes.append(f"SGLang's hybrid SWA pool: the {model.sliding_layers} sliding layers keep "
-                         f"{SGLANG_SWA_FULL_TOKENS_RATIO:g} tokens per full-attention token "
-                         f"(swa_full_tokens_ratio).")
-        if model.is_multimodal:
-            notes.append("SGLang's multimodal cache reservation is not modelled.")
+        reserves = [0] * (tp * pp)
+        reserve_why = SGLANG_RESERVE_WHY
+        ranks = _sglang_ranks(replica, notes)
+    reserve = max(reserves)
+    block, budgets, tokens, hybrid_caches = ranks.block, ranks.budgets, ranks.tokens, ranks.caches
 
     bounded = [r for r, t in enumerate(tokens) if t is not None]
     if bounded:

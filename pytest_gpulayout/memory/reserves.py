@@ -53,6 +53,8 @@ SGLANG_LOAD_OVERHEAD_TP_GIB = 0.2
 #: SGLang's hybrid SWA pool (gpt-oss, Llama 4): SWA layers get ``swa_full_tokens_ratio`` (0.8)
 #: tokens per full-attention token (``model_runner.set_num_token_hybrid``).
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
+#: Why SGLang reserves nothing next to the weights and the pool.
+SGLANG_RESERVE_WHY = "SGLang keeps activations and CUDA graphs in the (1 - mem_fraction_static) slack"
 SGLANG_HYBRID_SWA_ARCHS = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration"})
 
 
@@ -115,7 +117,7 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     """
     e = engine_name(engine)
     if e == "sglang":
-        return 0, "SGLang keeps activations and CUDA graphs in the (1 - mem_fraction_static) slack"
+        return 0, SGLANG_RESERVE_WHY
     v = engine_version(version, e)
     tokens, seqs = vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name,
                                            max_model_len=max_model_len or model.max_position_embeddings)
