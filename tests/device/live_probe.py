@@ -5,7 +5,8 @@ faithful to what the driver really returns.
     PYTHONPATH=. python tests/device/live_probe.py --out "$OUT"
 
 Writes ``snapshot.json`` (keep it under tests/data/snapshots/ as a real snapshot) and
-``report.txt``; exits 1 if NVML and CUDA disagree on what matters (count, names, memory totals).
+``report.txt``; exits 1 if NVML and CUDA disagree on what matters (count, names, memory totals, and
+CUDA's total against NVML's total less the driver's reservation, which vLLM's budget rests on).
 Uses only the standard library, nvidia-ml-py and (optionally) torch: no network, no install.
 """
 
@@ -93,6 +94,13 @@ def main() -> int:
             if g.memory_total_mib is None or abs(total / 2**20 - g.memory_total_mib) > 0.02 * g.memory_total_mib:
                 ok = False
                 lines.append(f"MISMATCH: GPU{i} total memory differs by more than 2%")
+            # vLLM multiplies CUDA's total: the probe's NVML total less the driver's reservation must be it
+            cuda_total = g.cuda_total_mib
+            lines.append(f"GPU{i} CUDA total {total / 2**20:.0f} MiB vs NVML total - reserved "
+                         f"{cuda_total} MiB (reserved {g.memory_reserved_mib} MiB as read)")
+            if g.memory_reserved_mib is not None and cuda_total is not None and abs(total / 2**20 - cuda_total) > 64:
+                ok = False
+                lines.append(f"MISMATCH: GPU{i} CUDA's total is not NVML's total less the reservation")
     (out / "report.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if ok else 1
