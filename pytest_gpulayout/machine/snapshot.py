@@ -13,9 +13,13 @@ Format (``version: 1``), the same as ``gpulayout snapshot`` writes::
     driver: "580.95.05"
     gpus:
       - {index: 0, uuid: GPU-..., name: NVIDIA L4, pci_bus_id: "00000000:01:00.0",
-         memory_total_mib: 23034, memory_free_mib: 22478, numa_node: 0, mig: false,
-         processes: [{pid: 4242, name: python3, used_mib: 3900}]}
+         memory_total_mib: 23034, memory_free_mib: 22478, memory_reserved_mib: 462,
+         numa_node: 0, mig: false, processes: [{pid: 4242, name: python3, used_mib: 3900}]}
     links: {"0-1": PHB}
+
+``memory_reserved_mib`` (optional) is what the driver keeps for itself, from NVML's v2 memory struct:
+CUDA's total, which vLLM multiplies by its fraction, is NVML's total less it. Where it is absent a
+typical 450 MiB is assumed and the finding says so.
 
 Multi-host snapshots give a GPU its own ``host``; a pair on two different hosts that the file does
 not mention is ``NET`` (a fact, not a guess: no PCIe path crosses hosts, and NET is the slowest kind,
