@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -197,15 +198,20 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 
     made: list[tuple[TestCluster, list[Path]]] = []
+    temps: list[Path] = []
 
     def start(specs: list[NodeSpec]) -> TestCluster:
         base = tmp_path_factory.mktemp("raycluster")
         mounts: list[Path] = []
         head_env, m = build_node(base, specs[0])
         mounts += m
+        # Ray's own session folder (logs, socket files) in a short folder of ours, removed at teardown:
+        # its default /tmp/ray keeps every session's socket files (and AF_UNIX paths must stay short)
+        temp = Path(tempfile.mkdtemp(prefix="glray-", dir="/tmp"))
+        temps.append(temp)
         cluster = Cluster(initialize_head=True, head_node_args={
             "node_ip_address": specs[0].ip, "include_dashboard": False, "num_cpus": 1, "num_gpus": specs[0].gpus,
-            "env_vars": head_env})
+            "env_vars": head_env, "temp_dir": str(temp)})
         tc = TestCluster(cluster, cluster.address, {specs[0].name: cluster.head_node}, {specs[0].name: specs[0]},
                          base)
         made.append((tc, mounts))
@@ -213,7 +219,7 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             env, m = build_node(base, spec)
             mounts += m
             tc.nodes[spec.name] = cluster.add_node(node_ip_address=spec.ip, num_cpus=1, num_gpus=spec.gpus,
-                                                   env_vars=env)
+                                                   env_vars=env, temp_dir=str(temp))
             tc.specs[spec.name] = spec
         cluster.wait_for_nodes()
         return tc
@@ -230,6 +236,8 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             leftovers += [str(p) for p in _wait_gone(pids)]
             for m in mounts:
                 subprocess.run(["umount", str(m)], capture_output=True, timeout=20)
+        for temp in temps:
+            shutil.rmtree(temp, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
