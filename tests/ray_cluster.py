@@ -193,7 +193,7 @@ def _wait_gone(pids: set[tuple[int, int]], timeout_s: float = 30) -> list[int]:
 @pytest.fixture(scope="module")
 def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A factory: ``start_cluster([NodeSpec, ...])`` -> ``TestCluster`` (head first); torn down at module end."""
-    saved = {k: os.environ.get(k) for k in LOOPBACK_ENV}
+    saved = {k: os.environ.get(k) for k in (*LOOPBACK_ENV, "RAY_TMPDIR")}
     ray = require_ray()
     from ray.cluster_utils import Cluster
 
@@ -207,8 +207,12 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         mounts += m
         # Ray's own session folder (logs, socket files) in a short folder of ours, removed at teardown:
         # its default /tmp/ray keeps every session's socket files (and AF_UNIX paths must stay short)
-        temp = Path(tempfile.mkdtemp(prefix="glray-", dir="/tmp"))
-        temps.append(temp)
+        # (RAY_TMPDIR too: Cluster writes its address file under the default folder whatever temp_dir says)
+        root = Path(tempfile.mkdtemp(prefix="glray-", dir="/tmp"))
+        temps.append(root)
+        temp = root / "ray"
+        temp.mkdir()
+        os.environ["RAY_TMPDIR"] = str(root)
         cluster = Cluster(initialize_head=True, head_node_args={
             "node_ip_address": specs[0].ip, "include_dashboard": False, "num_cpus": 1, "num_gpus": specs[0].gpus,
             "env_vars": head_env, "temp_dir": str(temp)})
