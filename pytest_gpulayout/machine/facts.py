@@ -132,17 +132,22 @@ class Gpu:
         return None if self.memory_total_mib is None else self.memory_total_mib / 1024
 
     @property
-    def cuda_total_mib(self) -> int | None:
-        """The total a CUDA context reports (``cudaMemGetInfo``, ``torch.cuda.mem_get_info()[1]``):
-        NVML's total less the driver's reservation. vLLM multiplies *this* by
-        ``gpu_memory_utilization``. Where NVML's v2 struct gave no reservation it is estimated
-        (``DRIVER_RESERVE_ESTIMATE_MIB``)."""
+    def driver_reserve_mib(self) -> int | None:
+        """The driver's reservation: as NVML's v2 struct read it, else ``DRIVER_RESERVE_ESTIMATE_MIB``
+        (at most 1/16 of a small GPU). None when the total is unknown."""
         if self.memory_total_mib is None:
             return None
-        reserved = self.memory_reserved_mib
-        if reserved is None:
-            reserved = min(DRIVER_RESERVE_ESTIMATE_MIB, self.memory_total_mib // 16)
-        return self.memory_total_mib - reserved
+        if self.memory_reserved_mib is not None:
+            return self.memory_reserved_mib
+        return min(DRIVER_RESERVE_ESTIMATE_MIB, self.memory_total_mib // 16)
+
+    @property
+    def cuda_total_mib(self) -> int | None:
+        """The total a CUDA context reports (``cudaMemGetInfo``, ``torch.cuda.mem_get_info()[1]``):
+        NVML's total less the driver's reservation (``driver_reserve_mib``). vLLM multiplies *this*
+        by ``gpu_memory_utilization``."""
+        reserve = self.driver_reserve_mib
+        return None if self.memory_total_mib is None or reserve is None else self.memory_total_mib - reserve
 
     @property
     def free_gib(self) -> float | None:

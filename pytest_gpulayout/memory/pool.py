@@ -38,7 +38,7 @@ from pytest_gpulayout.engines.vllm import (
 from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu, Machine
+from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name
 from pytest_gpulayout.memory.kv import (
     VLLM_MXFP4_EXPERT_LAYOUT,
@@ -184,9 +184,10 @@ def _vllm_ranks(r: _Replica, k: LaunchKnobs, reserves: Sequence[int], batched: i
     if old and any(f is None for f in frees):
         notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, "
                      f"not counted.")
-    if any(g.memory_reserved_mib is None for g in r.gpus):
+    guessed = next((g for g in r.gpus if g.memory_reserved_mib is None), None)
+    if guessed is not None:
         notes.append(f"vLLM multiplies the total CUDA reports, NVML's less the driver's reservation: "
-                     f"not read here, {DRIVER_RESERVE_ESTIMATE_MIB} MiB assumed.")
+                     f"not read here, {guessed.driver_reserve_mib} MiB assumed.")
 
     layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
     states = model.layer_state_bytes(tp)

@@ -33,7 +33,7 @@ from pytest_gpulayout.engines.versions import resolve_version
 from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE, oversubscribes_silently
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, Gpu, Machine
+from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.pool import predict_replicas
 from pytest_gpulayout.memory.reserves import default_memory_fraction
@@ -170,34 +170,30 @@ def _cuda_total_gib(g: Gpu) -> float:
 
 
 def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction: float,
-               fraction_source: str, weights_gib: float | None = None,
-               version: Version | None = None) -> tuple[Status, str, dict[str, Any]]:
+               fraction_source: str, weights_gib: float | None, version: Version) -> tuple[Status, str, dict[str, Any]]:
     """Per rank: free >= gpu_memory_utilization x total, the total CUDA reports (``Gpu.cuda_total_mib``:
     0.9.1 ``v1/worker/gpu_worker.py`` takes ``requested_memory`` from ``torch.cuda.mem_get_info``).
     ``weights_gib`` (per rank) keeps the advice from suggesting a fraction below what the weights alone
     take. With ``version`` in 0.6.5-0.7.x (``engines/vllm.oversubscribes_silently``) nothing checks:
     the same shortfall runs the engine out of memory after its profile run instead."""
-    worst_i, worst_margin = -1, float("inf")
-    for i in placement.gpus:
-        g = machine.gpu(i)
-        margin = _gib(g.memory_free_mib) - fraction * _cuda_total_gib(g)
-        if margin < worst_margin:
-            worst_i, worst_margin = i, margin
+    margins = {i: _gib(machine.gpu(i).memory_free_mib) - fraction * _cuda_total_gib(machine.gpu(i))
+               for i in placement.gpus}
+    worst_i = min(margins, key=margins.__getitem__)
+    worst_margin = margins[worst_i]
     g = machine.gpu(worst_i)
     free, total = _gib(g.memory_free_mib), _cuda_total_gib(g)
     want = fraction * total
-    reserved = (f"the driver's {g.memory_reserved_mib / 1024:.2f} GiB" if g.memory_reserved_mib is not None
-                else f"~{DRIVER_RESERVE_ESTIMATE_MIB / 1024:.2f} GiB the driver reserves")
+    reserved = (f"the driver's {_gib(g.memory_reserved_mib):.2f} GiB" if g.memory_reserved_mib is not None
+                else f"~{_gib(g.driver_reserve_mib):.2f} GiB the driver reserves")
     data = {"vllm_min_margin_gib": round(worst_margin, 2), "gpu_memory_utilization": fraction,
             "gpu_memory_utilization_source": fraction_source}
     facts = (f"GPU{worst_i} has {free:.2f} GiB free; vLLM wants gpu_memory_utilization "
              f"{fraction:g} ({fraction_source}) x {total:.2f} GiB (the total CUDA reports: "
              f"{_gib(g.memory_total_mib):.2f} less {reserved}) = {want:.2f} GiB free at start-up")
     max_ok = max(0.0, (free - CONTEXT_RESERVE_GIB) / total) if total else 0.0
-    silent = version is not None and oversubscribes_silently(version)
+    silent = oversubscribes_silently(version)
     if worst_margin < 0:
-        short = [i for i in placement.gpus
-                 if _gib(machine.gpu(i).memory_free_mib) < fraction * _cuda_total_gib(machine.gpu(i))]
+        short = [i for i in placement.gpus if margins[i] < 0]
         fix = _vllm_fix(dep, machine, placement, fraction, short, max_ok, weights_gib)
         if silent:
             return Status.FAIL, (
@@ -269,10 +265,10 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
             total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
             fraction, _why = default_memory_fraction("vllm", version, gpu_total_mib=total, tp=dep.tp, pp=dep.pp)
             source = f"vLLM {version} default, {vsource}"
-        if version >= Version(VLLM_FREE_RULE_SINCE) or oversubscribes_silently(version):
+        if version >= FREE_MEMORY_CHECK_SINCE or oversubscribes_silently(version):
             weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
                                             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp) / GIB
-            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source, weights, version=version)
+            st, msg, d = _vllm_rule(dep, machine, placement, fraction, source, weights, version)
             parts.append((st, msg))
             data = replace(data, **d)
         else:
