@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
 from pytest_gpulayout.engines.llamacpp import (
     ARG_OWNERS,
@@ -27,12 +27,7 @@ from pytest_gpulayout.engines.llamacpp import (
     TENSOR_CACHE_TYPES,
     LlamaCppFlags,
 )
-from pytest_gpulayout.inputs.suggest import close_matches
-
-
-class _Fails(Protocol):
-    def fail(self, key: str, message: str) -> NoReturn: ...
-
+from pytest_gpulayout.inputs.values import Ctx, bool_value, did_you_mean, int_value, show, string_value
 
 KEYS = ("split_mode", "tensor_split", "main_gpu", "n_gpu_layers", "ctx_size", "parallel",
         "cache_type_k", "cache_type_v", "fit", "rpc", "rpc_host")
@@ -55,46 +50,25 @@ _HOSTPORT_RE = re.compile(r"^(?P<host>\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(?P<port
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def _show(v: object) -> str:
-    t = repr(v)
-    return t if len(t) <= 60 else t[:57] + "..."
-
-
-def _did(word: str, choices: tuple[str, ...]) -> str:
-    close = close_matches(word, choices)
-    return f": did you mean {close[0]!r}?" if close else ""
-
-
-def _int(ctx: _Fails, v: object, key: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, str) and v.strip().isdigit():
-            ctx.fail(key, f"must be an integer >= {minimum}, not the string {_show(v)}: write {v.strip()} "
-                          "without quotes")
-        ctx.fail(key, f"must be an integer >= {minimum}, not {_show(v)}")
-    if v < minimum:
-        ctx.fail(key, f"must be an integer >= {minimum}, not {v}")
-    return v
-
-
-def _split_mode(ctx: _Fails, v: object, key: str) -> str:
+def _split_mode(ctx: Ctx, v: object, key: str) -> str:
     if not isinstance(v, str) or v not in SPLIT_MODES:
         word = v if isinstance(v, str) else ""
-        ctx.fail(key, f"unknown split_mode {_show(v)}{_did(word.lower(), SPLIT_MODES)} "
+        ctx.fail(key, f"unknown split_mode {show(v)}{did_you_mean(word.lower(), SPLIT_MODES)} "
                       f"(expected one of: {', '.join(SPLIT_MODES)})")
     return v
 
 
-def _tensor_split(ctx: _Fails, v: object, key: str) -> tuple[float, ...]:
+def _tensor_split(ctx: Ctx, v: object, key: str) -> tuple[float, ...]:
     if isinstance(v, str):
         parts = [p for p in re.split(r"[,/]", v) if p.strip()]
-        ctx.fail(key, f"must be a list of proportions, not the string {_show(v)}: write "
+        ctx.fail(key, f"must be a list of proportions, not the string {show(v)}: write "
                       f"[{', '.join(p.strip() for p in parts)}]")
     if not isinstance(v, (list, tuple)) or not v:
-        ctx.fail(key, f"must be a non-empty list of proportions, one per GPU (e.g. [3, 1]), not {_show(v)}")
+        ctx.fail(key, f"must be a non-empty list of proportions, one per GPU (e.g. [3, 1]), not {show(v)}")
     out = []
     for i, x in enumerate(v):
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-            ctx.fail(f"{key}[{i}]", f"must be a number >= 0, not {_show(x)}")
+            ctx.fail(f"{key}[{i}]", f"must be a number >= 0, not {show(x)}")
         out.append(float(x))
     if sum(out) == 0:
         ctx.fail(key, "is all zeros, which llama.cpp reads as 'not set' (split by free memory): leave "
@@ -102,60 +76,54 @@ def _tensor_split(ctx: _Fails, v: object, key: str) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _ngl(ctx: _Fails, v: object, key: str) -> int | str:
+def _ngl(ctx: Ctx, v: object, key: str) -> int | str:
     if isinstance(v, str) and v in ("auto", "all"):
         return v
     if isinstance(v, str):
-        ctx.fail(key, f"must be an integer >= 0, 'auto' or 'all', not {_show(v)}{_did(v.lower(), ('auto', 'all'))}")
-    return _int(ctx, v, key, 0)
+        ctx.fail(key, f"must be an integer >= 0, 'auto' or 'all', not {show(v)}"
+                      f"{did_you_mean(v.lower(), ('auto', 'all'))}")
+    return int_value(ctx, v, key, minimum=0)
 
 
-def _cache_type(ctx: _Fails, v: object, key: str) -> str:
+def _cache_type(ctx: Ctx, v: object, key: str) -> str:
     types = tuple(CACHE_TYPES)
     if not isinstance(v, str) or v not in CACHE_TYPES:
         word = v.lower() if isinstance(v, str) else ""
         if word in CACHE_TYPES:
             ctx.fail(key, f"llama.cpp cache types are lower case: write {word!r}")
-        ctx.fail(key, f"unknown cache type {_show(v)}{_did(word, types)} (llama.cpp accepts: {', '.join(types)})")
+        ctx.fail(key, f"unknown cache type {show(v)}{did_you_mean(word, types)} "
+                      f"(llama.cpp accepts: {', '.join(types)})")
     return v
 
 
-def _bool(ctx: _Fails, v: object, key: str) -> bool:
-    if isinstance(v, bool):
-        return v
-    ctx.fail(key, f"must be true or false, not {_show(v)}")
-
-
-def _rpc(ctx: _Fails, v: object, key: str) -> tuple[str, ...]:
+def _rpc(ctx: Ctx, v: object, key: str) -> tuple[str, ...]:
     if isinstance(v, str):
-        ctx.fail(key, f"must be a list of host:port strings, not the string {_show(v)}: write "
+        ctx.fail(key, f"must be a list of host:port strings, not the string {show(v)}: write "
                       f"[{', '.join(s.strip() for s in v.split(','))}]")
     if not isinstance(v, (list, tuple)):
-        ctx.fail(key, f"must be a list of host:port strings, not {_show(v)}")
+        ctx.fail(key, f"must be a list of host:port strings, not {show(v)}")
     out = []
     for i, item in enumerate(v):
         if not isinstance(item, str) or not _HOSTPORT_RE.match(item.strip()):
-            ctx.fail(f"{key}[{i}]", f"must be host:port (e.g. 192.168.1.20:50052), not {_show(item)}")
+            ctx.fail(f"{key}[{i}]", f"must be host:port (e.g. 192.168.1.20:50052), not {show(item)}")
         out.append(item.strip())
     return tuple(out)
 
 
-def _host(ctx: _Fails, v: object, key: str) -> str:
-    if not isinstance(v, str) or not v.strip():
-        ctx.fail(key, f"must be an address string (e.g. 192.168.1.20), not {_show(v)}")
-    return v.strip()
+def _host(ctx: Ctx, v: object, key: str) -> str:
+    return string_value(ctx, v, key, what="an address string (e.g. 192.168.1.20)").strip()
 
 
 FIELDS: Mapping[str, Callable[[Any, object, str], object]] = {
     "split_mode": _split_mode,
     "tensor_split": _tensor_split,
-    "main_gpu": lambda c, v, k: _int(c, v, k, 0),
+    "main_gpu": lambda c, v, k: int_value(c, v, k, minimum=0),
     "n_gpu_layers": _ngl,
-    "ctx_size": lambda c, v, k: _int(c, v, k, 1),
-    "parallel": lambda c, v, k: _int(c, v, k, 1),
+    "ctx_size": lambda c, v, k: int_value(c, v, k, minimum=1),
+    "parallel": lambda c, v, k: int_value(c, v, k, minimum=1),
     "cache_type_k": _cache_type,
     "cache_type_v": _cache_type,
-    "fit": _bool,
+    "fit": bool_value,
     "rpc": _rpc,
     "rpc_host": _host,
 }
@@ -177,7 +145,7 @@ def is_loopback(host: str) -> bool:
     return h in _LOOPBACK or h.startswith("127.")
 
 
-def build_flags(ctx: _Fails, fields: Mapping[str, Any], prefix: str, inherited: frozenset[str]) -> LlamaCppFlags | None:
+def build_flags(ctx: Ctx, fields: Mapping[str, Any], prefix: str, inherited: frozenset[str]) -> LlamaCppFlags | None:
     """Cross-key checks for the llama.cpp keys; the flags for ``engine: llamacpp``, else None."""
     engine = fields.get("engine", "vllm")
     present = [k for k in KEYS if k in fields]
@@ -199,7 +167,7 @@ def build_flags(ctx: _Fails, fields: Mapping[str, Any], prefix: str, inherited: 
                                              "and cache_type_v (f16, q8_0, q4_0 ...)" + note("kv_cache_dtype"))
     model = fields.get("model")
     if isinstance(model, str) and not model.lower().endswith(".gguf") and not Path(model).is_dir():
-        ctx.fail(f"{prefix}.model", f"engine llamacpp loads a .gguf file, not {_show(model)}")
+        ctx.fail(f"{prefix}.model", f"engine llamacpp loads a .gguf file, not {show(model)}")
     flags = LlamaCppFlags(**{k: fields[k] for k in present})
     gpus = fields.get("gpus")
     if flags.tensor_split is not None and gpus is not None and len(flags.tensor_split) != len(gpus):
@@ -220,7 +188,7 @@ def build_flags(ctx: _Fails, fields: Mapping[str, Any], prefix: str, inherited: 
     return flags
 
 
-def check_launch_args(ctx: _Fails, args: tuple[str, ...], prefix: str) -> None:
+def check_launch_args(ctx: Ctx, args: tuple[str, ...], prefix: str) -> None:
     """``launch.args`` must not set a flag a key owns (the launch would run another layout)."""
     for i, arg in enumerate(args):
         flag = arg.split("=", 1)[0]

@@ -161,6 +161,11 @@ def _manifest(tmp_path: Path, body: str, model: Path) -> Path:
     ("    engine: llamacpp\n    cache_type_v: Q8_0\n", "write 'q8_0'"),
     ("    engine: llamacpp\n    tensor_split: \"3,1\"\n", "write [3, 1]"),
     ("    engine: llamacpp\n    launch: {args: [-ngl, '10']}\n", "which the manifest key 'n_gpu_layers' controls"),
+    # the llama.cpp keys go through the manifest's own value validators
+    ("    engine: llamacpp\n    fit: \"yes\"\n", "deployments.d.fit: must be true or false, not the string 'yes'"),
+    ("    engine: llamacpp\n    ctx_size: 8k\n",
+     "deployments.d.ctx_size: must be an integer >= 1, not the string '8k'"),
+    ("    engine: llamacpp\n    rpc_host: \"\"\n", "deployments.d.rpc_host: must be an address string"),
 ])
 def test_bad_llamacpp_keys_are_one_line_naming_the_key(tmp_path: Path, tiny: Path, body: str, needle: str):
     r = cli("check", str(_manifest(tmp_path, body, tiny)))
