@@ -17,11 +17,11 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.base import Flags, FractionDefault
 from pytest_gpulayout.engines.knobs import KnobFlag, LaunchKnobs, read_knobs
+from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
     from pytest_gpulayout.model.spec import ModelSpec
 
-GIB_MIB = 1024
 
 #: Piecewise (prefill) CUDA graphs: opt-in from 0.5.6, on by default from 0.5.10
 #: (``server_args.py``: ``disable_piecewise_cuda_graph: bool = False``).

@@ -14,11 +14,11 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.base import Flags, FractionDefault
 from pytest_gpulayout.engines.knobs import KnobFlag, LaunchKnobs, read_knobs
+from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
     from pytest_gpulayout.model.spec import ModelSpec
 
-GIB_MIB = 1024
 
 #: The free-memory startup check (``Free memory on device ... on startup is less than desired GPU
 #: memory utilization``) exists from 0.9.1 (``v1/worker/gpu_worker.py``); 0.9.0 still used the older

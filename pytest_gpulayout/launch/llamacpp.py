@@ -34,12 +34,11 @@ from pytest_gpulayout.engines.llamacpp import (
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Finding, RawFacts, Status
 from pytest_gpulayout.launch.progress import Progress
-from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.facts import MIB, Machine
 from pytest_gpulayout.model.spec import ModelSpec
 
 CHECK = "startup"
 _VERBOSITY_FLAGS = ("-v", "--verbose", "--log-verbose", "-lv", "--verbosity", "--log-verbosity")
-MIB = 1024 * 1024
 
 
 def default_command() -> list[str]:

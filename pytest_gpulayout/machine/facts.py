@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+#: MiB in a GiB (NVML reports MiB; the engines' size tiers are in GiB).
+GIB_MIB = 1024
 
 #: Link kinds, fastest first, in ``nvidia-smi topo -m`` vocabulary. ``NV<n>`` stands for any NVLink
 #: bond (NVSwitch systems report ``NV<n>`` for every pair); ``NET`` crosses hosts.

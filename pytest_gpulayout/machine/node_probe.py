@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import ProbeError
+from pytest_gpulayout.machine.facts import MIB
 from pytest_gpulayout.machine.nodes import NCCL_ENV, NCCL_PREFIX, IbPort, ModelFiles
 
 ROOT_ENV = "GPULAYOUT_HOST_ROOT"
-MIB = 1024 * 1024
-MODEL_FILES = ("config.json", "model.safetensors.index.json")
 
 
 def host_root(env: Mapping[str, str]) -> Path:

@@ -35,9 +35,7 @@ from typing import Any
 
 from pytest_gpulayout.errors import InputError
 
-#: Packages whose versions must agree across the nodes of one deployment (``nvidia-nccl-cu*`` too,
-#: matched by prefix). Read from package metadata on each node, never by importing them.
-PACKAGES = ("torch", "vllm", "sglang", "ray")
+#: The NCCL wheels (``nvidia-nccl-cu*``), matched by prefix among each node's packages.
 NCCL_PREFIX = "nvidia-nccl-cu"
 
 #: The environment the engines and NCCL read to pick interfaces and transports on each node.

@@ -37,9 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_gpulayout.engines.llamacpp import CACHE_TYPES, CTX_PAD, DEFAULT_UBATCH, LlamaCppFlags
+from pytest_gpulayout.machine.facts import MIB
 from pytest_gpulayout.model.gguf import GgufSpec
-
-MIB = 1024 * 1024
 
 
 def pad(n: int, to: int = CTX_PAD) -> int:

@@ -328,7 +328,3 @@ def _per_layer(fields: Mapping[str, Any], key: str, n_layer: int, where: Path) -
             raise InputError(f"GGUF key {key} has {len(v)} entries for {n_layer} layers", where=where)
         return tuple(int(x) for x in v)
     return (int(v),) * n_layer
-
-
-def is_gguf_path(ref: str) -> bool:
-    return ref.strip().lower().endswith(".gguf")

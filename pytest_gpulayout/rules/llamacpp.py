@@ -41,13 +41,10 @@ from pytest_gpulayout.engines.llamacpp import (
 )
 from pytest_gpulayout.findings import Finding, RawFacts, Status
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, slowest
-from pytest_gpulayout.memory.llamacpp import MIB, Layout, fitting_split, plan_layout
+from pytest_gpulayout.machine.facts import GIB, MIB, Machine, describe_link, is_nvlink, link_family, slowest
+from pytest_gpulayout.memory.llamacpp import Layout, fitting_split, plan_layout
 from pytest_gpulayout.model.gguf import GgufSpec
 from pytest_gpulayout.model.spec import ModelSpec
-
-GIB = 1024 * MIB
-
 
 #: The numbers behind one llama.cpp verdict: its own keys under the shared check names.
 LlamaCppFacts = RawFacts
