@@ -6,9 +6,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from builders import dep as make_dep
 
+import pytest_gpulayout.memory.pool as pool_mod
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.evaluate import evaluate
 from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu
+from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_bytes_per_token_per_rank, kv_heads_per_rank
 from pytest_gpulayout.memory.pool import predict_pool
@@ -473,3 +477,19 @@ def test_a_stage_without_kv_layers_does_not_bound_the_pool():
     p = predict_pool(staged, engine="vllm", engine_version="0.33.0", tp=1, pp=2, gpus=gpus(2, total=143771),
                      max_model_len=8192, memory_fraction=0.9)
     assert p.kv_tokens > 0 and p.limiting_gpu == 1 and dict(p.kv_tokens_by_gpu) == {1: p.kv_tokens}
+
+
+def test_a_deployment_pool_is_predicted_once_per_evaluation(monkeypatch):
+    """balance (the DP replicas' pools) and kv_pool both need the replicas' pools: asking twice for the
+    same frozen inputs predicts once; other inputs predict anew."""
+    calls = []
+    real = pool_mod.predict_pool
+    monkeypatch.setattr(pool_mod, "predict_pool", lambda *a, **k: calls.append(1) or real(*a, **k))
+    m, model = load_preset("2xL4-pcie"), load_model("Qwen/Qwen3-8B")
+    d = make_dep(dp=2, engine_version="0.33.0", max_model_len=8192)
+    first = evaluate(d, m, model)
+    assert len(calls) == 2  # one per replica, not one per replica per check
+    assert first["balance"].status is not None and first["kv_pool"].status is not None
+    again = evaluate(d, replace(m), model)  # an equal machine, another object: predicted again
+    assert len(calls) == 4
+    assert again["kv_pool"].message == first["kv_pool"].message
