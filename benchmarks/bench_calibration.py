@@ -42,6 +42,7 @@ from packaging.version import Version  # noqa: E402
 
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
+from pytest_gpulayout.memory.communicators import TpLink  # noqa: E402
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_layer_bytes_per_token  # noqa: E402
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
 from pytest_gpulayout.memory.stages import stage_ranges  # noqa: E402
@@ -63,6 +64,18 @@ GPU_TOTAL_MIB = {
     "NVIDIA GeForce RTX 4090": 24564,
     "NVIDIA L4": 23034,
     "NVIDIA RTX A6000": 49140,
+}
+#: How the logs' TP groups talk, by the GPU's name: "80GB HBM3" H100s, SXM A100s and H200s are the
+#: NVLink (HGX) parts (the PCIe ones are named "H100 PCIe", "A100-PCIE", "H200 NVL"); a 4090 or an L4
+#: has no NVLink, and the 3090 and A6000 logs are TP 1.
+GPU_LINK = {
+    "NVIDIA H100 80GB HBM3": TpLink.NVLINK,
+    "NVIDIA A100-SXM4-80GB": TpLink.NVLINK,
+    "NVIDIA H200": TpLink.NVLINK,
+    "NVIDIA GeForce RTX 3090": TpLink.PCIE,
+    "NVIDIA GeForce RTX 4090": TpLink.PCIE,
+    "NVIDIA L4": TpLink.PCIE,
+    "NVIDIA RTX A6000": TpLink.PCIE,
 }
 #: Free memory on an idle GPU, below NVML's total: the driver's reservation (which vLLM's total
 #: leaves out: ``Gpu.cuda_total_mib``, 450 MiB where NVML did not say) and a little more.
@@ -426,7 +439,8 @@ def measure(case: Case) -> Row:
     model = MODEL_LOADERS[case.model]()
     prediction = predict_pool(model, engine=case.engine, engine_version=case.version, tp=case.tp, pp=case.pp,
                               gpus=idle_gpus(case.gpu, case.tp * case.pp), max_model_len=case.max_model_len,
-                              memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype)
+                              memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype,
+                              link=GPU_LINK[case.gpu])
     return Row(case, prediction, parse_log(log_body(case.log), case.engine))
 
 

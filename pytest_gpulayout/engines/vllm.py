@@ -34,6 +34,10 @@ BASELINE_PROFILE_SINCE = Version("0.6.5")
 #: ``v1/worker/gpu_worker.py determine_available_memory``: ``non_torch_allocations =
 #: total_allocated_bytes - torch_allocated_bytes``) until 0.9.1 adds the free-memory check.
 V1_DEFAULT_SINCE = Version("0.8")
+#: From 0.11 the worker takes its memory snapshot after ``init_worker_distributed_environment``
+#: (0.11.0 ``v1/worker/gpu_worker.py init_device``: "Now take memory snapshot after NCCL is
+#: initialized"); 0.6.x-0.10.2 take it (or ``init_gpu_memory``) before.
+SNAPSHOT_AFTER_NCCL_SINCE = Version("0.11")
 
 
 def counts_other_tenants(version: Version) -> bool:
@@ -42,6 +46,14 @@ def counts_other_tenants(version: Version) -> bool:
     before 0.6.5 and in 0.8-0.9.0 it does (``total - free`` includes them, and the worker's own CUDA
     context); 0.6.5-0.7.x and 0.9.1+ measure from a baseline and do not."""
     return version < BASELINE_PROFILE_SINCE or V1_DEFAULT_SINCE <= version < FREE_MEMORY_CHECK_SINCE
+
+
+def counts_communicators_in_budget(version: Version) -> bool:
+    """Whether the NCCL and custom all-reduce buffers set up at start-up come out of the KV budget
+    (``SNAPSHOT_AFTER_NCCL_SINCE``): before 0.11 they are part of what the profile sees as used
+    since the snapshot. From 0.11 they are not, but the free memory the start-up check compares
+    with ``gpu_memory_utilization x total`` is measured after them."""
+    return version < SNAPSHOT_AFTER_NCCL_SINCE
 
 
 def oversubscribes_silently(version: Version) -> bool:

@@ -40,13 +40,14 @@ from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_d
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name
+from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
+from pytest_gpulayout.memory.communicators import describe as describe_communicators
 from pytest_gpulayout.memory.kv import (
     VLLM_MXFP4_EXPERT_LAYOUT,
     kv_bytes_per_token_by_stage,
     kv_layer_bytes_per_token,
 )
 from pytest_gpulayout.memory.reserves import (
-    SGLANG_COMMUNICATOR_GIB,
     SGLANG_CONTEXT_GIB,
     SGLANG_HYBRID_SWA_ARCHS,
     SGLANG_LOAD_OVERHEAD_GIB,
@@ -131,6 +132,7 @@ class _Replica:
     ranges: tuple[range, ...]
     kv_by_stage: tuple[int, ...]
     w_by_stage: tuple[int, ...]
+    link: TpLink = TpLink.UNKNOWN
 
     @property
     def gpu_name(self) -> str:
@@ -157,7 +159,7 @@ def _vllm_reserves(r: _Replica, *, enforce_eager: bool, max_num_batched_tokens: 
         activation_reserve_bytes, r.model, engine="vllm", version=r.version, tp=r.tp, pp=r.pp,
         gpu_total_mib=min(g.memory_total_mib or 0 for g in r.gpus), gpu_name=r.gpu_name,
         enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=r.max_model_len)
+        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=r.max_model_len, link=r.link)
     reserve, why = reserve_of()
     n = r.tp * r.pp
     if not samples_on_driver_only(r.version) or n == 1:
@@ -228,11 +230,15 @@ def _vllm_ranks(r: _Replica, k: LaunchKnobs, reserves: Sequence[int], batched: i
 
 def _sglang_ranks(r: _Replica, notes: list[str]) -> _Ranks:
     """SGLang, per rank: ``(pre - weights - load overhead) - pre x (1 - fraction)`` over the cell size,
-    ``pre`` the world's least free memory after the context and communicators; hybrid SWA models
-    count their sliding layers at ``swa_full_tokens_ratio``."""
+    ``pre`` the world's least free memory after the context and the communicators (their size by
+    the TP group's interconnect, ``memory/communicators.py``); hybrid SWA models count their sliding
+    layers at ``swa_full_tokens_ratio``."""
     model, tp = r.model, r.tp
     frees_known = _need_memory(r.gpus, "memory_free_mib", "free memory", "sglang")
-    context = SGLANG_CONTEXT_GIB + (SGLANG_COMMUNICATOR_GIB if tp * r.pp > 1 else 0)
+    context = SGLANG_CONTEXT_GIB + communicator_gib(tp=tp, world=tp * r.pp, link=r.link)
+    if tp * r.pp > 1:
+        notes.append(f"SGLang measures free memory after its communicators are set up; "
+                     f"{describe_communicators(tp=tp, world=tp * r.pp, link=r.link)}.")
     pre = min(frees_known) * MIB - context * GIB
     overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
     hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
@@ -266,7 +272,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                  max_num_seqs: int | None = None,
                  pp_layer_partition: str | Sequence[int] | None = None,
                  host: Host = BARE_HOST, host_min_total_mib: int | None = None,
-                 knobs: LaunchKnobs | None = None) -> PoolPrediction:
+                 knobs: LaunchKnobs | None = None, link: TpLink = TpLink.UNKNOWN) -> PoolPrediction:
     """Predict one replica's KV pool. ``gpus`` are the replica's GPUs in rank order
     (``rank = pp_rank x tp + tp_rank``, both engines' mapping).
 
@@ -283,7 +289,8 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
 
     SGLang (``kv_cache_configurator`` + ``pool_configurator``)::
 
-        pre    = min free over the TP x PP world - CUDA context (0.5 GiB, +0.25 GiB communicators)
+        pre    = min free over the TP x PP world - CUDA context (0.24 GiB)
+                 - communicators (TP over NVLink 1.25 GiB, else 0.19; ``memory/communicators.py``)
         rest   = (pre - weights(stage) - load overhead) - pre x (1 - mem_fraction_static)
         tokens = rest // cell_size(stage)            # page size 1; PP: MIN over stages
 
@@ -291,6 +298,9 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     ``full_layers + 0.8 x swa_layers`` layers. ``max_model_len`` defaults to the model's derived
     maximum; ``max_concurrency`` is ``kv_tokens / max_model_len`` except for vLLM hybrid sliding
     models (their KV cache groups, ``memory/vllm_kv.py``). GPU memory unknown -> ``MemoryUnknown``.
+
+    ``link``: the interconnect of the replica's TP groups (``communicators.tp_link``; unknown counts as
+    NVLink), which sizes the communicators SGLang and vLLM before 0.11 take out of the pool.
 
     ``knobs`` are what the launch's flags and variables change (``engines/knobs.py``): they fill
     ``enforce_eager``, the scheduler sizes and the PP partition where those are not given, and
@@ -325,7 +335,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                                        pp_layer_partition=pp_layer_partition, version=version)
     replica = _Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
                        kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, ranges=tuple(ranges),
-                       kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage))
+                       kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)
     if e == "vllm":
         reserves, reserve_why = _vllm_reserves(
             replica, enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
@@ -427,6 +437,7 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: 
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
             host_min_total_mib=host_min_total_mib(machine, placement.replica_gpus(d)), knobs=knobs,
+            link=tp_link(machine, placement.replica_gpus(d), dep.tp),
         )
         for d in range(dep.dp)
     ]

@@ -7,16 +7,23 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines import get_engine
 from pytest_gpulayout.engines.knobs import LaunchKnobs
-from pytest_gpulayout.engines.vllm import counts_other_tenants, samples_on_driver_only
+from pytest_gpulayout.engines.vllm import (
+    counts_communicators_in_budget,
+    counts_other_tenants,
+    samples_on_driver_only,
+)
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name, engine_version
+from pytest_gpulayout.memory.communicators import NVLINK_COMMUNICATOR_GIB, TpLink, over_nvlink
 from pytest_gpulayout.memory.kv import kv_heads_per_rank
 from pytest_gpulayout.memory.weights import expert_sharding
 from pytest_gpulayout.model.spec import ModelSpec
 
 #: vLLM: non-torch memory the profile run sees (cuBLAS workspace; NCCL / custom all-reduce buffers
-#: when the instance spans GPUs). Startup logs show 0.1-0.6 GiB.
+#: when the instance spans GPUs). Startup logs show 0.1-0.6 GiB. Before 0.11 the communicators set
+#: up at start-up are part of it, and over NVLink they take ``communicators.NVLINK_COMMUNICATOR_GIB``
+#: instead (``engines/vllm.counts_communicators_in_budget``).
 VLLM_NON_TORCH_GIB = 0.15
 VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
 #: The releases that size from ``total - free - torch allocated`` (``engines/vllm.counts_other_tenants``:
@@ -39,13 +46,13 @@ SAMPLER_BYTES_PER_LOGIT = 8
 V0_SAMPLER_BYTES_PER_LOGIT = 38
 
 #: SGLang measures ``pre`` (``get_available_gpu_memory``, MIN over the TP x PP world) after its CUDA
-#: context and the communicators exist (``model_runner.py`` / ``distributed/bootstrap.py``), so an idle
-#: GPU's NVML free memory is this much higher than ``pre``. Counted once: the machine's free figure
-#: already excludes the driver's reservation. Measured on sglang/013 (QwQ-32B TP4 on 4 x L4,
-#: 0.4.3.post4): ``pre`` = 6.09 + 15.54 = 21.63 GiB against 22.00 GiB free on an idle L4: 0.37 GiB
-#: for context and NCCL together (0.75 GiB was assumed before, which under-predicted that pool 12 %).
-SGLANG_CONTEXT_GIB = 0.30
-SGLANG_COMMUNICATOR_GIB = 0.07
+#: context and the communicators exist (``model_executor/model_runner.py`` / ``distributed/bootstrap.py``),
+#: so an idle GPU's NVML free memory is higher than ``pre`` by this context plus
+#: ``communicators.communicator_gib``. Counted once: the machine's free figure already excludes the
+#: driver's reservation. Measured on sglang/013's own run (QwQ-32B TP4 on 4 x L4, 0.4.3.post4,
+#: didier-durand/llms-in-clouds docs/sglang.md): "Init torch distributed ends. mem usage=0.13 GB",
+#: then "Load weight begin. avail mem=21.63 GB", against 22.00 GiB free on an idle L4: 0.24 GiB of context.
+SGLANG_CONTEXT_GIB = 0.24
 #: What SGLang holds after "Load weight end" beyond the weights (rope caches, sampling buffers):
 #: 0.06 GiB for Qwen3-14B at TP=1, 0.29 GiB for QwQ-32B at TP=4 in public startup logs.
 SGLANG_LOAD_OVERHEAD_GIB = 0.1
@@ -89,7 +96,8 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
                              enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                              max_num_seqs: int | None = None, dp: int = 1,
                              enable_expert_parallel: bool = False,
-                             max_model_len: int | None = None, samples: bool = True) -> tuple[int, str]:
+                             max_model_len: int | None = None, samples: bool = True,
+                             link: TpLink = TpLink.UNKNOWN) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
@@ -98,8 +106,9 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
         sampler = max_num_seqs x vocab x 8 B       # V1: fp32 logits + probabilities, every rank
                   max_num_seqs x vocab x 38 B      # V0 (< 0.8): the top-k sort, on the sampling rank only
         reserve = max(forward, sampler) + non-torch (0.15 GiB; 0.35 where the release counts
-                  ``total - free``; +0.25 GiB over several GPUs) + 0.5 GiB CUDA graphs (>= 0.20
-                  unless enforce_eager)
+                  ``total - free``; +0.25 GiB over several GPUs, +1.25 GiB instead before 0.11
+                  when the TP group talks over NVLink or ``link`` is unknown) + 0.5 GiB CUDA
+                  graphs (>= 0.20 unless enforce_eager)
 
     ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
     does (``engines/vllm.samples_on_driver_only``); the other ranks reserve the forward peak alone.
@@ -138,7 +147,10 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     sampler = (seqs * model.vocab_size * (V0_SAMPLER_BYTES_PER_LOGIT if v0 else SAMPLER_BYTES_PER_LOGIT)
                if samples or not v0 else 0)
     base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
-    non_torch = base + (VLLM_NON_TORCH_MULTI_GPU_GIB if tp * pp * dp > 1 else 0.0)
+    non_torch = base
+    if tp * pp * dp > 1:
+        nvlink = counts_communicators_in_budget(v) and over_nvlink(tp, link)
+        non_torch += NVLINK_COMMUNICATOR_GIB if nvlink else VLLM_NON_TORCH_MULTI_GPU_GIB
     graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
     total = max(forward, sampler) + (non_torch + graphs) * GIB
     peak = ("forward" if forward >= sampler else

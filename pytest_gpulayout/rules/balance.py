@@ -15,8 +15,11 @@
 - DP replicas get equal load (round robin), so replicas whose predicted pools differ by more than 2x
   leave the small one as the bottleneck.
 
-Both engines measure after their own CUDA context (and NCCL buffers) exist, which takes roughly the
-same few hundred MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is reported as a warning.
+Both engines measure after their own CUDA context exists, which takes roughly the same few hundred
+MiB on every rank: a margin below ``CONTEXT_RESERVE_GIB`` is reported as a warning. vLLM from 0.11
+measures after its communicators are set up too (``engines/vllm.counts_communicators_in_budget``), so
+their size by the TP group's interconnect (``memory/communicators.py``: 1.25 GiB per GPU over NVLink)
+joins that margin.
 """
 
 from __future__ import annotations
@@ -30,11 +33,16 @@ from packaging.version import Version
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines import sglang
 from pytest_gpulayout.engines.versions import resolve_version
-from pytest_gpulayout.engines.vllm import FREE_MEMORY_CHECK_SINCE, oversubscribes_silently
+from pytest_gpulayout.engines.vllm import (
+    FREE_MEMORY_CHECK_SINCE,
+    counts_communicators_in_budget,
+    oversubscribes_silently,
+)
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.communicators import communicator_gib, tp_link
 from pytest_gpulayout.memory.pool import predict_replicas
 from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank
@@ -142,19 +150,31 @@ def _idle_gpus(machine: Machine, placement: Placement, need_gib: float) -> list[
             and g.memory_free_mib is not None and _gib(g.memory_free_mib) >= need_gib]
 
 
+def _vllm_before_check(dep: Deployment, machine: Machine, placement: Placement,
+                       version: Version) -> tuple[float, str]:
+    """What vLLM holds on each GPU when it compares free memory with its request, and what that is:
+    the CUDA context, and from 0.11 the communicators (largest over the replicas' TP groups)."""
+    if counts_communicators_in_budget(version) or dep.tp * dep.pp == 1:
+        return CONTEXT_RESERVE_GIB, "its CUDA context takes"
+    links = {tp_link(machine, placement.replica_gpus(d), dep.tp) for d in range(dep.dp)}
+    comm, link = max((communicator_gib(tp=dep.tp, world=dep.tp * dep.pp, link=k), k) for k in links)
+    return CONTEXT_RESERVE_GIB + comm, (f"its CUDA context and, measured after them from 0.11, its communicators "
+                                        f"(~{comm:.2f} GiB per GPU, {link.value}) take")
+
+
 def _vllm_fix(dep: Deployment, machine: Machine, placement: Placement, fraction: float, short: list[int],
-              max_ok: float, weights_gib: float | None) -> str:
+              max_ok: float, weights_gib: float | None, before: float) -> str:
     """The fix that works on this machine: other GPUs that are idle, else a memory fraction that still
     holds the weights, else freeing memory (a fraction below the weights' share cannot serve)."""
     total = min(_cuda_total_gib(machine.gpu(i)) for i in placement.gpus)
-    idle = _idle_gpus(machine, placement, fraction * total + CONTEXT_RESERVE_GIB)
+    idle = _idle_gpus(machine, placement, fraction * total + before)
     parts: list[str] = []
     if len(idle) >= len(short):
         kept = [i for i in placement.gpus if i not in short]
         new = sorted(kept + idle[:len(short)])
         parts.append(f"GPU{', GPU'.join(map(str, idle))} {'is' if len(idle) == 1 else 'are'} idle: "
                      f"set gpus: [{', '.join(map(str, new))}]")
-    fraction_serves = weights_gib is None or max_ok * total > weights_gib + CONTEXT_RESERVE_GIB
+    fraction_serves = weights_gib is None or max_ok * total > weights_gib + before
     if fraction_serves:
         parts.append(f"set memory_fraction: {int(max_ok * 100) / 100:.2f} or lower")
     parts.append(f"free memory on GPU{', GPU'.join(map(str, short))}")
@@ -190,11 +210,12 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
     facts = (f"GPU{worst_i} has {free:.2f} GiB free; vLLM wants gpu_memory_utilization "
              f"{fraction:g} ({fraction_source}) x {total:.2f} GiB (the total CUDA reports: "
              f"{_gib(g.memory_total_mib):.2f} less {reserved}) = {want:.2f} GiB free at start-up")
-    max_ok = max(0.0, (free - CONTEXT_RESERVE_GIB) / total) if total else 0.0
+    before, before_what = _vllm_before_check(dep, machine, placement, version)
+    max_ok = max(0.0, (free - before) / total) if total else 0.0
     silent = oversubscribes_silently(version)
     if worst_margin < 0:
         short = [i for i in placement.gpus if margins[i] < 0]
-        fix = _vllm_fix(dep, machine, placement, fraction, short, max_ok, weights_gib)
+        fix = _vllm_fix(dep, machine, placement, fraction, short, max_ok, weights_gib, before)
         if silent:
             return Status.FAIL, (
                 f"{facts}: short by {-worst_margin:.2f} GiB. vLLM {version} does not check: it sizes the KV "
@@ -203,11 +224,10 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
         return Status.FAIL, (
             f"{facts}: short by {-worst_margin:.2f} GiB, so vLLM refuses to start (\"Free memory on device ... "
             f"is less than desired GPU memory utilization\"). Fix: {fix}"), data
-    if worst_margin < CONTEXT_RESERVE_GIB:
+    if worst_margin < before:
         return Status.WARN, (
-            f"{facts}: {worst_margin:.2f} GiB to spare, less than the ~{CONTEXT_RESERVE_GIB} GiB its CUDA context "
-            f"and NCCL buffers take before the check; set memory_fraction: {int(max_ok * 100) / 100:.2f} to be "
-            f"safe"), data
+            f"{facts}: {worst_margin:.2f} GiB to spare, less than the ~{before:.2f} GiB {before_what} before "
+            f"the check; set memory_fraction: {int(max_ok * 100) / 100:.2f} to be safe"), data
     if silent:
         return Status.PASS, (f"{facts}: {worst_margin:.2f} GiB to spare (vLLM {version} does not check this, "
                              f"and would run out of memory without it)"), data

@@ -8,17 +8,20 @@ decimal: 0.005 GiB per printed number). vllm/005 prints one rank's figure of fou
 pool can only be at most what it gives.
 
 Column B (the band): the pool predicted from free memory and flags. Measured on the complete rows
-(every input in the header): vllm/001 -0.7 %, vllm/023 +1.1 %, sglang/001 +8.4 %, sglang/013
--0.4 %: median |error| 0.9 %, worst 8.4 %. The issue's median target (<= 3 %) is the band; the worst
-(<= 8 %) is missed by sglang/001, so that band is what is measured: BAND_WORST_PCT 8.5.
+(every input in the header): vllm/001 -0.7 %, vllm/023 +1.1 %, sglang/001 +2.1 %, sglang/013
+-1.3 %: median |error| 1.2 %, worst 2.1 %. The bands are the issue's targets: median <= 3 %,
+worst <= 8 %.
 
 * vllm/023 (V0 0.7.x, 2 x RTX 4090, TP 2, 0.98) was +12.2 % until three rules read in the 0.7.2 wheel:
   vLLM multiplies the total CUDA reports (NVML's less the driver's reservation; the reporter quotes
   ``23.08GiB`` = 0.98 x 23.55), 0.6.5-0.7.x do not subtract other tenants, and V0 samples on rank 0
   alone, sorting 256 x 152,064 logits (1.38 GiB) while rank 1 quotes a 0.19 GiB peak.
-* sglang/001 (Qwen3-235B-FP8, 4 x H100, 0.93) prints one "KV Cache is allocated" line; its pool
-  implies 1.4 GiB per rank held after loading beyond weights + 0.3 GiB (no "Load weight end" line to
-  split it into weights and overhead).
+* sglang/001 (Qwen3-235B-FP8, 4 x H100, 0.93) was +8.4 % while every multi-GPU run was given the
+  0.07 GiB of communicators a PCIe box shows. Public "Init torch distributed ends. mem usage" lines
+  put NCCL and custom all-reduce over NVLink at 1.13-2.01 GiB per GPU (median 1.25), against
+  0.10-0.39 over PCIe (``memory/communicators.py``); SGLang measures ``pre`` after them.
+* sglang/013 moved from -0.4 % to -1.3 % with the same change: its own run logged 0.13 GB of
+  communicators, and the figure for more than two PCIe GPUs is the median of four such runs, 0.16.
 
 vllm/001 was -6.6 % until the reserves read its own profiling line (a 2.07 GiB activation peak,
 ``non_torch_memory=0.35GiB``). vllm/011 (gpt-oss-120b on one H100) refused to start with -2.14 GiB
@@ -38,7 +41,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BAND_WORST_PCT = 8.5
+BAND_WORST_PCT = 8.0
 BAND_MEDIAN_PCT = 3.0
 
 

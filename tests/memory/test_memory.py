@@ -14,6 +14,7 @@ from pytest_gpulayout.evaluate import evaluate
 from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu
 from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.communicators import TpLink
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_bytes_per_token_per_rank, kv_heads_per_rank
 from pytest_gpulayout.memory.pool import predict_pool
 from pytest_gpulayout.memory.reserves import default_memory_fraction
@@ -337,7 +338,7 @@ def test_sglang_matches_a_recorded_startup_qwq_32b_tp4_on_l4():
     free = L4 - 500
     p = predict_pool(local("qwq-32b"), engine="sglang", engine_version="0.4.3", tp=4, pp=1,
                      gpus=gpus(4, total=L4, free=free, name="NVIDIA L4"), max_model_len=None,
-                     memory_fraction=0.85)
+                     memory_fraction=0.85, link=TpLink.PCIE)
     assert p.kv_bytes_per_token_per_rank == 65536
     assert p.kv_tokens == pytest.approx(46611, rel=0.02)
     assert p.max_model_len == 131072

@@ -20,6 +20,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.vllm import counts_other_tenants, oversubscribes_silently, samples_on_driver_only
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu, Machine
+from pytest_gpulayout.memory.communicators import TpLink
 from pytest_gpulayout.memory.pool import predict_pool
 from pytest_gpulayout.model.config import spec_from_config
 from pytest_gpulayout.model.load import load_model
@@ -58,7 +59,7 @@ def test_v0_samples_on_one_rank_and_that_rank_sets_the_pool() -> None:
            "torch_dtype": "bfloat16"}
     m = spec_from_config(cfg, name="R1-Distill-Qwen-14B", source="test")
     p = predict_pool(m, engine="vllm", engine_version="0.7.2", tp=2, pp=1, gpus=gpus(2, free=24000),
-                     max_model_len=131072, memory_fraction=0.98)
+                     max_model_len=131072, memory_fraction=0.98, link=TpLink.PCIE)
     why = p.activation_reserve_why
     assert "V0 sampler's top-k sort" in why and "on rank 0, which samples" in why
     assert p.limiting_gpu == 0

@@ -58,9 +58,11 @@ def test_vllm_free_below_utilization_fails_and_suggests_a_fraction():
     f = check_balance(dep(tp=2, memory_fraction=0.9), busy_l4(), llama())
     assert f.status is Status.FAIL
     assert "vLLM refuses to start" in f.message and "GPU1" in f.message
-    # of the total CUDA reports (22.49 GiB from NVML less ~0.44 GiB the driver reserves): (18.28 - 0.5) / 22.05
+    # of the total CUDA reports (22.49 GiB from NVML less ~0.44 GiB the driver reserves), less what vLLM
+    # holds when it compares (0.5 GiB of context, and from 0.11 a PCIe pair's 0.23 GiB of communicators):
+    # (18.28 - 0.73) / 22.05
     assert "x 22.05 GiB (the total CUDA reports: 22.49 less ~0.44 GiB the driver reserves)" in f.message
-    assert "memory_fraction: 0.80" in f.message
+    assert "memory_fraction: 0.79" in f.message
     ok = check_balance(dep(tp=2, memory_fraction=0.75), busy_l4(), llama())
     assert ok.status is Status.PASS
 
@@ -117,3 +119,21 @@ def test_vllm_advice_names_idle_gpus_not_a_fraction_that_cannot_hold_the_weights
     assert f.status is Status.FAIL
     assert "GPU4, GPU5, GPU6, GPU7 are idle: set gpus: [0, 1, 2, 4]" in f.message
     assert "cannot serve" in f.message and "set memory_fraction: 0.2" not in f.message
+
+
+@pytest.mark.parametrize(("version", "link", "status"), [
+    ("0.10.2", "NV18", Status.PASS),   # snapshot before NCCL: only the CUDA context is held at the check
+    ("0.11.0", "NV18", Status.WARN),   # after NCCL: ~1.25 GiB of communicators over NVLink join the context
+    ("0.11.0", "PHB", Status.PASS),    # a PCIe pair's communicators are small
+])
+def test_vllm_free_check_counts_communicators_from_0_11_by_interconnect(version, link, status):
+    """H100s with 1.2 GiB to spare over gpu_memory_utilization x total: enough for vLLM 0.10's check
+    (taken before NCCL is set up) and for a PCIe pair's 0.23 GiB from 0.11, but not for the 0.5 GiB
+    of context plus 1.25 GiB of NVLink communicators 0.11 holds when it compares."""
+    total, reserved = 81559, 500
+    free = round(0.9 * (total - reserved) + 1.2 * 1024)
+    m = machine(2, name="NVIDIA H100 80GB HBM3", total=total, free=free, link=link)
+    f = check_balance(dep(tp=2, memory_fraction=0.9, engine_version=version), m, llama())
+    assert f.status is status, f.message
+    if status is Status.WARN:
+        assert "communicators (~1.25 GiB per GPU, NVLink)" in f.message and "1.16 GiB to spare" in f.message
