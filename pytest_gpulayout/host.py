@@ -28,7 +28,11 @@ RULE_ENV = (
     "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK",
     "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK",
     "SGLANG_PP_LAYER_PARTITION",
+    "VLLM_USE_FLASHINFER_SAMPLER",
 )
+#: Libraries besides the engines whose presence changes what an engine does (vLLM 0.8-0.11 sample
+#: with FlashInfer when it is installed, ``engines/vllm.warmup_sorts_logits``).
+LIBRARIES = ("flashinfer-python",)
 
 
 def _empty() -> Mapping[str, str]:
@@ -37,11 +41,12 @@ def _empty() -> Mapping[str, str]:
 
 @dataclass(frozen=True)
 class Host:
-    """Installed engine versions (engine -> version; absent: not installed) and the engine variables
-    set in this process's environment (only those in ``RULE_ENV``)."""
+    """Installed engine versions (engine -> version; absent: not installed), the engine variables
+    set in this process's environment (only those in ``RULE_ENV``) and the installed ``LIBRARIES``."""
 
     engine_versions: Mapping[str, str] = field(default_factory=_empty)
     env: Mapping[str, str] = field(default_factory=_empty)
+    libraries: Mapping[str, str] = field(default_factory=_empty)
 
     @classmethod
     def read(cls) -> Host:
@@ -50,13 +55,25 @@ class Host:
 
         versions = {e: v for e in ENGINE_NAMES if (v := installed_version(e)) is not None}
         env = {k: os.environ[k] for k in RULE_ENV if k in os.environ}
-        return cls(MappingProxyType(versions), MappingProxyType(env))
+        libraries = {name: v for name in LIBRARIES if (v := _distribution_version(name)) is not None}
+        return cls(MappingProxyType(versions), MappingProxyType(env), MappingProxyType(libraries))
 
     def installed(self, engine: str) -> str | None:
         return self.engine_versions.get(engine)
 
     def getenv(self, name: str) -> str | None:
         return self.env.get(name)
+
+    def library(self, name: str) -> str | None:
+        """An installed library's version (one of ``LIBRARIES``), ``None`` if absent."""
+        return self.libraries.get(name)
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def installed_version(engine: str) -> str | None:
@@ -66,10 +83,8 @@ def installed_version(engine: str) -> str | None:
 
     engine_module = ENGINES.get(engine.lower())
     for dist in engine_module.distributions if engine_module else ():
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
+        if (found := _distribution_version(dist)) is not None:
+            return found
     return None
 
 

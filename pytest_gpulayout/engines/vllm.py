@@ -56,6 +56,43 @@ def counts_communicators_in_budget(version: Version) -> bool:
     return version < SNAPSHOT_AFTER_NCCL_SINCE
 
 
+#: V1's profile run warms the sampler up with ``max_num_seqs`` dummy requests at ``top_k = vocab - 1``
+#: and ``top_p = 0.9`` (0.10.1 ``v1/worker/gpu_model_runner._dummy_sampler_run``), so its peak depends on
+#: which top-k/top-p sampler the release picks on CUDA (``v1/sample/ops/topk_topp_sampler.py``):
+#: 0.8.5-0.11 FlashInfer when it is installed (``is_flashinfer_available``) unless
+#: ``VLLM_USE_FLASHINFER_SAMPLER=0``, and it is no dependency of the wheel (an extra from 0.10.1);
+#: 0.12-0.20 FlashInfer only with ``VLLM_USE_FLASHINFER_SAMPLER=1`` (a dependency from 0.12);
+#: from 0.21 FlashInfer by default (``envs.py``: ``else True``). The PyTorch path sorts every logit
+#: (``apply_top_k_top_p``: ``logits.sort(dim=-1)``) until 0.17, which sends 8 rows or more to a
+#: Triton kernel (``apply_top_k_top_p_triton``) that needs no sort.
+FLASHINFER_SAMPLER_OPT_IN_SINCE = Version("0.12")
+TRITON_TOP_K_TOP_P_SINCE = Version("0.17")
+FLASHINFER_SAMPLER_DEFAULT_SINCE = Version("0.21")
+FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
+
+
+def _env_flag(env: Mapping[str, str], name: str) -> bool | None:
+    """``bool(int(value))`` as ``vllm/envs.py`` reads it; ``None`` when unset or not an integer."""
+    raw = env.get(name)
+    if raw is None or not raw.strip().lstrip("-").isdigit():
+        return None
+    return bool(int(raw))
+
+
+def warmup_sorts_logits(version: Version, *, env: Mapping[str, str], flashinfer_installed: bool) -> bool:
+    """Whether the release's sampler warm-up sorts ``max_num_seqs x vocab`` logits (the PyTorch
+    top-k/top-p path), by the rules above; V0 (< 0.8) always does, on its sampling rank. Where
+    FlashInfer or the Triton kernel samples, only the fp32 logits and probabilities are held."""
+    if version < V1_DEFAULT_SINCE:
+        return True
+    flag = _env_flag(env, FLASHINFER_SAMPLER_ENV)
+    if version < FLASHINFER_SAMPLER_OPT_IN_SINCE:
+        return not (flashinfer_installed and flag is not False)
+    if version < TRITON_TOP_K_TOP_P_SINCE:
+        return flag is not True
+    return False
+
+
 def oversubscribes_silently(version: Version) -> bool:
     """0.6.5-0.7.x: the budget ignores other tenants and nothing checks free memory, so with other
     processes on the GPU the engine sizes a pool that is not there and runs out of memory while

@@ -34,6 +34,7 @@ from pytest_gpulayout.engines.vllm import (
     counts_other_tenants,
     oversubscribes_silently,
     samples_on_driver_only,
+    warmup_sorts_logits,
 )
 from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
@@ -151,7 +152,8 @@ class _Ranks:
 
 
 def _vllm_reserves(r: _Replica, *, enforce_eager: bool, max_num_batched_tokens: int | None,
-                   max_num_seqs: int | None, dp: int, enable_expert_parallel: bool) -> tuple[list[int], str]:
+                   max_num_seqs: int | None, dp: int, enable_expert_parallel: bool,
+                   sampler_sorts: bool) -> tuple[list[int], str]:
     """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
     driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
     peak only."""
@@ -159,7 +161,8 @@ def _vllm_reserves(r: _Replica, *, enforce_eager: bool, max_num_batched_tokens: 
         activation_reserve_bytes, r.model, engine="vllm", version=r.version, tp=r.tp, pp=r.pp,
         gpu_total_mib=min(g.memory_total_mib or 0 for g in r.gpus), gpu_name=r.gpu_name,
         enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=r.max_model_len, link=r.link)
+        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=r.max_model_len, link=r.link,
+        sampler_sorts=sampler_sorts)
     reserve, why = reserve_of()
     n = r.tp * r.pp
     if not samples_on_driver_only(r.version) or n == 1:
@@ -337,9 +340,12 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                        kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, ranges=tuple(ranges),
                        kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)
     if e == "vllm":
+        sorts = warmup_sorts_logits(version, env={**host.env, **k.env},
+                                    flashinfer_installed=host.library("flashinfer-python") is not None)
         reserves, reserve_why = _vllm_reserves(
             replica, enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-            max_num_seqs=max_num_seqs, dp=dp, enable_expert_parallel=enable_expert_parallel)
+            max_num_seqs=max_num_seqs, dp=dp, enable_expert_parallel=enable_expert_parallel,
+            sampler_sorts=sorts)
         batched = max_num_batched_tokens or vllm_scheduler_defaults(
             version, gpu_total_mib=min(totals), gpu_name=replica.gpu_name, max_model_len=max_model_len)[0]
         ranks = _vllm_ranks(replica, k, reserves, batched, notes)

@@ -8,9 +8,12 @@ from packaging.version import Version
 from pytest_gpulayout.engines import get_engine
 from pytest_gpulayout.engines.knobs import LaunchKnobs
 from pytest_gpulayout.engines.vllm import (
+    FLASHINFER_SAMPLER_ENV,
+    FLASHINFER_SAMPLER_OPT_IN_SINCE,
     counts_communicators_in_budget,
     counts_other_tenants,
     samples_on_driver_only,
+    warmup_sorts_logits,
 )
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.machine.facts import GIB
@@ -34,7 +37,8 @@ VLLM_NON_TORCH_OLD_GIB = 0.35
 #: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
 VLLM_CUDAGRAPH_GIB = 0.5
-#: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities (V1).
+#: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities (V1 where
+#: FlashInfer or the Triton top-k/top-p kernel samples: ``engines/vllm.warmup_sorts_logits``).
 SAMPLER_BYTES_PER_LOGIT = 8
 #: V0's profile run samples with ``top_k = vocab - 1`` (0.7.2 ``worker/model_runner.py _dummy_run``:
 #: "Enable top-k sampling to reflect the accurate memory usage"), so the driver sorts every logit
@@ -42,8 +46,12 @@ SAMPLER_BYTES_PER_LOGIT = 8
 #: the gathered logits in the model dtype (2 B) and their fp32 copy (4), the sorted values and int64
 #: indices (12), the sort's int64 input indices (8) and its key/value scratch (12): 38 B. vllm/023
 #: (TP 2 on RTX 4090s, 256 x 152,064 logits) has its pool set by rank 0 with 1.23 GiB less KV than
-#: rank 1 quotes (0.19 GiB activation peak); this gives 1.38 GiB on rank 0.
-V0_SAMPLER_BYTES_PER_LOGIT = 38
+#: rank 1 quotes (0.19 GiB activation peak); this gives 1.38 GiB on rank 0. V1's warm-up
+#: (``_dummy_sampler_run``: ``top_k = vocab - 1``, ``top_p = 0.9``) holds the same on every rank
+#: where the PyTorch path sorts (``v1/sample/ops/topk_topp_sampler.apply_top_k_top_p``): vllm/011
+#: (gpt-oss-120b, 1024 x 201,088 logits on one H100, 0.10.1 from pip, no FlashInfer) logged
+#: -2.14 GiB for KV, 7.5 GiB held besides the weights; this gives 7.3 GiB of it.
+SORTING_SAMPLER_BYTES_PER_LOGIT = 38
 
 #: SGLang measures ``pre`` (``get_available_gpu_memory``, MIN over the TP x PP world) after its CUDA
 #: context and the communicators exist (``model_executor/model_runner.py`` / ``distributed/bootstrap.py``),
@@ -97,14 +105,15 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
                              max_num_seqs: int | None = None, dp: int = 1,
                              enable_expert_parallel: bool = False,
                              max_model_len: int | None = None, samples: bool = True,
-                             link: TpLink = TpLink.UNKNOWN) -> tuple[int, str]:
+                             link: TpLink = TpLink.UNKNOWN, sampler_sorts: bool | None = None) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
 
         forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + k + v) per rank)
-        sampler = max_num_seqs x vocab x 8 B       # V1: fp32 logits + probabilities, every rank
-                  max_num_seqs x vocab x 38 B      # V0 (< 0.8): the top-k sort, on the sampling rank only
+        sampler = max_num_seqs x vocab x 8 B       # V1 (FlashInfer / Triton): fp32 logits + probabilities
+                  max_num_seqs x vocab x 38 B      # the top-k/top-p sort: V0 (< 0.8) on the sampling
+                                                   # rank only; V1 on every rank where ``sampler_sorts``
         reserve = max(forward, sampler) + non-torch (0.15 GiB; 0.35 where the release counts
                   ``total - free``; +0.25 GiB over several GPUs, +1.25 GiB instead before 0.11
                   when the TP group talks over NVLink or ``link`` is unknown) + 0.5 GiB CUDA
@@ -112,6 +121,8 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
 
     ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
     does (``engines/vllm.samples_on_driver_only``); the other ranks reserve the forward peak alone.
+    ``sampler_sorts``: whether the warm-up takes the PyTorch sort (``engines/vllm.warmup_sorts_logits``;
+    ``None``: as on a host without FlashInfer and without ``VLLM_USE_FLASHINFER_SAMPLER``).
 
     with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
     weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
@@ -144,7 +155,9 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
         ffn = -(-model.intermediate_size // tp)
     forward = tokens * 2 * (3 * h + max(3 * ffn, 2 * q + kv))
     v0 = samples_on_driver_only(v)
-    sampler = (seqs * model.vocab_size * (V0_SAMPLER_BYTES_PER_LOGIT if v0 else SAMPLER_BYTES_PER_LOGIT)
+    sorts = (warmup_sorts_logits(v, env={}, flashinfer_installed=False) if sampler_sorts is None
+             else sampler_sorts)
+    sampler = (seqs * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sorts else SAMPLER_BYTES_PER_LOGIT)
                if samples or not v0 else 0)
     base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
     non_torch = base
@@ -154,8 +167,16 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
     total = max(forward, sampler) + (non_torch + graphs) * GIB
     peak = ("forward" if forward >= sampler else
-            "the V0 sampler's top-k sort" if v0 else "the sampler warm-up")
+            "the V0 sampler's top-k sort" if v0 else
+            f"the sampler warm-up's top-k/top-p sort (PyTorch; {_sort_fix(v)})" if sorts else "the sampler warm-up")
     why = (f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB, {peak} (max_num_batched_tokens {tokens}, "
            f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB"
            + (f" + CUDA graphs {graphs:.2f} GiB" if graphs else ""))
     return round(total), why
+
+
+def _sort_fix(v: Version) -> str:
+    """What makes a V1 release sample without the sort (``engines/vllm.warmup_sorts_logits``)."""
+    if v < FLASHINFER_SAMPLER_OPT_IN_SINCE:
+        return "FlashInfer, when installed (the flashinfer-python package), samples without it"
+    return f"{FLASHINFER_SAMPLER_ENV}=1 samples with FlashInfer without it"

@@ -151,6 +151,12 @@ def _no_room(dep: Deployment, machine: Machine, p: PoolPrediction) -> str:
         return (f"the weights leave no room for a KV cache on GPU{gpu.index}, where another tenant ({who}) "
                 f"holds {(total - (gpu.memory_free_mib or 0) / 1024):.2f} GiB.{spread} Stop it, or move the "
                 f"deployment to GPUs without tenants.")
+    if dep.engine == "vllm" and p.activation_reserve_gib >= 1.0:
+        # the profile run's reserve is what tips it: name it, and the flags that shrink it
+        return (f"the weights ({p.weights_gib_per_rank:.2f} GiB per GPU) and vLLM's profile-run reserve "
+                f"({p.activation_reserve_gib:.2f} GiB: {p.activation_reserve_why}) leave no room for a KV cache "
+                f"on GPU{gpu.index}. Raise memory_fraction, lower --max-num-seqs (or --max-num-batched-tokens "
+                f"where the forward peak decides), add tensor/pipeline parallel ranks, or quantize.")
     return (f"the weights leave no room for a KV cache on GPU{gpu.index}. Raise memory_fraction, add "
             f"tensor/pipeline parallel ranks, or quantize.")
 

@@ -171,3 +171,11 @@ def test_vllm_0_28_batches_16k_tokens_on_160_gib_cards():
     # vllm 0.28.0 engine/arg_utils.py: a >= 160 GiB tier for the API server
     assert vllm_scheduler_defaults(Version("0.33.0"), gpu_total_mib=183359, gpu_name="NVIDIA B200") == (16384, 1024)
     assert vllm_scheduler_defaults(Version("0.27.0"), gpu_total_mib=183359, gpu_name="NVIDIA B200") == (8192, 1024)
+
+
+def test_host_reads_flashinfer_from_package_metadata(monkeypatch: pytest.MonkeyPatch):
+    """vLLM 0.8-0.11 sample with FlashInfer when it is installed, so the host says whether it is."""
+    _fake_installed(monkeypatch, {"vllm": "0.10.1.1", "flashinfer-python": "0.2.11"})
+    assert Host.read().library("flashinfer-python") == "0.2.11"
+    _fake_installed(monkeypatch, {"vllm": "0.10.1.1"})
+    assert Host.read().library("flashinfer-python") is None

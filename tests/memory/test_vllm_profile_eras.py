@@ -8,7 +8,12 @@ the total CUDA reports. Read in the wheels (``pip download --no-deps vllm==X``):
 - 0.9.1 and later: the free-memory start-up check;
 - 0.7.2 ``layers/logits_processor.py`` (``tensor_model_parallel_gather``) and
   ``worker/model_runner.py`` (``if not self.is_driver_worker: return []``; ``_dummy_run`` samples
-  with ``top_k = vocab - 1``): V0 sorts every logit on one rank.
+  with ``top_k = vocab - 1``): V0 sorts every logit on one rank;
+- V1's warm-up (0.10.1 ``v1/worker/gpu_model_runner._dummy_sampler_run``: ``top_k = vocab - 1``,
+  ``top_p = 0.9``) through ``v1/sample/ops/topk_topp_sampler.py`` of 0.8.5, 0.9.2, 0.10.1, 0.11.0,
+  0.12-0.18, 0.19, 0.21, 0.22, 0.28, 0.33 and ``envs.py``'s ``VLLM_USE_FLASHINFER_SAMPLER`` default;
+  ``flashinfer-python`` is in no wheel's requirements before 0.10.1, an extra in 0.10.1-0.11, a
+  dependency from 0.12 (``*.dist-info/METADATA``).
 """
 
 from __future__ import annotations
@@ -17,14 +22,22 @@ import pytest
 from builders import dep
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import counts_other_tenants, oversubscribes_silently, samples_on_driver_only
+from pytest_gpulayout.deployment import Launch
+from pytest_gpulayout.engines.vllm import (
+    counts_other_tenants,
+    oversubscribes_silently,
+    samples_on_driver_only,
+    warmup_sorts_logits,
+)
 from pytest_gpulayout.findings import Status
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu, Machine
 from pytest_gpulayout.memory.communicators import TpLink
-from pytest_gpulayout.memory.pool import predict_pool
+from pytest_gpulayout.memory.pool import predict_pool, predict_replicas
 from pytest_gpulayout.model.config import spec_from_config
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.rules.balance import check_balance
+from pytest_gpulayout.rules.kv_pool import check_kv_pool
 
 RTX4090 = 24564
 
@@ -83,3 +96,58 @@ def test_v0_without_a_free_memory_check_fails_when_tenants_leave_less_than_it_wi
     # 0.6.4 charges the tenant to the pool instead, and the pool shows it
     old = check_balance(dep(tp=2, engine_version="0.6.4", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B"))
     assert old.status is Status.PASS and "comes out of the KV pool instead" in old.message
+
+
+# -- V1's sampler warm-up by release (v1/sample/ops/topk_topp_sampler.py, envs.py, the wheels' METADATA) --
+
+@pytest.mark.parametrize(("version", "env", "flashinfer", "sorts"), [
+    ("0.7.2", {}, True, True),                    # V0: top-k sort on the sampling rank, whatever is installed
+    ("0.10.1", {}, False, True),                  # flashinfer is no dependency (an extra from 0.10.1): PyTorch sort
+    ("0.10.1", {}, True, False),                  # installed, flag unset: FlashInfer
+    ("0.11.0", {"VLLM_USE_FLASHINFER_SAMPLER": "0"}, True, True),
+    ("0.12.0", {}, True, True),                   # a dependency now, but opt-in (``if envs.VLLM_...``)
+    ("0.16.0", {"VLLM_USE_FLASHINFER_SAMPLER": "1"}, True, False),
+    ("0.17.0", {}, True, False),                  # ``apply_top_k_top_p_triton`` for >= 8 rows: no sort
+    ("0.21.0", {}, True, False),                  # FlashInfer by default (``else True``)
+    ("0.33.0", {"VLLM_USE_FLASHINFER_SAMPLER": "0"}, True, False),  # the Triton kernel
+])
+def test_which_v1_releases_sort_every_logit_in_the_sampler_warm_up(version, env, flashinfer, sorts) -> None:
+    assert warmup_sorts_logits(Version(version), env=env, flashinfer_installed=flashinfer) is sorts
+
+
+def _oss_on_one_h100(version: str, *, host: Host = BARE_HOST, env: dict[str, str] | None = None):
+    m = Machine(gpus=(Gpu(index=0, name="NVIDIA H100 80GB HBM3", memory_total_mib=81559,
+                          memory_free_mib=81559 - 500),))
+    d = dep(engine_version=version, max_model_len=131072, launch=Launch(env=env or {}))
+    return predict_replicas(d, m, load_model("openai/gpt-oss-120b"), host)[0]
+
+
+def test_gpt_oss_120b_on_one_h100_does_not_start_on_0_10_1_from_pip() -> None:
+    """vllm/011 (0.10.1 installed with pip, one H100, the default 0.9 and 131,072 tokens): "Available KV
+    cache memory: -2.14 GiB". Its warm-up sorts 1024 x 201,088 logits (7.3 GiB); with FlashInfer
+    installed on the host that sampler takes ~1.5 GiB and the pool is there."""
+    pip = _oss_on_one_h100("0.10.1")
+    assert pip.kv_budget_bytes_per_rank < 0 and pip.kv_tokens == 0
+    why = pip.activation_reserve_why
+    assert "top-k/top-p sort" in why and "FlashInfer, when installed" in why
+    with_flashinfer = _oss_on_one_h100("0.10.1", host=Host(libraries={"flashinfer-python": "0.2.11"}))
+    assert with_flashinfer.kv_tokens > 0
+    assert pip.activation_reserve_gib - with_flashinfer.activation_reserve_gib == pytest.approx(
+        1024 * 201088 * 30 / GIB, abs=0.01)
+
+
+def test_launch_env_opts_0_16_into_flashinfer_sampling() -> None:
+    sorted_ = _oss_on_one_h100("0.16.0")
+    opted = _oss_on_one_h100("0.16.0", env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    assert "VLLM_USE_FLASHINFER_SAMPLER=1 samples with FlashInfer" in sorted_.activation_reserve_why
+    assert opted.kv_tokens > sorted_.kv_tokens
+
+
+def test_kv_pool_fails_gpt_oss_120b_on_0_10_1_and_names_the_reserve() -> None:
+    """The verdict a user sees for vllm/011's deployment: a fail (the engine refused), naming what
+    took the room and the flags that give it back."""
+    m = Machine(gpus=(Gpu(index=0, name="NVIDIA H100 80GB HBM3", memory_total_mib=81559,
+                          memory_free_mib=81559 - 500),))
+    f = check_kv_pool(dep(engine_version="0.10.1", max_model_len=131072), m, load_model("openai/gpt-oss-120b"))
+    assert f.status is Status.FAIL
+    assert "vLLM's profile-run reserve (7.44 GiB" in f.message and "lower --max-num-seqs" in f.message
