@@ -157,7 +157,10 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     v0 = samples_on_driver_only(v)
     sorts = (warmup_sorts_logits(v, env={}, flashinfer_installed=False) if sampler_sorts is None
              else sampler_sorts)
-    sampler = (seqs * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sorts else SAMPLER_BYTES_PER_LOGIT)
+    # V1 warms up min(max_num_seqs, max_num_batched_tokens) requests (0.10.1 ``_dummy_run``:
+    # ``num_reqs = min(num_tokens, max_num_reqs)``); V0 profiles max_num_seqs sequences
+    rows = seqs if v0 else min(seqs, tokens)
+    sampler = (rows * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sorts else SAMPLER_BYTES_PER_LOGIT)
                if samples or not v0 else 0)
     base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
     non_torch = base

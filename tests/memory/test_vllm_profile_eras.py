@@ -115,10 +115,11 @@ def test_which_v1_releases_sort_every_logit_in_the_sampler_warm_up(version, env,
     assert warmup_sorts_logits(Version(version), env=env, flashinfer_installed=flashinfer) is sorts
 
 
-def _oss_on_one_h100(version: str, *, host: Host = BARE_HOST, env: dict[str, str] | None = None):
+def _oss_on_one_h100(version: str, *, host: Host = BARE_HOST, env: dict[str, str] | None = None,
+                     args: tuple[str, ...] = ()):
     m = Machine(gpus=(Gpu(index=0, name="NVIDIA H100 80GB HBM3", memory_total_mib=81559,
                           memory_free_mib=81559 - 500),))
-    d = dep(engine_version=version, max_model_len=131072, launch=Launch(env=env or {}))
+    d = dep(engine_version=version, max_model_len=131072, launch=Launch(args=args, env=env or {}))
     return predict_replicas(d, m, load_model("openai/gpt-oss-120b"), host)[0]
 
 
@@ -151,3 +152,12 @@ def test_kv_pool_fails_gpt_oss_120b_on_0_10_1_and_names_the_reserve() -> None:
     f = check_kv_pool(dep(engine_version="0.10.1", max_model_len=131072), m, load_model("openai/gpt-oss-120b"))
     assert f.status is Status.FAIL
     assert "vLLM's profile-run reserve (7.44 GiB" in f.message and "lower --max-num-seqs" in f.message
+
+
+def test_v1_warms_up_no_more_requests_than_batched_tokens() -> None:
+    """0.10.1 ``_dummy_run``: ``num_reqs = min(num_tokens, max_num_reqs)``, so --max-num-batched-tokens
+    512 with 1024 sequences sorts 512 rows of logits (vllm-project/vllm#27508's workaround)."""
+    full = _oss_on_one_h100("0.10.1")
+    small = _oss_on_one_h100("0.10.1", args=("--max-num-batched-tokens", "512"))
+    assert full.activation_reserve_gib - small.activation_reserve_gib == pytest.approx(
+        512 * 201088 * 38 / GIB, abs=0.05)
