@@ -15,8 +15,9 @@ memory around this, so where it falls decides what it costs (the callers cite th
 The figures are SGLang's own "Init torch distributed ends. mem usage=X GB" lines, which measure
 exactly this step (0.00 GB at TP 1), in public startup logs:
 
-* NVLink (NVSwitch boards), plain TP: 1.13 GB (TP 4, sgl-project/sglang#10407), 1.25 GB (H100 HGX,
-  TP 8, 0.5.2), 1.77-2.01 GB (141 GB-class GPUs, TP 8, sgl-project/sglang#11716): the median, 1.25.
+* NVLink (NVSwitch boards), plain TP: 1.13 GB (TP 4, 94 GB-class GPUs, sgl-project/sglang#10407),
+  1.25 GB (H100 HGX, TP 8, SGLang 0.5.2, a Grok-2 deployment write-up), 1.77-2.01 GB (141 GB-class
+  GPUs, TP 8, sgl-project/sglang#11716): the median, 1.25.
   DP-attention runs take more (1.81-2.50 GB, sgl-project/sglang#6017 and #5390) and are not
   distinguished here (``--enable-dp-attention`` is named as not modelled).
 * Two GPUs over PCIe, where both engines' custom all-reduce still runs (``custom_all_reduce.py``
