@@ -42,7 +42,7 @@ from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, re
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
-from pytest_gpulayout.memory.communicators import communicator_gib, tp_link
+from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
 from pytest_gpulayout.memory.pool import predict_replicas
 from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank
@@ -156,8 +156,11 @@ def _vllm_before_check(dep: Deployment, machine: Machine, placement: Placement,
     the CUDA context, and from 0.11 the communicators (largest over the replicas' TP groups)."""
     if counts_communicators_in_budget(version) or dep.tp * dep.pp == 1:
         return CONTEXT_RESERVE_GIB, "its CUDA context takes"
-    links = {tp_link(machine, placement.replica_gpus(d), dep.tp) for d in range(dep.dp)}
-    comm, link = max((communicator_gib(tp=dep.tp, world=dep.tp * dep.pp, link=k), k) for k in links)
+    def gib(link: TpLink) -> float:
+        return communicator_gib(tp=dep.tp, world=dep.tp * dep.pp, link=link)
+
+    link = max((tp_link(machine, placement.replica_gpus(d), dep.tp) for d in range(dep.dp)), key=gib)
+    comm = gib(link)
     return CONTEXT_RESERVE_GIB + comm, (f"its CUDA context and, measured after them from 0.11, its communicators "
                                         f"(~{comm:.2f} GiB per GPU, {link.value}) take")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from builders import dep, llama, machine
 
@@ -137,3 +139,12 @@ def test_vllm_free_check_counts_communicators_from_0_11_by_interconnect(version,
     assert f.status is status, f.message
     if status is Status.WARN:
         assert "communicators (~1.25 GiB per GPU, NVLink)" in f.message and "1.16 GiB to spare" in f.message
+
+
+def test_vllm_free_check_with_replicas_on_different_links_of_the_same_cost():
+    """DP 2 at TP 4: one replica over PCIe, the other across hosts. Both cost 0.16 GiB of
+    communicators; the margin takes that once (it used to raise comparing the two link kinds)."""
+    m = machine(8, link="PHB")
+    m = replace(m, gpus=tuple(replace(g, host="a" if g.index < 6 else "b") for g in m.gpus))
+    f = check_balance(dep(tp=4, dp=2, memory_fraction=0.9, engine_version="0.33.0"), m, llama())
+    assert f.status is Status.PASS, f.message
