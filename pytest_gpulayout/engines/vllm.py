@@ -67,7 +67,6 @@ def counts_communicators_in_budget(version: Version) -> bool:
 #: Triton kernel (``apply_top_k_top_p_triton``) that needs no sort.
 FLASHINFER_SAMPLER_OPT_IN_SINCE = Version("0.12")
 TRITON_TOP_K_TOP_P_SINCE = Version("0.17")
-FLASHINFER_SAMPLER_DEFAULT_SINCE = Version("0.21")
 FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
 
 

@@ -13,7 +13,6 @@ from pytest_gpulayout.engines.vllm import (
     counts_communicators_in_budget,
     counts_other_tenants,
     samples_on_driver_only,
-    warmup_sorts_logits,
 )
 from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.machine.facts import GIB
@@ -105,7 +104,7 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
                              max_num_seqs: int | None = None, dp: int = 1,
                              enable_expert_parallel: bool = False,
                              max_model_len: int | None = None, samples: bool = True,
-                             link: TpLink = TpLink.UNKNOWN, sampler_sorts: bool | None = None) -> tuple[int, str]:
+                             link: TpLink, sampler_sorts: bool) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
@@ -121,8 +120,7 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
 
     ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
     does (``engines/vllm.samples_on_driver_only``); the other ranks reserve the forward peak alone.
-    ``sampler_sorts``: whether the warm-up takes the PyTorch sort (``engines/vllm.warmup_sorts_logits``;
-    ``None``: as on a host without FlashInfer and without ``VLLM_USE_FLASHINFER_SAMPLER``).
+    ``sampler_sorts``: whether the warm-up takes the PyTorch sort (``engines/vllm.warmup_sorts_logits``).
 
     with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
     weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
@@ -155,12 +153,10 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
         ffn = -(-model.intermediate_size // tp)
     forward = tokens * 2 * (3 * h + max(3 * ffn, 2 * q + kv))
     v0 = samples_on_driver_only(v)
-    sorts = (warmup_sorts_logits(v, env={}, flashinfer_installed=False) if sampler_sorts is None
-             else sampler_sorts)
     # V1 warms up min(max_num_seqs, max_num_batched_tokens) requests (0.10.1 ``_dummy_run``:
     # ``num_reqs = min(num_tokens, max_num_reqs)``); V0 profiles max_num_seqs sequences
     rows = seqs if v0 else min(seqs, tokens)
-    sampler = (rows * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sorts else SAMPLER_BYTES_PER_LOGIT)
+    sampler = (rows * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sampler_sorts else SAMPLER_BYTES_PER_LOGIT)
                if samples or not v0 else 0)
     base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
     non_torch = base
@@ -171,7 +167,8 @@ def activation_reserve_bytes(model: ModelSpec, *, engine: str, version: Version 
     total = max(forward, sampler) + (non_torch + graphs) * GIB
     peak = ("forward" if forward >= sampler else
             "the V0 sampler's top-k sort" if v0 else
-            f"the sampler warm-up's top-k/top-p sort (PyTorch; {_sort_fix(v)})" if sorts else "the sampler warm-up")
+            f"the sampler warm-up's top-k/top-p sort (PyTorch; {_sort_fix(v)})" if sampler_sorts else
+            "the sampler warm-up")
     why = (f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB, {peak} (max_num_batched_tokens {tokens}, "
            f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB"
            + (f" + CUDA graphs {graphs:.2f} GiB" if graphs else ""))
