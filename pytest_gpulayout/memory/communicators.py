@@ -34,7 +34,8 @@ an unknown interconnect must not promise memory the engine will not have.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 from enum import Enum
 
 from pytest_gpulayout.machine.facts import Machine, is_nvlink
@@ -56,18 +57,16 @@ class TpLink(Enum):
     UNKNOWN = "unknown links"
 
 
-def tp_link(machine: Machine, gpus: Sequence[int], tp: int) -> TpLink:
-    """The slowest interconnect class inside any TP group of ``gpus`` (in rank order: each
-    consecutive ``tp`` GPUs form one group): ``NETWORK`` where a group spans hosts, else ``PCIE``
-    where one pair is not NVLink, else ``UNKNOWN`` where a pair's link is not given."""
+def tp_link(machine: Machine, groups: Iterable[Sequence[int]]) -> TpLink:
+    """The slowest interconnect class inside any of the TP ``groups`` (a replica's stages,
+    ``Placement.replicas[d]``): ``NETWORK`` where a group spans hosts, else ``PCIE`` where one pair
+    is not NVLink, else ``UNKNOWN`` where a pair's link is not given."""
     seen: set[TpLink] = set()
-    for start in range(0, len(gpus), max(1, tp)):
-        group = gpus[start:start + tp]
-        for a in range(len(group)):
-            for b in range(a + 1, len(group)):
-                kind = machine.effective_link(group[a], group[b])
-                seen.add(TpLink.UNKNOWN if kind is None else TpLink.NETWORK if kind == "NET"
-                         else TpLink.NVLINK if is_nvlink(kind) else TpLink.PCIE)
+    for group in groups:
+        for a, b in itertools.combinations(group, 2):
+            kind = machine.effective_link(a, b)
+            seen.add(TpLink.UNKNOWN if kind is None else TpLink.NETWORK if kind == "NET"
+                     else TpLink.NVLINK if is_nvlink(kind) else TpLink.PCIE)
     for worst in (TpLink.NETWORK, TpLink.PCIE, TpLink.UNKNOWN, TpLink.NVLINK):
         if worst in seen:
             return worst

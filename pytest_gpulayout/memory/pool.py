@@ -443,7 +443,7 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: 
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
             host_min_total_mib=host_min_total_mib(machine, placement.replica_gpus(d)), knobs=knobs,
-            link=tp_link(machine, placement.replica_gpus(d), dep.tp),
+            link=tp_link(machine, placement.replicas[d]),
         )
         for d in range(dep.dp)
     ]

@@ -156,10 +156,11 @@ def _vllm_before_check(dep: Deployment, machine: Machine, placement: Placement,
     the CUDA context, and from 0.11 the communicators (largest over the replicas' TP groups)."""
     if counts_communicators_in_budget(version) or dep.tp * dep.pp == 1:
         return CONTEXT_RESERVE_GIB, "its CUDA context takes"
+
     def gib(link: TpLink) -> float:
         return communicator_gib(tp=dep.tp, world=dep.tp * dep.pp, link=link)
 
-    link = max((tp_link(machine, placement.replica_gpus(d), dep.tp) for d in range(dep.dp)), key=gib)
+    link = max((tp_link(machine, replica) for replica in placement.replicas), key=gib)
     comm = gib(link)
     return CONTEXT_RESERVE_GIB + comm, (f"its CUDA context and, measured after them from 0.11, its communicators "
                                         f"(~{comm:.2f} GiB per GPU, {link.value}) take")

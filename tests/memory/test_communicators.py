@@ -28,18 +28,18 @@ def h100s(n: int, link: str | None) -> Machine:
     return m if link else replace(m, links={})
 
 
-@pytest.mark.parametrize(("m", "gpus", "tp", "want"), [
-    (machine(4, link="NV18"), [0, 1, 2, 3], 4, TpLink.NVLINK),
-    (machine(4, link="PHB"), [0, 1, 2, 3], 4, TpLink.PCIE),
+@pytest.mark.parametrize(("m", "groups", "want"), [
+    (machine(4, link="NV18"), [[0, 1, 2, 3]], TpLink.NVLINK),
+    (machine(4, link="PHB"), [[0, 1, 2, 3]], TpLink.PCIE),
     # one PCIe pair in a group is what NCCL's ring runs at
-    (machine(4, link="NV4", links={(1, 2): "SYS"}), [0, 1, 2, 3], 4, TpLink.PCIE),
+    (machine(4, link="NV4", links={(1, 2): "SYS"}), [[0, 1, 2, 3]], TpLink.PCIE),
     # TP 2 x PP 2: the PCIe pair (1, 2) joins the stages, not a TP group
-    (machine(4, link="NV4", links={(1, 2): "SYS"}), [0, 1, 2, 3], 2, TpLink.NVLINK),
-    (h100s(2, None), [0, 1], 2, TpLink.UNKNOWN),
-    (cluster(2), [6, 7, 8, 9], 4, TpLink.NETWORK),
+    (machine(4, link="NV4", links={(1, 2): "SYS"}), [[0, 1], [2, 3]], TpLink.NVLINK),
+    (h100s(2, None), [[0, 1]], TpLink.UNKNOWN),
+    (cluster(2), [[6, 7, 8, 9]], TpLink.NETWORK),
 ])
-def test_tp_link_is_the_slowest_class_inside_any_tp_group(m, gpus, tp, want):
-    assert tp_link(m, gpus, tp) is want
+def test_tp_link_is_the_slowest_class_inside_any_tp_group(m, groups, want):
+    assert tp_link(m, groups) is want
 
 
 def test_figures_by_class():
