@@ -72,7 +72,7 @@ from pytest_gpulayout.launch.gpu_locks import HeldLocks, acquire, default_lock_d
 from pytest_gpulayout.launch.logparse import LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
 from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
-from pytest_gpulayout.launch.watchdog import cgroup_procs, shm_names
+from pytest_gpulayout.launch.watchdog import ShmListing, cgroup_procs, shm_listing, shm_names, shm_to_remove
 
 __all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_locks", "launch", "pid_alive",
            "process_table"]
@@ -408,6 +408,7 @@ class _Launch:
         self.tmpdir = ""
         self.cgroup = ""
         self.shm_sent: set[str] = set()
+        self.shm_before: ShmListing | None = None  # /dev/shm before the launch, for the fallback clean-up
         # interrupts (set from the signal handler)
         self.interrupted: int | None = None
         self.escalate = False
@@ -626,6 +627,7 @@ class _Launch:
         ctl_r, self.ctl = os.pipe()
         self.status_fd, st_w = os.pipe()
         keep = ",".join(str(fd) for fd in self.locks.fds)
+        self.shm_before = shm_listing()
         cmd = [sys.executable, "-I", "-S", WATCHDOG, "--control", str(ctl_r), "--status", str(st_w),
                "--cgroup", self.cgroup, "--tmpdir", self.tmpdir, "--keep", keep, "--", *self.argv]
         try:
@@ -873,7 +875,7 @@ class _Launch:
                 tree.signal(signal.SIGKILL)
                 time.sleep(0.1)
             if not [p for p in tree.alive() if p != dog_pid] and not (self.cgroup and cgroup_procs(self.cgroup)):
-                for name in self.shm_sent:
+                for name in shm_to_remove(self.shm_sent, self.shm_before, set(tree.alive())):
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join("/dev/shm", name))
                 self._cleanup_self()

@@ -13,12 +13,18 @@ and the watchdog starts the engine. Why a process of its own:
   When it closes (a normal end, a crash, SIGKILL by the OOM killer or a CI timeout), the watchdog
   stops the tree, cleans up after it and exits. The GPU lock files are passed to it too, so the lock
   is held until the tree is really gone and the next launch cannot start beside an orphan.
-- **What the tree made is removed.** Before the final SIGKILL the tree is frozen (SIGSTOP) and the
-  ``/dev/shm`` names each process maps or holds open are read from ``/proc/<pid>/maps`` and
-  ``/proc/<pid>/fd``; once the tree is gone they are unlinked (vLLM's multiprocessing resource
-  tracker, which would unlink its ``psm_*`` segments and ``sem.mp-*`` semaphores, dies with the
-  tree). The launch's private ``TMPDIR`` (vLLM puts its ZMQ IPC sockets and ``vllm_dist_*`` files
-  there: ``vllm/utils/network_utils.py get_open_zmq_ipc_path``, ``vllm/v1/executor``) is removed.
+- **What the tree made is removed, and nothing else.** ``/dev/shm`` is listed (name, device, inode)
+  before the engine starts. Before the final SIGKILL the tree is frozen (SIGSTOP) and the names each
+  process maps or holds open are read from ``/proc/<pid>/maps`` and ``/proc/<pid>/fd``; once the tree
+  is gone, a name is unlinked only when it appeared during the launch (not in the listing, or another
+  file under the same name), is a plain file owned by the user the engine ran as, no live process
+  outside the tree maps or holds it, and the tree used it or it carries a name the engines' own
+  libraries create (``ENGINE_SHM_PREFIXES``: multiprocessing's ``psm_*`` segments and ``sem.mp-*``
+  semaphores, whose resource tracker dies with the tree; NCCL's ``nccl-*``; torch's ``torch_*``), so
+  a segment it created and closed without mapping goes too. A model kept in ``/dev/shm`` for speed,
+  or another user's segment, was there before the launch and stays. The launch's private ``TMPDIR``
+  (vLLM puts its ZMQ IPC sockets and ``vllm_dist_*`` files there:
+  ``vllm/utils/network_utils.py get_open_zmq_ipc_path``, ``vllm/v1/executor``) is removed.
 - **The engine starts clean.** SIGINT, SIGTERM, SIGHUP and SIGPIPE at their defaults and no signal
   blocked, whatever the launcher inherited (a job started with ``&`` ignores SIGINT, and vLLM's
   API server would then ignore the Ctrl-C it is stopped with); stdin is ``/dev/null``.
@@ -41,6 +47,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -49,6 +56,13 @@ from collections.abc import Iterable
 PR_SET_CHILD_SUBREAPER = 36
 SHM_DIR = "/dev/shm"
 KILL_WAIT_S = 10.0
+#: names the engines' libraries give what they create in ``/dev/shm``: Python multiprocessing's
+#: ``SharedMemory`` (``psm_``, ``wnsm_``) and semaphores (``sem.mp-``, ``sem.loky-``), NCCL's SHM transport
+#: (``nccl-``), torch's shared-memory manager (``torch_``)
+ENGINE_SHM_PREFIXES = ("psm_", "wnsm_", "sem.mp-", "sem.loky-", "nccl-", "torch_")
+
+#: what ``/dev/shm`` held: name -> (device, inode)
+ShmListing = dict[str, tuple[int, int]]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -125,6 +139,67 @@ def shm_names(pid: int) -> set[str]:
     return names
 
 
+def shm_listing() -> ShmListing | None:
+    """Every name in ``/dev/shm`` now, with the file it names (device, inode); None when it cannot be
+    listed (then nothing is ever removed: what was there before is unknown)."""
+    out: ShmListing = {}
+    try:
+        entries = list(os.scandir(SHM_DIR))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        out[entry.name] = (st.st_dev, st.st_ino)
+    return out
+
+
+def _held_elsewhere(names: set[str], tree: set[int]) -> set[str]:
+    """Those of ``names`` that a live process outside ``tree`` (and other than this one) maps or holds."""
+    held: set[str] = set()
+    me = os.getpid()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return held
+    for pid in pids:
+        if pid in tree or pid == me:
+            continue
+        held |= shm_names(pid) & names
+        if held == names:
+            break
+    return held
+
+
+def shm_to_remove(used: set[str], before: ShmListing | None, tree: set[int]) -> list[str]:
+    """The ``/dev/shm`` names this launch may unlink once its tree is gone (see the module docstring).
+
+    ``used``: names the tree was seen to map or hold; ``before``: the listing taken before the engine
+    started; ``tree``: the tree's pids (excluded from the "used elsewhere" look).
+    """
+    now = shm_listing()
+    if before is None or now is None:
+        return []
+    uid = os.geteuid()
+    candidates: set[str] = set()
+    for name, ident in now.items():
+        if before.get(name) == ident:
+            continue  # there before the launch: never ours to remove
+        if name not in used and not name.startswith(ENGINE_SHM_PREFIXES):
+            continue
+        try:
+            st = os.lstat(os.path.join(SHM_DIR, name))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == uid and (st.st_dev, st.st_ino) == ident:
+            candidates.add(name)
+    if candidates:
+        candidates -= _held_elsewhere(candidates, tree)
+    return sorted(candidates)
+
+
 def cgroup_procs(path: str) -> list[int]:
     try:
         with open(os.path.join(path, "cgroup.procs")) as f:
@@ -147,6 +222,7 @@ class Watchdog:
         self.exit_reported = False
         self.empty_reported = False
         self.shm: set[str] = set()
+        self.shm_before: ShmListing | None = None  # taken just before the engine starts
         self.buf = b""
         self.stop_requested = ""
 
@@ -189,6 +265,7 @@ class Watchdog:
 
     def spawn(self, argv: list[str]) -> bool:
         cgroup = self.cgroup
+        self.shm_before = shm_listing()  # what the engine finds there is not its to remove
 
         def child_setup() -> None:  # runs in the engine's process between fork and exec (no threads here)
             os.setpgid(0, 0)  # its own group: one killpg reaches it, and never the watchdog
@@ -262,8 +339,8 @@ class Watchdog:
     def finish(self) -> None:
         """Freeze the tree, read what it maps, SIGKILL it, wait until it is gone, remove what it made."""
         killed: list[int] = []
+        seen: set[int] = set()
         if not self.reap():
-            seen: set[int] = set()
             for _ in range(20):  # until no new process appears between two looks
                 new = [p for p in self.tree() if p not in seen]
                 if not new:
@@ -287,7 +364,7 @@ class Watchdog:
         leftover = self.tree()
         cleaned: list[str] = []
         if not leftover:
-            for name in sorted(self.shm):
+            for name in shm_to_remove(self.shm, self.shm_before, seen):
                 path = os.path.join(SHM_DIR, name)
                 try:
                     os.unlink(path)

@@ -18,6 +18,10 @@ Modes (``--fake-mode``, comma separated):
   shm            create and map ``/dev/shm/psm_fake_<pid>`` and ``sem.mp-fake-<pid>`` (like vLLM's
                  multiprocessing resource tracker); only a graceful stop unlinks them (names in
                  ``<pid-dir>/shm.json``)
+  shm-closed     create ``/dev/shm/psm_fake_closed_<pid>`` and close it without mapping it (also in
+                 ``shm.json``): a segment the tree made and no longer uses
+  use-shm        map the existing ``/dev/shm/<--fake-use-shm>`` read-only (a model kept in ``/dev/shm``
+                 for speed): used by the engine, not made by it
   slow-stop      on the stop signal, take ``--fake-stop-s`` seconds to shut down (printing as it goes)
   ray-workers    like vLLM on Ray: join the cluster at ``RAY_ADDRESS`` and start one actor pinned to each
                  alive node (``ray-worker-<pid>.pid``); they end with this process, as a job's actors do
@@ -33,6 +37,7 @@ them are gone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -114,16 +119,20 @@ def _daemonize(pid_dir: str) -> None:
     os.waitpid(middle, 0)
 
 
-def _make_shm(pid_dir: str) -> list[str]:
+def _make_shm(pid_dir: str, modes: set[str]) -> list[str]:
     import mmap
 
-    names = [f"psm_fake_{os.getpid()}", f"sem.mp-fake-{os.getpid()}"]
+    names = [f"psm_fake_{os.getpid()}", f"sem.mp-fake-{os.getpid()}"] if "shm" in modes else []
     keep = []
     for name in names:
         fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(fd, 1 << 20)
         keep.append(mmap.mmap(fd, 1 << 20))
         os.close(fd)
+    if "shm-closed" in modes:
+        name = f"psm_fake_closed_{os.getpid()}"
+        os.close(os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        names.append(name)
     _SHM_KEEP.extend(keep)
     if pid_dir:
         _write_whole(pid_dir, "shm.json", json.dumps(names))
@@ -131,6 +140,14 @@ def _make_shm(pid_dir: str) -> list[str]:
 
 
 _SHM_KEEP: list[object] = []
+
+
+def _use_shm(name: str) -> None:
+    import mmap
+
+    fd = os.open(f"/dev/shm/{name}", os.O_RDONLY)
+    _SHM_KEEP.append(mmap.mmap(fd, 0, prot=mmap.PROT_READ))
+    _SHM_KEEP.append(fd)  # held open too, as llama.cpp holds its model file
 
 
 def _rendezvous(pid_dir: str, nnodes: int) -> None:
@@ -171,7 +188,8 @@ def _ray_workers(pid_dir: str, detached: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
-    for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb", "stop-s"):
+    for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb", "stop-s",
+                 "use-shm"):
         parser.add_argument(f"--fake-{name}", dest=name.replace("-", "_"))
     ns, rest = parser.parse_known_args()
     log = _opt(ns, "log", "")
@@ -197,7 +215,9 @@ def main() -> None:
         first_kv = next((i for i, ln in enumerate(startup) if KV_RE.search(ln)), len(startup))
         startup, shutdown = startup[:first_kv], []
 
-    shm = _make_shm(pid_dir) if "shm" in modes else []
+    shm = _make_shm(pid_dir, modes)
+    if "use-shm" in modes:
+        _use_shm(_opt(ns, "use_shm", ""))
 
     def shut_down(why: str) -> None:
         print(f"fake engine: {why}", flush=True)
@@ -209,7 +229,8 @@ def main() -> None:
         for ln in shutdown:
             print(ln)
         for name in shm:  # what the resource tracker does at a clean exit
-            os.unlink(f"/dev/shm/{name}")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"/dev/shm/{name}")
         print("fake engine: stopped", flush=True)
         sys.stdout.flush()
         os._exit(0)

@@ -162,6 +162,68 @@ def test_a_stop_longer_than_the_grace_warns_and_leaves_no_shm(fake: Fake, fresh_
     assert before.leaks() == []
 
 
+# ------------------------------------------------------------------------------------------------
+# Fault run, item 1: cleanup deleted a user's file in /dev/shm that the engine only used (a GGUF model
+# kept there for speed), and kept a segment the tree made and closed without mapping
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def users_file() -> Iterator[Path]:
+    path = Path("/dev/shm") / f"gpulayout-test-model-{os.getpid()}-{time.monotonic_ns()}.gguf"
+    path.write_bytes(b"GGUF" + b"\0" * 4092)
+    yield path
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+@pytest.mark.parametrize("stop", ["graceful", "kill"])
+def test_a_file_the_engine_only_uses_in_dev_shm_survives_and_what_it_made_goes(
+        fake: Fake, users_file: Path, stop: str, fresh_grace: None) -> None:
+    before = fake.snapshot()
+    # the graceful stop lasts long enough for the launcher to read the tree's maps (every second)
+    mode = "replay,shm,shm-closed,use-shm," + ("ignore-term" if stop == "kill" else "slow-stop")
+    result = fake.run(fake.argv(mode, scale=0.01, use_shm=users_file.name, stop_s=1.5), stop_when="ready",
+                      grace_s=1 if stop == "kill" else 5)
+    made = fake.shm()
+    assert len(made) == 3, f"the fake did not make its segments: {made}"
+    assert result.escalated is (stop == "kill")
+    assert users_file.is_file(), "the launch deleted a file that was in /dev/shm before it"
+    assert users_file.read_bytes()[:4] == b"GGUF"
+    assert f"/dev/shm/{users_file.name}" not in result.cleaned
+    if stop == "kill":   # no clean exit: the watchdog removes what the tree made, mapped or not
+        assert sorted(result.cleaned) == sorted(f"/dev/shm/{n}" for n in made)
+    assert not [n for n in made if (Path("/dev/shm") / n).exists()], "a segment the tree made stayed behind"
+    assert before.leaks() == []
+
+
+def test_a_segment_made_before_the_launch_under_an_engine_name_is_not_removed(fake: Fake) -> None:
+    # another program's multiprocessing segment, there before the launch: the name alone is no licence
+    theirs = Path("/dev/shm") / f"psm_not_the_engines_{os.getpid()}"
+    theirs.write_bytes(b"x")
+    try:
+        result = fake.run(fake.argv("replay,shm,ignore-term", scale=0.01), stop_when="ready", grace_s=0.5)
+        assert theirs.exists()
+        assert str(theirs) not in result.cleaned
+    finally:
+        theirs.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file another user owns")
+def test_as_root_a_segment_of_another_user_made_during_the_launch_is_not_removed(fake: Fake) -> None:
+    from pytest_gpulayout.launch.watchdog import shm_listing, shm_to_remove
+
+    before = shm_listing()
+    theirs = Path("/dev/shm") / f"psm_other_user_{os.getpid()}"
+    theirs.write_bytes(b"x")
+    os.chown(theirs, 65534, 65534)
+    try:
+        assert theirs.name not in shm_to_remove({theirs.name}, before, set())
+        os.chown(theirs, 0, 0)   # the same file, ours: removable
+        assert theirs.name in shm_to_remove({theirs.name}, before, set())
+        assert shm_to_remove({theirs.name}, None, set()) == []   # no listing before: nothing at all
+    finally:
+        theirs.unlink(missing_ok=True)
+
+
 def test_the_grace_grows_with_the_stops_it_measured(fake: Fake, fresh_grace: None) -> None:
     # first stop: 1.2 s of shutdown against 1 s of grace -> SIGKILL; the next one waits longer and is clean
     first = fake.run(fake.argv("replay,slow-stop", scale=0.01, stop_s=1.2), grace_s=1, stop_when="ready")
