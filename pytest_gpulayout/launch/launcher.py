@@ -778,6 +778,10 @@ class _Launch:
             + (", then SIGKILL" if escalated else ""))
         cleaned = len((self.final or {}).get("cleaned", ()))
         left = f"; LEFT RUNNING: {leftovers}" if leftovers else ""
+        unattributed = (self.final or {}).get("unattributed") or []
+        if unattributed:  # new, unheld, engine-named: perhaps the engine's, perhaps a neighbour's
+            left += (f"; left in place (appeared during the launch, held by no process, but not seen used "
+                     f"by the engine): {', '.join(unattributed)}")
         self._write_all(f"[gpulayout: launch ended: {why}; stop: {how}; tree gone {teardown_s:.1f} s later; "
                         f"cleaned {cleaned} item(s){left}]\n".encode())
 
@@ -875,7 +879,7 @@ class _Launch:
                 tree.signal(signal.SIGKILL)
                 time.sleep(0.1)
             if not [p for p in tree.alive() if p != dog_pid] and not (self.cgroup and cgroup_procs(self.cgroup)):
-                for name in shm_to_remove(self.shm_sent, self.shm_before, set(tree.alive())):
+                for name in shm_to_remove(self.shm_sent, self.shm_before, set(tree.alive()))[0]:
                     with contextlib.suppress(OSError):
                         os.unlink(os.path.join("/dev/shm", name))
                 self._cleanup_self()

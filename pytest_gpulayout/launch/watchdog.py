@@ -15,16 +15,19 @@ and the watchdog starts the engine. Why a process of its own:
   is held until the tree is really gone and the next launch cannot start beside an orphan.
 - **What the tree made is removed, and nothing else.** ``/dev/shm`` is listed (name, device, inode)
   before the engine starts. Before the final SIGKILL the tree is frozen (SIGSTOP) and the names each
-  process maps or holds open are read from ``/proc/<pid>/maps`` and ``/proc/<pid>/fd``; once the tree
-  is gone, a name is unlinked only when it appeared during the launch (not in the listing, or another
-  file under the same name), is a plain file owned by the user the engine ran as, no live process
-  outside the tree maps or holds it, and the tree used it or it carries a name the engines' own
-  libraries create (``ENGINE_SHM_PREFIXES``: multiprocessing's ``psm_*`` segments and ``sem.mp-*``
-  semaphores, whose resource tracker dies with the tree; NCCL's ``nccl-*``; torch's ``torch_*``), so
-  a segment it created and closed without mapping goes too. A model kept in ``/dev/shm`` for speed,
-  or another user's segment, was there before the launch and stays. The launch's private ``TMPDIR``
-  (vLLM puts its ZMQ IPC sockets and ``vllm_dist_*`` files there:
-  ``vllm/utils/network_utils.py get_open_zmq_ipc_path``, ``vllm/v1/executor``) is removed.
+  process maps or holds open are read from ``/proc/<pid>/maps`` and ``/proc/<pid>/fd`` (the launcher
+  reads them every second too); once the tree is gone, a name is unlinked only when the tree used it,
+  it appeared during the launch (not in the listing, or another file under the same name), it is a
+  plain file owned by the user the engine ran as, and no live process outside the tree maps or holds
+  it (vLLM's multiprocessing resource tracker, which would unlink its ``psm_*`` segments and
+  ``sem.mp-*`` semaphores, dies with the tree). A model kept in ``/dev/shm`` for speed, or another
+  user's segment, was there before the launch and stays. A new segment under a name the engines'
+  libraries give (``ENGINE_SHM_PREFIXES``) that nobody holds is reported as ``unattributed``, not
+  removed: /dev/shm does not say who created a file, and a concurrent launch or another program of the
+  same user creates the same names (measured: two launches side by side removed each other's
+  segments when the name was taken as proof). The launch's private ``TMPDIR`` (vLLM puts its ZMQ IPC
+  sockets and ``vllm_dist_*`` files there: ``vllm/utils/network_utils.py get_open_zmq_ipc_path``,
+  ``vllm/v1/executor``) is removed.
 - **The engine starts clean.** SIGINT, SIGTERM, SIGHUP and SIGPIPE at their defaults and no signal
   blocked, whatever the launcher inherited (a job started with ``&`` ignores SIGINT, and vLLM's
   API server would then ignore the Ctrl-C it is stopped with); stdin is ``/dev/null``.
@@ -34,7 +37,8 @@ whole tree), ``shm NAME`` (a ``/dev/shm`` name the launcher saw mapped), ``kill`
 report, exit; end of file means the same). Status pipe (watchdog to launcher), one JSON object per
 line: ``{"spawned": pid, "cgroup": bool}`` or ``{"spawn_error": errno, "message": ...}``, then
 ``{"exit": returncode}`` when the engine's main process ends, ``{"empty": true}`` when the whole
-tree is gone, and last ``{"final": ..., "killed": [...], "cleaned": [...], "leftover": [...]}``.
+tree is gone, and last ``{"final": ..., "killed": [...], "cleaned": [...], "leftover": [...],
+"unattributed": [...]}``.
 """
 
 from __future__ import annotations
@@ -173,15 +177,16 @@ def _held_elsewhere(names: set[str], tree: set[int]) -> set[str]:
     return held
 
 
-def shm_to_remove(used: set[str], before: ShmListing | None, tree: set[int]) -> list[str]:
-    """The ``/dev/shm`` names this launch may unlink once its tree is gone (see the module docstring).
+def shm_to_remove(used: set[str], before: ShmListing | None, tree: set[int]) -> tuple[list[str], list[str]]:
+    """``(removable, unattributed)``: the ``/dev/shm`` names this launch may unlink once its tree is
+    gone, and the new engine-named ones nobody holds that it leaves (see the module docstring).
 
     ``used``: names the tree was seen to map or hold; ``before``: the listing taken before the engine
     started; ``tree``: the tree's pids (excluded from the "used elsewhere" look).
     """
     now = shm_listing()
     if before is None or now is None:
-        return []
+        return [], []
     uid = os.geteuid()
     candidates: set[str] = set()
     for name, ident in now.items():
@@ -197,7 +202,7 @@ def shm_to_remove(used: set[str], before: ShmListing | None, tree: set[int]) -> 
             candidates.add(name)
     if candidates:
         candidates -= _held_elsewhere(candidates, tree)
-    return sorted(candidates)
+    return sorted(candidates & used), sorted(candidates - used)
 
 
 def cgroup_procs(path: str) -> list[int]:
@@ -363,8 +368,10 @@ class Watchdog:
                 time.sleep(0.01)
         leftover = self.tree()
         cleaned: list[str] = []
+        unattributed: list[str] = []
         if not leftover:
-            for name in shm_to_remove(self.shm, self.shm_before, seen):
+            removable, unattributed = shm_to_remove(self.shm, self.shm_before, seen)
+            for name in removable:
                 path = os.path.join(SHM_DIR, name)
                 try:
                     os.unlink(path)
@@ -388,7 +395,8 @@ class Watchdog:
                         if err.errno != errno.EBUSY:
                             break
                         time.sleep(0.01)
-        self.send(final=self.stop_requested, killed=sorted(killed), cleaned=cleaned, leftover=leftover)
+        self.send(final=self.stop_requested, killed=sorted(killed), cleaned=cleaned, leftover=leftover,
+                  unattributed=[os.path.join(SHM_DIR, n) for n in unattributed])
         for fd in self.keep:  # the GPU locks: released only now that the tree is gone
             with contextlib.suppress(OSError):
                 os.close(fd)
