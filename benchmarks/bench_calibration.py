@@ -40,13 +40,13 @@ sys.path.insert(0, str(REPO))
 
 from packaging.version import Version  # noqa: E402
 
+from pytest_gpulayout.engines.vllm.kv_groups import vllm_kv_cache  # noqa: E402
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
 from pytest_gpulayout.memory.communicators import TpLink  # noqa: E402
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_layer_bytes_per_token  # noqa: E402
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
 from pytest_gpulayout.memory.stages import stage_ranges  # noqa: E402
-from pytest_gpulayout.memory.vllm_kv import vllm_kv_cache  # noqa: E402
 from pytest_gpulayout.model import catalog  # noqa: E402
 from pytest_gpulayout.model.config import spec_from_config  # noqa: E402
 from pytest_gpulayout.model.load import load_model  # noqa: E402

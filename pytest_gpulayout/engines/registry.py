@@ -1,26 +1,54 @@
-"""The serving engines, one module each behind ``base.Engine``; ``ENGINES`` is the registry."""
+"""Every engine by its manifest name: the one place that lists them.
+
+Only the edges import this module (the CLI verbs, the pytest plugin and session, the manifest reader
+that validates ``engine:``, and the resolver in ``subject.py`` that turns a deployment into its engine
+object once). Everything else asks the engine object it was handed. Adding an engine is one folder
+under ``engines/`` and one line here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from pytest_gpulayout.engines.base import Engine
-from pytest_gpulayout.engines.knobs import LaunchKnobs
-from pytest_gpulayout.engines.llamacpp import LLAMACPP
-from pytest_gpulayout.engines.sglang import SGLANG
-from pytest_gpulayout.engines.vllm import VLLM
+from packaging.version import Version
+
+from pytest_gpulayout.engine import Engine, LaunchKnobs, parse_version
+from pytest_gpulayout.engine import resolve_version as _resolve_version
+from pytest_gpulayout.engines.llamacpp.engine import LLAMACPP
+from pytest_gpulayout.engines.sglang.engine import SGLANG
+from pytest_gpulayout.engines.vllm.engine import VLLM
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST, Host
 
 #: Every engine by its manifest name, in the order they are documented.
 ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
+#: Newest releases whose source the rules were read from, by engine.
+LATEST_KNOWN: Mapping[str, str] = MappingProxyType({name: e.latest_known for name, e in ENGINES.items()})
+
+
+__all__ = ["ENGINES", "ENGINE_NAMES", "LATEST_KNOWN", "check_engine", "deployment_knobs", "get_engine",
+           "parse_version", "resolve_version"]
 
 
 def get_engine(name: str) -> Engine:
-    """The engine called ``name`` (case-insensitive); ``KeyError`` for others (callers name the key)."""
-    return ENGINES[name.lower()]
+    """The engine called ``name`` (case-insensitive); an ``InputError`` naming the key for any other."""
+    try:
+        return ENGINES[name.lower()]
+    except KeyError:
+        raise InputError(f"unknown engine {name!r} (expected one of: {', '.join(ENGINE_NAMES)})",
+                         key="engine") from None
 
 
+def check_engine(engine: str) -> str:
+    """The engine's manifest name, lower case; an ``InputError`` naming the key for any other."""
+    return get_engine(engine).name
+
+
+def resolve_version(engine: str, pinned: str | None, host: Host = BARE_HOST) -> tuple[Version, str]:
+    """``engine.resolve_version`` by the engine's name (for callers that hold only the name)."""
+    return _resolve_version(get_engine(engine), pinned, host)
 
 
 def deployment_knobs(engine: str, args: Sequence[str], launch_env: Mapping[str, str],
@@ -28,6 +56,3 @@ def deployment_knobs(engine: str, args: Sequence[str], launch_env: Mapping[str, 
     """What a deployment's ``launch.args`` and variables change for the checks: the engine inherits
     the host's environment with ``launch.env`` on top (``launch/argv.engine_env``)."""
     return get_engine(engine).knobs(args, {**host_env, **launch_env})
-
-
-__all__ = ["ENGINES", "ENGINE_NAMES", "Engine", "LaunchKnobs", "deployment_knobs", "get_engine"]

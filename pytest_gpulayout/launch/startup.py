@@ -89,7 +89,7 @@ def launch_deployment(
     of the engine survives outside its process tree (or another tenant arrived), and is reported.
     """
     if dep.engine == "llamacpp":  # its own argv, log lines and verdict (launch/llamacpp.py)
-        from pytest_gpulayout.launch.llamacpp import launch_llamacpp
+        from pytest_gpulayout.engines.llamacpp.launch import launch_llamacpp
 
         finding, res = launch_llamacpp(dep, model, machine=machine, log_path=_log_path(Path(log_dir), dep),
                                        grace_s=grace_s, progress=progress)

@@ -8,8 +8,8 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
 from pytest_gpulayout.inputs.values import Ctx, show
-from pytest_gpulayout.manifest import llamacpp as _llamacpp
 
 MANIFEST_NAME = "gpulayout.yaml"
 MANIFEST_VERSION = 1
@@ -124,7 +124,7 @@ TOP_ALIASES: dict[str, tuple[str, str]] = {
 # the engine run a different layout from the one the static checks judged.
 def _arg_owners() -> dict[str, str]:
     """Every engine's flag (and its aliases) for a manifest key, from the engine modules' ``Flags``."""
-    from pytest_gpulayout.engines import ENGINES
+    from pytest_gpulayout.engines.registry import ENGINES
 
     owners: dict[str, str] = {}
     for engine in ENGINES.values():

@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES, ENGINES, KV_CACHE_DTYPES, Deployment, Launch, Require
+from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import not_found
 from pytest_gpulayout.inputs.values import (
@@ -52,7 +53,6 @@ from pytest_gpulayout.inputs.values import (
 )
 from pytest_gpulayout.inputs.yaml import load_yaml
 from pytest_gpulayout.machine.facts import normalize_link
-from pytest_gpulayout.manifest import llamacpp as _llamacpp
 from pytest_gpulayout.manifest.keys import (
     ARG_LAUNCHER,
     ARG_OWNERS,
@@ -261,7 +261,7 @@ def stale_version_notes(deployments: Iterable[Deployment]) -> tuple[str, ...]:
     rules read from older sources may no longer hold. A warning, not an error: the version is real."""
     from packaging.version import InvalidVersion, Version
 
-    from pytest_gpulayout.engines.versions import LATEST_KNOWN
+    from pytest_gpulayout.engines.registry import LATEST_KNOWN
 
     def key(text: str) -> Version:  # llama.cpp's releases are build tags: b11434 -> 11434
         return Version(text[1:] if text[:1] in "bB" and text[1:].isdigit() else text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.versions import check_engine, parse_version, resolve_version
+from pytest_gpulayout.engines.registry import check_engine, parse_version, resolve_version
 
 
 class MemoryUnknown(ValueError):

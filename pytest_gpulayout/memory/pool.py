@@ -26,18 +26,19 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines import deployment_knobs
-from pytest_gpulayout.engines.knobs import LaunchKnobs
-from pytest_gpulayout.engines.versions import resolve_version
-from pytest_gpulayout.engines.vllm import (
+from pytest_gpulayout.engine import LaunchKnobs
+from pytest_gpulayout.engines.registry import deployment_knobs, resolve_version
+from pytest_gpulayout.engines.vllm.engine import (
     KV_CACHE_MEMORY_BYTES_SINCE,
     counts_other_tenants,
     oversubscribes_silently,
     samples_on_driver_only,
     warmup_sorts_logits,
 )
-from pytest_gpulayout.engines.vllm import block_size as vllm_block_size
-from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines.vllm.engine import block_size as vllm_block_size
+from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
+from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name
@@ -59,8 +60,6 @@ from pytest_gpulayout.memory.reserves import (
     default_memory_fraction,
 )
 from pytest_gpulayout.memory.stages import stage_ranges
-from pytest_gpulayout.memory.vllm_kv import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
-from pytest_gpulayout.memory.vllm_kv import describe as describe_vllm_cache
 from pytest_gpulayout.memory.weights import weight_bytes_by_stage
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import NO_KV, SLIDING, ModelSpec

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines import get_engine
-from pytest_gpulayout.engines.knobs import LaunchKnobs
-from pytest_gpulayout.engines.vllm import (
+from pytest_gpulayout.engine import LaunchKnobs
+from pytest_gpulayout.engines.registry import get_engine
+from pytest_gpulayout.engines.vllm.engine import (
     FLASHINFER_SAMPLER_ENV,
     FLASHINFER_SAMPLER_OPT_IN_SINCE,
     counts_communicators_in_budget,
     counts_other_tenants,
     samples_on_driver_only,
 )
-from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name, engine_version
 from pytest_gpulayout.memory.communicators import NVLINK_COMMUNICATOR_GIB, TpLink, over_nvlink

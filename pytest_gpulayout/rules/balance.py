@@ -31,9 +31,9 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines import sglang
-from pytest_gpulayout.engines.versions import resolve_version
-from pytest_gpulayout.engines.vllm import (
+from pytest_gpulayout.engines.registry import resolve_version
+from pytest_gpulayout.engines.sglang import engine as sglang
+from pytest_gpulayout.engines.vllm.engine import (
     FREE_MEMORY_CHECK_SINCE,
     counts_communicators_in_budget,
     oversubscribes_silently,

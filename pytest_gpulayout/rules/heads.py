@@ -27,8 +27,7 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines import deployment_knobs
-from pytest_gpulayout.engines.versions import resolve_version
+from pytest_gpulayout.engines.registry import deployment_knobs, resolve_version
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine

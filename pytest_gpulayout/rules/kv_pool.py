@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines import deployment_knobs
+from pytest_gpulayout.engines.registry import deployment_knobs
 from pytest_gpulayout.findings import (
     ABSENT,
     CODE_ONLY,

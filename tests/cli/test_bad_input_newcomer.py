@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_gpulayout.cli import main
-from pytest_gpulayout.engines.versions import LATEST_KNOWN
+from pytest_gpulayout.engines.registry import LATEST_KNOWN
 
 DATA = Path(__file__).parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,12 +10,12 @@ import pytest
 from packaging.version import Version
 
 from pytest_gpulayout import host as host_module
-from pytest_gpulayout.engines import versions as engines
-from pytest_gpulayout.engines.sglang import chunk_and_graph_defaults
-from pytest_gpulayout.engines.sglang import prefill_graph_sizes as sglang_prefill_graph_sizes
-from pytest_gpulayout.engines.versions import resolve_version
-from pytest_gpulayout.engines.vllm import gpu_memory_utilization as vllm_gpu_memory_utilization
-from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines import registry as engines
+from pytest_gpulayout.engines.registry import resolve_version
+from pytest_gpulayout.engines.sglang.engine import chunk_and_graph_defaults
+from pytest_gpulayout.engines.sglang.engine import prefill_graph_sizes as sglang_prefill_graph_sizes
+from pytest_gpulayout.engines.vllm.engine import gpu_memory_utilization as vllm_gpu_memory_utilization
+from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import Host, installed_version
 
@@ -40,7 +40,7 @@ def test_installed_version_from_metadata_with_the_cpu_build_as_fallback(monkeypa
 
 
 def test_resolving_a_version_never_imports_the_engine():
-    code = ("import sys; from pytest_gpulayout.engines.versions import resolve_version; "
+    code = ("import sys; from pytest_gpulayout.engines.registry import resolve_version; "
             "from pytest_gpulayout.host import Host; "
             "from pytest_gpulayout.memory import pool; "
             "resolve_version('vllm', None, Host.read()); resolve_version('sglang', None, Host.read()); "
@@ -97,7 +97,7 @@ def test_sglang_prefill_graph_sizes_stop_at_max_bs():
 def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     from packaging.version import Version
 
-    from pytest_gpulayout.engines.vllm import scheduler_defaults as vllm_scheduler_defaults
+    from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
 
     # V0 (before 0.8): chunked prefill off up to 32K, so the profile run batches max(max_model_len, 2048)
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=20000)[0] == 20000
@@ -123,7 +123,7 @@ def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     ("0.5.23", 0.684, 0.893),
 ])
 def test_sglang_default_fraction_by_release(version: str, l4_tp1: float, h200_tp8: float):
-    from pytest_gpulayout.engines.sglang import memory_defaults
+    from pytest_gpulayout.engines.sglang.engine import memory_defaults
 
     v = Version(version)
     assert memory_defaults(v, 23034, tp=1, pp=1).mem_fraction_static == pytest.approx(l4_tp1)
@@ -151,13 +151,13 @@ def test_sglang_sizes_its_default_from_the_smallest_gpu_on_the_host():
     ("0.5.23", {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"}, "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"),
 ])
 def test_sglang_balance_switch_by_release(version: str, env: dict[str, str], switch: str | None):
-    from pytest_gpulayout.engines.sglang import balance_switch
+    from pytest_gpulayout.engines.sglang.engine import balance_switch
 
     assert balance_switch(Version(version), env) == switch
 
 
 def test_vllm_mla_block_size_follows_the_backend_from_0_33():
-    from pytest_gpulayout.engines.vllm import block_size
+    from pytest_gpulayout.engines.vllm.engine import block_size
 
     # vllm 0.33 platforms/cuda.py: Hopper FLASH_ATTN_MLA (16; fp8 KV -> FlashMLA 64), Blackwell FlashInfer-MLA 32
     assert block_size(True, version=Version("0.33.0"), gpu_name="NVIDIA H200") == 16

@@ -13,11 +13,17 @@ import pytest
 from gguf_tiny import write_tiny_llama
 from real_engines import llama_server
 
-from pytest_gpulayout.engines.llamacpp import LlamaCppFlags, parse_llamacpp_log, parse_version_output
+from pytest_gpulayout.engines.llamacpp.engine import LlamaCppFlags, parse_llamacpp_log, parse_version_output
+from pytest_gpulayout.engines.llamacpp.memory import (
+    context_size,
+    fitting_split,
+    kv_total_bytes,
+    layer_devices,
+    plan_layout,
+)
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine.facts import Gpu, Machine
-from pytest_gpulayout.memory.llamacpp import context_size, fitting_split, kv_total_bytes, layer_devices, plan_layout
 from pytest_gpulayout.model.gguf import load_gguf
 
 HERE = Path(__file__).resolve().parents[1]
@@ -242,7 +248,7 @@ def test_older_kv_self_size_takes_cells_and_layers_from_the_kv_size_line():
 def test_compute_buffer_retry_without_pipeline_parallelism_is_not_an_error():
     """ggml-org/llama.cpp#26297: 51748.72 MiB fails on device 1, llama.cpp retries without pipeline
     parallelism and the server initializes its slots: no error, and the watcher does not stop."""
-    from pytest_gpulayout.engines.llamacpp import LlamaCppLogWatcher
+    from pytest_gpulayout.engines.llamacpp.engine import LlamaCppLogWatcher
     w = LlamaCppLogWatcher()
     for line in _paste("retry-no-pp-recovered-26297.log").splitlines():
         w.feed(line)
@@ -310,10 +316,10 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
 def test_what_a_topo_paste_cannot_show_is_never_a_pass(tmp_path: Path) -> None:
     # a pasted `nvidia-smi topo -m` has no memory and no processes: llama.cpp's default split (by free
     # memory) and the GPUs' tenants are unknown, so neither placement nor kv_pool may say "pass"
+    from pytest_gpulayout.engines.llamacpp.checks import check_kv_pool, check_placement
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import load_manifest
     from pytest_gpulayout.model.load import load_model
-    from pytest_gpulayout.rules.llamacpp import check_kv_pool, check_placement
 
     topo = (ROOT / "tests" / "data" / "topo" / "001.txt").read_text().split("---\n", 1)[1]
     (tmp_path / "topo.txt").write_text(topo)

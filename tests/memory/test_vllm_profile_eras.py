@@ -23,7 +23,7 @@ from builders import dep
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Launch
-from pytest_gpulayout.engines.vllm import (
+from pytest_gpulayout.engines.vllm.engine import (
     counts_other_tenants,
     oversubscribes_silently,
     samples_on_driver_only,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines.llamacpp import (
+from pytest_gpulayout.engines.llamacpp.engine import (
     CACHE_TYPES,
     FIT_TARGET_MIB,
     NO_TENSOR_SPLIT_ARCHS,
@@ -39,10 +39,10 @@ from pytest_gpulayout.engines.llamacpp import (
     build_number,
     format_split,
 )
+from pytest_gpulayout.engines.llamacpp.memory import Layout, fitting_split, plan_layout
 from pytest_gpulayout.findings import Finding, RawFacts, Status
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Machine, describe_link, is_nvlink, link_family, slowest
-from pytest_gpulayout.memory.llamacpp import Layout, fitting_split, plan_layout
 from pytest_gpulayout.model.gguf import GgufSpec
 from pytest_gpulayout.model.spec import ModelSpec
 
@@ -272,7 +272,7 @@ def check_links(dep: Deployment, machine: Machine, model: ModelSpec, host: Host 
 
 
 def _rpc_verdict(dep: Deployment, flags: LlamaCppFlags) -> tuple[str, Status]:
-    from pytest_gpulayout.manifest.llamacpp import is_loopback
+    from pytest_gpulayout.engines.llamacpp.manifest import is_loopback
 
     if not flags.rpc:
         return "", Status.PASS

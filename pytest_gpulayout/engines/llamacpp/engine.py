@@ -33,8 +33,7 @@ if TYPE_CHECKING:
 
     from pytest_gpulayout.model.spec import ModelSpec
 
-from pytest_gpulayout.engines.base import Flags, FractionDefault
-from pytest_gpulayout.engines.knobs import LaunchKnobs
+from pytest_gpulayout.engine import Flags, FractionDefault, LaunchKnobs
 from pytest_gpulayout.launch.logparse import NO_KV_MEMORY, OOM, OTHER_ERROR, ErrorKind, StartupLog
 
 ENGINE = "llamacpp"

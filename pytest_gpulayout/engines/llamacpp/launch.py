@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines.llamacpp import (
+from pytest_gpulayout.engines.llamacpp.engine import (
     NAME,
     LlamaCppFlags,
     LlamaCppLog,
@@ -70,8 +70,8 @@ def llamacpp_argv(dep: Deployment, port: int) -> list[str]:
 
 def predicted_kv_buffers(dep: Deployment, machine: Machine | None, model: ModelSpec) -> dict[str, int] | None:
     """KV bytes per llama.cpp buffer name (``CUDA<i>`` for the i-th GPU of the deployment, ``CPU``)."""
+    from pytest_gpulayout.engines.llamacpp.checks import layout_for
     from pytest_gpulayout.model.gguf import GgufSpec
-    from pytest_gpulayout.rules.llamacpp import layout_for
 
     if not isinstance(model, GgufSpec):
         return None

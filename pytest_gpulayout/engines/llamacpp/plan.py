@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment, Require
-from pytest_gpulayout.engines.llamacpp import FIT_TARGET_MIB, LlamaCppFlags, format_split
+from pytest_gpulayout.engines.llamacpp.checks import CHECKS
+from pytest_gpulayout.engines.llamacpp.engine import FIT_TARGET_MIB, LlamaCppFlags, format_split
+from pytest_gpulayout.engines.llamacpp.memory import fitting_split
 from pytest_gpulayout.findings import Finding, Status, worst
 from pytest_gpulayout.host import BARE_HOST
 from pytest_gpulayout.machine.facts import Machine
-from pytest_gpulayout.memory.llamacpp import fitting_split
 from pytest_gpulayout.model.gguf import GgufSpec
-from pytest_gpulayout.rules.llamacpp import CHECKS
 
 _MODE_ORDER = {"layer": 0, "tensor": 1, "row": 2, "none": 3}
 

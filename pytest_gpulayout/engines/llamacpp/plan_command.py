@@ -13,7 +13,7 @@ from pytest_gpulayout.model.spec import ModelSpec
 
 
 def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machine) -> int:
-    from pytest_gpulayout.planner.llamacpp import format_llamacpp_plan, plan_json, plan_llamacpp
+    from pytest_gpulayout.engines.llamacpp.plan import format_llamacpp_plan, plan_json, plan_llamacpp
 
     if not isinstance(model, GgufSpec):
         raise InputError("--engine llamacpp plans a .gguf model file", where=args.model, key="MODEL")

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.base import Flags, FractionDefault
-from pytest_gpulayout.engines.knobs import KnobFlag, LaunchKnobs, read_knobs
+from pytest_gpulayout.engine import Flags, FractionDefault, KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""llamacpp: everything the checks know about this engine; ``engine.py`` holds its ``Engine``."""

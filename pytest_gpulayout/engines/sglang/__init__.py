@@ -1,0 +1,1 @@
+"""sglang: everything the checks know about this engine; ``engine.py`` holds its ``Engine``."""

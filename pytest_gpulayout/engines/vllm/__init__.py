@@ -1,0 +1,1 @@
+"""vllm: everything the checks know about this engine; ``engine.py`` holds its ``Engine``."""

@@ -1,0 +1,259 @@
+"""The per-release engine facts shipped under ``pytest_gpulayout/engines/*/releases/*.json``, written by
+``tools/engine_facts.py`` from the released wheels.
+
+Offline tests check the shipped files' shape, their stable (reviewable) serialization and a few facts read from
+the wheels by hand. Network tests re-extract the facts from a freshly downloaded wheel and compare:
+
+* the SGLang 0.5.23 wheel (~40 MB) runs whenever PyPI answers, and is skipped when it does not;
+* the vLLM 0.33.0 wheel (~340 MB) is opt-in: set ``GPULAYOUT_NETWORK_TESTS=1``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RELEASES = {engine: REPO / "pytest_gpulayout" / "engines" / engine / "releases" for engine in ("vllm", "sglang")}
+TOOL = REPO / "tools" / "engine_facts.py"
+SHIPPED = sorted(path for folder in RELEASES.values() for path in folder.glob("*.json"))
+FULL_GROUPS = {
+    "vllm": {
+        "architectures",
+        "previously_supported",
+        "transformers_fallback",
+        "quantization",
+        "kernel_min_capabilities",
+        "attention_backends",
+        "capability_refusals",
+    },
+    "sglang": {
+        "architectures",
+        "quantization",
+        "kernel_min_capabilities",
+        "attention_backends",
+        "platform_probes",
+        "capability_refusals",
+    },
+}
+BASIC_GROUPS = {"vllm": {"architectures", "previously_supported", "transformers_fallback", "quantization"}}
+
+
+@cache
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("engine_facts", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("engine_facts", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
+def facts(engine: str, version: str) -> dict[str, Any]:
+    return json.loads((RELEASES[engine] / f"{version}.json").read_text(encoding="utf-8"))
+
+
+def test_releases_are_shipped() -> None:
+    names = {(p.parent.parent.name, p.stem) for p in SHIPPED}
+    assert {("vllm", "0.33.0"), ("vllm", "0.32.0"), ("sglang", "0.5.23")} <= names
+    for folder in RELEASES.values():
+        assert not (folder / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.parent.name}-{p.stem}")
+def test_shipped_file_shape(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    engine = path.parent.parent.name
+    assert data["engine"] == engine
+    assert data["version"] == path.stem
+    assert data["extracted_by"] == "tools/engine_facts.py"
+    assert data["wheel"]["filename"].startswith(f"{engine}-{path.stem}-") and data["wheel"]["filename"].endswith(".whl")
+    assert re.fullmatch(r"[0-9a-f]{64}", data["wheel"]["sha256"])
+    groups = set(data["groups"])
+    assert groups in (FULL_GROUPS[engine], BASIC_GROUPS.get(engine)), groups
+    assert groups <= set(data)
+    assert len(text) < 300 * 1024
+    # the file is exactly what the tool writes: sorted keys, so a re-run is a reviewable diff
+    assert tool().dump(data) == text
+    archs = data["architectures"]["by_arch"]
+    assert data["architectures"]["count"] == len(archs) > 100
+    for method, entry in data["quantization"]["by_method"].items():
+        assert entry.get("class") or entry.get("alternatives"), method
+
+
+def test_every_fact_names_its_wheel_file() -> None:
+    data = facts("vllm", "0.33.0")
+    assert data["architectures"]["file"] == "vllm/model_executor/models/registry.py"
+    assert data["quantization"]["file"] == "vllm/model_executor/layers/quantization/__init__.py"
+    for entry in data["quantization"]["by_method"].values():
+        assert entry.get("file") or all(a["file"] for a in entry["alternatives"])
+    for entry in data["attention_backends"]["backends"].values():
+        if "compute_capability" in entry and entry["compute_capability"]:
+            assert entry["compute_capability"]["file"].endswith(".py")
+    for entry in data["capability_refusals"]:
+        assert entry["file"].startswith("vllm/") and entry["template"]
+
+
+# -- vLLM 0.33.0 facts, checked against the wheel's sources by hand ------------------------------------------
+
+
+def test_vllm_033_architectures() -> None:
+    arch = facts("vllm", "0.33.0")["architectures"]
+    by_arch = arch["by_arch"]
+    for name in ("LlamaForCausalLM", "Qwen3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM"):
+        assert "_TEXT_GENERATION_MODELS" in by_arch[name]["registries"], name
+    assert by_arch["DeepseekV32ForCausalLM"]["impl"] == "vllm.models.deepseek_v32:DeepseekV32ForCausalLM"
+    # a pooling-only arch and a Transformers-backend one keep their registry so checks tell them apart
+    assert by_arch["BertModel"]["registries"] == ["_EMBEDDING_MODELS"]
+    assert by_arch["TransformersForCausalLM"]["registries"] == ["_TRANSFORMERS_BACKEND_MODELS"]
+    # the dict comprehension in _EMBEDDING_MODELS (every LlamaForCausalLM alias) was evaluated
+    assert "_EMBEDDING_MODELS" in by_arch["TeleChat3ForCausalLM"]["registries"]
+    assert len(arch["registries"]["_TEXT_GENERATION_MODELS"]) == 124
+
+
+def test_vllm_033_previously_supported_and_fallback() -> None:
+    data = facts("vllm", "0.33.0")
+    prev = data["previously_supported"]
+    assert prev["models"]["MPTForCausalLM"] == "0.28.0"
+    templates = {e["template"] for e in prev["errors"]}
+    assert (
+        "Model architecture {arch} was supported in vLLM until v{previous_version}, and is not supported anymore. "
+        "Please use an older version of vLLM if you want to use this model architecture."
+    ) in templates
+    fallback = data["transformers_fallback"]
+    assert fallback["model_impl_default"] == "auto"
+    assert "TransformersForCausalLM" in fallback["backend_archs"]
+    assert (
+        "Model architectures {architectures} are not supported for now. Supported architectures: {all_supported_archs}"
+    ) in {e["template"] for e in fallback["errors"]}
+    assert any("model_impl == 'auto'" in step for step in fallback["resolve_model_cls_steps"])
+
+
+def test_vllm_033_quantization_min_capabilities() -> None:
+    quant = facts("vllm", "0.33.0")["quantization"]
+    by_method = quant["by_method"]
+    expected = {"mxfp4": 80, "awq": 75, "awq_marlin": 75, "gptq": 60, "fp8": 75, "fp_quant": 100, "modelopt": 80}
+    for method, value in expected.items():
+        assert by_method[method]["min_capability"] == value, method
+        assert by_method[method]["min_capability_literal"] is True
+    assert by_method["awq"]["class"] == "AutoAWQConfig"
+    assert by_method["fp8_per_tensor"]["class"] == "OnlineQuantizationConfig"
+    assert set(quant["methods"]) == set(by_method)
+    gate = [g for g in quant["gate_texts"] if g["file"] == "vllm/config/vllm.py"]
+    assert gate and gate[0]["template"] == (
+        "The quantization method {model_config.quantization} is not supported for the current GPU. "
+        "Minimum capability: {quant_config.get_min_capability()}. Current capability: {capability}."
+    )
+
+
+def test_vllm_033_attention_capability_rules() -> None:
+    attn = facts("vllm", "0.33.0")["attention_backends"]
+    allowed = {name: (e.get("compute_capability") or {}).get("allowed_cuda_capabilities") for name, e in
+               attn["backends"].items()}  # fmt: skip
+    assert allowed["FLASHMLA_SPARSE"] == ["9.0", "10.0", "10.3"]
+    assert allowed["FLASHMLA"] == ["9.0", "10.0", "10.3"]
+    assert allowed["CUTLASS_MLA"] == ["10.0", "10.3"]
+    assert allowed["FLASHINFER_MLA"] == ["10.0", "10.3"]
+    assert allowed["FLASH_ATTN_MLA"] == ["9.0"]
+    assert allowed["FLASHINFER_MLA_SPARSE_SM120"] == ["12.0", "12.1"]
+    assert allowed["FLASH_ATTN"][0] == "8.0" and "7.5" not in allowed["FLASH_ATTN"]
+    assert "7.5" in allowed["TRITON_MLA"] and "7.5" in allowed["TRITON_ATTN"]
+    assert attn["backends"]["FLASHMLA_SPARSE"]["is_sparse"] is True
+    versions = attn["flash_attn"]["versions"]
+    assert versions["FA3"]["allowed_cuda_capabilities"] == ["9.0"]
+    assert "FA3 is only supported on devices with compute capability 9.x" in versions["FA3"]["refusals"]
+    no_valid = [e for e in attn["no_valid_backend_errors"] if e["file"] == "vllm/platforms/cuda.py"]
+    assert {"No valid attention backend found for {cls.device_name} with {config_str}. Reasons: {reasons_str}."} <= {
+        e["template"] for e in no_valid
+    }
+    assert "compute capability not supported" in attn["invalid_reasons"]
+
+
+# -- SGLang 0.5.23 --------------------------------------------------------------------------------------------
+
+
+def test_sglang_0523_facts() -> None:
+    data = facts("sglang", "0.5.23")
+    archs = data["architectures"]
+    for name in ("LlamaForCausalLM", "Qwen3ForCausalLM", "DeepseekV32ForCausalLM", "TransformersForCausalLM"):
+        assert name in archs["by_arch"], name
+    assert archs["transformers_fallback"]["appended_arch"] == "TransformersForCausalLM"
+    assert "BertModel" in archs["kinds"]["is_generation_model"]["archs_named"]
+    quant = data["quantization"]["by_method"]
+    assert quant["w8a8_fp8"]["min_capability"] == 89
+    assert quant["awq_marlin"]["min_capability"] == 80
+    assert quant["awq"]["min_capability_on_cuda"] == 75
+    fp8_cases = {
+        json.dumps(c["assume"], sort_keys=True): c["value"] for c in quant["fp8"]["min_capability_on_cuda_cases"]
+    }
+    assert fp8_cases['{"self.use_mxfp8": false}'] == 80
+    fa3 = data["attention_backends"]["registered_backends"]["fa3"]["refusals"]
+    assert any(
+        r["template"]
+        == "FlashAttention v3 Backend requires SM>=80 and SM<=90. Please use `--attention-backend flashinfer`."
+        for r in fa3
+    )
+    probes = data["platform_probes"]["probes"]["value"]
+    assert probes["is_sm100_supported"]["cuda_capability_majors"] == [10]
+
+
+# -- re-extraction from a downloaded wheel ------------------------------------------------------------------
+
+
+def _pypi_reachable() -> bool:
+    try:
+        with socket.create_connection(("pypi.org", 443), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
+def _download(engine: str, version: str, dest: Path, timeout: float) -> Path:
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+        "-q", f"{engine}=={version}", "-d", str(dest),
+    ]  # fmt: skip
+    try:
+        subprocess.run(cmd, check=True, timeout=timeout, capture_output=True)
+    except (subprocess.SubprocessError, OSError) as exc:
+        pytest.skip(f"pip download {engine}=={version} failed: {exc}")
+    wheels = sorted(dest.glob(f"{engine}-{version}-*.whl"))
+    if not wheels:
+        pytest.skip(f"pip download left no {engine} {version} wheel")
+    return wheels[0]
+
+
+def _recheck(engine: str, version: str, tmp_path: Path, timeout: float, groups: list[str]) -> None:
+    if not _pypi_reachable():
+        pytest.skip("PyPI is unreachable")
+    shipped = facts(engine, version)
+    wheel = _download(engine, version, tmp_path, timeout)
+    fresh = tool().extract(engine, version, wheel, {"full"})
+    assert fresh["wheel"] == shipped["wheel"], "PyPI serves a different wheel than the one the facts came from"
+    for group in groups:
+        assert fresh[group] == shipped[group], group
+
+
+def test_sglang_facts_match_a_downloaded_wheel(tmp_path: Path) -> None:
+    """Downloads ~40 MB when PyPI answers (skipped otherwise) and re-extracts the facts."""
+    _recheck("sglang", "0.5.23", tmp_path, timeout=60, groups=["architectures", "quantization"])
+
+
+@pytest.mark.skipif(
+    os.environ.get("GPULAYOUT_NETWORK_TESTS") != "1", reason="downloads a ~340 MB wheel; set GPULAYOUT_NETWORK_TESTS=1"
+)
+def test_vllm_facts_match_a_downloaded_wheel(tmp_path: Path) -> None:
+    _recheck("vllm", "0.33.0", tmp_path, timeout=600, groups=sorted(FULL_GROUPS["vllm"]))
