@@ -9,21 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
-
-from pytest_gpulayout.engines.registry import ENGINE_NAMES
-from pytest_gpulayout.engines.registry import ENGINES as ENGINE_REGISTRY
-
-if TYPE_CHECKING:
-    from pytest_gpulayout.engines.llamacpp.engine import LlamaCppFlags
-
-ENGINES = ENGINE_NAMES
-
-#: ``--kv-cache-dtype`` choices per engine (each engine module's ``kv_cache_dtypes``), checked per
-#: deployment so the launch never hands an engine a value it rejects.
-ENGINE_KV_CACHE_DTYPES = {name: engine.kv_cache_dtypes for name, engine in ENGINE_REGISTRY.items()}
-#: KV cache dtypes accepted in ``kv_cache_dtype`` by some engine (the per-engine check follows).
-KV_CACHE_DTYPES = tuple(dict.fromkeys(d for ds in ENGINE_KV_CACHE_DTYPES.values() for d in ds))
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -100,4 +86,6 @@ class Deployment(ParallelShape):
     launch: Launch = field(default_factory=Launch)
     base_dir: Path = field(default_factory=Path.cwd)   # manifest's directory: relative paths resolve here
     manifest_path: Path | None = None
-    llamacpp: LlamaCppFlags | None = None        # engine: llamacpp only (manifest/llamacpp.py)
+    #: the engine's own options block, parsed by its folder (``engines/llamacpp/manifest.py``: the
+    #: ``llamacpp:`` key); engine-neutral code never reads it
+    llamacpp: Any = None

@@ -6,128 +6,29 @@ Each engine's knowledge lives in its own folder (``engines/vllm/``, ``engines/sg
 ``engines/llamacpp/``): its names and flags, its defaults by release, the variables it reads, its memory
 budget per rank, its divisibility rules, its log grammar, its plan options and its launch specifics.
 The rules, the memory arithmetic, the launcher and the planner never test an engine's name: they ask
-the engine object a deployment resolved to (``subject.py``). Adding an engine is one folder and one
+the engine object a deployment resolved to (``Subject``, below). Adding an engine is one folder and one
 line in ``engines/registry.py``, which only the edges (CLI, pytest plugin) and the resolver import
 (the way pytest-xdist keeps one scheduling strategy per module behind ``scheduler/protocol.py`` and
 chooses it once).
-
-What a deployment's ``launch.args`` and ``launch.env`` change in the engine's memory and checks
-(``LaunchKnobs``): the startup check launches the engine with these flags and variables, so the static
-checks must judge the same engine: ``--enforce-eager`` removes the CUDA-graph reserve,
-``--kv-cache-memory-bytes`` replaces the profiled budget, ``VLLM_PP_LAYER_PARTITION`` moves layers
-between stages, SGLang's balance switch turns an error into a warning, and so on. Each engine lists the
-flags it models (``KNOB_FLAGS``) and the ones that change nothing the checks judge
-(``NEUTRAL_FLAGS``); any other flag is named in the findings as not modelled, never silently ignored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
-
-if TYPE_CHECKING:
-    from pytest_gpulayout.host import Host
-    from pytest_gpulayout.model.spec import ModelSpec
-
-@dataclass(frozen=True)
-class LaunchKnobs:
-    """The settings of a launch that the memory model and the rules take into account."""
-
-    enforce_eager: bool = False                     # vLLM --enforce-eager / SGLang --disable-cuda-graph
-    kv_cache_memory_bytes: int | None = None        # vLLM --kv-cache-memory-bytes (>= 0.10.2)
-    max_num_batched_tokens: int | None = None       # vLLM --max-num-batched-tokens
-    max_num_seqs: int | None = None                 # vLLM --max-num-seqs / SGLang --max-running-requests
-    block_size: int | None = None                   # vLLM --block-size / SGLang --page-size
-    chunked_prefill_size: int | None = None         # SGLang --chunked-prefill-size
-    cuda_graph_max_bs: int | None = None            # SGLang --cuda-graph-max-bs
-    pp_layer_partition: str | None = None           # VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION
-    #: the engine variables in effect for the launch (this host's, then launch.env on top)
-    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    #: flags given that the checks do not model, as written
-    not_modelled: tuple[str, ...] = ()
-
-    @property
-    def read(self) -> tuple[str, ...]:
-        """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
-        out = []
-        for f in fields(self):
-            if f.name in ("env", "not_modelled"):
-                continue
-            value = getattr(self, f.name)
-            if value not in (None, False):
-                out.append(f.name if value is True else f"{f.name}={value}")
-        return tuple(out)
-
-    def not_modelled_note(self) -> str:
-        """The sentence findings carry when some flags were not modelled ("" when all were)."""
-        if not self.not_modelled:
-            return ""
-        return (f"Not modelled: {', '.join(self.not_modelled)} in launch.args; the startup check "
-                f"(--gpulayout-launch) measures their effect.")
-
-
-@dataclass(frozen=True)
-class KnobFlag:
-    """One engine flag the checks model: the ``LaunchKnobs`` field it sets and how."""
-
-    knob: str
-    kind: type = int          # int: takes a number; bool: a switch (no value)
-    #: for bool knobs, the value the flag sets
-    value: Any = True
-
-
-def _int(flag: str, text: str, where: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise InputError(f"{flag} needs a whole number, not {text!r}", key=where) from None
-
-
-def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[str, KnobFlag],
-               neutral: frozenset[str], value_flags: frozenset[str], env_knobs: Mapping[str, str],
-               where: str = "launch.args") -> LaunchKnobs:
-    """Parse ``args`` (``--flag value`` or ``--flag=value``) with the engine's tables.
-
-    ``flags``: modelled flags; ``neutral``: flags that change nothing the checks judge;
-    ``value_flags``: neutral or unknown flags known to take a value (so the value is not mistaken
-    for a flag); ``env_knobs``: variable -> knob field read from ``env``.
-    """
-    values: dict[str, Any] = {"env": MappingProxyType(dict(env))}
-    unknown: list[str] = []
-    i = 0
-    while i < len(args):
-        token = args[i]
-        name, eq, inline = token.partition("=")
-        if not name.startswith("-"):
-            i += 1
-            continue
-        spec = flags.get(name)
-        takes_value = (spec is not None and spec.kind is not bool) or name in value_flags
-        value: str | None = inline if eq else None
-        if takes_value and value is None and i + 1 < len(args):
-            value = args[i + 1]
-            i += 1
-        i += 1
-        if spec is None:
-            if name not in neutral:
-                unknown.append(name)
-            continue
-        if spec.kind is bool:
-            values[spec.knob] = spec.value
-        elif value is None:
-            raise InputError(f"{name} needs a value", key=where)
-        else:
-            values[spec.knob] = _int(name, value, where)
-    for var, knob in env_knobs.items():
-        if env.get(var):
-            values[knob] = env[var]
-    return LaunchKnobs(**values, not_modelled=tuple(dict.fromkeys(unknown)))
+from pytest_gpulayout.findings import Finding
+from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.placement import Placement, PlacementError, place
 
 
 @dataclass(frozen=True)
@@ -153,6 +54,10 @@ class FractionDefault:
     why: str
 
 
+#: static checks by name, each a pure function of one resolved deployment
+CheckTable = Mapping[str, "Callable[[Subject], Finding]"]
+
+
 class Engine(Protocol):
     """One serving engine. Everything that differs between releases is a method of ``version``."""
 
@@ -172,6 +77,15 @@ class Engine(Protocol):
     #: the module run as ``python -m`` to serve
     server_module: str
     flags: Flags
+
+    #: the engine's own static checks by name, where its model differs from the shared rules (llama.cpp:
+    #: layers split by memory, no TP groups); None: the shared ``rules/`` answer for it
+    checks: CheckTable | None
+
+    def parse_version(self, text: str) -> Version:
+        """A release as this engine spells it (``0.11.0``; llama.cpp's ``b11434``); ``InputError`` naming
+        ``engine_version`` otherwise."""
+        ...
 
     def default_command(self, version: Version | None, python: str) -> list[str]:
         """The entry point of ``version`` in the environment of ``python``."""
@@ -207,11 +121,82 @@ def resolve_version(engine: Engine, pinned: str | None, host: Host) -> tuple[Ver
     which the source string says, so a report never hides that it assumed.
     """
     if pinned is not None and str(pinned).strip():
-        return parse_version(pinned), "pinned"
+        return engine.parse_version(str(pinned)), "pinned"
     found = host.installed(engine.name)
     if found is not None:
         try:
-            return Version(found), "installed"
-        except InvalidVersion:
+            return engine.parse_version(found), "installed"
+        except InputError:
             pass
-    return Version(engine.latest_known), "assumed latest known"
+    return engine.parse_version(engine.latest_known), "assumed latest known"
+
+
+# ------------------------------------------------------------------------------------------------
+# One deployment resolved once
+# ------------------------------------------------------------------------------------------------
+# A deployment's facts used to be worked out by each check on its own (the engine's release and the
+# knobs of ``launch.args`` three times, the placement five times, the memory prediction twice, with a
+# module-level cache papering over it), so two checks could disagree about the same deployment. Now
+# ``evaluate`` resolves each deployment into one ``Subject`` (the engine object, its release, the
+# launch's knobs, the placement and the replicas' pool predictions) and every rule is a pure function
+# ``(subject) -> Finding`` that asks ``subject.engine`` instead of testing an engine's name.
+
+@dataclass(frozen=True, eq=False)
+class Subject:
+    """A deployment with everything the checks derive from it, each derived once.
+
+    ``placement`` and the pool predictions are worked out on first use (a deployment whose GPUs cannot
+    be placed still gets its ``heads`` verdict), and kept: ``balance`` and ``kv_pool`` read the same
+    numbers.
+    """
+
+    dep: Deployment
+    machine: Machine
+    model: ModelSpec
+    host: Host
+    engine: Engine
+    version: Version
+    version_source: str            # pinned | installed | assumed latest known
+    knobs: LaunchKnobs
+
+    @cached_property
+    def _placement(self) -> Placement | PlacementError:
+        try:
+            return place(self.dep, self.machine)
+        except PlacementError as err:
+            return err
+
+    @property
+    def placement(self) -> Placement:
+        """The deployment's GPUs in rank order (raises ``PlacementError`` when they cannot be placed)."""
+        p = self._placement
+        if isinstance(p, PlacementError):
+            raise p
+        return p
+
+    @cached_property
+    def _replicas(self) -> tuple[object, ...] | Exception:
+        from pytest_gpulayout.memory.pool import predict_replicas
+
+        try:
+            return tuple(predict_replicas(self.dep, self.machine, self.model, self.host, self.knobs))
+        except Exception as err:  # MemoryUnknown, PlacementError, InputError: re-raised to each reader
+            return err
+
+    @property
+    def replicas(self) -> tuple[object, ...]:
+        """One ``PoolPrediction`` per DP replica (raises what the prediction raised)."""
+        r = self._replicas
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+
+def resolve(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST, *,
+            engine: Engine) -> Subject:
+    """``dep`` with its engine object (chosen once, by the caller that holds the registry), the release
+    its defaults are taken for, and the knobs of its ``launch.args`` / ``launch.env`` over the host's
+    variables (the engine inherits the host's environment with ``launch.env`` on top)."""
+    version, source = resolve_version(engine, dep.engine_version, host)
+    knobs = engine.knobs(dep.launch.args, {**host.env, **dep.launch.env})
+    return Subject(dep, machine, model, host, engine, version, source, knobs)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject, resolve
+from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
 from pytest_gpulayout.host import BARE_HOST, Host
@@ -23,7 +25,7 @@ from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 from pytest_gpulayout.rules.links import check_links
 from pytest_gpulayout.rules.placement import check_placement
 
-CheckFn = Callable[[Deployment, Machine, ModelSpec, Host], Finding]
+CheckFn = Callable[[Subject], Finding]
 
 #: The static checks, in the order they are reported. ``startup`` is separate: it launches an engine.
 STATIC_CHECKS: dict[str, CheckFn] = {
@@ -37,17 +39,23 @@ STATIC_CHECKS: dict[str, CheckFn] = {
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
 
 
+def subject_of(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Subject:
+    """``dep`` resolved once (``engine.Subject``): its engine object from the registry, its release, knobs,
+    placement and pool predictions, for every check to read."""
+    return resolve(dep, machine, model, host, engine=get_engine(dep.engine))
+
+
 def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> dict[str, Finding]:
     """Every static check's finding for one deployment, keyed by check name.
 
     A value the checks find impossible for this model (e.g. ``kv_cache_dtype: fp8_ds_mla`` on a
     non-MLA model) is bad input: it is re-raised naming the manifest and the deployment's key.
     """
-    checks = STATIC_CHECKS
-    if dep.engine == "llamacpp":  # llama.cpp's answers under the same check names (rules/llamacpp.py)
-        from pytest_gpulayout.engines.llamacpp.checks import CHECKS as checks
     try:
-        findings = {name: fn(dep, machine, model, host) for name, fn in checks.items()}
+        subject = subject_of(dep, machine, model, host)
+        # an engine with checks of its own (llama.cpp) answers under the same check names
+        checks = subject.engine.checks or STATIC_CHECKS
+        findings = {name: fn(subject) for name, fn in checks.items()}
     except InputError as err:
         if err.where and dep.manifest_path and err.where != str(dep.manifest_path):
             raise  # the error is in another file (a model's config.json): it already names it

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment, Require
+from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.evaluate import subject_of
+from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
 from pytest_gpulayout.model.spec import ModelSpec
 
@@ -43,3 +46,9 @@ def cluster(hosts: int, preset: str = "8xH100-sxm") -> Machine:
     from pytest_gpulayout.machine.presets import preset_cluster
 
     return preset_cluster(preset, hosts, source=f"test:{hosts}x{preset}")
+
+
+def subject(d: Deployment, m: Machine | None, model: ModelSpec, host: Host = BARE_HOST) -> Subject:
+    """``d`` resolved as ``evaluate`` resolves it, for calling one check directly; ``m`` None: a machine
+    with the deployment's GPUs (the checks that read no machine)."""
+    return subject_of(d, m if m is not None else machine(max(d.gpu_count, 1)), model, host)

@@ -17,7 +17,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytest_gpulayout.deployment import ENGINES, KV_CACHE_DTYPES
+from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
+from pytest_gpulayout.engines.registry import KV_CACHE_DTYPES
 from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.inputs.files import writable_path
 from pytest_gpulayout.planner.rows import LayoutRow, Plan

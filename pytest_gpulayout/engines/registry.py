@@ -13,23 +13,29 @@ from types import MappingProxyType
 
 from packaging.version import Version
 
-from pytest_gpulayout.engine import Engine, LaunchKnobs, parse_version
+from pytest_gpulayout.engine import Engine, parse_version
 from pytest_gpulayout.engine import resolve_version as _resolve_version
 from pytest_gpulayout.engines.llamacpp.engine import LLAMACPP
 from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.knobs import LaunchKnobs
 
 #: Every engine by its manifest name, in the order they are documented.
 ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
+#: ``--kv-cache-dtype`` choices per engine, checked per deployment so the launch never hands an engine
+#: a value it rejects; and every value some engine accepts (the per-engine check follows).
+ENGINE_KV_CACHE_DTYPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {name: engine.kv_cache_dtypes for name, engine in ENGINES.items()})
+KV_CACHE_DTYPES: tuple[str, ...] = tuple(dict.fromkeys(d for ds in ENGINE_KV_CACHE_DTYPES.values() for d in ds))
 #: Newest releases whose source the rules were read from, by engine.
 LATEST_KNOWN: Mapping[str, str] = MappingProxyType({name: e.latest_known for name, e in ENGINES.items()})
 
 
-__all__ = ["ENGINES", "ENGINE_NAMES", "LATEST_KNOWN", "check_engine", "deployment_knobs", "get_engine",
-           "parse_version", "resolve_version"]
+__all__ = ["ENGINES", "ENGINE_KV_CACHE_DTYPES", "ENGINE_NAMES", "KV_CACHE_DTYPES", "LATEST_KNOWN", "check_engine",
+           "deployment_knobs", "get_engine", "parse_version", "resolve_version"]
 
 
 def get_engine(name: str) -> Engine:

@@ -21,10 +21,11 @@ def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None
     """The kv_pool check's prediction for ``dep`` (smallest replica), or None where it cannot be made."""
     if machine is None or model is None:
         return None
+    from pytest_gpulayout.evaluate import subject_of
     from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 
     try:
-        facts = check_kv_pool(dep, machine, model, host).facts
+        facts = check_kv_pool(subject_of(dep, machine, model, host)).facts
     except Exception:  # a prediction is a comparison aid; the launch is the measurement
         return None
     return facts.predicted_kv_tokens if isinstance(facts, KvPoolFacts) else None

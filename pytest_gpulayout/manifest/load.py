@@ -34,8 +34,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES, ENGINES, KV_CACHE_DTYPES, Deployment, Launch, Require
+from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
+from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES, KV_CACHE_DTYPES
+from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import not_found
 from pytest_gpulayout.inputs.values import (

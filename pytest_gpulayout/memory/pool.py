@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import LaunchKnobs
 from pytest_gpulayout.engines.registry import deployment_knobs, resolve_version
 from pytest_gpulayout.engines.vllm.engine import (
     KV_CACHE_MEMORY_BYTES_SINCE,
@@ -40,6 +39,7 @@ from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_sche
 from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
 from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name
 from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link

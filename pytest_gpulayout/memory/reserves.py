@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from pytest_gpulayout.engine import LaunchKnobs
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.engines.vllm.engine import (
     FLASHINFER_SAMPLER_ENV,
@@ -15,6 +14,7 @@ from pytest_gpulayout.engines.vllm.engine import (
     samples_on_driver_only,
 )
 from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryUnknown, engine_name, engine_version
 from pytest_gpulayout.memory.communicators import NVLINK_COMMUNICATOR_GIB, TpLink, over_nvlink

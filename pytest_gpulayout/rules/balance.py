@@ -31,6 +31,7 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.registry import resolve_version
 from pytest_gpulayout.engines.sglang import engine as sglang
 from pytest_gpulayout.engines.vllm.engine import (
@@ -39,7 +40,7 @@ from pytest_gpulayout.engines.vllm.engine import (
     oversubscribes_silently,
 )
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
-from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.host import Host
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
@@ -258,7 +259,8 @@ def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec,
     return Status.PASS, f"DP replicas' pools within {LOPSIDED_RATIO:g}x ({listed} tokens)", data
 
 
-def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_balance(s: Subject) -> Finding:
+    dep, machine, model, host = s.dep, s.machine, s.model, s.host
     try:
         placement = place(dep, machine)
     except PlacementError as err:

@@ -29,12 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import Facts, Finding, RawFacts, Status, register_facts
-from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.machine.nodes import NodeFacts, model_dir_key
-from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, place
 
 CHECK = "cluster"
@@ -108,8 +105,8 @@ def _model_value(f: NodeFacts, key: str) -> str | None:
     return digest + (f"+index {m.index_sha256[:12]}" if m.index_sha256 else "")
 
 
-def check_cluster(dep: Deployment, machine: Machine, model: ModelSpec | None = None,
-                  host: Host = BARE_HOST) -> Finding:
+def check_cluster(s: Subject) -> Finding:
+    dep, machine, model = s.dep, s.machine, s.model
     if len(machine.hosts) <= 1:
         return Finding(CHECK, Status.SKIP, f"{dep.name}: one host: nothing to compare across nodes.",
                        RawFacts({"nodes": list(machine.hosts), "mismatches": [], "transport": None}))

@@ -27,10 +27,10 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.registry import deployment_knobs, resolve_version
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.memory.kv import kv_heads_per_rank
 from pytest_gpulayout.memory.stages import pp_partition
 from pytest_gpulayout.model.spec import ModelSpec
@@ -139,7 +139,8 @@ def pp_split(model: ModelSpec, dep: Deployment, host: Host = BARE_HOST) -> tuple
     return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine, partition=partition))
 
 
-def check_heads(dep: Deployment, machine: Machine | None, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_heads(s: Subject) -> Finding:
+    dep, machine, model, host = s.dep, s.machine, s.model, s.host
     tp, pp = dep.tp, dep.pp
     h, kv = model.num_attention_heads, model.num_key_value_heads
     per_rank = kv_heads_per_rank(model, tp)

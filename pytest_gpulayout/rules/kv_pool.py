@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.registry import deployment_knobs
 from pytest_gpulayout.findings import (
     ABSENT,
@@ -29,7 +30,7 @@ from pytest_gpulayout.findings import (
     skipped,
     warned,
 )
-from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.host import Host
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_per_rank
@@ -161,7 +162,8 @@ def _no_room(dep: Deployment, machine: Machine, p: PoolPrediction) -> str:
             f"tensor/pipeline parallel ranks, or quantize.")
 
 
-def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_kv_pool(s: Subject) -> Finding:
+    dep, machine, model, host = s.dep, s.machine, s.model, s.host
     finding = _check_pool(dep, machine, model, host)
     too_long = _too_long(dep, model, host)
     if too_long is None or finding.status is Status.FAIL:

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, skipped, warned
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
-from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, format_group, place
 
 CHECK = "links"
@@ -63,7 +62,8 @@ def _pp_suggestion(dep: Deployment, machine: Machine, group: tuple[int, ...]) ->
     return f"tensor_parallel_size: 1, pipeline_parallel_size: {dep.pp * tp}"
 
 
-def check_links(dep: Deployment, machine: Machine, model: ModelSpec | None = None, host: Host = BARE_HOST) -> Finding:
+def check_links(s: Subject) -> Finding:
+    dep, machine = s.dep, s.machine
     try:
         placement = place(dep, machine)
     except PlacementError as err:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
-from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, format_group, place
 
 CHECK = "placement"
@@ -49,8 +47,8 @@ def _tenants(machine: Machine, gpus: tuple[int, ...]) -> list[str]:
     return out
 
 
-def check_placement(dep: Deployment, machine: Machine, model: ModelSpec | None = None,
-                    host: Host = BARE_HOST) -> Finding:
+def check_placement(s: Subject) -> Finding:
+    dep, machine = s.dep, s.machine
     data = PlacementFacts(gpus_needed=dep.gpu_count, gpus_visible=len(machine.gpus))
     try:
         placement = place(dep, machine)

@@ -55,7 +55,6 @@ def tool() -> ModuleType:
     spec = importlib.util.spec_from_file_location("engine_facts", TOOL)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("engine_facts", module)
     spec.loader.exec_module(module)
     return module
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from builders import dep, machine
+from builders import dep, machine, subject
 
 from pytest_gpulayout.deployment import Launch
 from pytest_gpulayout.findings import Status, facts_of
@@ -19,7 +19,7 @@ QWEN = load_model("Qwen/Qwen3-8B")
 
 
 def _pool(d):  # type: ignore[no-untyped-def]
-    f = check_kv_pool(d, machine(2, name="NVIDIA H100 80GB HBM3", total=81559, free=81000), QWEN)
+    f = check_kv_pool(subject(d, machine(2, name="NVIDIA H100 80GB HBM3", total=81559, free=81000), QWEN))
     facts = facts_of(f, KvPoolFacts)
     assert facts is not None
     return f, facts
@@ -78,18 +78,18 @@ def _busy_pair():  # type: ignore[no-untyped-def]
 
 def test_sglang_balance_switch_in_launch_env_turns_the_failure_into_a_warning():
     d = dep(tp=2, engine="sglang", engine_version="0.5.23")
-    strict = check_balance(d, _busy_pair(), QWEN)
+    strict = check_balance(subject(d, _busy_pair(), QWEN))
     assert strict.status is Status.FAIL
     assert "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 in launch.env" in strict.message
-    relaxed = check_balance(replace(d, launch=Launch(env={"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"})),
-                            _busy_pair(), QWEN)
+    relaxed = check_balance(subject(replace(d, launch=Launch(env={"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"})),
+                            _busy_pair(), QWEN))
     assert relaxed.status is Status.WARN and "turns that into a warning" in relaxed.message
     # the same switch exported on the host the engine is launched from counts too
     host = Host(env={"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"})
-    assert check_balance(d, _busy_pair(), QWEN, host).status is Status.WARN
+    assert check_balance(subject(d, _busy_pair(), QWEN, host)).status is Status.WARN
     # 0.4.3 has no switch at all
-    old = check_balance(replace(d, engine_version="0.4.3.post4",
-                                launch=Launch(env={"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"})), _busy_pair(), QWEN)
+    old = check_balance(subject(replace(d, engine_version="0.4.3.post4",
+                                launch=Launch(env={"SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK": "1"})), _busy_pair(), QWEN))
     assert old.status is Status.FAIL and "has no switch" in old.message
 
 
@@ -98,7 +98,7 @@ def test_heads_reports_the_pp_split_the_launch_sets():
     from pytest_gpulayout.rules.heads import HeadsFacts, check_heads
 
     d = dep(pp=2, max_model_len=8192, launch=Launch(env={"VLLM_PP_LAYER_PARTITION": "30,6"}))
-    f = check_heads(d, machine(2), QWEN)
+    f = check_heads(subject(d, machine(2), QWEN))
     facts = facts_of(f, HeadsFacts)
     assert facts is not None and facts.pp_layer_split == (30, 6)
     assert "[30, 6]" in f.message

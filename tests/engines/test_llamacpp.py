@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import subject
 from gguf_tiny import write_tiny_llama
 from real_engines import llama_server
 
-from pytest_gpulayout.engines.llamacpp.engine import LlamaCppFlags, parse_llamacpp_log, parse_version_output
+from pytest_gpulayout.engines.llamacpp.flags import LlamaCppFlags, parse_version_output
+from pytest_gpulayout.engines.llamacpp.log import parse_llamacpp_log
 from pytest_gpulayout.engines.llamacpp.memory import (
     context_size,
     fitting_split,
@@ -248,7 +250,7 @@ def test_older_kv_self_size_takes_cells_and_layers_from_the_kv_size_line():
 def test_compute_buffer_retry_without_pipeline_parallelism_is_not_an_error():
     """ggml-org/llama.cpp#26297: 51748.72 MiB fails on device 1, llama.cpp retries without pipeline
     parallelism and the server initializes its slots: no error, and the watcher does not stop."""
-    from pytest_gpulayout.engines.llamacpp.engine import LlamaCppLogWatcher
+    from pytest_gpulayout.engines.llamacpp.log import LlamaCppLogWatcher
     w = LlamaCppLogWatcher()
     for line in _paste("retry-no-pp-recovered-26297.log").splitlines():
         w.feed(line)
@@ -327,7 +329,7 @@ def test_what_a_topo_paste_cannot_show_is_never_a_pass(tmp_path: Path) -> None:
     manifest = load_manifest(ROOT / "examples" / "06-llamacpp-mismatched" / "gpulayout.yaml")
     dep = manifest.deployment("layer-by-free-memory")
     model = load_model(dep.model, dep.base_dir)
-    pool = check_kv_pool(dep, machine, model)
+    pool = check_kv_pool(subject(dep, machine, model))
     assert pool.status is Status.WARN and "NOT known" in pool.message and "free memory" in pool.message
-    place = check_placement(dep, machine, model)
+    place = check_placement(subject(dep, machine, model))
     assert place.status is Status.WARN and "unknown" in place.message

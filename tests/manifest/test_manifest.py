@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulayout.deployment import ENGINE_KV_CACHE_DTYPES
+from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.manifest.load import find_manifest, load_manifest, parse_manifest
 

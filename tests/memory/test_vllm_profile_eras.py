@@ -19,7 +19,7 @@ the total CUDA reports. Read in the wheels (``pip download --no-deps vllm==X``):
 from __future__ import annotations
 
 import pytest
-from builders import dep
+from builders import dep, subject
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Launch
@@ -89,12 +89,12 @@ def test_v0_without_a_free_memory_check_fails_when_tenants_leave_less_than_it_wi
     GPU is not free, and the engine runs out of memory after profiling. The finding says so."""
     assert oversubscribes_silently(Version("0.7.2")) and not oversubscribes_silently(Version("0.6.4"))
     machine = Machine(gpus=tuple(gpus(2, free=RTX4090 - 450 - 6144)), links={(0, 1): "PHB"})
-    f = check_balance(dep(tp=2, engine_version="0.7.2", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B"))
+    f = check_balance(subject(dep(tp=2, engine_version="0.7.2", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B")))
     assert f.status is Status.FAIL
     assert "vLLM 0.7.2 does not check" in f.message and "torch.OutOfMemoryError" in f.message
     assert "memory_fraction: 0.72" in f.message  # (17.55 GiB free - 0.5) / 23.55 GiB CUDA total
     # 0.6.4 charges the tenant to the pool instead, and the pool shows it
-    old = check_balance(dep(tp=2, engine_version="0.6.4", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B"))
+    old = check_balance(subject(dep(tp=2, engine_version="0.6.4", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B")))
     assert old.status is Status.PASS and "comes out of the KV pool instead" in old.message
 
 
@@ -149,7 +149,7 @@ def test_kv_pool_fails_gpt_oss_120b_on_0_10_1_and_names_the_reserve() -> None:
     took the room and the flags that give it back."""
     m = Machine(gpus=(Gpu(index=0, name="NVIDIA H100 80GB HBM3", memory_total_mib=81559,
                           memory_free_mib=81559 - 500),))
-    f = check_kv_pool(dep(engine_version="0.10.1", max_model_len=131072), m, load_model("openai/gpt-oss-120b"))
+    f = check_kv_pool(subject(dep(engine_version="0.10.1", max_model_len=131072), m, load_model("openai/gpt-oss-120b")))
     assert f.status is Status.FAIL
     assert "vLLM's profile-run reserve (7.44 GiB" in f.message and "lower --max-num-seqs" in f.message
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from builders import dep, machine
+from builders import dep, machine, subject
 
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.model import weights as W
@@ -87,7 +87,7 @@ def test_llava_1_5_fills_llamaconfig_defaults_and_says_so():
     assert "llama" in note and "num_attention_heads=32" in note and "text_config" in note
     assert m.is_multimodal
     assert 6.9e9 < W.total_params(m) < 7.2e9                     # LLaVA 1.5 7B: 7.06B
-    assert check_heads(dep(tp=2), machine(2), m).status is Status.PASS
+    assert check_heads(subject(dep(tp=2), machine(2), m)).status is Status.PASS
 
 
 def test_a_text_config_without_model_type_takes_the_wrappers_default(tmp_path: Path):

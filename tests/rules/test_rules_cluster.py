@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from builders import subject
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError, ProbeError
@@ -50,7 +51,7 @@ def dep(tp: int = 1, pp: int = 2, gpus: tuple[int, ...] = (0, 2), engine: str = 
 
 
 def verdict(*nodes: NodeFacts, d: Deployment | None = None):
-    return check_cluster(d or dep(), machine(*nodes), MODEL)
+    return check_cluster(subject(d or dep(), machine(*nodes), MODEL))
 
 
 def test_nodes_that_agree_pass_with_the_facts_named() -> None:
@@ -62,9 +63,9 @@ def test_nodes_that_agree_pass_with_the_facts_named() -> None:
 
 def test_one_host_is_skipped() -> None:
     m = machine(node("n1"))
-    assert check_cluster(dep(gpus=(0, 1)), m, MODEL).status is Status.SKIP
+    assert check_cluster(subject(dep(gpus=(0, 1)), m, MODEL)).status is Status.SKIP
     one = Machine(gpus=(Gpu(0), Gpu(1)), links={(0, 1): "PHB"}, host="box")
-    f = check_cluster(dep(gpus=(0, 1)), one, MODEL)
+    f = check_cluster(subject(dep(gpus=(0, 1)), one, MODEL))
     assert f.status is Status.SKIP and f.data == {"nodes": ["box"], "mismatches": [], "transport": None}
 
 
@@ -129,7 +130,7 @@ def test_vllm_refuses_nodes_sharing_an_ip_and_more_gpus_than_ray_offers() -> Non
 def test_missing_node_facts_warn_instead_of_passing() -> None:
     m = machine(node("n1"), node("n2"))
     bare = Machine(gpus=m.gpus, links=m.links, host="n1", source="snapshot:x")
-    f = check_cluster(dep(), bare, MODEL)
+    f = check_cluster(subject(dep(), bare, MODEL))
     assert f.status is Status.WARN and "no node facts for n1, n2" in f.message and "snapshot --ray" in f.message
     unprobed = verdict(node("n1"), node("n2", models={}))
     assert unprobed.status is Status.WARN and f"{KEY} was not looked up on n2" in unprobed.message

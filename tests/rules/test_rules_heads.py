@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from builders import dep, llama, machine
+from builders import dep, llama, machine, subject
 
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.model.spec import ModelSpec, Quantization
@@ -11,7 +11,7 @@ from pytest_gpulayout.rules.heads import check_heads, tp_problems, valid_tp_size
 
 
 def test_tp3_for_32_heads_fails_with_engine_text_and_valid_sizes():
-    f = check_heads(dep("llama-tp3", tp=3), machine(4), llama())
+    f = check_heads(subject(dep("llama-tp3", tp=3), machine(4), llama()))
     assert f.status is Status.FAIL
     assert "Total number of attention heads (32) must be divisible by tensor parallel size (3)" in f.message
     assert "TP sizes that divide: 1, 2, 4, 8" in f.message
@@ -23,11 +23,11 @@ def test_tp3_for_32_heads_fails_with_engine_text_and_valid_sizes():
 def test_real_error_reports(heads, tp, expected):
     # errors/001, 003, 005 from users: 28 heads TP=8, 52 heads TP=8, 40 heads TP=3
     model = llama(heads=heads, kv=4, hidden_size=heads * 128, intermediate_size=heads * 512)
-    assert check_heads(dep(tp=tp), machine(8), model).status is expected
+    assert check_heads(subject(dep(tp=tp), machine(8), model)).status is expected
 
 
 def test_kv_heads_fewer_than_tp_are_replicated():
-    f = check_heads(dep(tp=8), machine(8), llama(kv=2))
+    f = check_heads(subject(dep(tp=8), machine(8), llama(kv=2)))
     assert f.status is Status.PASS
     assert f.data["kv_heads_per_rank"] == 1
     assert f.data["kv_head_replicas"] == 4
@@ -36,7 +36,7 @@ def test_kv_heads_fewer_than_tp_are_replicated():
 
 def test_kv_heads_not_a_divisor_of_tp_fail():
     # 6 KV heads, TP=4: 6 >= 4 but 6 % 4 != 0
-    f = check_heads(dep(tp=4), machine(4), llama(heads=24, kv=6, hidden_size=3072, intermediate_size=8192))
+    f = check_heads(subject(dep(tp=4), machine(4), llama(heads=24, kv=6, hidden_size=3072, intermediate_size=8192)))
     assert f.status is Status.FAIL
     assert "6 KV heads do not divide by TP=4" in f.message
     # 3 KV heads, TP=4 < ... : tp % kv != 0
@@ -45,31 +45,31 @@ def test_kv_heads_not_a_divisor_of_tp_fail():
 
 
 def test_kv_heads_per_rank_shrinks_with_tp():
-    assert check_heads(dep(tp=2), machine(2), llama()).data["kv_heads_per_rank"] == 4
-    assert check_heads(dep(tp=4), machine(4), llama()).data["kv_heads_per_rank"] == 2
+    assert check_heads(subject(dep(tp=2), machine(2), llama())).data["kv_heads_per_rank"] == 4
+    assert check_heads(subject(dep(tp=4), machine(4), llama())).data["kv_heads_per_rank"] == 2
 
 
 def test_mla_has_no_kv_head_rule_and_one_latent_per_rank():
     ds = llama(heads=128, kv=128, layers=61, kv_lora_rank=512, qk_rope_head_dim=64, hidden_size=7168,
                intermediate_size=18432, vocab_size=129280)
-    f = check_heads(dep(tp=8), machine(8), ds)
+    f = check_heads(subject(dep(tp=8), machine(8), ds))
     assert f.status is Status.PASS
     assert f.data["kv_heads_per_rank"] == 1
     assert "MLA" in f.message
 
 
 def test_pp_uneven_split_is_allowed_and_explained_per_engine():
-    v = check_heads(dep(pp=3), machine(3), llama(layers=32))
+    v = check_heads(subject(dep(pp=3), machine(3), llama(layers=32)))
     assert v.status is Status.PASS
     assert v.data["pp_layer_split"] == [11, 11, 10]  # vLLM: extra layers before the last stage
     assert "VLLM_PP_LAYER_PARTITION" in v.message
-    s = check_heads(dep(pp=3, engine="sglang"), machine(3), llama(layers=32))
+    s = check_heads(subject(dep(pp=3, engine="sglang"), machine(3), llama(layers=32)))
     assert s.data["pp_layer_split"] == [10, 11, 11]  # SGLang: the last stages take the extra layers
     assert "SGLANG_PP_LAYER_PARTITION" in s.message
 
 
 def test_more_stages_than_layers_fails():
-    f = check_heads(dep(pp=4), machine(4), llama(layers=2))
+    f = check_heads(subject(dep(pp=4), machine(4), llama(layers=2)))
     assert f.status is Status.FAIL
     assert "more stages than" in f.message
 
@@ -83,22 +83,22 @@ def test_vocab_padding_rule():
 
 def test_moe_expert_parallel_uneven_warns_and_too_many_ranks_fail():
     moe = llama(num_experts=6, num_experts_per_tok=2, moe_intermediate_size=1024)
-    warn = check_heads(dep(tp=4, enable_expert_parallel=True), machine(4), moe)
+    warn = check_heads(subject(dep(tp=4, enable_expert_parallel=True), machine(4), moe))
     assert warn.status is Status.WARN and "do not split evenly" in warn.message
-    big = check_heads(dep(tp=8, enable_expert_parallel=True), machine(8), moe)
+    big = check_heads(subject(dep(tp=8, enable_expert_parallel=True), machine(8), moe))
     assert big.status is Status.FAIL and "exceeds the 6 experts" in big.message
-    even = check_heads(dep(tp=2, enable_expert_parallel=True), machine(2), moe)
+    even = check_heads(subject(dep(tp=2, enable_expert_parallel=True), machine(2), moe))
     assert even.status is Status.PASS and even.data["expert_parallel_size"] == 2
 
 
 def test_int4_group_size_must_divide_per_rank_width():
     awq = llama(intermediate_size=14336, quantization=Quantization("awq", 4, group_size=128))
-    assert check_heads(dep(tp=2), machine(2), awq).status is Status.PASS   # 7168 / 128 = 56
-    f = check_heads(dep(tp=8), machine(8), awq)                              # 1792 / 128 = 14 -> ok
+    assert check_heads(subject(dep(tp=2), machine(2), awq)).status is Status.PASS   # 7168 / 128 = 56
+    f = check_heads(subject(dep(tp=8), machine(8), awq))                              # 1792 / 128 = 14 -> ok
     assert f.status is Status.PASS
     odd = llama(intermediate_size=13824, quantization=Quantization("gptq", 4, group_size=128))
-    assert check_heads(dep(tp=4), machine(8), odd).status is Status.PASS    # 3456 / 128 = 27
-    bad = check_heads(dep(tp=8), machine(8), odd)                            # 1728 / 128 = 13.5
+    assert check_heads(subject(dep(tp=4), machine(8), odd)).status is Status.PASS    # 3456 / 128 = 27
+    bad = check_heads(subject(dep(tp=8), machine(8), odd))                            # 1728 / 128 = 13.5
     assert bad.status is Status.FAIL
     assert "mlp.down_proj input is 1728 wide, not a whole number of 128-wide quantization groups" in bad.message
     assert "Failed to find a kernel that can implement the WNA16 linear layer" in bad.message
@@ -118,33 +118,33 @@ def test_mxfp4_pads_per_rank_widths_so_gpt_oss_runs_at_tp4_and_tp8():
 
     model = load_model("openai/gpt-oss-120b")
     for tp in (1, 2, 4, 8):
-        assert check_heads(dep(tp=tp), machine(8), model).status is Status.PASS, tp
+        assert check_heads(subject(dep(tp=tp), machine(8), model)).status is Status.PASS, tp
 
 
 def test_vllm_moe_with_dp_shards_experts_over_tp_times_dp():
     # Qwen3-30B-A3B-like: expert width 768; vLLM without EP shards each expert over TP x DP ranks
     moe = llama(heads=32, kv=4, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
                 intermediate_size=6144)
-    bad = check_heads(dep(dp=5), machine(8), moe)
+    bad = check_heads(subject(dep(dp=5), machine(8), moe))
     assert bad.status is Status.FAIL and "TP x DP = 5" in bad.message and "768" in bad.message
     assert "data_parallel_size that divides it with TP=1: 1, 2, 3, 4, 6, 8" in bad.message
     assert "TP sizes that divide" not in bad.message  # DP is the problem, not TP
-    assert check_heads(dep(dp=4), machine(8), moe).status is Status.PASS
-    assert check_heads(dep(dp=5, enable_expert_parallel=True), machine(8), moe).status is Status.WARN  # 128 / 5 uneven
+    assert check_heads(subject(dep(dp=4), machine(8), moe)).status is Status.PASS
+    assert check_heads(subject(dep(dp=5, enable_expert_parallel=True), machine(8), moe)).status is Status.WARN  # 128 / 5 uneven
     # SGLang DP replicas are full copies: no such rule
-    assert check_heads(dep(dp=5, engine="sglang"), machine(8), moe).status is Status.PASS
+    assert check_heads(subject(dep(dp=5, engine="sglang"), machine(8), moe)).status is Status.PASS
 
 
 def test_expert_parallel_on_a_dense_model_fails_in_vllm_and_warns_in_sglang():
-    f = check_heads(dep(tp=2, enable_expert_parallel=True), machine(2), llama())
+    f = check_heads(subject(dep(tp=2, enable_expert_parallel=True), machine(2), llama()))
     assert f.status is Status.FAIL and "has no experts" in f.message and "vLLM" in f.message
-    s = check_heads(dep(tp=2, engine="sglang", enable_expert_parallel=True), machine(2), llama())
+    s = check_heads(subject(dep(tp=2, engine="sglang", enable_expert_parallel=True), machine(2), llama()))
     assert s.status is Status.WARN and "no effect" in s.message and "vLLM" not in s.message
 
 
 def test_sglang_expert_parallel_lives_inside_the_tp_group():
     moe = llama(num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768)
-    s = check_heads(dep(tp=4, dp=2, engine="sglang", enable_expert_parallel=True), machine(8), moe)
+    s = check_heads(subject(dep(tp=4, dp=2, engine="sglang", enable_expert_parallel=True), machine(8), moe))
     assert s.data["expert_parallel_size"] == 4 and "32 per rank" in s.message
-    v = check_heads(dep(tp=4, dp=2, enable_expert_parallel=True), machine(8), moe)
+    v = check_heads(subject(dep(tp=4, dp=2, enable_expert_parallel=True), machine(8), moe))
     assert v.data["expert_parallel_size"] == 8 and "16 per rank" in v.message

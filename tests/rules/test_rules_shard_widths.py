@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from builders import dep, machine
+from builders import dep, machine, subject
 from packaging.version import Version
 
 from pytest_gpulayout.findings import Status
@@ -42,7 +42,7 @@ def model(name: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("version", ["0.9.2", "0.11.0", "0.21.0", "0.28.0"])
 def test_qwen3_235b_fp8_at_tp8_fails_on_vllm_up_to_0_28(version: str):
     # vllm <= 0.28 quantization/fp8.py Fp8MoEMethod.create_weights: 1536 / 8 = 192, 192 % 128 != 0
-    f = check_heads(dep("q235", tp=8, engine_version=version), machine(8), model("qwen3-235b-a22b-fp8"))
+    f = check_heads(subject(dep("q235", tp=8, engine_version=version), machine(8), model("qwen3-235b-a22b-fp8")))
     assert f.status is Status.FAIL
     assert BLOCK_N_TEXT in f.message
     assert f"vLLM {version}" in f.message
@@ -54,48 +54,48 @@ def test_qwen3_235b_fp8_at_tp8_fails_on_vllm_up_to_0_28(version: str):
 
 def test_qwen3_30b_fp8_at_tp4_fails_on_vllm_0_28_and_starts_on_0_29():
     m = model("qwen3-30b-a3b-fp8")
-    old = check_heads(dep("q30", tp=4, engine_version="0.28.0"), machine(4), m)
+    old = check_heads(subject(dep("q30", tp=4, engine_version="0.28.0"), machine(4), m))
     assert old.status is Status.FAIL and BLOCK_N_TEXT in old.message
     assert "768 / TP=4 = 192" in old.message and "TP sizes that start: 1, 2" in old.message
     # 0.29 fused_moe/oracle/fp8.py refine_fp8_moe_block_shape: gcd(128, 128, 192, 2048) = 64 >= 32
-    new = check_heads(dep("q30", tp=4, engine_version="0.29.0"), machine(4), m)
+    new = check_heads(subject(dep("q30", tp=4, engine_version="0.29.0"), machine(4), m))
     assert new.status is Status.PASS
     assert "refines the MoE block scales from [128, 128] to [64, 64]" in new.message
 
 
 def test_the_installed_release_decides_when_nothing_is_pinned():
     m = model("qwen3-30b-a3b-fp8")
-    assert check_heads(dep(tp=4), machine(4), m, Host({"vllm": "0.28.0"})).status is Status.FAIL
-    assert check_heads(dep(tp=4), machine(4), m, Host({"vllm": "0.33.0"})).status is Status.PASS
-    bare = check_heads(dep(tp=4), machine(4), m)   # nothing installed: the newest known release
+    assert check_heads(subject(dep(tp=4), machine(4), m, Host({"vllm": "0.28.0"}))).status is Status.FAIL
+    assert check_heads(subject(dep(tp=4), machine(4), m, Host({"vllm": "0.33.0"}))).status is Status.PASS
+    bare = check_heads(subject(dep(tp=4), machine(4), m))   # nothing installed: the newest known release
     assert bare.status is Status.PASS and bare.data["engine_version"] == "0.33.0"
 
 
 def test_expert_parallel_keeps_whole_expert_widths_so_block_fp8_starts():
     m = model("qwen3-235b-a22b-fp8")
-    f = check_heads(dep(tp=8, engine_version="0.28.0", enable_expert_parallel=True), machine(8), m)
+    f = check_heads(subject(dep(tp=8, engine_version="0.28.0", enable_expert_parallel=True), machine(8), m))
     assert f.status is Status.PASS
 
 
 def test_vllm_dp_flattens_into_the_expert_width_for_block_fp8():
     # TP=2 x DP=2: every expert split over 4 ranks -> 768 / 4 = 192; DP=3 gives 128 and starts
     m = model("qwen3-30b-a3b-fp8")
-    f = check_heads(dep(tp=2, dp=2, engine_version="0.28.0"), machine(8), m)
+    f = check_heads(subject(dep(tp=2, dp=2, engine_version="0.28.0"), machine(8), m))
     assert f.status is Status.FAIL
     assert "(TP x DP = 2 x 2) = 192" in f.message
     assert "data_parallel_size that works with TP=2: 1, 3" in f.message
-    assert check_heads(dep(tp=2, dp=3, engine_version="0.28.0"), machine(8), m).status is Status.PASS
+    assert check_heads(subject(dep(tp=2, dp=3, engine_version="0.28.0"), machine(8), m)).status is Status.PASS
 
 
 def test_sglang_has_the_block_fp8_moe_rule_without_refinement():
     # sglang 0.5.23 srt/layers/quantization/fp8.py: same ValueError, moe_tp = TP / EP
     m = model("qwen3-30b-a3b-fp8")
     for version in ("0.4.3.post4", "0.5.23"):
-        f = check_heads(dep(tp=4, engine="sglang", engine_version=version), machine(4), m)
+        f = check_heads(subject(dep(tp=4, engine="sglang", engine_version=version), machine(4), m))
         assert f.status is Status.FAIL and BLOCK_N_TEXT in f.message and "SGLang raises" in f.message
         assert "vLLM >= 0.29" not in f.message
-    ep = check_heads(dep(tp=4, engine="sglang", engine_version="0.5.23", enable_expert_parallel=True),
-                     machine(4), m)
+    ep = check_heads(subject(dep(tp=4, engine="sglang", engine_version="0.5.23", enable_expert_parallel=True),
+                     machine(4), m))
     assert ep.status is Status.PASS
 
 
@@ -103,14 +103,14 @@ def test_compressed_tensors_w4a16_moe_groups_split_at_tp4():
     # 768 / 4 = 192 inputs per rank for each expert's down_proj: 1.5 groups of 128
     m = model("qwen3-30b-a3b-w4a16")
     assert m.quantization is not None and m.quantization.fmt == "pack-quantized"
-    f = check_heads(dep(tp=4, engine_version="0.33.0"), machine(4), m)
+    f = check_heads(subject(dep(tp=4, engine_version="0.33.0"), machine(4), m))
     assert f.status is Status.FAIL
     assert ("CompressedTensors WNA16 MoE with static group scales requires the MoE intermediate size per "
             "tensor-parallel partition (192) to be divisible by group_size (128)") in f.message
     assert "TP sizes that start: 1, 2" in f.message and "enable_expert_parallel: true" in f.message
-    assert check_heads(dep(tp=2, engine_version="0.33.0"), machine(4), m).status is Status.PASS
+    assert check_heads(subject(dep(tp=2, engine_version="0.33.0"), machine(4), m)).status is Status.PASS
     # before 0.25 the release has no check: the shard loads with mismatched scales -> still a fail
-    old = check_heads(dep(tp=4, engine_version="0.21.0"), machine(4), m)
+    old = check_heads(subject(dep(tp=4, engine_version="0.21.0"), machine(4), m))
     assert old.status is Status.FAIL and "has no check for it" in old.message and "vLLM 0.25" in old.message
 
 
@@ -119,7 +119,7 @@ def test_compressed_tensors_w4a16_dense_llama_8b_starts_at_every_head_tp():
     assert m.quantization is not None and m.quantization.is_int_grouped
     for tp in (1, 2, 4, 8):
         for version in ("0.11.0", "0.33.0"):
-            assert check_heads(dep(tp=tp, engine_version=version), machine(8), m).status is Status.PASS
+            assert check_heads(subject(dep(tp=tp, engine_version=version), machine(8), m)).status is Status.PASS
 
 
 def test_marlin_tile_rules_apply_before_0_25_only():
@@ -154,23 +154,23 @@ def test_dense_block_fp8_checks_and_the_merged_layer_skip():
 def test_sglang_ep_asserts_whole_experts_where_vllm_spreads_them():
     # sglang srt/layers/moe/fused_moe_triton/layer.py: assert num_experts % ep_size == 0 (60 % 8 = 4)
     m = model("qwen1.5-moe-a2.7b")
-    s = check_heads(dep(tp=8, engine="sglang", engine_version="0.5.23", enable_expert_parallel=True),
-                    machine(8), m)
+    s = check_heads(subject(dep(tp=8, engine="sglang", engine_version="0.5.23", enable_expert_parallel=True),
+                    machine(8), m))
     assert s.status is Status.FAIL
     assert "AssertionError" in s.message and "60 routed experts divide by 8" in s.message
     assert "whose EP divides the 60 experts: 1, 2, 4" in s.message
     assert "enable_expert_parallel: false" in s.message
-    assert check_heads(dep(tp=4, engine="sglang", enable_expert_parallel=True), machine(8), m).status \
+    assert check_heads(subject(dep(tp=4, engine="sglang", enable_expert_parallel=True), machine(8), m)).status \
         is Status.PASS
     # vLLM's determine_expert_map gives the first ranks one more: it starts, unevenly (warn)
-    v = check_heads(dep(tp=8, enable_expert_parallel=True), machine(8), m)
+    v = check_heads(subject(dep(tp=8, enable_expert_parallel=True), machine(8), m))
     assert v.status is Status.WARN and "do not split evenly" in v.message
 
 
 def test_deepseek_v3_sglang_ep8_passes():
     m = load_model("deepseek-ai/DeepSeek-V3")   # 256 routed experts, block-FP8 [128, 128]
-    f = check_heads(dep(tp=8, engine="sglang", engine_version="0.5.23", enable_expert_parallel=True),
-                    machine(8), m)
+    f = check_heads(subject(dep(tp=8, engine="sglang", engine_version="0.5.23", enable_expert_parallel=True),
+                    machine(8), m))
     assert f.status is Status.PASS
 
 

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines.llamacpp.engine import (
+from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.engines.llamacpp.flags import (
     CACHE_TYPES,
     FIT_TARGET_MIB,
     NO_TENSOR_SPLIT_ARCHS,
@@ -41,7 +42,6 @@ from pytest_gpulayout.engines.llamacpp.engine import (
 )
 from pytest_gpulayout.engines.llamacpp.memory import Layout, fitting_split, plan_layout
 from pytest_gpulayout.findings import Finding, RawFacts, Status
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import GIB, MIB, Machine, describe_link, is_nvlink, link_family, slowest
 from pytest_gpulayout.model.gguf import GgufSpec
 from pytest_gpulayout.model.spec import ModelSpec
@@ -87,7 +87,8 @@ def _label(gpus: tuple[int, ...], d: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-def check_placement(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_placement(s: Subject) -> Finding:
+    dep, machine = s.dep, s.machine
     flags = _flags(dep)
     try:
         gpus = deployment_gpus(dep, machine)
@@ -126,7 +127,8 @@ def check_placement(dep: Deployment, machine: Machine, model: ModelSpec, host: H
     return _finding("placement", Status.PASS, f"{dep.name}: llama.cpp uses {used}", **data)
 
 
-def check_heads(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_heads(s: Subject) -> Finding:
+    dep, machine, model = s.dep, s.machine, s.model
     flags = _flags(dep)
     spec = _spec(model)
     arch = spec.arch if spec else model.model_type
@@ -165,7 +167,8 @@ def _fmt_gib(b: float) -> str:
     return f"{b / GIB:.2f} GiB"
 
 
-def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_balance(s: Subject) -> Finding:
+    dep, machine, model = s.dep, s.machine, s.model
     spec = _spec(model)
     flags = _flags(dep)
     if spec is None:
@@ -227,7 +230,8 @@ def check_balance(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
     return _finding("balance", Status.PASS, f"{head}; every GPU keeps at least {FIT_TARGET_MIB} MiB free", **data)
 
 
-def check_links(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_links(s: Subject) -> Finding:
+    dep, machine = s.dep, s.machine
     flags = _flags(dep)
     try:
         gpus = deployment_gpus(dep, machine)
@@ -289,7 +293,8 @@ def _rpc_verdict(dep: Deployment, flags: LlamaCppFlags) -> tuple[str, Status]:
     return f"{poc}", Status.WARN
 
 
-def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Finding:
+def check_kv_pool(s: Subject) -> Finding:
+    dep, machine, model = s.dep, s.machine, s.model
     spec = _spec(model)
     flags = _flags(dep)
     if spec is None:
@@ -339,7 +344,7 @@ def check_kv_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Hos
     return _finding("kv_pool", Status.PASS, msg, **data)
 
 
-CHECKS: dict[str, Callable[[Deployment, Machine, ModelSpec, Host], Finding]] = {
+CHECKS: dict[str, Callable[[Subject], Finding]] = {
     "placement": check_placement,
     "heads": check_heads,
     "balance": check_balance,

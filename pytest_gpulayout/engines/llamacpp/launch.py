@@ -23,14 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines.llamacpp.engine import (
-    NAME,
-    LlamaCppFlags,
-    LlamaCppLog,
-    StartupLogWatcher,
-    parse_version_output,
-    server_argv,
-)
+from pytest_gpulayout.engines.llamacpp.flags import NAME, LlamaCppFlags, parse_version_output, server_argv
+from pytest_gpulayout.engines.llamacpp.log import LlamaCppLog, StartupLogWatcher
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Finding, RawFacts, Status
 from pytest_gpulayout.launch.progress import Progress

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_gpulayout.engines.llamacpp.engine import (
+from pytest_gpulayout.engines.llamacpp.flags import (
     ARG_OWNERS,
     CACHE_TYPES,
     LAUNCHER_ARGS,

@@ -36,7 +36,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_gpulayout.engines.llamacpp.engine import CACHE_TYPES, CTX_PAD, DEFAULT_UBATCH, LlamaCppFlags
+from pytest_gpulayout.engines.llamacpp.flags import CACHE_TYPES, CTX_PAD, DEFAULT_UBATCH, LlamaCppFlags
 from pytest_gpulayout.machine.facts import MIB
 from pytest_gpulayout.model.gguf import GgufSpec
 

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from pytest_gpulayout.engines.llamacpp.engine import looks_like_llamacpp, parse_llamacpp_log
+from pytest_gpulayout.engines.llamacpp.log import looks_like_llamacpp, parse_llamacpp_log
 from pytest_gpulayout.errors import InputError
 
 

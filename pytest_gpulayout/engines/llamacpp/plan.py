@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment, Require
+from pytest_gpulayout.engine import resolve
 from pytest_gpulayout.engines.llamacpp.checks import CHECKS
-from pytest_gpulayout.engines.llamacpp.engine import FIT_TARGET_MIB, LlamaCppFlags, format_split
+from pytest_gpulayout.engines.llamacpp.engine import LLAMACPP
+from pytest_gpulayout.engines.llamacpp.flags import FIT_TARGET_MIB, LlamaCppFlags, format_split
 from pytest_gpulayout.engines.llamacpp.memory import fitting_split
 from pytest_gpulayout.findings import Finding, Status, worst
 from pytest_gpulayout.host import BARE_HOST
@@ -102,9 +104,14 @@ def plan_llamacpp(model: GgufSpec, machine: Machine, *, ctx_size: int | None, pa
     for f in cands:
         dep = Deployment(name="plan", model=model.source, engine="llamacpp", gpus=tuple(gpus), llamacpp=f,
                          require=Require(), base_dir=Path.cwd())
-        rows.append(LlamaCppRow(f, tuple(gpus), {n: fn(dep, machine, model, BARE_HOST) for n, fn in CHECKS.items()}))
+        rows.append(LlamaCppRow(f, tuple(gpus), _judged(dep, machine, model)))
     rows.sort(key=LlamaCppRow.key)
     return rows
+
+
+def _judged(dep: Deployment, machine: Machine, model: GgufSpec) -> dict[str, Finding]:
+    subject = resolve(dep, machine, model, BARE_HOST, engine=LLAMACPP)
+    return {n: fn(subject) for n, fn in CHECKS.items()}
 
 
 def plan_json(model: GgufSpec, machine: Machine, rows: list[LlamaCppRow]) -> dict[str, Any]:

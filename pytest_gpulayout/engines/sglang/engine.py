@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.engine import Flags, FractionDefault, KnobFlag, LaunchKnobs, read_knobs
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, parse_version
+from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
@@ -220,12 +221,16 @@ class SglangEngine:
     long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
     server_module = "sglang.launch_server"
+    checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
                   data_parallel_size="--dp-size", max_model_len="--context-length",
                   memory_fraction="--mem-fraction-static",
                   aliases={"tensor_parallel_size": ("--tp", "--tensor-parallel-size"),
                            "pipeline_parallel_size": ("--pp", "--pipeline-parallel-size"),
                            "data_parallel_size": ("--dp", "--data-parallel-size")})
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
 
     def default_command(self, version: Version | None, python: str) -> list[str]:
         return [python, "-m", self.server_module]

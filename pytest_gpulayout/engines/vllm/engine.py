@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.engine import Flags, FractionDefault, KnobFlag, LaunchKnobs, read_knobs
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, parse_version
+from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
@@ -207,12 +208,16 @@ class VllmEngine:
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     pp_partition_env = "VLLM_PP_LAYER_PARTITION"
     server_module = "vllm.entrypoints.openai.api_server"
+    checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",
                   pipeline_parallel_size="--pipeline-parallel-size", data_parallel_size="--data-parallel-size",
                   max_model_len="--max-model-len", memory_fraction="--gpu-memory-utilization",
                   aliases={"tensor_parallel_size": ("-tp",), "pipeline_parallel_size": ("-pp",),
                            "data_parallel_size": ("-dp",), "enable_expert_parallel": ("--enable-expert-parallel",
                                                                                       "-ep")})
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
 
     def default_command(self, version: Version | None, python: str) -> list[str]:
         """``vllm serve`` beside ``python`` (the same environment); before 0.5 there was no ``serve``."""

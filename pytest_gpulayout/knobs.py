@@ -1,0 +1,114 @@
+"""What a deployment's ``launch.args`` and ``launch.env`` change in the engine's memory and checks.
+
+The startup check launches the engine with these flags and variables, so the static checks must
+judge the same engine: ``--enforce-eager`` removes the CUDA-graph reserve, ``--kv-cache-memory-bytes``
+replaces the profiled budget, ``VLLM_PP_LAYER_PARTITION`` moves layers between stages, SGLang's
+balance switch turns an error into a warning, and so on. Each engine lists the flags it models
+(``KNOB_FLAGS``) and the ones that change nothing the checks judge (``NEUTRAL_FLAGS``); any other flag
+is named in the findings as not modelled, never silently ignored. Engine-neutral: the memory
+arithmetic reads these knobs without knowing which engine set them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any
+
+from pytest_gpulayout.errors import InputError
+
+
+@dataclass(frozen=True)
+class LaunchKnobs:
+    """The settings of a launch that the memory model and the rules take into account."""
+
+    enforce_eager: bool = False                     # vLLM --enforce-eager / SGLang --disable-cuda-graph
+    kv_cache_memory_bytes: int | None = None        # vLLM --kv-cache-memory-bytes (>= 0.10.2)
+    max_num_batched_tokens: int | None = None       # vLLM --max-num-batched-tokens
+    max_num_seqs: int | None = None                 # vLLM --max-num-seqs / SGLang --max-running-requests
+    block_size: int | None = None                   # vLLM --block-size / SGLang --page-size
+    chunked_prefill_size: int | None = None         # SGLang --chunked-prefill-size
+    cuda_graph_max_bs: int | None = None            # SGLang --cuda-graph-max-bs
+    pp_layer_partition: str | None = None           # VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION
+    #: the engine variables in effect for the launch (this host's, then launch.env on top)
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: flags given that the checks do not model, as written
+    not_modelled: tuple[str, ...] = ()
+
+    @property
+    def read(self) -> tuple[str, ...]:
+        """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
+        out = []
+        for f in fields(self):
+            if f.name in ("env", "not_modelled"):
+                continue
+            value = getattr(self, f.name)
+            if value not in (None, False):
+                out.append(f.name if value is True else f"{f.name}={value}")
+        return tuple(out)
+
+    def not_modelled_note(self) -> str:
+        """The sentence findings carry when some flags were not modelled ("" when all were)."""
+        if not self.not_modelled:
+            return ""
+        return (f"Not modelled: {', '.join(self.not_modelled)} in launch.args; the startup check "
+                f"(--gpulayout-launch) measures their effect.")
+
+
+@dataclass(frozen=True)
+class KnobFlag:
+    """One engine flag the checks model: the ``LaunchKnobs`` field it sets and how."""
+
+    knob: str
+    kind: type = int          # int: takes a number; bool: a switch (no value)
+    #: for bool knobs, the value the flag sets
+    value: Any = True
+
+
+def _int(flag: str, text: str, where: str) -> int:
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        raise InputError(f"{flag} needs a whole number, not {text!r}", key=where) from None
+
+
+def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[str, KnobFlag],
+               neutral: frozenset[str], value_flags: frozenset[str], env_knobs: Mapping[str, str],
+               where: str = "launch.args") -> LaunchKnobs:
+    """Parse ``args`` (``--flag value`` or ``--flag=value``) with the engine's tables.
+
+    ``flags``: modelled flags; ``neutral``: flags that change nothing the checks judge;
+    ``value_flags``: neutral or unknown flags known to take a value (so the value is not mistaken
+    for a flag); ``env_knobs``: variable -> knob field read from ``env``.
+    """
+    values: dict[str, Any] = {"env": MappingProxyType(dict(env))}
+    unknown: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        name, eq, inline = token.partition("=")
+        if not name.startswith("-"):
+            i += 1
+            continue
+        spec = flags.get(name)
+        takes_value = (spec is not None and spec.kind is not bool) or name in value_flags
+        value: str | None = inline if eq else None
+        if takes_value and value is None and i + 1 < len(args):
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if spec is None:
+            if name not in neutral:
+                unknown.append(name)
+            continue
+        if spec.kind is bool:
+            values[spec.knob] = spec.value
+        elif value is None:
+            raise InputError(f"{name} needs a value", key=where)
+        else:
+            values[spec.knob] = _int(name, value, where)
+    for var, knob in env_knobs.items():
+        if env.get(var):
+            values[knob] = env[var]
+    return LaunchKnobs(**values, not_modelled=tuple(dict.fromkeys(unknown)))
