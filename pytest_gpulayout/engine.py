@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.version import InvalidVersion, Version
 
@@ -29,6 +29,9 @@ from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
+
+if TYPE_CHECKING:
+    from pytest_gpulayout.memory.pool import PoolPrediction
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,18 @@ class Engine(Protocol):
     def parse_version(self, text: str) -> Version:
         """A release as this engine spells it (``0.11.0``; llama.cpp's ``b11434``); ``InputError`` naming
         ``engine_version`` otherwise."""
+        ...
+
+    #: what it raises when ``max_model_len`` exceeds the model's own maximum (its config check)
+    too_long_text: str
+    #: why another tenant on one GPU shrinks the whole pool ("" where it does not)
+    tenant_note: str
+    #: the start-up memory rules it enforces: "tp_balance" (SGLang's min free >= 0.9 x every rank's
+    #: free), "free_memory" (vLLM's free memory >= fraction x total, by release)
+    start_rules: frozenset[str]
+
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        """Why there is no room for a KV cache when its own reserve tips it, and the flags that shrink it."""
         ...
 
     def default_command(self, version: Version | None, python: str) -> list[str]:
@@ -175,7 +190,7 @@ class Subject:
         return p
 
     @cached_property
-    def _replicas(self) -> tuple[object, ...] | Exception:
+    def _replicas(self) -> tuple[PoolPrediction, ...] | Exception:
         from pytest_gpulayout.memory.pool import predict_replicas
 
         try:
@@ -184,7 +199,7 @@ class Subject:
             return err
 
     @property
-    def replicas(self) -> tuple[object, ...]:
+    def replicas(self) -> tuple[PoolPrediction, ...]:
         """One ``PoolPrediction`` per DP replica (raises what the prediction raised)."""
         r = self._replicas
         if isinstance(r, Exception):

@@ -416,24 +416,14 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     )
 
 
-#: The last replicas predicted, with the inputs they came from. ``balance`` (the DP replicas' pools)
-#: and ``kv_pool`` ask for the same deployment one after the other; the inputs are frozen, so the
-#: same objects give the same answer.
-_last_replicas: list[tuple[tuple[object, ...], LaunchKnobs, tuple[PoolPrediction, ...]]] = []
-
-
 def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST,
                      knobs: LaunchKnobs | None = None) -> list[PoolPrediction]:
     """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown`` /
     ``PlacementError``): each replica's GPUs in rank order, as the engines place them. ``knobs``: the
-    launch's settings when the caller has read them already."""
+    launch's settings when the caller has read them already. The checks read it once per deployment,
+    through ``engine.Subject.replicas``."""
     if knobs is None:
         knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
-    inputs = (dep, machine, model, host)
-    if _last_replicas:
-        seen, seen_knobs, preds = _last_replicas[0]
-        if all(a is b for a, b in zip(seen, inputs, strict=True)) and seen_knobs == knobs:
-            return list(preds)
     placement = place(dep, machine)
     predicted = [
         predict_pool(
@@ -446,7 +436,6 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: 
         )
         for d in range(dep.dp)
     ]
-    _last_replicas[:] = [(inputs, knobs, tuple(predicted))]
     return predicted
 
 

@@ -31,23 +31,20 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Subject
-from pytest_gpulayout.engines.registry import resolve_version
+from pytest_gpulayout.engine import Subject, resolve_version
 from pytest_gpulayout.engines.sglang import engine as sglang
+from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import (
     FREE_MEMORY_CHECK_SINCE,
     counts_communicators_in_budget,
     oversubscribes_silently,
 )
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
-from pytest_gpulayout.host import Host
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
-from pytest_gpulayout.memory.pool import predict_replicas
 from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank
-from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
 
 CHECK = "balance"
@@ -239,10 +236,9 @@ def _vllm_rule(dep: Deployment, machine: Machine, placement: Placement, fraction
     return Status.PASS, f"{facts}: {worst_margin:.2f} GiB to spare", data
 
 
-def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec,
-              host: Host) -> tuple[Status, str, dict[str, Any]] | None:
+def _lopsided(s: Subject) -> tuple[Status, str, dict[str, Any]] | None:
     try:
-        preds = predict_replicas(dep, machine, model, host)
+        preds = s.replicas  # the prediction kv_pool reads
     except (MemoryUnknown, PlacementError):
         return None
     tokens = [p.kv_tokens for p in preds]
@@ -259,8 +255,20 @@ def _lopsided(dep: Deployment, machine: Machine, model: ModelSpec,
     return Status.PASS, f"DP replicas' pools within {LOPSIDED_RATIO:g}x ({listed} tokens)", data
 
 
+def _weights_gib(s: Subject) -> float:
+    """Weights on the most loaded rank: the prediction's (with the PP partition of ``launch.env`` that
+    kv_pool uses), else computed alike where memory is unknown."""
+    try:
+        return s.replicas[0].weights_bytes_per_rank / GIB
+    except (MemoryUnknown, PlacementError):
+        dep = s.dep
+        return weight_bytes_per_rank(s.model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
+                                     enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
+                                     pp_layer_partition=s.knobs.pp_layer_partition) / GIB
+
+
 def check_balance(s: Subject) -> Finding:
-    dep, machine, model, host = s.dep, s.machine, s.model, s.host
+    dep, machine, host = s.dep, s.machine, s.host
     try:
         placement = place(dep, machine)
     except PlacementError as err:
@@ -276,24 +284,26 @@ def check_balance(s: Subject) -> Finding:
     data = BalanceFacts(min_free_gib=round(min(frees), 2), max_free_gib=round(max(frees), 2), headroom_gib=None)
     parts: list[tuple[Status, str]] = []
     if dep.tp > 1:
-        sg_version = resolve_version("sglang", dep.engine_version if dep.engine == "sglang" else None, host)[0]
+        # SGLang's rule, by SGLang's release where the deployment runs SGLang; its headroom is reported for
+        # every TP layout (what moving it to SGLang would meet)
+        balances = "tp_balance" in s.engine.start_rules
+        sg_version = s.version if balances else resolve_version(SGLANG, None, host)[0]
         env = {**host.env, **dep.launch.env}
         st, msg, d = _sglang_rule(dep, machine, placement, sg_version, env)
         data = replace(data, **d)
-        if dep.engine == "sglang":
+        if balances:
             parts.append((st, msg))
-    if dep.engine == "vllm":
-
-        version, vsource = resolve_version("vllm", dep.engine_version, host)
+    if "free_memory" in s.engine.start_rules:
+        version, vsource = s.version, s.version_source
         if dep.memory_fraction is not None:
             fraction, source = dep.memory_fraction, "memory_fraction"
         else:
             total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
-            fraction, _why = default_memory_fraction("vllm", version, gpu_total_mib=total, tp=dep.tp, pp=dep.pp)
-            source = f"vLLM {version} default, {vsource}"
+            fraction, _why = default_memory_fraction(s.engine.name, version, gpu_total_mib=total, tp=dep.tp,
+                                                     pp=dep.pp)
+            source = f"{s.engine.display} {version} default, {vsource}"
         if version >= FREE_MEMORY_CHECK_SINCE or oversubscribes_silently(version):
-            weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
-                                            enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp) / GIB
+            weights = _weights_gib(s)
             st, msg, d = _vllm_rule(dep, machine, placement, fraction, source, weights, version)
             parts.append((st, msg))
             data = replace(data, **d)
@@ -301,7 +311,7 @@ def check_balance(s: Subject) -> Finding:
             parts.append((Status.PASS, f"vLLM {version} ({vsource}) has no free-memory start-up check (it came in "
                           f"{VLLM_FREE_RULE_SINCE}): other tenants' memory comes out of the KV pool instead"))
     if dep.dp > 1:
-        lop = _lopsided(dep, machine, model, host)
+        lop = _lopsided(s)
         if lop:
             parts.append(lop[:2])
             data = replace(data, **lop[2])

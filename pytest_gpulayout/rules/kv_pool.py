@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject
-from pytest_gpulayout.engines.registry import deployment_knobs
 from pytest_gpulayout.findings import (
     ABSENT,
     CODE_ONLY,
@@ -30,13 +29,11 @@ from pytest_gpulayout.findings import (
     skipped,
     warned,
 )
-from pytest_gpulayout.host import Host
-from pytest_gpulayout.machine.facts import GIB, Machine
+from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_per_rank
-from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
+from pytest_gpulayout.memory.pool import PoolPrediction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank
-from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError
 
 CHECK = "kv_pool"
@@ -109,18 +106,15 @@ def shortfalls(dep: Deployment, tokens: int, concurrency: float | None, max_mode
     return unmet, tight
 
 
-#: The environment switch each engine reads to accept a max_model_len above the model's own.
-LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
-
-
-def _too_long(dep: Deployment, model: ModelSpec, host: Host) -> tuple[Status, str, int, int] | None:
+def _too_long(s: Subject) -> tuple[Status, str, int, int] | None:
     """max_model_len above the model's derived maximum: both engines refuse at config time unless
     their override variable is set (then it starts, with positions the model never trained on).
     ``(status, message, max_model_len, the model's maximum)`` or None when it is within."""
+    dep, model, host, engine = s.dep, s.model, s.host, s.engine
     limit = model.max_position_embeddings
     if not (dep.max_model_len and limit and dep.max_model_len > limit):
         return None
-    env = LONG_CONTEXT_ENV[dep.engine]
+    env = engine.long_context_env
     # the engine inherits this process's environment, then launch.env on top (startup.engine_env)
     value = dep.launch.env.get(env, host.getenv(env) or "")
     where = "launch.env" if env in dep.launch.env else "the environment"
@@ -128,18 +122,16 @@ def _too_long(dep: Deployment, model: ModelSpec, host: Host) -> tuple[Status, st
         return (Status.WARN, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
                 f"{limit:,} positions; {env}=1 in {where} lets the engine start, but quality past "
                 f"{limit:,} tokens is not what the model was trained for.", dep.max_model_len, limit)
-    text = ("\"User-specified max_model_len ... is greater than the derived max_model_len\"" if dep.engine == "vllm"
-            else "\"User-specified context_length ... is greater than the derived context_length\"")
     return (Status.FAIL, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
-            f"positions, so {'vLLM' if dep.engine == 'vllm' else 'SGLang'} refuses to start ({text}). "
+            f"positions, so {engine.display} refuses to start (\"{engine.too_long_text}\"). "
             f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.",
             dep.max_model_len, limit)
 
 
-def _no_room(dep: Deployment, machine: Machine, p: PoolPrediction) -> str:
+def _no_room(s: Subject, p: PoolPrediction) -> str:
     """Why there is no KV cache, and the fix that can work: when the weights alone exceed the GPU no
     memory fraction helps; when another tenant holds the limiting GPU, that tenant is the cause."""
-    gpu = machine.gpu(p.limiting_gpu)
+    gpu = s.machine.gpu(p.limiting_gpu)
     total = (gpu.memory_total_mib or 0) / 1024
     if p.weights_gib_per_rank >= 0.95 * total:
         return (f"the weights alone, {p.weights_gib_per_rank:.2f} GiB per GPU, exceed GPU{gpu.index}'s "
@@ -147,25 +139,20 @@ def _no_room(dep: Deployment, machine: Machine, p: PoolPrediction) -> str:
                 f"tensor/pipeline parallel ranks, or more nodes.")
     if gpu.processes:
         who = ", ".join(f"{t.name or 'pid'} {t.pid}" for t in gpu.processes[:3])
-        spread = (" SGLang sizes every rank by the least free GPU of the world, so it shrinks all of them."
-                  if dep.engine == "sglang" else "")
+        spread = f" {s.engine.tenant_note}" if s.engine.tenant_note else ""
         return (f"the weights leave no room for a KV cache on GPU{gpu.index}, where another tenant ({who}) "
                 f"holds {(total - (gpu.memory_free_mib or 0) / 1024):.2f} GiB.{spread} Stop it, or move the "
                 f"deployment to GPUs without tenants.")
-    if dep.engine == "vllm" and p.activation_reserve_gib >= 1.0:
-        # the profile run's reserve is what tips it: name it, and the flags that shrink it
-        return (f"the weights ({p.weights_gib_per_rank:.2f} GiB per GPU) and vLLM's profile-run reserve "
-                f"({p.activation_reserve_gib:.2f} GiB: {p.activation_reserve_why}) leave no room for a KV cache "
-                f"on GPU{gpu.index}. Raise memory_fraction, lower --max-num-seqs (or --max-num-batched-tokens "
-                f"where the forward peak decides), add tensor/pipeline parallel ranks, or quantize.")
+    advice = s.engine.no_room_advice(p, gpu.index)
+    if advice:  # the engine's own reserve is what tips it: it names it, and the flags that shrink it
+        return advice
     return (f"the weights leave no room for a KV cache on GPU{gpu.index}. Raise memory_fraction, add "
             f"tensor/pipeline parallel ranks, or quantize.")
 
 
 def check_kv_pool(s: Subject) -> Finding:
-    dep, machine, model, host = s.dep, s.machine, s.model, s.host
-    finding = _check_pool(dep, machine, model, host)
-    too_long = _too_long(dep, model, host)
+    finding = _check_pool(s)
+    too_long = _too_long(s)
     if too_long is None or finding.status is Status.FAIL:
         return finding
     verdict, message, max_len, limit = too_long
@@ -178,20 +165,28 @@ def check_kv_pool(s: Subject) -> Finding:
     return Finding(CHECK, status, f"{message} {finding.message}", facts)
 
 
-def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host) -> Finding:
-    knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
+def _without_memory(s: Subject) -> tuple[int, int]:
+    """KV bytes per token and weight bytes on the most loaded rank, where the pool cannot be predicted
+    (the prediction carries both otherwise)."""
+    dep, model, knobs = s.dep, s.model, s.knobs
     per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
                                             kv_cache_dtype=dep.kv_cache_dtype,
                                             pp_layer_partition=knobs.pp_layer_partition)
     weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
                                     enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
                                     pp_layer_partition=knobs.pp_layer_partition)
-    data = KvPoolFacts(kv_bytes_per_token_per_rank=per_token, weights_gib_per_rank=round(weights / GIB, 2))
+    return per_token, weights
+
+
+def _check_pool(s: Subject) -> Finding:
+    dep, knobs = s.dep, s.knobs
     try:
-        preds = predict_replicas(dep, machine, model, host, knobs)
-    except PlacementError as err:
-        return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", data)
-    except MemoryUnknown as err:
+        preds = s.replicas  # the same prediction balance reads
+    except (PlacementError, MemoryUnknown) as err:
+        per_token, weights = _without_memory(s)
+        data = KvPoolFacts(kv_bytes_per_token_per_rank=per_token, weights_gib_per_rank=round(weights / GIB, 2))
+        if isinstance(err, PlacementError):
+            return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", data)
         # Never a pass: the pool is what the deployment serves from, and nobody looked at the memory.
         return warned(CHECK, f"{dep.name}: KV pool NOT checked: {err}. Known without memory: {per_token:,} "
                       f"bytes of KV per token per rank, {weights / GIB:.2f} GiB of weights per rank. Probe the "
@@ -200,8 +195,9 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
     smallest = min(range(len(preds)), key=lambda i: tokens[i])
     p = preds[smallest]
     max_len = p.max_model_len
-    data = replace(
-        data,
+    data = KvPoolFacts(
+        kv_bytes_per_token_per_rank=p.kv_bytes_per_token_per_rank,
+        weights_gib_per_rank=round(p.weights_bytes_per_rank / GIB, 2),
         predicted_kv_tokens=tokens[smallest],
         predicted_kv_tokens_per_replica=tuple(tokens),
         max_model_len=max_len,
@@ -217,7 +213,7 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
     rep = f" (smallest of {len(preds)} replicas)" if len(preds) > 1 else ""
     fraction = ("memory_fraction " + f"{p.memory_fraction:g}" if p.fraction_source == "memory_fraction"
                 else p.fraction_source)
-    basis = f"{per_token:,} B/token/rank, {p.weights_gib_per_rank:.2f} GiB weights/rank, {fraction}"
+    basis = f"{p.kv_bytes_per_token_per_rank:,} B/token/rank, {p.weights_gib_per_rank:.2f} GiB weights/rank, {fraction}"
     extra = list(p.notes)
     if knobs.read:
         data = replace(data, launch_settings=knobs.read)
@@ -228,7 +224,7 @@ def _check_pool(dep: Deployment, machine: Machine, model: ModelSpec, host: Host)
     notes = (" " + " ".join(extra)) if extra else ""
     head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
-        return failed(CHECK, f"{head}: {_no_room(dep, machine, p)}{notes}", data)
+        return failed(CHECK, f"{head}: {_no_room(s, p)}{notes}", data)
     if p.fits_one_request is False:
         fix = ("Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
                "more GPUs")

@@ -11,7 +11,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.llamacpp.checks import CHECKS
 
 if TYPE_CHECKING:
-
+    from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
 
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault
@@ -46,6 +46,13 @@ class LlamaCppEngine:
     checks: CheckTable | None = CHECKS
     flags = Flags(model="-m", tensor_parallel_size="", pipeline_parallel_size="", data_parallel_size="",
                   max_model_len="", memory_fraction="", kv_cache_dtype="")  # own keys: manifest/llamacpp.py
+
+    too_long_text = ""  # its own checks (engines/llamacpp/checks.py) judge n_ctx
+    tenant_note = ""
+    start_rules: frozenset[str] = frozenset()
+
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        return None
 
     def parse_version(self, text: str) -> Version:
         """llama.cpp's releases are build numbers (``b11434``), compared as ``Version("11434")``."""

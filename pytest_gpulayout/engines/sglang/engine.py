@@ -20,6 +20,7 @@ from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
 
 
@@ -228,6 +229,13 @@ class SglangEngine:
                   aliases={"tensor_parallel_size": ("--tp", "--tensor-parallel-size"),
                            "pipeline_parallel_size": ("--pp", "--pipeline-parallel-size"),
                            "data_parallel_size": ("--dp", "--data-parallel-size")})
+
+    too_long_text = "User-specified context_length ... is greater than the derived context_length"
+    tenant_note = "SGLang sizes every rank by the least free GPU of the world, so it shrinks all of them."
+    start_rules = frozenset({"tp_balance"})
+
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        return None  # nothing besides the weights and the pool sits inside mem_fraction_static
 
     def parse_version(self, text: str) -> Version:
         return parse_version(text)

@@ -17,6 +17,7 @@ from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
 
 
@@ -215,6 +216,19 @@ class VllmEngine:
                   aliases={"tensor_parallel_size": ("-tp",), "pipeline_parallel_size": ("-pp",),
                            "data_parallel_size": ("-dp",), "enable_expert_parallel": ("--enable-expert-parallel",
                                                                                       "-ep")})
+
+    too_long_text = "User-specified max_model_len ... is greater than the derived max_model_len"
+    tenant_note = ""
+    start_rules = frozenset({"free_memory"})
+
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        """The profile run's reserve (``gpu_worker.determine_available_memory``) when it is what tips it."""
+        if p.activation_reserve_gib < 1.0:
+            return None
+        return (f"the weights ({p.weights_gib_per_rank:.2f} GiB per GPU) and vLLM's profile-run reserve "
+                f"({p.activation_reserve_gib:.2f} GiB: {p.activation_reserve_why}) leave no room for a KV cache "
+                f"on GPU{gpu_index}. Raise memory_fraction, lower --max-num-seqs (or --max-num-batched-tokens "
+                f"where the forward peak decides), add tensor/pipeline parallel ranks, or quantize.")
 
     def parse_version(self, text: str) -> Version:
         return parse_version(text)
