@@ -78,7 +78,6 @@ from pytest_gpulayout.planner.verdicts import (
     layout_row,
     requests_number,
 )
-from pytest_gpulayout.report.text import per_replica_text, requests_text
 from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, FractionOrigin, KvPoolFacts
 
 #: How a plan picks the GPUs of a layout: ``(machine, tp, pp, dp, links)`` -> GPU indices or None.
@@ -555,7 +554,5 @@ __all__ = [
     "layouts",
     "model_reference",
     "per_replica",
-    "per_replica_text",
     "plan",
-    "requests_text",
 ]

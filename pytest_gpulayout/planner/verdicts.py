@@ -20,6 +20,7 @@ from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.request import Demand
 from pytest_gpulayout.planner.rows import LayoutRow
 from pytest_gpulayout.rules.balance import BalanceFacts
+from pytest_gpulayout.rules.heads import tp_problems
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts
 from pytest_gpulayout.rules.links import LinksFacts
 
@@ -102,8 +103,6 @@ def refusal(
 
 def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand, replicas: int) -> str:
     if f.check == "heads":
-        from pytest_gpulayout.rules.heads import tp_problems
-
         problems = tp_problems(model, dep.tp)
         if problems:
             return "heads: " + "; ".join(_first_clause(p) for p in problems[:2])
