@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Subject, resolve
+from pytest_gpulayout.engine import Engine, Subject, resolve
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
@@ -37,6 +37,11 @@ STATIC_CHECKS: dict[str, CheckFn] = {
     "cluster": check_cluster,  # multi-node machines; skip on one host
 }
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
+
+
+def engine_of(name: str) -> Engine:
+    """The engine object a deployment's ``engine`` names (the planner asks it instead of testing names)."""
+    return get_engine(name)
 
 
 def subject_of(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Subject:
