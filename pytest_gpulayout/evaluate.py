@@ -17,6 +17,7 @@ from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.facts import NOT_LAUNCHED
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.balance import check_balance
 from pytest_gpulayout.rules.cluster import check_cluster
@@ -78,8 +79,6 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
 
 def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
     """Each deployment's model spec; a bad model reference names the manifest and the key."""
-    from pytest_gpulayout.model.load import load_model
-
     models: dict[str, ModelSpec] = {}
     for dep in deployments:
         try:
