@@ -112,6 +112,28 @@ class Engine(Protocol):
         """The memory fraction the engine uses when none is given."""
         ...
 
+    def plan_fraction_name(self) -> str:
+        """The planner's words for the default memory fraction it may suggest raising."""
+        ...
+
+    def plan_fraction_keeps_back(self) -> str:
+        """What a higher memory fraction takes away (the planner's suggestion says it)."""
+        ...
+
+    def plan_balance_margin(self) -> str | None:
+        """The ``BalanceFacts`` field whose negative value is this engine's start-up refusal
+        (``headroom_gib``: SGLang's 0.9 rule; ``vllm_min_margin_gib``: vLLM's free-memory check)."""
+        ...
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        """DP replicas of a MoE model share one expert group (vLLM's DP attention), so the planner also
+        lists independent engines, one per replica."""
+        ...
+
+    def has_own_planner(self) -> bool:
+        """The engine plans its own layouts (llama.cpp: split modes and ratios, not TP/PP/DP)."""
+        ...
+
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         """What a launch's flags and variables change for the checks."""
         ...

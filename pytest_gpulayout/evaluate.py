@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Subject, resolve
+from pytest_gpulayout.engine import Engine, Subject, resolve
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding, Status, skipped, worst
@@ -17,6 +17,7 @@ from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.facts import NOT_LAUNCHED
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.balance import check_balance
 from pytest_gpulayout.rules.cluster import check_cluster
@@ -37,6 +38,11 @@ STATIC_CHECKS: dict[str, CheckFn] = {
     "cluster": check_cluster,  # multi-node machines; skip on one host
 }
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
+
+
+def engine_of(name: str) -> Engine:
+    """The engine object a deployment's ``engine`` names (the planner asks it instead of testing names)."""
+    return get_engine(name)
 
 
 def subject_of(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Subject:
@@ -73,8 +79,6 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
 
 def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
     """Each deployment's model spec; a bad model reference names the manifest and the key."""
-    from pytest_gpulayout.model.load import load_model
-
     models: dict[str, ModelSpec] = {}
     for dep in deployments:
         try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
-from pytest_gpulayout.engines.registry import KV_CACHE_DTYPES
+from pytest_gpulayout.engines.registry import KV_CACHE_DTYPES, get_engine
 from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.inputs.files import writable_path
 from pytest_gpulayout.planner.rows import LayoutRow, Plan
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd())
-    if args.engine == "llamacpp":  # split modes and ratios instead of TP/PP/DP (planner/llamacpp.py)
+    if get_engine(args.engine).has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
         from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
 
         return run_llamacpp_plan(args, model, machine)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.inputs.values import Ctx, show
 
 MANIFEST_NAME = "gpulayout.yaml"
@@ -124,8 +125,6 @@ TOP_ALIASES: dict[str, tuple[str, str]] = {
 # the engine run a different layout from the one the static checks judged.
 def _arg_owners() -> dict[str, str]:
     """Every engine's flag (and its aliases) for a manifest key, from the engine modules' ``Flags``."""
-    from pytest_gpulayout.engines.registry import ENGINES
-
     owners: dict[str, str] = {}
     for engine in ENGINES.values():
         f = engine.flags

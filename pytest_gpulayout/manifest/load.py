@@ -34,9 +34,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
-from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES, KV_CACHE_DTYPES
+from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES, KV_CACHE_DTYPES, LATEST_KNOWN
 from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import not_found
@@ -261,10 +263,6 @@ def stale_version_notes(deployments: Iterable[Deployment]) -> tuple[str, ...]:
     """One note per pinned ``engine_version`` newer than ``engines.versions.LATEST_KNOWN``: defaults and
     limits move between releases (vLLM's gpu_memory_utilization went 0.9 -> 0.92 in 0.20), so the
     rules read from older sources may no longer hold. A warning, not an error: the version is real."""
-    from packaging.version import InvalidVersion, Version
-
-    from pytest_gpulayout.engines.registry import LATEST_KNOWN
-
     def key(text: str) -> Version:  # llama.cpp's releases are build tags: b11434 -> 11434
         return Version(text[1:] if text[:1] in "bB" and text[1:].isdigit() else text)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 
-from pytest_gpulayout.machine.facts import LINK_KINDS, Machine, link_rank
+from pytest_gpulayout.machine.facts import LINK_KINDS, Gpu, Machine, link_rank
 
 Score = tuple[int, int, int, int, tuple[int, ...]]
 
@@ -214,8 +214,6 @@ def _compositions(sizes: Sequence[int], k: int) -> Iterable[tuple[int, ...]]:
 
 
 def _attributes(g: object) -> tuple[object, ...]:
-    from pytest_gpulayout.machine.facts import Gpu
-
     assert isinstance(g, Gpu)
     tenants = tuple(sorted((p.name, p.used_mib or 0) for p in g.processes))
     return (g.name, g.memory_total_mib, g.memory_free_mib, g.mig, tenants)

@@ -8,7 +8,9 @@ decides when the hint applies.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytest_gpulayout.machine.facts import Machine, describe_link
 from pytest_gpulayout.planner.gpus import LinkCosts
@@ -21,8 +23,6 @@ def _machine_ref(machine: Machine) -> str:
     src = machine.source or "auto"
     for prefix in ("snapshot:", "topo:"):
         if src.startswith(prefix):
-            from pathlib import Path
-
             path = Path(src[len(prefix) :])
             try:  # the snippet is saved as ./gpulayout.yaml: a path under the working directory reads best
                 return str(path.relative_to(Path.cwd()))
@@ -34,8 +34,6 @@ def _machine_ref(machine: Machine) -> str:
 
 
 def _yaml_scalar(value: object) -> str:
-    import json
-
     if isinstance(value, str):
         safe = value and all(ch.isalnum() or ch in "._/-:" for ch in value) and value[0].isalpha()
         return value if safe else json.dumps(value)

@@ -53,7 +53,7 @@ from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.evaluate import evaluate
+from pytest_gpulayout.evaluate import engine_of, evaluate
 from pytest_gpulayout.findings import facts_of, present
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
@@ -78,7 +78,6 @@ from pytest_gpulayout.planner.verdicts import (
     layout_row,
     requests_number,
 )
-from pytest_gpulayout.report.text import per_replica_text, requests_text
 from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, FractionOrigin, KvPoolFacts
 
 #: How a plan picks the GPUs of a layout: ``(machine, tp, pp, dp, links)`` -> GPU indices or None.
@@ -164,7 +163,7 @@ def _plan(
     else:
         inside, every, across = multi_host(sizes, n)
         shapes = inside + across
-    engines = request.engine == "vllm" and model.is_moe
+    engines = engine_of(request.engine).plan_dp_shares_moe_experts() and model.is_moe
 
     def say(what: str, stage: str) -> None:
         if progress is not None:
@@ -376,7 +375,7 @@ def _notes(
             "no layout on these GPUs serves this model with what was asked: see the refusals "
             "(quantize, use kv_cache_dtype: fp8, shorten max_model_len, or add GPUs)"
         )
-    if request.engine == "vllm" and model.is_moe:
+    if engine_of(request.engine).plan_dp_shares_moe_experts() and model.is_moe:
         notes.append(
             f"{model.name} is a mixture of experts: vLLM's own DP shards the experts over all TP x DP "
             f"ranks, so its DP ranks are one group (DP attention), not independent copies. Independent "
@@ -520,11 +519,7 @@ def _with_fraction_hint(
         what = f"{name} leaves no room for a KV cache next to {w} GiB of weights per GPU"
     else:
         what = f"{detail} at {name}"
-    kept = (
-        "less kept back for activations and CUDA graphs"
-        if dep.engine == "sglang"
-        else "less headroom for CUDA graphs and other processes"
-    )
+    kept = engine_of(dep.engine).plan_fraction_keeps_back()
     text = f"kv_pool: {what}; --memory-fraction {fits:.2f} would serve ({kept}: confirm with the startup check)"
     return replace(row, refused=text, fits_with_memory_fraction=fits)
 
@@ -555,7 +550,5 @@ __all__ = [
     "layouts",
     "model_reference",
     "per_replica",
-    "per_replica_text",
     "plan",
-    "requests_text",
 ]

@@ -11,6 +11,7 @@ over DP replicas, so a refusal can read the same for every DP size.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_gpulayout.deployment import Deployment, Require
 from pytest_gpulayout.model.spec import ModelSpec
@@ -30,8 +31,6 @@ def model_reference(model: ModelSpec) -> str:
     if src.startswith("catalog:"):
         return src[len("catalog:") :]
     if src.endswith("config.json"):
-        from pathlib import Path
-
         return str(Path(src).parent)
     return src or model.name
 

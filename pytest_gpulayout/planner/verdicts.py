@@ -13,13 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.evaluate import STATIC_CHECKS
+from pytest_gpulayout.evaluate import STATIC_CHECKS, engine_of
 from pytest_gpulayout.findings import Finding, Status, facts_of, present, worst
 from pytest_gpulayout.machine.facts import describe_link, link_family
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.planner.request import Demand
 from pytest_gpulayout.planner.rows import LayoutRow
 from pytest_gpulayout.rules.balance import BalanceFacts
+from pytest_gpulayout.rules.heads import tp_problems
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts
 from pytest_gpulayout.rules.links import LinksFacts
 
@@ -29,7 +30,7 @@ CHECK_ORDER = tuple(STATIC_CHECKS)
 
 def default_fraction_name(engine: str) -> str:
     """The engine's own name for the memory fraction the planner may suggest raising."""
-    return "SGLang's default mem_fraction_static" if engine == "sglang" else "vLLM's default gpu_memory_utilization"
+    return engine_of(engine).plan_fraction_name()
 
 
 def _first_clause(text: str) -> str:
@@ -102,8 +103,6 @@ def refusal(
 
 def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand, replicas: int) -> str:
     if f.check == "heads":
-        from pytest_gpulayout.rules.heads import tp_problems
-
         problems = tp_problems(model, dep.tp)
         if problems:
             return "heads: " + "; ".join(_first_clause(p) for p in problems[:2])
@@ -139,12 +138,13 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand,
     balance = facts_of(f, BalanceFacts)
     if balance is not None:
         headroom, margin = balance.headroom_gib, present(balance.vllm_min_margin_gib)
-        if dep.engine == "sglang" and isinstance(headroom, (int, float)) and headroom < 0:
+        decides = engine_of(dep.engine).plan_balance_margin()
+        if decides == "headroom_gib" and isinstance(headroom, (int, float)) and headroom < 0:
             return (
                 f"balance: SGLang's TP memory-balance check (min free >= 0.9 x max free) fails by "
                 f"{-headroom:.2f} GiB ({balance.min_free_gib} against {balance.max_free_gib} GiB free)"
             )
-        if dep.engine == "vllm" and isinstance(margin, (int, float)) and margin < 0:
+        if decides == "vllm_min_margin_gib" and isinstance(margin, (int, float)) and margin < 0:
             return (
                 f"balance: vLLM's start-up check fails: a GPU has {-margin:.2f} GiB less free than "
                 f"gpu_memory_utilization x total"
@@ -205,7 +205,7 @@ def layout_row(
         refused_by=refused[0] if refused else None,
         findings=findings,
         deployment=dep,
-        shared_experts=dep.engine == "vllm" and model.is_moe and dep.dp > 1,
+        shared_experts=engine_of(dep.engine).plan_dp_shares_moe_experts() and model.is_moe and dep.dp > 1,
         slow_link=slow,
     )
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpulayout.evaluate import ALL_CHECKS
 from pytest_gpulayout.findings import Status, worst
 from pytest_gpulayout.machine.facts import Machine, describe_link, link_family
+from pytest_gpulayout.report.text import key_number, per_replica_text, requests_text
 from pytest_gpulayout.report.views import DeploymentView, GpuMemory, plan_views, views_from_report
 
 if TYPE_CHECKING:  # annotations only: keep this module light to import
@@ -140,8 +141,6 @@ def _recommendation(plan: Plan) -> str:
 
 
 def _verdict_table(views: Sequence[DeploymentView]) -> str:
-    from pytest_gpulayout.report.text import key_number
-
     checks = [c for c in CHECKS if any(c in v.findings for v in views)]
     head = "".join(f"<th>{_e(c)}</th>" for c in checks)
     rows = []
@@ -380,8 +379,6 @@ def _link_matrix(machine: Machine, views: Sequence[DeploymentView]) -> str:
 
 
 def _plan_table(plan: Plan, rows: Sequence[Any], full: bool = False) -> str:
-    from pytest_gpulayout.report.text import per_replica_text, requests_text
-
     body = []
     for r in rows:
         tokens, reqs = r.predicted_kv_tokens_per_replica, r.full_length_requests

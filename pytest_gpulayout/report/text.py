@@ -4,11 +4,12 @@ planner's per-replica numbers."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_gpulayout.findings import Finding, Status, present
+from pytest_gpulayout.findings import Finding, Status, present, worst
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.rules.balance import BalanceFacts
 from pytest_gpulayout.rules.cluster import ClusterFacts
@@ -83,8 +84,6 @@ def summary_table(rows: Mapping[str, Mapping[str, Finding]], checks: Iterable[st
     body = []
     for name, findings in rows.items():
         statuses = [f.status for f in findings.values()]
-        from pytest_gpulayout.findings import worst
-
         body.append([name, *(cell(findings.get(c)) for c in checks), _MARK[worst(statuses)]])
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -95,8 +94,6 @@ def summary_table(rows: Mapping[str, Mapping[str, Finding]], checks: Iterable[st
 
 def junit_properties(f: Finding) -> list[tuple[str, str]]:
     """Numbers as ``name=value`` pairs for JUnit XML (``gpulayout.<check>.<key>``)."""
-    import json
-
     props = [(f"gpulayout.{f.check}.status", f.status.value)]
     for k, v in f.data.items():
         if v is None or isinstance(v, (int, float, str, bool)):

@@ -86,42 +86,51 @@ class DeploymentView:
 # -- building views -----------------------------------------------------------------------------
 
 
+def _replica_parts(kv_facts: KvPoolFacts) -> list[tuple[float, float, float]] | None:
+    """Per DP replica ``(weights, kv budget, activation reserve)`` per rank in GiB, from the ``kv_pool``
+    facts: the predictions themselves when the finding carries them (made in this process), else the
+    JSON numbers (a finding rebuilt from an xdist worker's report or a saved JSON), which are the
+    deployment's smallest replica's; None when no pool was predicted."""
+    if kv_facts.predictions:
+        return [(p.weights_bytes_per_rank / GIB, p.kv_budget_bytes_per_rank / GIB, p.activation_reserve_gib)
+                for p in kv_facts.predictions]
+    budget = present(kv_facts.kv_budget_gib_per_rank)
+    reserve = present(kv_facts.activation_reserve_gib)
+    if budget is None or reserve is None:
+        return None
+    return [(kv_facts.weights_gib_per_rank, budget, reserve)]
+
+
 def memory_split(dep: Deployment, machine: Machine, model: ModelSpec,
                  findings: Mapping[str, Finding] | None = None) -> tuple[dict[int, GpuMemory], str]:
-    """Per-GPU predicted memory of ``dep``, or ``({}, why not)``.
+    """Per-GPU predicted memory of ``dep``, or ``({}, why not)``, drawn from the ``kv_pool`` and
+    ``placement`` findings' facts (never recomputed: the report shows what the checks judged).
 
-    The predictions and the placement come from the ``kv_pool`` and ``placement`` findings when they
-    carry them; findings rebuilt from JSON (an xdist worker's report) do not, and only then is the
-    memory model asked again.
+    Activations: an engine that keeps a reserve for them inside its memory fraction (vLLM's profile
+    run) shows that reserve; one that reserves nothing inside it (SGLang keeps activations and CUDA
+    graphs in the ``1 - mem_fraction_static`` slack) shows the free memory the weights and the pool
+    leave.
     """
-    from pytest_gpulayout.errors import GpuLayoutError
-    from pytest_gpulayout.memory.common import MemoryUnknown
-    from pytest_gpulayout.memory.pool import predict_replicas
-    from pytest_gpulayout.placement import PlacementError, place
-
-    kv_facts = facts_of((findings or {}).get("kv_pool"), KvPoolFacts)
-    where = facts_of((findings or {}).get("placement"), PlacementFacts)
+    found = findings or {}
+    kv_facts = facts_of(found.get("kv_pool"), KvPoolFacts)
+    where = facts_of(found.get("placement"), PlacementFacts)
     replicas = present(where.replicas) if where else None
-    preds = list(kv_facts.predictions) if kv_facts else []
-    if not (preds and replicas):
-        try:
-            replicas = place(dep, machine).replicas
-            preds = predict_replicas(dep, machine, model)
-        except (PlacementError, MemoryUnknown, GpuLayoutError) as err:
-            return {}, str(err)
+    if not replicas:
+        placed = found.get("placement")
+        return {}, placed.message if placed is not None else "not placed"
+    parts = _replica_parts(kv_facts) if kv_facts else None
+    if not parts:
+        pool = found.get("kv_pool")
+        return {}, pool.message if pool is not None else "no pool prediction"
     out: dict[int, GpuMemory] = {}
-    for d, p in enumerate(preds):
-        kv = max(0.0, p.kv_budget_bytes_per_rank / GIB)
-        weights = p.weights_bytes_per_rank / GIB
-        for g in (g for stage in replicas[d] for g in stage):
+    for d, stages in enumerate(replicas):
+        weights, budget, reserve = parts[min(d, len(parts) - 1)]
+        kv = max(0.0, budget)
+        for g in (g for stage in stages for g in stage):
             gpu = machine.gpu(g)
             total = (gpu.memory_total_mib or 0) / 1024
             free = (gpu.memory_free_mib or 0) / 1024
-            if dep.engine == "sglang":
-                # SGLang keeps everything outside mem_fraction_static for activations and CUDA graphs
-                act = max(0.0, free - weights - kv)
-            else:
-                act = max(0.0, p.activation_reserve_gib)
+            act = max(0.0, reserve) if reserve > 0 else max(0.0, free - weights - kv)
             out[g] = GpuMemory(total=total, weights=weights, kv=kv, activations=act, others=max(0.0, total - free))
     return out, ""
 
@@ -134,22 +143,15 @@ def deployment_view(
     *,
     name: str | None = None,
 ) -> DeploymentView:
-    """A view of one checked deployment: its placement and predicted per-GPU memory."""
-    from pytest_gpulayout.placement import PlacementError, place
-
+    """A view of one checked deployment: its placement and predicted per-GPU memory, from its findings."""
     where = facts_of(findings.get("placement"), PlacementFacts)
     replicas = present(where.replicas) if where else None
-    if replicas is None:
-        try:
-            replicas = place(dep, machine).replicas
-        except PlacementError:
-            replicas = ()
     memory, note = memory_split(dep, machine, model, findings)
     return DeploymentView(
         name=name or dep.name,
         engine=dep.engine,
         layout=dep.layout,
-        replicas=replicas,
+        replicas=replicas or (),
         findings=dict(findings),
         memory=memory,
         model=model.name,

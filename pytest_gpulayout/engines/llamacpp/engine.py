@@ -69,6 +69,21 @@ class LlamaCppEngine:
                                 knobs: LaunchKnobs | None = None) -> FractionDefault:
         return FractionDefault(1.0, f"{NAME} has no memory fraction: it allocates what the layers need")
 
+    def plan_fraction_name(self) -> str:
+        return "vLLM's default gpu_memory_utilization"
+
+    def plan_fraction_keeps_back(self) -> str:
+        return "less headroom for CUDA graphs and other processes"
+
+    def plan_balance_margin(self) -> str | None:
+        return None
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        return False
+
+    def has_own_planner(self) -> bool:
+        return True
+
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         return LaunchKnobs(env=MappingProxyType(dict(env)))
 

@@ -261,6 +261,21 @@ class SglangEngine:
             why += f", x {factor:.3f} for the vision tower"
         return FractionDefault(f, why)
 
+    def plan_fraction_name(self) -> str:
+        return "SGLang's default mem_fraction_static"
+
+    def plan_fraction_keeps_back(self) -> str:
+        return "less kept back for activations and CUDA graphs"
+
+    def plan_balance_margin(self) -> str | None:
+        return "headroom_gib"
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        return False
+
+    def has_own_planner(self) -> bool:
+        return False
+
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,

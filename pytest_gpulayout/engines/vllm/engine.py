@@ -247,6 +247,21 @@ class VllmEngine:
         era = "0.92 from 0.20" if f == 0.92 else "0.9 before 0.20"
         return FractionDefault(f, f"vLLM {version} default gpu_memory_utilization: {era}")
 
+    def plan_fraction_name(self) -> str:
+        return "vLLM's default gpu_memory_utilization"
+
+    def plan_fraction_keeps_back(self) -> str:
+        return "less headroom for CUDA graphs and other processes"
+
+    def plan_balance_margin(self) -> str | None:
+        return "vllm_min_margin_gib"
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        return True
+
+    def has_own_planner(self) -> bool:
+        return False
+
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
