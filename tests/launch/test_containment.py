@@ -189,8 +189,8 @@ def test_a_file_the_engine_only_uses_in_dev_shm_survives_and_what_it_made_goes(
     assert users_file.is_file(), "the launch deleted a file that was in /dev/shm before it"
     assert users_file.read_bytes()[:4] == b"GGUF"
     assert f"/dev/shm/{users_file.name}" not in result.cleaned
-    mapped = [n for n in made if "closed" not in n]
-    closed = [n for n in made if "closed" in n]
+    mapped = [n for n in made if "unmapped" not in n]
+    closed = [n for n in made if "unmapped" in n]
     if stop == "kill":   # no clean exit: the watchdog removes what the tree made and used
         assert sorted(result.cleaned) == sorted(f"/dev/shm/{n}" for n in mapped)
         # made and closed unmapped: nothing proves whose it is, so it stays, and the log says so
