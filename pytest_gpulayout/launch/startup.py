@@ -8,7 +8,7 @@ weights at full size without reading them, so the pool is the same as in product
 launch takes seconds to minutes instead of a full model load.
 
 The argument vector is ``launch/argv.py``, the verdict ``launch/verdict.py``, the memory re-probe
-``launch/reprobe.py``, the fixture's body ``launch/fixture.py``.
+``launch/reprobe.py``, the fixture's body ``fixtures.py`` (an edge, beside ``plugin.py``).
 """
 
 from __future__ import annotations

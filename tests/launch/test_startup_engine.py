@@ -23,8 +23,8 @@ from real_engines import vllm_python
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Status
+from pytest_gpulayout.fixtures import make_launcher
 from pytest_gpulayout.launch.argv import default_command, engine_argv, engine_env, expected_reports, gpu_plan
-from pytest_gpulayout.launch.fixture import make_launcher
 from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log
 from pytest_gpulayout.launch.startup import launch_deployment, run_startup
