@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.evaluate import subject_of
 from pytest_gpulayout.host import BARE_HOST, Host
@@ -68,7 +69,7 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
         if overrides:
             dep = dataclasses.replace(dep, **overrides)
         model = load_model(dep.model, dep.base_dir) if load_model is not None else None
-        return launch_deployment(dep, model, machine=machine, log_dir=log_dir, host=host,
+        return launch_deployment(dep, model, engine=get_engine(dep.engine), machine=machine, log_dir=log_dir, host=host,
                                  prediction_tokens=_predicted(dep, machine, model, host),
                                  progress=progress(dep.name) if progress is not None else None)
 
