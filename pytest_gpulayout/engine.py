@@ -31,6 +31,8 @@ from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
 
 
@@ -140,6 +142,33 @@ class Engine(Protocol):
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """``(engines, ranks per engine)`` whose KV pool lines the startup check waits for."""
+        ...
+
+    # -- the launch (``launch/served.py`` names what ``launch/`` asks of these) ------------------------
+    def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
+        """The argument vector that serves ``dep`` on 127.0.0.1:``port`` (only the flags it sets;
+        ``launch.command`` replaces the entry point, ``launch.args`` come last)."""
+        ...
+
+    def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
+        """What the process of host ``rank`` adds to ``launch_argv`` when ``dep`` spans hosts."""
+        ...
+
+    def across_hosts(self) -> AcrossHosts | None:
+        """How it spans the hosts of a Ray cluster; None: it does not."""
+        ...
+
+    def cuda_indices_only(self) -> bool:
+        """Whether it reads ``CUDA_VISIBLE_DEVICES`` as indices only (vLLM: ``int()`` on each entry)."""
+        ...
+
+    def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
+        """The parser that reads its startup log as it streams."""
+        ...
+
+    def own_launch(self) -> OwnLaunch | None:
+        """Its own ``startup`` launch and verdict, where they differ from ``launch/``'s (llama.cpp: one
+        process, its own log lines, a verdict by KV buffer); None: ``launch/startup.py`` answers."""
         ...
 
 

@@ -16,6 +16,7 @@ from pytest_gpulayout.findings import Finding, Status, skipped, worst
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.facts import NOT_LAUNCHED
 from pytest_gpulayout.launch.progress import Progress
+from pytest_gpulayout.launch.startup import run_startup
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
@@ -183,8 +184,7 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
     if blocking:
         return startup_skipped(dep, f"{blocking[0].check} fails, the engine would refuse the layout: "
                                     f"{blocking[0].message}")
-    from pytest_gpulayout.launch.startup import run_startup
-
     predicted = pool_facts.predicted_kv_tokens if pool_facts is not None else None
-    return run_startup(dep, model, machine=machine, prediction_tokens=predicted, log_dir=log_dir or _run_log_dir(),
-                       host=host, progress=progress(dep.name) if progress is not None else None)
+    return run_startup(dep, model, engine=get_engine(dep.engine), machine=machine, prediction_tokens=predicted,
+                       log_dir=log_dir or _run_log_dir(), host=host,
+                       progress=progress(dep.name) if progress is not None else None)

@@ -314,7 +314,7 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
             assert report.kv_tokens >= 60_000
     """
     from pytest_gpulayout.errors import GpuLayoutError
-    from pytest_gpulayout.launch.fixture import make_launcher
+    from pytest_gpulayout.fixtures import make_launcher
     from pytest_gpulayout.model.load import load_model
     from pytest_gpulayout.session import get_state
 

@@ -1,8 +1,9 @@
 """The ``startup`` check when a deployment's GPUs span several hosts of a Ray machine.
 
-Each engine is launched the way it spans nodes in production (``launch/multinode.py``):
+Each engine is launched the way it spans nodes in production (``launch/multinode.py``), as the engine
+says (``Engine.across_hosts``):
 
-* vLLM: one API server on this host (the head), through the one-host ``launch()`` so its own tree is
+* ``ray-executor`` (vLLM): one API server on this host (the head), through the one-host ``launch()`` so its own tree is
   contained and stopped as on one host, with ``--distributed-executor-backend ray``, ``RAY_ADDRESS``
   and ``NCCL_DEBUG=INFO``. Its workers are Ray actors the engine places itself
   (``vllm/v1/executor/ray_utils.py`` ``initialize_ray_cluster``); they are not in our tree, so after
@@ -10,7 +11,7 @@ Each engine is launched the way it spans nodes in production (``launch/multinode
   its node is Ray's choice (its ``GPU`` resource); the deployment's ``gpus`` pick the hosts. vLLM
   refuses a placement group without a bundle on the driver's node (``_verify_bundles`` there), so the
   check must run on one of the deployment's hosts.
-* SGLang: one server per node through an actor pinned there (``start_on_nodes``), ``--nnodes N
+* ``process-per-node`` (SGLang): one server per node through an actor pinned there (``start_on_nodes``), ``--nnodes N
   --node-rank i --dist-init-addr HEAD:PORT`` (``python/sglang/srt/server_args.py``), each node seeing
   its own GPUs; the rank-0 log is followed through its actor and fed to the same ``LogWatcher`` as on
   one host; every node's tree is stopped and checked gone.
@@ -43,11 +44,19 @@ from typing import Any
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import LaunchError, ProbeError
 from pytest_gpulayout.findings import Finding, Status, failed, worst
+from pytest_gpulayout.launch.argv import expected_reports, model_path_for, release
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.launch.launcher import LaunchResult, StopReason, free_port, launch
+from pytest_gpulayout.launch.logparse import clean
+from pytest_gpulayout.launch.multinode import NCCL_ENV, head_argv, node_argvs, ray_head_env, start_on_nodes
 from pytest_gpulayout.launch.nccl import parse_transports, transport_verdict
+from pytest_gpulayout.launch.proctree import pid_alive, process_table
 from pytest_gpulayout.launch.progress import Progress
+from pytest_gpulayout.launch.served import Served
+from pytest_gpulayout.launch.verdict import CHECK, STOP_SIGNAL, judge
+from pytest_gpulayout.machine import ray as rsrc
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.placement import PlacementError, resolve_gpus
 
 MARKER_ENV = "GPULAYOUT_LAUNCH_ID"
 RAY_JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -76,8 +85,6 @@ def node_spans(dep: Deployment, machine: Machine | None) -> tuple[NodeSpan, ...]
     on one host or the machine is not a Ray cluster (then the one-host launch applies)."""
     if machine is None or not machine.source.startswith(RAY_PREFIX) or len(machine.hosts) <= 1:
         return ()
-    from pytest_gpulayout.placement import PlacementError, resolve_gpus
-
     try:
         chosen = resolve_gpus(dep, machine)
     except PlacementError:
@@ -142,8 +149,6 @@ def marked_processes(launch_id: str, *, raylet: str | None = None,
     process an actor starts); a process of another raylet belongs to another Ray node on this kernel
     and is left to that node's sweep. ``unowned``: also count marked processes of no raylet (the head
     process's own tree)."""
-    from pytest_gpulayout.launch.proctree import process_table
-
     needle = f"{MARKER_ENV}={launch_id}".encode()
     me = os.getpid()
     out: list[tuple[int, int, str]] = []
@@ -171,8 +176,6 @@ def marked_processes(launch_id: str, *, raylet: str | None = None,
 def sweep_node(launch_id: str, wait_s: float, checker_kernel: str, checker_node: bool) -> dict[str, Any]:
     """Wait up to ``wait_s`` for this launch's processes here to exit, SIGKILL the rest; what was seen.
     Processes of no raylet are this node's when the check runs here or this node has a kernel of its own."""
-    from pytest_gpulayout.launch.proctree import pid_alive
-
     raylet = os.environ.get("RAY_RAYLET_PID")
     unowned = checker_node or kernel_id() != checker_kernel
 
@@ -234,8 +237,6 @@ def _cause(err: BaseException) -> str:
 
 def _connect(address: str) -> tuple[Any, bool]:
     """Ray, joined to the cluster at ``address`` (reused when this process is joined already)."""
-    from pytest_gpulayout.machine import ray as rsrc
-
     ray = rsrc.import_ray()
     if ray.is_initialized():
         return ray, False
@@ -303,14 +304,12 @@ def with_nodes(base: Finding, spans: Sequence[NodeSpan], logs: Sequence[str], sw
 
 
 def _not_launched(dep: Deployment, why: str, command: Sequence[str] = ()) -> Finding:
-    from pytest_gpulayout.launch.verdict import CHECK
-
     return failed(CHECK, f"{dep.name}: cannot launch across the Ray cluster's hosts: {why}",
                   StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None, error_kind=None,
                                log_path=None, command=tuple(command)))
 
 
-def launch_across(dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], *,
+def launch_across(dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], *, engine: Served,
                   prediction_tokens: int | None, log_path: Path, engine_version: str | None,
                   stop_when: str = "kv", grace_s: float = 10.0,
                   worker_exit_s: float = WORKER_EXIT_S,
@@ -323,11 +322,15 @@ def launch_across(dep: Deployment, model: Any, machine: Machine, spans: Sequence
     except (ProbeError, LaunchError) as err:
         return _not_launched(dep, str(err)), None
     try:
-        if dep.engine == "vllm":
-            return _vllm(ray, dep, model, machine, spans, address, prediction_tokens=prediction_tokens,
-                         log_path=log_path, engine_version=engine_version, stop_when=stop_when, grace_s=grace_s,
-                         worker_exit_s=worker_exit_s, progress=progress)
-        return _sglang(ray, dep, model, machine, spans, prediction_tokens=prediction_tokens, log_path=log_path,
+        how = engine.across_hosts()
+        if how == "ray-executor":
+            return _ray_head(ray, engine, dep, model, machine, spans, address, prediction_tokens=prediction_tokens,
+                             log_path=log_path, engine_version=engine_version, stop_when=stop_when,
+                             grace_s=grace_s, worker_exit_s=worker_exit_s, progress=progress)
+        if how is None:
+            return _not_launched(dep, f"{engine.display} does not run across hosts"), None
+        return _per_node(ray, engine, dep, model, machine, spans, prediction_tokens=prediction_tokens,
+                         log_path=log_path,
                        stop_when=stop_when, grace_s=grace_s)
     finally:
         if joined_here:
@@ -343,36 +346,34 @@ def _read_lines(path: Path | None) -> list[str]:
         return []
 
 
-def _vllm(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], address: str, *,
-          prediction_tokens: int | None, log_path: Path, engine_version: str | None, stop_when: str,
-          grace_s: float, worker_exit_s: float,
-          progress: Progress | None = None) -> tuple[Finding, LaunchResult | None]:
-    from pytest_gpulayout.launch.argv import expected_reports, model_path_for
-    from pytest_gpulayout.launch.multinode import vllm_ray_argv, vllm_ray_env
-    from pytest_gpulayout.launch.verdict import STOP_SIGNAL, judge
-
+def _ray_head(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan],
+              address: str, *, prediction_tokens: int | None, log_path: Path, engine_version: str | None,
+              stop_when: str, grace_s: float, worker_exit_s: float,
+              progress: Progress | None = None) -> tuple[Finding, LaunchResult | None]:
+    """One server on this host, its workers Ray actors the engine places itself (vLLM)."""
     here = str(ray.get_runtime_context().get_node_id())
     head = next((s for s in spans if s.node_id == here), None)
     if head is None:
-        return _not_launched(dep, f"vLLM's API server runs where the check runs ({_host_of(machine, here)}), and "
-                                  f"vLLM refuses a placement group without GPUs on that node; run the check on "
-                                  f"one of {', '.join(s.host for s in spans)}"), None
+        return _not_launched(dep, f"{engine.display}'s API server runs where the check runs "
+                                  f"({_host_of(machine, here)}), and {engine.display} refuses a placement group "
+                                  f"without GPUs on that node; run the check on one of "
+                                  f"{', '.join(s.host for s in spans)}"), None
     launch_id = uuid.uuid4().hex
     port = free_port()
-    argv = vllm_ray_argv(dep, model_path_for(dep), port, engine_version=engine_version)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **vllm_ray_env(dep, address), **marker_env(launch_id, os.environ)}
-    engines, ranks = expected_reports(dep, engine_version)
+    argv = head_argv(engine, dep, model_path_for(dep), port, engine_version=engine_version)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **ray_head_env(dep, address), **marker_env(launch_id, os.environ)}
+    engines, ranks = expected_reports(engine, dep, release(engine, engine_version))
     locks = [g.uuid or f"index-{i}" for i, g in enumerate(x for x in machine.gpus if x.host == head.host)
              if i in head.gpus]
     try:
-        result = launch(argv, env=env, expected_engines=engines, engine="vllm", ranks_per_engine=ranks,
-                        timeout_s=dep.launch.timeout_s, log_path=log_path, grace_s=grace_s, stop_when=stop_when,
-                        gpus=locks, stop_signal=STOP_SIGNAL, progress=progress)
+        result = launch(argv, env=env, watcher=engine.log_watcher(engines, ranks), timeout_s=dep.launch.timeout_s,
+                        log_path=log_path, grace_s=grace_s, stop_when=stop_when, gpus=locks,
+                        stop_signal=STOP_SIGNAL, progress=progress)
     except LaunchError as err:
         sweep_nodes(ray, _alive_nodes(ray), launch_id, 2.0)
-        return _not_launched(dep, f"vLLM: {err}", argv), None
+        return _not_launched(dep, f"{engine.display}: {err}", argv), None
     sweep = sweep_nodes(ray, _alive_nodes(ray), launch_id, worker_exit_s)
-    base = judge(dep, model, result, prediction_tokens=prediction_tokens)
+    base = judge(dep, model, result, name=engine.display, prediction_tokens=prediction_tokens)
     return with_nodes(base, spans, _read_lines(result.log_path), sweep, machine, launch_id,
                       {head.host: argv}), result
 
@@ -381,15 +382,11 @@ def _node_log(log_path: Path, rank: int) -> Path:
     return log_path.with_name(f"{log_path.stem}.rank{rank}{log_path.suffix}")
 
 
-def _sglang(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], *,
-            prediction_tokens: int | None, log_path: Path, stop_when: str,
-            grace_s: float) -> tuple[Finding, LaunchResult | None]:
+def _per_node(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], *,
+              prediction_tokens: int | None, log_path: Path, stop_when: str,
+              grace_s: float) -> tuple[Finding, LaunchResult | None]:
+    """One server process per host, each through an actor pinned there (SGLang)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from pytest_gpulayout.launch.argv import model_path_for
-    from pytest_gpulayout.launch.logparse import LogWatcher, clean
-    from pytest_gpulayout.launch.multinode import NCCL_ENV, sglang_node_argvs, start_on_nodes
-    from pytest_gpulayout.launch.verdict import judge
 
     rank0 = spans[0]
     ports_task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(free_ports)
@@ -398,7 +395,7 @@ def _sglang(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequ
             node_id=rank0.node_id, soft=False)).remote(2), timeout=60)
     except Exception as err:
         return _not_launched(dep, f"no free port on {rank0.host}: {_cause(err)}"), None
-    argvs = sglang_node_argvs(dep, model_path_for(dep), port, head_ip=rank0.ip, dist_port=dist_port,
+    argvs = node_argvs(engine, dep, model_path_for(dep), port, head_ip=rank0.ip, dist_port=dist_port,
                               nnodes=len(spans))
     launch_id = uuid.uuid4().hex
     plan = []
@@ -413,8 +410,8 @@ def _sglang(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequ
         nodes = start_on_nodes(ray, plan)
     except Exception as err:
         sweep_nodes(ray, [s.node_id for s in spans], launch_id, 2.0)
-        return _not_launched(dep, f"SGLang did not start on every node: {_cause(err)}", argvs[0]), None
-    watcher = LogWatcher("sglang", dep.dp, max(1, len(rank0.gpus) // max(1, dep.dp)))
+        return _not_launched(dep, f"{engine.display} did not start on every node: {_cause(err)}", argvs[0]), None
+    watcher = engine.log_watcher(dep.dp, max(1, len(rank0.gpus) // max(1, dep.dp)))
     tail: list[str] = []
     stopped_by: StopReason = "timeout"
     seconds_to_kv: float | None = None
@@ -480,8 +477,9 @@ def _sglang(ray: Any, dep: Deployment, model: Any, machine: Machine, spans: Sequ
         timed_out=stopped_by == "timeout", leftover_pids=leftover, stopped_by=stopped_by, started_at=started_at,
         ended_at=time.time(), lines=watcher.lines, seconds_to_stop=seconds_to_stop, stop="signal", grace_s=grace_s,
         containment="ray-actor")
-    base = judge(dep, model, result, prediction_tokens=prediction_tokens)
+    base = judge(dep, model, result, name=engine.display, prediction_tokens=prediction_tokens)
     if problem:
-        base = Finding(base.check, Status.FAIL, f"{base.message} SGLang across hosts: {problem}.", base.facts)
+        base = Finding(base.check, Status.FAIL, f"{base.message} {engine.display} across hosts: {problem}.",
+                       base.facts)
     all_lines = [ln for n in (s.node_id for s in spans) for ln in logs.get(n, [])]
     return with_nodes(base, spans, all_lines, sweep, machine, launch_id, commands), result

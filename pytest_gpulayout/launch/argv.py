@@ -1,40 +1,54 @@
 """What the startup check hands the engine: its argument vector (only the flags the deployment
-sets, from the engine module's ``Flags``), its environment, and which GPUs it sees."""
+sets, from the engine's ``Flags``), its environment, and which GPUs it sees.
+
+Which flags, which entry point and which reports to wait for are the engine's (``engines/<name>/``);
+this module only assembles them.
+"""
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.errors import InputError, LaunchError
-from pytest_gpulayout.launch.verdict import _ENGINE_NAMES
+from pytest_gpulayout.errors import LaunchError
+from pytest_gpulayout.launch.served import Served
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.placement import PlacementError, resolve_gpus
 
 
-def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+class FlagNames(Protocol):
+    """The engine's flags for what the manifest's keys say (``engine.Flags``)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def tensor_parallel_size(self) -> str: ...
+    @property
+    def pipeline_parallel_size(self) -> str: ...
+    @property
+    def data_parallel_size(self) -> str: ...
+    @property
+    def max_model_len(self) -> str: ...
+    @property
+    def memory_fraction(self) -> str: ...
+    @property
+    def kv_cache_dtype(self) -> str: ...
+
+
+def release(engine: Served, version: str | None) -> Version | None:
+    """``version`` as ``engine`` spells its releases; None when unset or not one of them."""
     if not version:
         return None
     try:
-        from packaging.version import Version
-
-        return Version(version).release
+        return engine.parse_version(version)
     except Exception:
         return None
-
-
-def default_command(engine: str, engine_version: str | None = None) -> list[str]:
-    """The engine's own entry point, from the Python running us (same virtual environment)."""
-    if engine == "sglang":
-        return [sys.executable, "-m", "sglang.launch_server"]
-    v = _version_tuple(engine_version)
-    if v is not None and v < (0, 5):  # before `vllm serve`
-        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
-    beside = Path(sys.executable).parent / "vllm"
-    return [str(beside) if beside.is_file() else "vllm", "serve"]
 
 
 def model_path_for(dep: Deployment) -> str:
@@ -53,40 +67,33 @@ def _fmt(value: float) -> str:
     return f"{value:g}"
 
 
-def engine_argv(dep: Deployment, model_path: str, port: int, *,
-                engine_version: str | None = None) -> list[str]:
-    """The engine's argument vector for ``dep`` (never a shell string).
+def serve_argv(flags: FlagNames, command: Sequence[str], dep: Deployment, model_path: str, port: int, *,
+               expert_parallel: Sequence[str]) -> list[str]:
+    """A Python serving engine's argument vector for ``dep`` (never a shell string).
 
-    ``launch.command`` replaces the entry point; when it ends in ``serve`` the model is positional,
-    otherwise it goes to ``--model`` (vLLM) / ``--model-path`` (SGLang). Flags the deployment leaves
-    unset (or at the engines' default of 1 for TP/PP/DP) are not passed, so engine defaults stay
-    the engine's. ``launch.args`` come last.
+    ``command`` is the entry point (``launch.command`` or the engine's default); when it ends in
+    ``serve`` the model is positional, otherwise it goes to ``flags.model``. Flags the deployment
+    leaves unset (or at the engines' default of 1 for TP/PP/DP) are not passed, so engine defaults
+    stay the engine's. ``expert_parallel``: the engine's flags for ``enable_expert_parallel``.
+    ``launch.args`` come last.
     """
-    if dep.engine not in _ENGINE_NAMES:
-        raise InputError(f"engine must be vllm or sglang, not {dep.engine!r}",
-                         key=f"deployments.{dep.name}.engine")
-    cmd = list(dep.launch.command) if dep.launch.command else default_command(dep.engine, engine_version)
+    cmd = list(command)
     if cmd and cmd[-1] == "serve":
         argv = [*cmd, model_path]
     else:
-        argv = [*cmd, "--model" if dep.engine == "vllm" else "--model-path", model_path]
-    if dep.engine == "vllm":
-        flags = {"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size",
-                 "dp": "--data-parallel-size", "len": "--max-model-len", "mem": "--gpu-memory-utilization"}
-    else:
-        flags = {"tp": "--tp-size", "pp": "--pp-size", "dp": "--dp-size", "len": "--context-length",
-                 "mem": "--mem-fraction-static"}
-    for key, size in (("tp", dep.tp), ("pp", dep.pp), ("dp", dep.dp)):
+        argv = [*cmd, flags.model, model_path]
+    for flag, size in ((flags.tensor_parallel_size, dep.tp), (flags.pipeline_parallel_size, dep.pp),
+                       (flags.data_parallel_size, dep.dp)):
         if size != 1:
-            argv += [flags[key], str(size)]
+            argv += [flag, str(size)]
     if dep.max_model_len is not None:
-        argv += [flags["len"], str(dep.max_model_len)]
+        argv += [flags.max_model_len, str(dep.max_model_len)]
     if dep.memory_fraction is not None:
-        argv += [flags["mem"], _fmt(dep.memory_fraction)]
+        argv += [flags.memory_fraction, _fmt(dep.memory_fraction)]
     if dep.kv_cache_dtype and dep.kv_cache_dtype != "auto":
-        argv += ["--kv-cache-dtype", dep.kv_cache_dtype]
+        argv += [flags.kv_cache_dtype, dep.kv_cache_dtype]
     if dep.enable_expert_parallel:
-        argv += ["--enable-expert-parallel"] if dep.engine == "vllm" else ["--ep-size", str(dep.tp)]
+        argv += list(expert_parallel)
     argv += ["--host", "127.0.0.1", "--port", str(port)]
     if dep.launch.dummy_weights:
         argv += ["--load-format", "dummy"]
@@ -102,21 +109,20 @@ class GpuPlan:
     lock_keys: tuple[str, ...]
 
 
-def gpu_plan(dep: Deployment, machine: Machine | None = None,
-             parent_visible: str | None = None) -> GpuPlan:
+def gpu_plan(dep: Deployment, machine: Machine | None = None, parent_visible: str | None = None, *,
+             engine: Served | None = None) -> GpuPlan:
     """Which GPUs the engine gets, as it will see them, and the lock key of each.
 
     Indices are CUDA indices as this process sees them, so when our own ``CUDA_VISIBLE_DEVICES`` is
-    set they are mapped through it. vLLM parses every entry with ``int()``, so vLLM gets indices
-    (a UUID in the manifest is resolved through the machine); SGLang is given indices too.
+    set they are mapped through it. An engine that parses every entry with ``int()`` (vLLM:
+    ``engine.cuda_indices_only()``) gets indices (a UUID in the manifest is resolved through the
+    machine); the others are given indices too.
 
     The lock key names the physical card: its NVML UUID when the machine was probed live, else the
     CUDA index it runs on (``index-N``). Two manifests that describe GPU 0 with different presets or
     snapshots (and so different made-up UUIDs) still take the same lock.
     """
     if machine is not None:
-        from pytest_gpulayout.placement import PlacementError, resolve_gpus
-
         try:
             indices: list[int | str] = list(resolve_gpus(dep, machine))
         except PlacementError as err:
@@ -129,9 +135,10 @@ def gpu_plan(dep: Deployment, machine: Machine | None = None,
     for ref in indices:
         uuid = ""
         if isinstance(ref, str):
-            if dep.engine == "vllm":
-                raise LaunchError(f"gpus lists {ref!r}: vLLM needs CUDA indices in CUDA_VISIBLE_DEVICES; "
-                                  f"give the index, or a machine (snapshot/live) that maps the UUID to one")
+            if engine is not None and engine.cuda_indices_only():
+                raise LaunchError(f"gpus lists {ref!r}: {engine.display} needs CUDA indices in "
+                                  f"CUDA_VISIBLE_DEVICES; give the index, or a machine (snapshot/live) that maps "
+                                  f"the UUID to one")
             entry = ref
             uuid = ref
         else:
@@ -159,15 +166,6 @@ def engine_env(dep: Deployment, visible: Sequence[str],
     return env
 
 
-def expected_reports(dep: Deployment, engine_version: str | None) -> tuple[int, int]:
-    """``(expected_engines, ranks_per_engine)`` for the log watcher.
-
-    vLLM >= 0.15 logs one KV size line per engine core (one per DP replica); 0.8 - 0.11 one per worker
-    (``tp * pp`` per replica) before unifying them. SGLang logs one per rank and one summary per replica.
-    """
-    if dep.engine == "sglang":
-        return dep.dp, dep.tp * dep.pp
-    v = _version_tuple(engine_version)
-    if v is not None and (0, 8) <= v < (0, 15):
-        return dep.dp * dep.tp * dep.pp, 1
-    return dep.dp, 1
+def expected_reports(engine: Served, dep: Deployment, version: Version | None) -> tuple[int, int]:
+    """``(expected_engines, ranks_per_engine)`` for the log watcher, as ``engine`` logs its pools."""
+    return engine.expected_reports(version, tp=dep.tp, pp=dep.pp, dp=dep.dp)

@@ -1,6 +1,6 @@
 """Starting an engine across the nodes of a Ray cluster, and stopping every process of it on every node.
 
-The two engines span nodes differently, and the startup check launches each the way it runs in
+Engines span nodes differently (``Engine.across_hosts``), and the startup check launches each the way it runs in
 production:
 
 * vLLM runs one API server on the head node with ``--distributed-executor-backend ray``; its workers
@@ -26,27 +26,32 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.launch.argv import engine_argv
+from pytest_gpulayout.launch.argv import release
+from pytest_gpulayout.launch.proctree import ProcessTree
+from pytest_gpulayout.launch.served import Served
 
 NCCL_ENV = {"NCCL_DEBUG": "INFO"}
 
 
-def vllm_ray_argv(dep: Deployment, model_path: str, port: int, *, engine_version: str | None = None) -> list[str]:
-    """The head node's vLLM argv: the deployment's flags plus the Ray executor."""
-    return [*engine_argv(dep, model_path, port, engine_version=engine_version),
-            "--distributed-executor-backend", "ray"]
+def head_argv(engine: Served, dep: Deployment, model_path: str, port: int, *,
+              engine_version: str | None = None) -> list[str]:
+    """The head's argv when ``engine`` places its own workers through Ray (``ray-executor``): the
+    deployment's flags plus what the engine needs to span hosts (vLLM: the Ray executor)."""
+    return [*engine.launch_argv(dep, model_path, port, release(engine, engine_version)),
+            *engine.node_args(nnodes=1, rank=0, dist_init_addr="")]
 
 
-def vllm_ray_env(dep: Deployment, address: str) -> dict[str, str]:
+def ray_head_env(dep: Deployment, address: str) -> dict[str, str]:
     """What the head process gets on top of its environment: the cluster to join, NCCL's transport lines."""
     return {**NCCL_ENV, **dict(dep.launch.env), "RAY_ADDRESS": address}
 
 
-def sglang_node_argvs(dep: Deployment, model_path: str, port: int, *, head_ip: str, dist_port: int,
-                      nnodes: int) -> list[list[str]]:
-    """One argv per node, rank 0 on the head (which alone serves HTTP on ``port``)."""
-    base = engine_argv(dep, model_path, port)
-    return [[*base, "--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", f"{head_ip}:{dist_port}"]
+def node_argvs(engine: Served, dep: Deployment, model_path: str, port: int, *, head_ip: str, dist_port: int,
+               nnodes: int) -> list[list[str]]:
+    """One argv per node for an engine with a process per node, rank 0 on the head (which alone serves HTTP
+    on ``port``)."""
+    base = engine.launch_argv(dep, model_path, port, None)
+    return [[*base, *engine.node_args(nnodes=nnodes, rank=rank, dist_init_addr=f"{head_ip}:{dist_port}")]
             for rank in range(nnodes)]
 
 
@@ -59,8 +64,6 @@ class NodeProcess:
         self._log: Path | None = None
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], log_path: str) -> int:
-        from pytest_gpulayout.launch.proctree import ProcessTree
-
         self._log = Path(log_path)
         self._log.parent.mkdir(parents=True, exist_ok=True)
         with open(self._log, "wb") as out:

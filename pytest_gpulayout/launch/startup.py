@@ -8,13 +8,14 @@ weights at full size without reading them, so the pool is the same as in product
 launch takes seconds to minutes instead of a full model load.
 
 The argument vector is ``launch/argv.py``, the verdict ``launch/verdict.py``, the memory re-probe
-``launch/reprobe.py``, the fixture's body ``launch/fixture.py``.
+``launch/reprobe.py``, the fixture's body ``fixtures.py`` (an edge, beside ``plugin.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,21 +25,18 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Finding, Status, failed, worst
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.launch.argv import (
-    default_command,
-    engine_argv,
-    engine_env,
-    expected_reports,
-    gpu_plan,
-    model_path_for,
-)
+from pytest_gpulayout.launch.across import launch_across, node_spans
+from pytest_gpulayout.launch.argv import engine_env, expected_reports, gpu_plan, model_path_for, release
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.reprobe import _try_probe, memory_not_released
-from pytest_gpulayout.launch.verdict import _ENGINE_NAMES, _LOG_COUNTER, CHECK, STOP_SIGNAL, judge
+from pytest_gpulayout.launch.served import Served
+from pytest_gpulayout.launch.verdict import _LOG_COUNTER, CHECK, STOP_SIGNAL, judge
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.probe import probe
 from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.placement import PlacementError, resolve_gpus
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,7 @@ def launch_deployment(
     dep: Deployment,
     model: ModelSpec | None = None,
     *,
+    engine: Served,
     machine: Machine | None = None,
     prediction_tokens: int | None = None,
     log_dir: Path,
@@ -81,48 +80,49 @@ def launch_deployment(
     host: Host = BARE_HOST,
     progress: Progress | None = None,
 ) -> StartupReport:
-    """Launch ``dep`` briefly and judge what it allocated.
+    """Launch ``dep`` briefly with ``engine`` (its engine object) and judge what it allocated.
 
     Never raises for engine trouble (not found, failed, timed out): that is the finding. On a live
     machine (``machine.source == "nvml"``, or with ``reprobe`` given) the GPUs' free memory is read
     before the launch and again after the tree is gone: memory that did not come back means something
     of the engine survives outside its process tree (or another tenant arrived), and is reported.
     """
-    if dep.engine == "llamacpp":  # its own argv, log lines and verdict (launch/llamacpp.py)
-        from pytest_gpulayout.engines.llamacpp.launch import launch_llamacpp
-
-        finding, res = launch_llamacpp(dep, model, machine=machine, log_path=_log_path(Path(log_dir), dep),
-                                       grace_s=grace_s, progress=progress)
+    own = engine.own_launch()
+    if own is not None:  # its own argv, log lines and verdict (llama.cpp: engines/llamacpp/launch.py)
+        finding, res = own(dep, model, machine=machine, log_path=_log_path(Path(log_dir), dep), grace_s=grace_s,
+                           progress=progress)
         d = finding.data
         return StartupReport(d.get("kv_tokens"), (d["kv_tokens"],) if d.get("kv_tokens") else (),
                              d.get("max_concurrency"), d.get("seconds_to_kv"), d.get("error_kind"),
                              res.log_path if res is not None else None, finding, res)
-    name = _ENGINE_NAMES.get(dep.engine, dep.engine)
+    name = engine.display
     version = engine_version or dep.engine_version
     if version is None and not dep.launch.command:  # our environment's engine is the one launched
         version = host.installed(dep.engine)
     if machine is not None and machine.source.startswith("ray:"):  # GPUs on several hosts: launch/across.py
-        across = _launch_across(dep, model, machine, prediction_tokens=prediction_tokens, log_dir=Path(log_dir),
-                                engine_version=version, stop_when=stop_when, grace_s=grace_s, progress=progress)
+        across = _launch_across(dep, model, machine, engine=engine, prediction_tokens=prediction_tokens,
+                                log_dir=Path(log_dir), engine_version=version, stop_when=stop_when,
+                                grace_s=grace_s, progress=progress)
         if across is not None:
             return across
     try:
-        plan = gpu_plan(dep, machine, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        plan = gpu_plan(dep, machine, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine)
         port = free_port()
-        argv = engine_argv(dep, model_path_for(dep), port, engine_version=version)
-        engines, ranks = expected_reports(dep, version)
+        argv = engine.launch_argv(dep, model_path_for(dep), port, release(engine, version))
+        engines, ranks = expected_reports(engine, dep, release(engine, version))
         log_path = _log_path(Path(log_dir), dep)
         if reprobe is None and machine is not None and machine.source == "nvml":
-            from pytest_gpulayout.machine.probe import probe as reprobe
+            reprobe = probe
         before = _try_probe(reprobe)
-        result = launch(argv, env=engine_env(dep, plan.visible), expected_engines=engines, engine=dep.engine,
-                        ranks_per_engine=ranks, timeout_s=dep.launch.timeout_s, log_path=log_path,
+        result = launch(argv, env=engine_env(dep, plan.visible), watcher=engine.log_watcher(engines, ranks),
+                        timeout_s=dep.launch.timeout_s, log_path=log_path,
                         grace_s=grace_s, stop_when=stop_when, gpus=plan.lock_keys, stop_signal=STOP_SIGNAL,
                         progress=progress)
     except LaunchError as err:
-        cmd = list(dep.launch.command) if dep.launch.command else default_command(dep.engine, version)
+        cmd = (list(dep.launch.command) if dep.launch.command
+               else engine.default_command(release(engine, version), sys.executable))
         if "was not found" in str(err) or "not executable" in str(err):
-            module = "vllm.entrypoints.openai.api_server" if dep.engine == "vllm" else "sglang.launch_server"
+            module = engine.server_module
             msg = (f"{dep.name}: cannot launch {name}: {cmd[0]!r} was not found or is not executable. "
                    f"Install {name} where the check runs, or set launch.command in the manifest to the "
                    f"engine's entry point, e.g. [/path/to/venv/bin/python, -m, {module}]")
@@ -132,10 +132,8 @@ def launch_deployment(
                                                   error_kind=None, predicted_kv_tokens=prediction_tokens,
                                                   ratio=None, log_path=None, command=tuple(cmd)))
         return StartupReport(None, (), None, None, None, None, finding, None)
-    finding = judge(dep, model, result, prediction_tokens=prediction_tokens)
+    finding = judge(dep, model, result, name=name, prediction_tokens=prediction_tokens)
     if before is not None and reprobe is not None:
-        from pytest_gpulayout.placement import PlacementError, resolve_gpus
-
         try:
             short = memory_not_released(before, reprobe, resolve_gpus(dep, before))
         except PlacementError:
@@ -152,12 +150,11 @@ def launch_deployment(
                          log.error_kind, result.log_path, finding, result)
 
 
-def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *, prediction_tokens: int | None,
+def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *, engine: Served,
+                   prediction_tokens: int | None,
                    log_dir: Path, engine_version: str | None, stop_when: str,
                    grace_s: float, progress: Progress | None = None) -> StartupReport | None:
     """The launch across the hosts of a Ray machine; None when the deployment stays on one host."""
-    from pytest_gpulayout.launch.across import launch_across, node_spans
-
     try:
         spans = node_spans(dep, machine)
     except LaunchError as err:
@@ -167,8 +164,8 @@ def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *
         return StartupReport(None, (), None, None, None, None, finding, None)
     if not spans:
         return None
-    finding, res = launch_across(dep, model, machine, spans, prediction_tokens=prediction_tokens, progress=progress,
-                                 log_path=_log_path(log_dir, dep), engine_version=engine_version,
+    finding, res = launch_across(dep, model, machine, spans, engine=engine, prediction_tokens=prediction_tokens,
+                                 progress=progress, log_path=_log_path(log_dir, dep), engine_version=engine_version,
                                  stop_when=stop_when, grace_s=grace_s)
     if res is None:
         return StartupReport(None, (), None, None, None, None, finding, None)
@@ -177,9 +174,9 @@ def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *
                          res.log_path, finding, res)
 
 
-def run_startup(dep: Deployment, model: ModelSpec | None = None, *, machine: Machine | None = None,
+def run_startup(dep: Deployment, model: ModelSpec | None = None, *, engine: Served, machine: Machine | None = None,
                 prediction_tokens: int | None = None, log_dir: Path, host: Host = BARE_HOST,
                 progress: Progress | None = None) -> Finding:
     """The ``startup`` check's finding for ``dep`` (launches the engine; see ``launch_deployment``)."""
-    return launch_deployment(dep, model, machine=machine, prediction_tokens=prediction_tokens,
+    return launch_deployment(dep, model, engine=engine, machine=machine, prediction_tokens=prediction_tokens,
                              log_dir=log_dir, host=host, progress=progress).finding

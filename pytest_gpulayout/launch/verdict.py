@@ -30,7 +30,6 @@ STOP_SIGNAL = signal.SIGINT
 TAIL_IN_MESSAGE = 12
 #: actual/predicted outside this band is called out in the message (the real pool decides the verdict)
 PREDICTION_BAND = (0.5, 2.0)
-_ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 _LOG_COUNTER = itertools.count(1)
 
 _FIXES = {
@@ -55,10 +54,10 @@ def _tail_text(lines: Sequence[str], n: int = TAIL_IN_MESSAGE) -> str:
     return "\n".join("    " + ln[:300] for ln in shown)
 
 
-def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *,
+def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, name: str,
           prediction_tokens: int | None = None) -> Finding:
-    """The verdict on one launch: pure, so every branch is testable from a recorded result."""
-    name = _ENGINE_NAMES.get(dep.engine, dep.engine)
+    """The verdict on one launch: pure, so every branch is testable from a recorded result. ``name``:
+    the engine's display name (``Engine.display``)."""
     log = result.log
     kv = log.kv_tokens
     length = (dep.max_model_len or log.max_concurrency_len

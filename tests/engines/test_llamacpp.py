@@ -23,6 +23,7 @@ from pytest_gpulayout.engines.llamacpp.memory import (
     layer_devices,
     plan_layout,
 )
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine.facts import Gpu, Machine
@@ -298,7 +299,8 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
     manifest = load_manifest(tmp_path / "gpulayout.yaml")
     dep = manifest.deployments[0]
     model = load_models([dep])["tiny"]
-    report = launch_deployment(dep, model, machine=Machine(gpus=(), source="cpu"), log_dir=tmp_path / "logs")
+    report = launch_deployment(dep, model, engine=ENGINES[dep.engine],
+                               machine=Machine(gpus=(), source="cpu"), log_dir=tmp_path / "logs")
     f = report.finding
     assert f.status.value == "pass", f.message
     assert f.data["kv_matches_prediction"] is True

@@ -28,6 +28,7 @@ import pytest
 from leaks import Snapshot
 
 from pytest_gpulayout.deployment import Deployment, Launch
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.launch import launcher
@@ -150,7 +151,8 @@ def test_a_stop_longer_than_the_grace_warns_and_leaves_no_shm(fake: Fake, fresh_
     monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
     before = fake.snapshot()
     dep = _dep(fake, "replay,shm,slow-stop", scale=0.01, stop_s=4)
-    report = launch_deployment(dep, None, log_dir=fake.tmp / "logs", stop_when="ready", grace_s=1)
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+                               log_dir=fake.tmp / "logs", stop_when="ready", grace_s=1)
     names = fake.shm()
     assert names, "the fake made no shared memory"
     assert report.kv_tokens is not None
@@ -261,7 +263,8 @@ def test_two_descriptions_of_gpu0_never_launch_together(fake: Fake, monkeypatch:
     results: list[LaunchResult | None] = [None, None]
 
     def run(i: int) -> None:
-        r = launch_deployment(dep, None, machine=machines[i], log_dir=fake.tmp / f"logs{i}", stop_when="ready")
+        r = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+                              machine=machines[i], log_dir=fake.tmp / f"logs{i}", stop_when="ready")
         results[i] = r.result
 
     threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]

@@ -37,6 +37,7 @@ from leaks import Snapshot
 from real_engines import vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.launch.startup import StartupReport, launch_deployment
 
@@ -115,7 +116,7 @@ def _normal(tmp_path_factory: pytest.TempPathFactory, etmp: Path) -> Iterator[No
     os.environ["GPULAYOUT_LOCK_DIR"] = str(setup.locks)
     before = setup.snapshot()
     try:
-        report = launch_deployment(setup.dep, None, log_dir=setup.work / "logs")
+        report = launch_deployment(setup.dep, None, engine=ENGINES[setup.dep.engine], log_dir=setup.work / "logs")
         leaks = before.wait_clean(3)
         text = report.log_path.read_text(errors="replace") if report.log_path else ""
         yield Normal(setup, report, leaks, KV_LINE in text)
@@ -160,6 +161,7 @@ DRIVER = textwrap.dedent("""
     from pathlib import Path
     from types import MappingProxyType
     from pytest_gpulayout.deployment import Deployment, Launch
+    from pytest_gpulayout.engines.registry import ENGINES
     from pytest_gpulayout.launch.startup import launch_deployment
     spec = json.loads(sys.argv[1])
     launch = Launch(enabled=True, command=tuple(spec["command"]), args=tuple(spec["args"]),
@@ -167,7 +169,8 @@ DRIVER = textwrap.dedent("""
     dep = Deployment(name="tiny-cpu", model=spec["model"], engine="vllm", max_model_len=512, gpus=(0,),
                      launch=launch)
     print("launching", flush=True)
-    r = launch_deployment(dep, None, log_dir=Path(spec["log_dir"]), stop_when="ready", grace_s=10)
+    r = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+                          log_dir=Path(spec["log_dir"]), stop_when="ready", grace_s=10)
     print("launch returned", r.finding.status, r.finding.message, flush=True)
 """)
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.deployment import Deployment, Launch
+from pytest_gpulayout.engines.sglang.engine import SGLANG
+from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.launch.logparse import parse_log
-from pytest_gpulayout.launch.multinode import sglang_node_argvs, vllm_ray_argv, vllm_ray_env
+from pytest_gpulayout.launch.multinode import head_argv, node_argvs, ray_head_env
 from pytest_gpulayout.launch.nccl import parse_transports, transport_kind, transport_verdict
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"
@@ -59,17 +61,17 @@ DEP = Deployment(name="d", model="/models/llama", engine="vllm", tensor_parallel
 
 
 def test_vllm_runs_on_the_head_with_the_ray_executor() -> None:
-    argv = vllm_ray_argv(DEP, "/models/llama", 8000)
+    argv = head_argv(VLLM, DEP, "/models/llama", 8000)
     assert argv[-2:] == ["--distributed-executor-backend", "ray"]
     assert argv[argv.index("--pipeline-parallel-size") + 1] == "2" and "--enforce-eager" in argv
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
-    env = vllm_ray_env(DEP, "10.0.0.1:6379")
+    env = ray_head_env(DEP, "10.0.0.1:6379")
     assert env == {"NCCL_DEBUG": "INFO", "X": "1", "RAY_ADDRESS": "10.0.0.1:6379"}
 
 
 def test_sglang_gets_one_process_per_node_with_its_rank() -> None:
     dep = Deployment(name="s", model="/m", engine="sglang", tensor_parallel_size=2, pipeline_parallel_size=2)
-    argvs = sglang_node_argvs(dep, "/m", 30000, head_ip="10.0.0.1", dist_port=5000, nnodes=2)
+    argvs = node_argvs(SGLANG, dep, "/m", 30000, head_ip="10.0.0.1", dist_port=5000, nnodes=2)
     assert len(argvs) == 2
     for rank, argv in enumerate(argvs):
         assert argv[-6:] == ["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", "10.0.0.1:5000"]

@@ -21,10 +21,12 @@ from leaks import Snapshot
 from real_engines import vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
+from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Status
-from pytest_gpulayout.launch.argv import default_command, engine_argv, engine_env, expected_reports, gpu_plan
-from pytest_gpulayout.launch.fixture import make_launcher
+from pytest_gpulayout.fixtures import make_launcher
+from pytest_gpulayout.launch.argv import engine_env, expected_reports, gpu_plan, release
 from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log
 from pytest_gpulayout.launch.startup import launch_deployment, run_startup
@@ -36,6 +38,11 @@ REPO = HERE.parent
 FAKE = HERE / "fakes" / "fake_engine.py"
 LOGS = HERE / "data" / "logs"
 TINY_DIR = HERE / "data" / "models" / "tiny-llama"
+
+
+def engine_argv(dep: Deployment, model_path: str, port: int) -> list[str]:
+    """The argv ``dep``'s engine object builds (what the startup check hands the launcher)."""
+    return ENGINES[dep.engine].launch_argv(dep, model_path, port, None)
 
 
 def tiny_tokens_per_gib(tp: int = 1) -> int:
@@ -99,17 +106,18 @@ def test_launch_command_replaces_the_entry_point(engine: str, command: tuple[str
 
 
 def test_default_vllm_command_by_version() -> None:
-    assert default_command("vllm", "0.4.2")[1:] == ["-m", "vllm.entrypoints.openai.api_server"]
-    assert default_command("vllm", "0.11.0")[-1] == "serve"
+    assert VLLM.default_command(release(VLLM, "0.4.2"), sys.executable)[1:] == [
+        "-m", "vllm.entrypoints.openai.api_server"]
+    assert VLLM.default_command(release(VLLM, "0.11.0"), sys.executable)[-1] == "serve"
 
 
 def test_expected_reports_follow_the_engine_version() -> None:
     dep = Deployment(name="d", model="m", tensor_parallel_size=2, pipeline_parallel_size=2,
                      data_parallel_size=2)
-    assert expected_reports(dep, None) == (2, 1)          # newest: one line per engine core
-    assert expected_reports(dep, "0.33.0") == (2, 1)
-    assert expected_reports(dep, "0.10.2") == (8, 1)      # one line per worker
-    assert expected_reports(replace(dep, engine="sglang"), None) == (2, 4)
+    assert expected_reports(VLLM, dep, None) == (2, 1)          # newest: one line per engine core
+    assert expected_reports(VLLM, dep, release(VLLM, "0.33.0")) == (2, 1)
+    assert expected_reports(VLLM, dep, release(VLLM, "0.10.2")) == (8, 1)      # one line per worker
+    assert expected_reports(ENGINES["sglang"], replace(dep, engine="sglang"), None) == (2, 4)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -128,11 +136,11 @@ def test_gpu_plan_uses_the_machine_for_uuids() -> None:
     machine = Machine(gpus=(Gpu(0, uuid="GPU-aaa"), Gpu(1, uuid="GPU-bbb")), links={(0, 1): "PHB"},
                       source="nvml")
     dep = Deployment(name="d", model="m", tensor_parallel_size=2, gpus=("GPU-bbb", "GPU-aaa"))
-    plan = gpu_plan(dep, machine)
+    plan = gpu_plan(dep, machine, engine=VLLM)
     assert plan.visible == ("1", "0")           # vLLM parses CUDA_VISIBLE_DEVICES with int()
     assert plan.lock_keys == ("GPU-bbb", "GPU-aaa")  # live: the real cards' UUIDs
     with pytest.raises(LaunchError, match="vLLM needs CUDA indices"):
-        gpu_plan(dep, None)
+        gpu_plan(dep, None, engine=VLLM)
     with pytest.raises(LaunchError, match="cannot place"):
         gpu_plan(replace(dep, gpus=None, tensor_parallel_size=4), machine)
 
@@ -162,7 +170,7 @@ def test_judge_pass_reports_prediction_ratio() -> None:
                      require=Require(kv_tokens=60000, concurrency=8))
     log = StartupLog(engine="vllm", kv_tokens=81920, kv_tokens_all=(81920,), max_concurrency=10.0,
                      max_concurrency_len=8192)
-    f = judge(dep, None, _result(log), prediction_tokens=80000)
+    f = judge(dep, None, _result(log), name="vLLM", prediction_tokens=80000)
     assert f.status is Status.PASS
     assert "81,920 tokens" in f.message and "predicted 80,000" in f.message and "1.02" in f.message
     assert f.data["ratio"] == pytest.approx(1.024) and f.data["predicted_kv_tokens"] == 80000
@@ -179,13 +187,14 @@ def test_judge_fails_short_pools(require: Require, needle: str) -> None:
     dep = Deployment(name="d", model="m", max_model_len=8192, require=require)
     log = StartupLog(engine="vllm", kv_tokens=81920, kv_tokens_all=(81920,), max_concurrency=10.0,
                      max_concurrency_len=8192)
-    f = judge(dep, None, _result(log))
+    f = judge(dep, None, _result(log), name="vLLM")
     assert f.status is Status.FAIL and needle in f.message
 
 
 def test_judge_fails_when_one_full_request_does_not_fit() -> None:
     dep = Deployment(name="d", model="m", engine="sglang", max_model_len=131072)
-    f = judge(dep, None, _result(StartupLog(engine="sglang", kv_tokens=46611, kv_tokens_all=(46611,) * 4)))
+    f = judge(dep, None, _result(StartupLog(engine="sglang", kv_tokens=46611, kv_tokens_all=(46611,) * 4)),
+              name="SGLang")
     assert f.status is Status.FAIL and "not even one request of max_model_len 131,072" in f.message
     assert f.data["max_concurrency"] == pytest.approx(0.36)
 
@@ -197,7 +206,8 @@ def test_judge_error_names_the_engine_line_and_the_fix() -> None:
                                 "tensor "
                                 "parallel size (3).")
     f = judge(Deployment(name="d", model="m", tensor_parallel_size=3), None,
-              _result(log, stopped_by="error", returncode=1, tail=("Traceback ...", "  Value error, ...")))
+              _result(log, stopped_by="error", returncode=1, tail=("Traceback ...", "  Value error, ...")),
+              name="vLLM")
     assert f.status is Status.FAIL
     assert "heads_not_divisible" in f.message and "tensor parallel size (3)" in f.message
     assert "tensor_parallel_size that divides" in f.message and "/logs/x.log" in f.message
@@ -210,13 +220,14 @@ def test_judge_warns_on_a_warning_the_engine_survived() -> None:
                      error_line="The memory capacity is unbalanced.")
     f = judge(Deployment(name="d", model="m", engine="sglang", tensor_parallel_size=2, max_model_len=4096),
               None,
-              _result(log))
+              _result(log), name="SGLang")
     assert f.status is Status.WARN and "tp_memory_unbalanced" in f.message
 
 
 def test_judge_fails_when_processes_survive() -> None:
     log = StartupLog(engine="vllm", kv_tokens=81920, kv_tokens_all=(81920,))
-    f = judge(Deployment(name="d", model="m", max_model_len=4096), None, _result(log, leftover_pids=(4242,)))
+    f = judge(Deployment(name="d", model="m", max_model_len=4096), None, _result(log, leftover_pids=(4242,)),
+              name="vLLM")
     assert f.status is Status.FAIL and "4242" in f.message and "survived SIGKILL" in f.message
 
 
@@ -245,7 +256,8 @@ def _fake_argv(dep: Deployment) -> list[str]:
 
 def test_run_startup_pass_with_real_numbers(fake_dep: Deployment, tmp_path: Path) -> None:
     dep = replace(fake_dep, require=Require(kv_tokens=tiny_tokens_per_gib() // 2))
-    f = run_startup(dep, None, prediction_tokens=tiny_tokens_per_gib(), log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine],
+                    prediction_tokens=tiny_tokens_per_gib(), log_dir=tmp_path / "logs")
     assert f.status is Status.PASS, f.message
     assert f.data["kv_tokens"] == tiny_tokens_per_gib() and f.data["ratio"] == 1.0
     assert f.data["stopped_by"] == "kv" and f.data["leftover_pids"] == []
@@ -257,7 +269,7 @@ def test_run_startup_pass_with_real_numbers(fake_dep: Deployment, tmp_path: Path
 
 def test_run_startup_fails_below_requirement(fake_dep: Deployment, tmp_path: Path) -> None:
     dep = replace(fake_dep, require=Require(kv_tokens=tiny_tokens_per_gib() + 1))
-    f = run_startup(dep, None, log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
     assert f.status is Status.FAIL and "below require.kv_tokens" in f.message
 
 
@@ -266,7 +278,7 @@ def test_run_startup_engine_error(fake_dep: Deployment, tmp_path: Path) -> None:
     cmd[cmd.index("--fake-log") + 1] = str(LOGS / "vllm-cpu" / "vllm-tp3.log")
     dep = replace(fake_dep, tensor_parallel_size=3,
                   launch=replace(fake_dep.launch, command=(*cmd, "--fake-mode", "exits-early")))
-    f = run_startup(dep, None, log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
     assert f.status is Status.FAIL
     assert f.data["error_kind"] == "heads_not_divisible"
     assert "Total number of attention heads (8) must be divisible by tensor parallel size (3)" in f.message
@@ -276,13 +288,13 @@ def test_run_startup_timeout(fake_dep: Deployment, tmp_path: Path) -> None:
     dep = replace(fake_dep, launch=replace(fake_dep.launch, command=(*(fake_dep.launch.command or ()),
                                                                      "--fake-mode", "never-reports"),
                                                                      timeout_s=1))
-    f = run_startup(dep, None, log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
     assert f.status is Status.FAIL and "launch.timeout_s" in f.message and f.data["stopped_by"] == "timeout"
 
 
 def test_run_startup_command_not_found(tmp_path: Path) -> None:
     dep = Deployment(name="d", model="m", launch=Launch(command=("/nonexistent/venv/bin/vllm", "serve")))
-    f = run_startup(dep, None, log_dir=tmp_path)
+    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path)
     assert f.status is Status.FAIL
     assert "'/nonexistent/venv/bin/vllm' was not found" in f.message and "launch.command" in f.message
 
@@ -347,7 +359,8 @@ def test_real_vllm_cpu_pool(vllm_dep: Deployment, tmp_path: Path, tp: int) -> No
                   launch=replace(vllm_dep.launch, env=MappingProxyType(env)))
     before = Snapshot.take(markers=(dep.model,))
     t0 = time.monotonic()
-    report = launch_deployment(dep, None, log_dir=tmp_path / "logs", prediction_tokens=expected)
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+                               log_dir=tmp_path / "logs", prediction_tokens=expected)
     print(f"\nvLLM CPU TP={tp}: KV after {report.seconds_to_kv} s, total {time.monotonic() - t0:.1f} s")
     assert report.finding.status is Status.PASS, report.finding.message
     assert report.kv_tokens == expected
@@ -369,7 +382,7 @@ def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: P
     heads = json.loads((TINY_DIR / "config.json").read_text())["num_attention_heads"]
     dep = replace(vllm_dep, tensor_parallel_size=3)
     before = Snapshot.take(markers=(dep.model,))
-    report = launch_deployment(dep, None, log_dir=tmp_path / "logs")
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
     assert report.finding.status is Status.FAIL
     assert report.error_kind == "heads_not_divisible"
     assert report.result is not None
@@ -412,7 +425,8 @@ def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deploy
         return Machine(gpus=(Gpu(0, uuid="GPU-a", memory_total_mib=80000, memory_free_mib=next(probes)),),
                        source="nvml")
 
-    report = startup.launch_deployment(fake_dep, None, log_dir=tmp_path / "logs", reprobe=reprobe)
+    report = startup.launch_deployment(fake_dep, None, engine=ENGINES[fake_dep.engine],
+                                       log_dir=tmp_path / "logs", reprobe=reprobe)
     assert report.kv_tokens == tiny_tokens_per_gib()
     assert report.finding.status is Status.WARN
     assert "GPU memory did not come back" in report.finding.message and "GPU0 has 18.55 GiB" in report.finding.message
@@ -420,8 +434,10 @@ def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deploy
 
 
 def test_a_far_off_prediction_is_called_out_but_the_real_pool_decides(fake_dep: Deployment, tmp_path: Path) -> None:
-    f = run_startup(fake_dep, None, prediction_tokens=tiny_tokens_per_gib() * 20, log_dir=tmp_path / "logs")
+    f = run_startup(fake_dep, None, engine=ENGINES[fake_dep.engine],
+                    prediction_tokens=tiny_tokens_per_gib() * 20, log_dir=tmp_path / "logs")
     assert f.status is Status.PASS
     assert "far off" in f.message and f.data["ratio"] == 0.05
-    near = run_startup(fake_dep, None, prediction_tokens=tiny_tokens_per_gib(), log_dir=tmp_path / "logs")
+    near = run_startup(fake_dep, None, engine=ENGINES[fake_dep.engine],
+                       prediction_tokens=tiny_tokens_per_gib(), log_dir=tmp_path / "logs")
     assert "far off" not in near.message

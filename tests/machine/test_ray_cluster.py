@@ -20,6 +20,7 @@ import pytest
 import yaml
 from ray_cluster import LOOPBACK_ENV, REPO, NodeSpec, start_cluster  # noqa: F401  (fixture)
 
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import ProbeError
 from pytest_gpulayout.machine.sources import load_machine
 
@@ -241,7 +242,8 @@ def test_an_engine_per_node_is_started_and_every_process_of_it_stopped(cluster, 
     import ray
 
     from pytest_gpulayout.deployment import Deployment, Launch
-    from pytest_gpulayout.launch.multinode import sglang_node_argvs, start_on_nodes
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+    from pytest_gpulayout.launch.multinode import node_argvs, start_on_nodes
     from pytest_gpulayout.launch.proctree import pid_alive
 
     fake = REPO / "tests" / "fakes" / "fake_engine.py"
@@ -249,7 +251,7 @@ def test_an_engine_per_node_is_started_and_every_process_of_it_stopped(cluster, 
     dep = Deployment(name="s", model=str(TINY), engine="sglang", pipeline_parallel_size=2,
                      launch=Launch(command=(sys.executable, str(fake), "--fake-log", str(log), "--fake-mode",
                                             "replay,fork,ignore-term")))
-    argvs = sglang_node_argvs(dep, str(TINY), 30000, head_ip="127.0.0.1", dist_port=5000, nnodes=2)
+    argvs = node_argvs(SGLANG, dep, str(TINY), 30000, head_ip="127.0.0.1", dist_port=5000, nnodes=2)
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     try:
         ids = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -350,7 +352,8 @@ def _launch_across(cluster, ray_machine, dep, tmp_path):
 
     before = node_processes(cluster.address, str(tmp_path))
     assert before == {ip: set() for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")}
-    report = launch_deployment(dep, None, machine=ray_machine, log_dir=tmp_path / "logs", engine_version="0.32.0",
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+                               machine=ray_machine, log_dir=tmp_path / "logs", engine_version="0.32.0",
                                grace_s=1.0)
     after = node_processes(cluster.address, str(tmp_path))
     assert after == before, "engine processes left on a node after the stop"

@@ -89,12 +89,14 @@ def test_v0_without_a_free_memory_check_fails_when_tenants_leave_less_than_it_wi
     GPU is not free, and the engine runs out of memory after profiling. The finding says so."""
     assert oversubscribes_silently(Version("0.7.2")) and not oversubscribes_silently(Version("0.6.4"))
     machine = Machine(gpus=tuple(gpus(2, free=RTX4090 - 450 - 6144)), links={(0, 1): "PHB"})
-    f = check_balance(subject(dep(tp=2, engine_version="0.7.2", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B")))
+    f = check_balance(subject(dep(tp=2,
+                              engine_version="0.7.2", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B")))
     assert f.status is Status.FAIL
     assert "vLLM 0.7.2 does not check" in f.message and "torch.OutOfMemoryError" in f.message
     assert "memory_fraction: 0.72" in f.message  # (17.55 GiB free - 0.5) / 23.55 GiB CUDA total
     # 0.6.4 charges the tenant to the pool instead, and the pool shows it
-    old = check_balance(subject(dep(tp=2, engine_version="0.6.4", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B")))
+    old = check_balance(subject(dep(tp=2,
+                                engine_version="0.6.4", memory_fraction=0.9), machine, load_model("Qwen/Qwen3-8B")))
     assert old.status is Status.PASS and "comes out of the KV pool instead" in old.message
 
 

@@ -130,7 +130,8 @@ def test_vllm_moe_with_dp_shards_experts_over_tp_times_dp():
     assert "data_parallel_size that divides it with TP=1: 1, 2, 3, 4, 6, 8" in bad.message
     assert "TP sizes that divide" not in bad.message  # DP is the problem, not TP
     assert check_heads(subject(dep(dp=4), machine(8), moe)).status is Status.PASS
-    assert check_heads(subject(dep(dp=5, enable_expert_parallel=True), machine(8), moe)).status is Status.WARN  # 128 / 5 uneven
+    assert check_heads(subject(dep(dp=5,
+                               enable_expert_parallel=True), machine(8), moe)).status is Status.WARN  # 128 / 5 uneven
     # SGLang DP replicas are full copies: no such rule
     assert check_heads(subject(dep(dp=5, engine="sglang"), machine(8), moe)).status is Status.PASS
 

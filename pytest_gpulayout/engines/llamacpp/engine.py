@@ -8,21 +8,25 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.llamacpp.checks import CHECKS
-
-if TYPE_CHECKING:
-    from pytest_gpulayout.memory.pool import PoolPrediction
-    from pytest_gpulayout.model.spec import ModelSpec
-
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault
+from pytest_gpulayout.engines.llamacpp import launch
+from pytest_gpulayout.engines.llamacpp.checks import CHECKS
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
     NAME,
     ROW_SPLIT_GONE_BUILD,
     build_number,
 )
+from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.knobs import LaunchKnobs
+
+if TYPE_CHECKING:
+    from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
+    from pytest_gpulayout.memory.pool import PoolPrediction
+    from pytest_gpulayout.model.spec import ModelSpec
 
 
 class LlamaCppEngine:
@@ -89,6 +93,26 @@ class LlamaCppEngine:
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         return 1, 1
+
+    # -- the launch: its own (engines/llamacpp/launch.py) --------------------------------------------
+    def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
+        return launch.llamacpp_argv(dep, port)
+
+    def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
+        return []
+
+    def across_hosts(self) -> AcrossHosts | None:
+        return None  # one process: its RPC backend is not launched by the check
+
+    def cuda_indices_only(self) -> bool:
+        return False
+
+    def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
+        return StartupLogWatcher()
+
+    def own_launch(self) -> OwnLaunch | None:
+        """One process, its own log lines, a verdict by KV buffer against the layer split."""
+        return launch.launch_llamacpp
 
 
 LLAMACPP = LlamaCppEngine()

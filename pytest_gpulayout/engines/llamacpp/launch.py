@@ -23,12 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.llamacpp.checks import layout_for
 from pytest_gpulayout.engines.llamacpp.flags import NAME, LlamaCppFlags, parse_version_output, server_argv
 from pytest_gpulayout.engines.llamacpp.log import LlamaCppLog, StartupLogWatcher
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Finding, RawFacts, Status
+from pytest_gpulayout.launch.argv import gpu_plan
+from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import MIB, Machine
+from pytest_gpulayout.model.gguf import GgufSpec
 from pytest_gpulayout.model.spec import ModelSpec
 
 CHECK = "startup"
@@ -64,9 +68,6 @@ def llamacpp_argv(dep: Deployment, port: int) -> list[str]:
 
 def predicted_kv_buffers(dep: Deployment, machine: Machine | None, model: ModelSpec) -> dict[str, int] | None:
     """KV bytes per llama.cpp buffer name (``CUDA<i>`` for the i-th GPU of the deployment, ``CPU``)."""
-    from pytest_gpulayout.engines.llamacpp.checks import layout_for
-    from pytest_gpulayout.model.gguf import GgufSpec
-
     if not isinstance(model, GgufSpec):
         return None
     m = machine if machine is not None else Machine(gpus=(), source="none")
@@ -132,11 +133,8 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
 
 def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machine | None, log_path: Path,
                     timeout_s: float | None = None, grace_s: float = 5.0,
-                    progress: Progress | None = None) -> tuple[Finding, Any]:
+                    progress: Progress | None = None) -> tuple[Finding, LaunchResult | None]:
     """Launch, judge, and hand back ``(finding, LaunchResult | None)``. Never raises for engine trouble."""
-    from pytest_gpulayout.launch.argv import gpu_plan
-    from pytest_gpulayout.launch.launcher import free_port, launch
-
     cmd = list(dep.launch.command) if dep.launch.command else default_command()
     try:
         plan = gpu_plan(dep, machine, os.environ.get("CUDA_VISIBLE_DEVICES")) if dep.gpus is not None else None

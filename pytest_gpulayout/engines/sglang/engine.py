@@ -9,17 +9,22 @@ smallest card on the host, not of the replica.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, parse_version
+from pytest_gpulayout.engines.sglang import launch
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
 
@@ -284,6 +289,25 @@ class SglangEngine:
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """SGLang logs one pool line per rank and one summary per replica."""
         return dp, tp * pp
+
+    # -- the launch (engines/sglang/launch.py) -----------------------------------------------------
+    def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
+        return launch.launch_argv(self.flags, self.default_command(version, sys.executable), dep, model_path, port)
+
+    def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
+        return launch.node_args(nnodes=nnodes, rank=rank, dist_init_addr=dist_init_addr)
+
+    def across_hosts(self) -> AcrossHosts | None:
+        return "process-per-node"
+
+    def cuda_indices_only(self) -> bool:
+        return False
+
+    def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
+        return launch.log_watcher(expected_engines, ranks_per_engine)
+
+    def own_launch(self) -> OwnLaunch | None:
+        return None
 
 
 SGLANG = SglangEngine()

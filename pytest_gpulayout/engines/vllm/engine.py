@@ -6,17 +6,22 @@ vllm==X``, unzipped).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, parse_version
+from pytest_gpulayout.engines.vllm import launch
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
 
@@ -273,6 +278,26 @@ class VllmEngine:
         if version is not None and Version("0.8") <= version < Version("0.15"):
             return dp * tp * pp, 1
         return dp, 1
+
+    # -- the launch (engines/vllm/launch.py) -------------------------------------------------------
+    def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
+        return launch.launch_argv(self.flags, self.default_command(version, sys.executable), dep, model_path, port)
+
+    def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
+        """The head's API server with the Ray executor; the workers are Ray's to place."""
+        return list(launch.RAY_EXECUTOR)
+
+    def across_hosts(self) -> AcrossHosts | None:
+        return "ray-executor"
+
+    def cuda_indices_only(self) -> bool:
+        return True
+
+    def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
+        return launch.log_watcher(expected_engines, ranks_per_engine)
+
+    def own_launch(self) -> OwnLaunch | None:
+        return None
 
 
 VLLM = VllmEngine()

@@ -1,0 +1,39 @@
+"""SGLang's launch specifics: its argument vector, how it spans hosts, and the log watcher that reads it.
+
+The process mechanics are ``launch/``'s (launcher, watchdog, locks, process tree); this module only
+says what is SGLang's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.launch.argv import FlagNames, serve_argv
+from pytest_gpulayout.launch.logparse import LogWatcher
+
+#: the parser's name for SGLang's log grammar (``launch/logparse.py``)
+LOG_GRAMMAR = "sglang"
+
+
+def expert_parallel(tp: int) -> tuple[str, ...]:
+    """``--ep-size`` (``server_args.py``): experts spread over the TP group."""
+    return ("--ep-size", str(tp))
+
+
+def launch_argv(flags: FlagNames, default_command: Sequence[str], dep: Deployment, model_path: str,
+                port: int) -> list[str]:
+    """``python -m sglang.launch_server --model-path MODEL`` with the deployment's flags; ``launch.command``
+    replaces the entry point."""
+    cmd = list(dep.launch.command) if dep.launch.command else list(default_command)
+    return serve_argv(flags, cmd, dep, model_path, port, expert_parallel=expert_parallel(dep.tp))
+
+
+def node_args(*, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
+    """One server process per host: ``--nnodes N --node-rank i --dist-init-addr HEAD:PORT``
+    (``python/sglang/srt/server_args.py``)."""
+    return ["--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", dist_init_addr]
+
+
+def log_watcher(expected_engines: int, ranks_per_engine: int) -> LogWatcher:
+    return LogWatcher(LOG_GRAMMAR, expected_engines, ranks_per_engine)
