@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from pytest_gpulayout.model.spec import ModelSpec
 
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, ShardLayout
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
     NAME,
@@ -23,6 +23,7 @@ from pytest_gpulayout.engines.llamacpp.flags import (
 )
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 
 class LlamaCppEngine:
@@ -64,6 +65,17 @@ class LlamaCppEngine:
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         return LaunchKnobs(env=MappingProxyType(dict(env)))
+
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        """One process holds every expert whole (its layer split is by memory, not TP ranks)."""
+        return 1, 1
+
+    def shard_rules(self) -> ShardRules:
+        return ShardRules(ep_spans="", dp_splits_experts=False)
+
+    def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+        """No TP shares: its own checks (``checks.py``) judge the layer split."""
+        return [], []
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         return 1, 1
