@@ -81,6 +81,16 @@ class ShardLayout:
         return self.engine.expert_layout(self.tp, self.dp, self.expert_parallel)[0]
 
 
+@dataclass(frozen=True)
+class RayCluster:
+    """How an engine that spans nodes over Ray checks them (``rules/cluster.py`` reports it)."""
+
+    #: the variable a node's own address is taken from before the address Ray reports
+    host_ip_env: str
+    #: the engine's refusal of two nodes with one address
+    unique_ip_error: str
+
+
 class Engine(Protocol):
     """One serving engine. Everything that differs between releases is a method of ``version``."""
 
@@ -136,6 +146,15 @@ class Engine(Protocol):
     def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
         """Every per-rank share of a quantized or expert-parallel layer that ``layout`` gets and the
         release refuses at load time, and notes about shares it adapts (empty: none)."""
+        ...
+
+    def mig_note(self) -> str:
+        """What the engine does with a single-GPU replica on a MIG slice, as the start of a sentence
+        ('' when nothing beyond the slice's memory)."""
+        ...
+
+    def ray_cluster(self) -> RayCluster | None:
+        """How it checks the nodes when it spans hosts over Ray (None: it checks nothing of them)."""
         ...
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:

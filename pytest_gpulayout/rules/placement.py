@@ -68,9 +68,8 @@ def check_placement(s: Subject) -> Finding:
             problems.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: MIG instances "
                             f"have no P2P/NVLink between them, so TP/PP across them cannot work; use whole GPUs")
         else:
-            vllm_note = "vLLM cannot parse MIG- UUIDs in CUDA_VISIBLE_DEVICES; " if dep.engine == "vllm" else ""
             warnings.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: "
-                            f"{vllm_note}the slice's memory is all the replica gets")
+                            f"{s.engine.mig_note()}the slice's memory is all the replica gets")
 
     tenants = _tenants(machine, placement.gpus)
     if tenants:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from pytest_gpulayout.model.spec import ModelSpec
 
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, ShardLayout
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
     NAME,
@@ -76,6 +76,12 @@ class LlamaCppEngine:
     def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
         """No TP shares: its own checks (``checks.py``) judge the layer split."""
         return [], []
+
+    def mig_note(self) -> str:
+        return ""
+
+    def ray_cluster(self) -> RayCluster | None:
+        return None
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         return 1, 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, ShardLayout, parse_version
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
 from pytest_gpulayout.engines.sglang import divisibility
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -269,6 +269,13 @@ class SglangEngine:
     def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
         """Quantized shares and whole experts per EP rank, by release (``divisibility.py``)."""
         return divisibility.shard_problems(model, layout)
+
+    def mig_note(self) -> str:
+        return ""
+
+    def ray_cluster(self) -> RayCluster | None:
+        """SGLang spans nodes with ``--nnodes`` / ``--dist-init-addr``, not Ray: nothing checked here."""
+        return None
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """SGLang logs one pool line per rank and one summary per replica."""
