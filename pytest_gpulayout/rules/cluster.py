@@ -32,7 +32,7 @@ from typing import Any
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import Facts, Finding, RawFacts, Status, register_facts
 from pytest_gpulayout.machine.nodes import NodeFacts, model_dir_key
-from pytest_gpulayout.placement import PlacementError, place
+from pytest_gpulayout.placement import PlacementError
 
 CHECK = "cluster"
 SHM_MIN_MIB = 1024
@@ -111,7 +111,7 @@ def check_cluster(s: Subject) -> Finding:
         return Finding(CHECK, Status.SKIP, f"{dep.name}: one host: nothing to compare across nodes.",
                        RawFacts({"nodes": list(machine.hosts), "mismatches": [], "transport": None}))
     try:
-        placement = place(dep, machine)
+        placement = s.placement
     except PlacementError as err:
         return Finding(CHECK, Status.SKIP, f"{dep.name}: cluster not checked: {err}",
                        RawFacts({"nodes": [], "mismatches": [], "transport": None}))
