@@ -29,6 +29,7 @@ from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
+from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.launch.launcher import Watcher
@@ -61,6 +62,38 @@ class FractionDefault:
 
 #: static checks by name, each a pure function of one resolved deployment
 CheckTable = Mapping[str, "Callable[[Subject], Finding]"]
+
+
+@dataclass(frozen=True)
+class ShardLayout:
+    """What decides each rank's share of a layer: the engine and release, TP, DP, expert parallel on/off
+    (``Engine.shard_problems`` judges it; ``rules/heads.py`` tries other TP / DP / EP for the fixes)."""
+
+    engine: Engine
+    version: Version
+    tp: int
+    dp: int = 1
+    expert_parallel: bool = False
+
+    @property
+    def moe_shards(self) -> int:
+        """Ranks each routed expert's width is split over (``Engine.expert_layout``)."""
+        return self.engine.expert_layout(self.tp, self.dp, self.expert_parallel)[1]
+
+    @property
+    def ep_size(self) -> int:
+        """Ranks the routed experts are spread over (1: expert parallel off)."""
+        return self.engine.expert_layout(self.tp, self.dp, self.expert_parallel)[0]
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """How an engine that spans nodes over Ray checks them (``rules/cluster.py`` reports it)."""
+
+    #: the variable a node's own address is taken from before the address Ray reports
+    host_ip_env: str
+    #: the engine's refusal of two nodes with one address
+    unique_ip_error: str
 
 
 class Engine(Protocol):
@@ -138,6 +171,29 @@ class Engine(Protocol):
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         """What a launch's flags and variables change for the checks."""
+        ...
+
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        """``(expert parallel size, ranks each routed expert's width is split over)`` as the engine sets
+        up its MoE layers for TP x DP ranks with expert parallel on or off."""
+        ...
+
+    def shard_rules(self) -> ShardRules:
+        """The engine's words and fixes for expert and quantized shares (``shards.ShardRules``)."""
+        ...
+
+    def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+        """Every per-rank share of a quantized or expert-parallel layer that ``layout`` gets and the
+        release refuses at load time, and notes about shares it adapts (empty: none)."""
+        ...
+
+    def mig_note(self) -> str:
+        """What the engine does with a single-GPU replica on a MIG slice, as the start of a sentence
+        ('' when nothing beyond the slice's memory)."""
+        ...
+
+    def ray_cluster(self) -> RayCluster | None:
+        """How it checks the nodes when it spans hosts over Ray (None: it checks nothing of them)."""
         ...
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:

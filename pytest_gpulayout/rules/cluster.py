@@ -32,7 +32,7 @@ from typing import Any
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import Facts, Finding, RawFacts, Status, register_facts
 from pytest_gpulayout.machine.nodes import NodeFacts, model_dir_key
-from pytest_gpulayout.placement import PlacementError, place
+from pytest_gpulayout.placement import PlacementError
 
 CHECK = "cluster"
 SHM_MIN_MIB = 1024
@@ -111,7 +111,7 @@ def check_cluster(s: Subject) -> Finding:
         return Finding(CHECK, Status.SKIP, f"{dep.name}: one host: nothing to compare across nodes.",
                        RawFacts({"nodes": list(machine.hosts), "mismatches": [], "transport": None}))
     try:
-        placement = place(dep, machine)
+        placement = s.placement
     except PlacementError as err:
         return Finding(CHECK, Status.SKIP, f"{dep.name}: cluster not checked: {err}",
                        RawFacts({"nodes": [], "mismatches": [], "transport": None}))
@@ -173,23 +173,25 @@ def check_cluster(s: Subject) -> Finding:
                              f"/safetensors index: " + ", ".join(f"{h} {v}" for h, v in present.items())
                              + "): copy the head's files to every node")
 
-    if dep.engine == "vllm" and crosses:
+    ray = s.engine.ray_cluster()   # an engine that spans nodes over Ray (vLLM): its IP and GPU rules
+    if ray is not None and crosses:
         by_ip: dict[str, list[str]] = {}
         for h in hosts:
-            ip = nodes[h].env.get("VLLM_HOST_IP") or nodes[h].ip
+            ip = nodes[h].env.get(ray.host_ip_env) or nodes[h].ip
             if ip:
                 by_ip.setdefault(ip, []).append(h)
         for ip, same in by_ip.items():
             if len(same) > 1:
                 mismatches.append(Mismatch("ip", {h: ip for h in same}))
-                fails.append(f"{', '.join(same)} share the IP {ip}: vLLM refuses ('Every node should have a unique "
-                             f"IP address'); give each node its own address (ray start --node-ip-address, "
-                             f"VLLM_HOST_IP)")
+                fails.append(f"{', '.join(same)} share the IP {ip}: {s.engine.display} refuses "
+                             f"('{ray.unique_ip_error}'); give each node its own address (ray start "
+                             f"--node-ip-address, {ray.host_ip_env})")
         for h in hosts:
             offered = nodes[h].ray_gpus
             if offered is not None and per_node[h] > offered:
-                fails.append(f"the layout puts {per_node[h]} GPUs on {h} but Ray offers {offered} there: vLLM's "
-                             f"placement group waits forever; start Ray there with --num-gpus={per_node[h]}")
+                fails.append(f"the layout puts {per_node[h]} GPUs on {h} but Ray offers {offered} there: "
+                             f"{s.engine.display}'s placement group waits forever; start Ray there with "
+                             f"--num-gpus={per_node[h]}")
 
     transport: str | None = None
     ib_active = {h: [f"{p.device}:{p.port}" for p in nodes[h].active_ib_ports] for h in hosts}

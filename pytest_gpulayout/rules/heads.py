@@ -10,10 +10,15 @@ The rules are the engines' own (vLLM ``ModelConfig.verify_with_parallel_config``
 - the vocabulary, padded to a multiple of 64, % TP == 0;
 - the shared expert's width and a hybrid model's linear-attention conv width and heads % TP == 0
   (vllm ``distributed/utils.py divide``, ``mamba_utils.py``);
-- quantized shares, by engine release (``shard_widths``): block-FP8 ``weight_block_size`` blocks,
-  int4/int8 groups of AWQ / GPTQ / compressed-tensors ``pack-quantized``, and SGLang's whole
-  experts per EP rank. Each is a fail that quotes the engine's error and names the TP / DP sizes
-  (or expert parallel, or the release) that work.
+- quantized shares, by engine release (``Engine.shard_problems``, each engine's
+  ``engines/<name>/divisibility.py``): block-FP8 ``weight_block_size`` blocks, int4/int8 groups of
+  AWQ / GPTQ / compressed-tensors ``pack-quantized``, and SGLang's whole experts per EP rank. Each is
+  a fail that quotes the engine's error and names the TP / DP sizes (or expert parallel, or the
+  release) that work.
+
+What differs per engine (how DP and EP split the experts, its words, the fixes it offers) comes from
+the engine object (``Engine.expert_layout``, ``Engine.shard_rules``); the release and the launch's
+knobs from the ``Subject``.
 
 PP has no divisibility rule: the engines split layers unevenly, and the finding says how.
 """
@@ -24,25 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from packaging.version import Version
-
-from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Subject
-from pytest_gpulayout.engines.registry import deployment_knobs, resolve_version
+from pytest_gpulayout.engine import ShardLayout, Subject
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
-from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.memory.kv import kv_heads_per_rank
 from pytest_gpulayout.memory.stages import pp_partition
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.model.weights import VOCAB_PADDING
-from pytest_gpulayout.rules.shard_widths import (
-    BLOCK_FP8,
-    EXPERT_SPLIT,
-    ShardLayout,
-    WidthProblem,
-    extra_tp_widths,
-    shard_problems,
-)
+from pytest_gpulayout.rules.shard_widths import extra_tp_widths, shard_problems
+from pytest_gpulayout.shards import BLOCK_FP8, EXPERT_SPLIT, WidthProblem
 
 CHECK = "heads"
 
@@ -118,29 +112,23 @@ def tp_problems(model: ModelSpec, tp: int) -> list[str]:
     return problems
 
 
-def expert_layout(dep: Deployment) -> tuple[int, int]:
-    """(expert parallel size, ranks each expert is sharded over) as the engine sets them up.
-
-    vLLM flattens DP into the MoE layers: with ``--enable-expert-parallel`` the experts spread over
-    EP = TP x DP ranks, without it every expert is sharded over TP x DP ranks
-    (``FusedMoEParallelConfig.make``). SGLang keeps EP inside the TP group (``--ep-size`` <= TP) and
-    DP replicas hold full copies.
-    """
-    if dep.engine == "vllm":
-        flat = dep.tp * dep.dp
-        return (flat, 1) if dep.enable_expert_parallel else (1, flat)
-    return (dep.tp, 1) if dep.enable_expert_parallel else (1, dep.tp)
+def expert_layout(s: Subject) -> tuple[int, int]:
+    """(expert parallel size, ranks each expert is sharded over) as the engine sets them up
+    (``Engine.expert_layout``: vLLM flattens DP into the MoE layers, SGLang keeps EP inside the TP
+    group and DP replicas hold full copies)."""
+    return s.engine.expert_layout(s.dep.tp, s.dep.dp, s.dep.enable_expert_parallel)
 
 
-def pp_split(model: ModelSpec, dep: Deployment, host: Host = BARE_HOST) -> tuple[int, ...]:
+def pp_split(s: Subject) -> tuple[int, ...]:
     """Layers per PP stage as the engine splits them, with the partition variable the launch sets
-    (``VLLM_PP_LAYER_PARTITION`` / ``SGLANG_PP_LAYER_PARTITION`` in launch.env or on the host)."""
-    partition = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env).pp_layer_partition
-    return tuple(pp_partition(model.num_hidden_layers, dep.pp, dep.engine, partition=partition))
+    (the engine's ``pp_partition_env`` in launch.env or on the host: ``Subject.knobs``)."""
+    return tuple(pp_partition(s.model.num_hidden_layers, s.dep.pp, s.engine.name,
+                              partition=s.knobs.pp_layer_partition))
 
 
 def check_heads(s: Subject) -> Finding:
-    dep, machine, model, host = s.dep, s.machine, s.model, s.host
+    dep, machine, model = s.dep, s.machine, s.model
+    rules = s.engine.shard_rules()
     tp, pp = dep.tp, dep.pp
     h, kv = model.num_attention_heads, model.num_key_value_heads
     per_rank = kv_heads_per_rank(model, tp)
@@ -154,11 +142,11 @@ def check_heads(s: Subject) -> Finding:
         pipeline_parallel_size=pp,
     )
     problems = tp_problems(model, tp)
-    if dep.enable_expert_parallel and not model.is_moe and dep.engine == "vllm":
+    if dep.enable_expert_parallel and not model.is_moe and rules.ep_without_experts_error is not None:
         return failed(CHECK, f"{dep.name}: enable_expert_parallel is set but {model.name} has no experts "
-                      f"(vLLM: \"Number of experts in the model must be greater than 0 when expert parallelism "
-                      f"is enabled\"). Remove enable_expert_parallel.", data)
-    ep, expert_shards = expert_layout(dep)
+                      f"({s.engine.display}: \"{rules.ep_without_experts_error}\"). Remove enable_expert_parallel.",
+                      data)
+    ep, expert_shards = expert_layout(s)
     width = model.moe_intermediate_size
     if not problems and model.is_moe and width and expert_shards > tp and width % expert_shards:
         ok_dp = [d for d in range(1, max(8, len(machine.gpus) if machine else 8) + 1) if width % (tp * d) == 0]
@@ -181,8 +169,8 @@ def check_heads(s: Subject) -> Finding:
         )
     notes: list[str] = []
     status_warn = False
-    version, vsource = resolve_version(dep.engine, dep.engine_version, host)
-    layout = ShardLayout(dep.engine, version, tp, dep.dp, dep.enable_expert_parallel)
+    version = s.version
+    layout = ShardLayout(s.engine, version, tp, dep.dp, dep.enable_expert_parallel)
     found, adapted = shard_problems(model, layout)
     if found or adapted:
         data = replace(data, engine_version=str(version),
@@ -190,10 +178,10 @@ def check_heads(s: Subject) -> Finding:
     fatal = [p for p in found if p.fatal]
     if fatal:
         limit = max(8, len(machine.gpus) if machine else 8)
-        return failed(CHECK, _shard_message(dep, model, layout, vsource, fatal[0], limit), data)
+        return failed(CHECK, _shard_message(s, layout, fatal[0], limit), data)
     for p in found:   # an engine path we could not verify: warn, with the engine's text
         status_warn = True
-        notes.append(f"{_problem_sentence(model, layout, p)}; {_engine_name(dep.engine)} may refuse it "
+        notes.append(f"{_problem_sentence(model, layout, p)}; {s.engine.display} may refuse it "
                      f"(\"{p.engine_error}\", {p.source}) unless a kernel without that rule is picked "
                      f"(not verified)")
     notes.extend(adapted)
@@ -209,7 +197,7 @@ def check_heads(s: Subject) -> Finding:
     else:
         notes.append(f"each rank stores {per_rank} of {kv} KV head{'s' if kv != 1 else ''}")
     if pp > 1:
-        split = pp_split(model, dep, host)
+        split = pp_split(s)
         data = replace(data, pp_layer_split=tuple(split))
         if min(split) == 0:
             return failed(
@@ -218,7 +206,7 @@ def check_heads(s: Subject) -> Finding:
                 f"(split {list(split)}): use at most pipeline_parallel_size: {model.num_hidden_layers}.",
                 data,
             )
-        env = "VLLM_PP_LAYER_PARTITION" if dep.engine == "vllm" else "SGLANG_PP_LAYER_PARTITION"
+        env = s.engine.pp_partition_env
         if len(set(split)) > 1:
             notes.append(f"{model.num_hidden_layers} layers split unevenly over PP={pp} as {list(split)} "
                          f"({env} overrides it)")
@@ -227,7 +215,7 @@ def check_heads(s: Subject) -> Finding:
     if model.is_moe and model.num_experts:
         data = replace(data, num_experts=model.num_experts, expert_parallel_size=ep)
         if dep.enable_expert_parallel:
-            what = "TP x DP" if dep.engine == "vllm" else "TP"
+            what = rules.ep_spans
             if ep > model.num_experts:
                 return failed(CHECK, f"{dep.name}: expert parallel size {ep} ({what}) exceeds the "
                               f"{model.num_experts} experts of {model.name}: some ranks would hold none.", data)
@@ -248,12 +236,9 @@ def check_heads(s: Subject) -> Finding:
     return (warned if status_warn else passed)(CHECK, msg, data)
 
 
-def _engine_name(engine: str) -> str:
-    return "vLLM" if engine == "vllm" else "SGLang"
-
-
 def _shards_text(layout: ShardLayout) -> str:
-    if layout.engine == "vllm" and layout.dp > 1 and not layout.expert_parallel:
+    """The ranks an expert's width is split over: TP, or TP x DP where the engine folds DP in."""
+    if not layout.expert_parallel and layout.moe_shards != layout.tp:
         return f"(TP x DP = {layout.tp} x {layout.dp})"
     return f"TP={layout.tp}"
 
@@ -279,10 +264,11 @@ def _problem_sentence(model: ModelSpec, layout: ShardLayout, p: WidthProblem) ->
             f"{p.divisor}-wide quantization groups ({method} group_size {p.divisor})")
 
 
-def _shard_message(dep: Deployment, model: ModelSpec, layout: ShardLayout, vsource: str, p: WidthProblem,
-                   limit: int) -> str:
+def _shard_message(s: Subject, layout: ShardLayout, p: WidthProblem, limit: int) -> str:
     """The fail for a refused share: what, the engine's words, and the layouts that start."""
-    engine = _engine_name(dep.engine)
+    dep, model, vsource = s.dep, s.model, s.version_source
+    rules = s.engine.shard_rules()
+    engine = s.engine.display
     assumed = " (assumed: the newest release known; pin engine_version)" if vsource == "assumed latest known" else ""
     head = (f"{dep.name}: {model.name} cannot start on {engine} {layout.version}{assumed} with TP={layout.tp}"
             + (f" DP={layout.dp}" if layout.dp > 1 else "")
@@ -298,7 +284,7 @@ def _shard_message(dep: Deployment, model: ModelSpec, layout: ShardLayout, vsour
         fixes.append(f"TP sizes that start{f' with DP={layout.dp}' if layout.dp > 1 else ''}: "
                      f"{', '.join(map(str, tps))}")
     moe_rule = p.layer.startswith("experts") or p.rule == EXPERT_SPLIT
-    if moe_rule and dep.engine == "vllm" and not layout.expert_parallel:
+    if moe_rule and rules.dp_splits_experts and not layout.expert_parallel:
         dps = [d for d in range(1, limit + 1)
                if d != layout.dp and not _fatal(model, replace(layout, dp=d))]
         if layout.dp > 1 or dps:
@@ -313,9 +299,10 @@ def _shard_message(dep: Deployment, model: ModelSpec, layout: ShardLayout, vsour
         fixes = [f"TP (= EP) sizes whose EP divides the {model.num_experts} experts: {', '.join(map(str, eps))}"] \
             if eps else []
         fixes.append("enable_expert_parallel: false (every rank holds a slice of every expert)")
-    if (p.rule == BLOCK_FP8 and dep.engine == "vllm" and layout.version < Version("0.29")
-            and not _fatal(model, replace(layout, version=Version("0.29.0")))):
-        fixes.append("vLLM >= 0.29, which refines the MoE block scales to fit (refine_fp8_moe_block_shape)")
+    refine = rules.fp8_moe_refine
+    if (p.rule == BLOCK_FP8 and refine is not None and layout.version < refine[0]
+            and not _fatal(model, replace(layout, version=refine[0]))):
+        fixes.append(refine[1])
     if not fixes:
         fixes.append("no TP size up to "
                      f"{limit} divides: use a checkpoint without this quantization")

@@ -15,7 +15,7 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, skipped, warned
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink, link_family, link_rank, slowest
-from pytest_gpulayout.placement import PlacementError, format_group, place
+from pytest_gpulayout.placement import PlacementError, format_group
 
 CHECK = "links"
 _WARN_FAMILIES = ("PIX", "PXB", "PHB", "NODE")
@@ -65,7 +65,7 @@ def _pp_suggestion(dep: Deployment, machine: Machine, group: tuple[int, ...]) ->
 def check_links(s: Subject) -> Finding:
     dep, machine = s.dep, s.machine
     try:
-        placement = place(dep, machine)
+        placement = s.placement
     except PlacementError as err:
         return skipped(CHECK, f"{dep.name}: links not checked: {err}", LinksFacts(worst_link=None))
     allowed = dep.require.tp_links

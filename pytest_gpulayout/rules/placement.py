@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
 from pytest_gpulayout.machine.facts import Machine
-from pytest_gpulayout.placement import PlacementError, format_group, place
+from pytest_gpulayout.placement import PlacementError, format_group
 
 CHECK = "placement"
 
@@ -51,7 +51,7 @@ def check_placement(s: Subject) -> Finding:
     dep, machine = s.dep, s.machine
     data = PlacementFacts(gpus_needed=dep.gpu_count, gpus_visible=len(machine.gpus))
     try:
-        placement = place(dep, machine)
+        placement = s.placement
     except PlacementError as err:
         return failed(CHECK, f"{dep.name}: {err}. Change gpus, or reduce tensor/pipeline/data_parallel_size.",
                       data)
@@ -68,9 +68,8 @@ def check_placement(s: Subject) -> Finding:
             problems.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: MIG instances "
                             f"have no P2P/NVLink between them, so TP/PP across them cannot work; use whole GPUs")
         else:
-            vllm_note = "vLLM cannot parse MIG- UUIDs in CUDA_VISIBLE_DEVICES; " if dep.engine == "vllm" else ""
             warnings.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: "
-                            f"{vllm_note}the slice's memory is all the replica gets")
+                            f"{s.engine.mig_note()}the slice's memory is all the replica gets")
 
     tenants = _tenants(machine, placement.gpus)
     if tenants:

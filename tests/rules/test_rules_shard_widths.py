@@ -23,11 +23,13 @@ import pytest
 from builders import dep, machine, subject
 from packaging.version import Version
 
+from pytest_gpulayout.engine import ShardLayout
+from pytest_gpulayout.engines.vllm.divisibility import block_fp8_problems, int_group_problems
+from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.rules.heads import check_heads
-from pytest_gpulayout.rules.shard_widths import ShardLayout, block_fp8_problems, int_group_problems
 
 MODELS = Path(__file__).parents[1] / "data" / "models"
 BLOCK_N_TEXT = "The output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n = 128."
@@ -130,9 +132,9 @@ def test_marlin_tile_rules_apply_before_0_25_only():
     q = m.quantization
     assert q is not None
     odd = replace(m, intermediate_size=3456, quantization=replace(q, group_size=32))
-    old, _ = int_group_problems(odd, ShardLayout("vllm", Version("0.22.0"), 4))
+    old, _ = int_group_problems(odd, ShardLayout(VLLM, Version("0.22.0"), 4))
     assert old and "min_thread_k = 128" in old[0].engine_error and old[0].width == 864
-    assert not int_group_problems(odd, ShardLayout("vllm", Version("0.25.0"), 4))[0]
+    assert not int_group_problems(odd, ShardLayout(VLLM, Version("0.25.0"), 4))[0]
 
 
 def test_dense_block_fp8_checks_and_the_merged_layer_skip():
@@ -141,11 +143,11 @@ def test_dense_block_fp8_checks_and_the_merged_layer_skip():
     m = model("qwen3-30b-a3b-fp8")
     from dataclasses import replace
     dense = replace(m, num_experts=None, moe_intermediate_size=None, intermediate_size=384)
-    probs, _ = block_fp8_problems(dense, ShardLayout("vllm", Version("0.33.0"), 4))
+    probs, _ = block_fp8_problems(dense, ShardLayout(VLLM, Version("0.33.0"), 4))
     assert [p.layer for p in probs] == ["mlp.down_proj"]
     assert "Weight input_size_per_partition = 96 is not divisible by weight quantization block_k = 128." \
         == probs[0].engine_error
-    old, _ = block_fp8_problems(dense, ShardLayout("vllm", Version("0.11.0"), 4))
+    old, _ = block_fp8_problems(dense, ShardLayout(VLLM, Version("0.11.0"), 4))
     assert old[0].layer == "mlp.gate_up_proj" and "output_partition_size = 96" in old[0].engine_error
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout
 from pytest_gpulayout.engines.llamacpp import launch
 from pytest_gpulayout.engines.llamacpp.checks import CHECKS
 from pytest_gpulayout.engines.llamacpp.flags import (
@@ -21,6 +21,7 @@ from pytest_gpulayout.engines.llamacpp.flags import (
 from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.launch.launcher import Watcher
@@ -90,6 +91,23 @@ class LlamaCppEngine:
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         return LaunchKnobs(env=MappingProxyType(dict(env)))
+
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        """One process holds every expert whole (its layer split is by memory, not TP ranks)."""
+        return 1, 1
+
+    def shard_rules(self) -> ShardRules:
+        return ShardRules(ep_spans="", dp_splits_experts=False)
+
+    def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+        """No TP shares: its own checks (``checks.py``) judge the layer split."""
+        return [], []
+
+    def mig_note(self) -> str:
+        return ""
+
+    def ray_cluster(self) -> RayCluster | None:
+        return None
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         return 1, 1

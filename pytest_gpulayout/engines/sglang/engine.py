@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, parse_version
-from pytest_gpulayout.engines.sglang import launch
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
+from pytest_gpulayout.engines.sglang import divisibility, launch
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
+from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.launch.launcher import Watcher
@@ -285,6 +286,23 @@ class SglangEngine:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS)
+
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        return divisibility.expert_layout(tp, dp, expert_parallel)
+
+    def shard_rules(self) -> ShardRules:
+        return divisibility.RULES
+
+    def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+        """Quantized shares and whole experts per EP rank, by release (``divisibility.py``)."""
+        return divisibility.shard_problems(model, layout)
+
+    def mig_note(self) -> str:
+        return ""
+
+    def ray_cluster(self) -> RayCluster | None:
+        """SGLang spans nodes with ``--nnodes`` / ``--dist-init-addr``, not Ray: nothing checked here."""
+        return None
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """SGLang logs one pool line per rank and one summary per replica."""

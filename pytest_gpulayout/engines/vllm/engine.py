@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, parse_version
-from pytest_gpulayout.engines.vllm import launch
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
+from pytest_gpulayout.engines.vllm import divisibility, launch
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
+from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.launch.launcher import Watcher
@@ -271,6 +272,25 @@ class VllmEngine:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS)
+
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        return divisibility.expert_layout(tp, dp, expert_parallel)
+
+    def shard_rules(self) -> ShardRules:
+        return divisibility.RULES
+
+    def shard_problems(self, model: ModelSpec, layout: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+        """Quantized shares by release (``divisibility.py``)."""
+        return divisibility.shard_problems(model, layout)
+
+    def mig_note(self) -> str:
+        """vLLM cannot parse ``MIG-`` UUIDs in ``CUDA_VISIBLE_DEVICES``."""
+        return "vLLM cannot parse MIG- UUIDs in CUDA_VISIBLE_DEVICES; "
+
+    def ray_cluster(self) -> RayCluster | None:
+        """``vllm/v1/executor/ray_executor.py`` refuses nodes that share an IP, a node's ``VLLM_HOST_IP``
+        taking the place of the address Ray reports (the rule ``rules/cluster.py`` applied to vLLM)."""
+        return RayCluster(host_ip_env="VLLM_HOST_IP", unique_ip_error="Every node should have a unique IP address")
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """vLLM >= 0.15 logs one KV size line per engine core (one per DP replica); 0.8 - 0.11 one per

@@ -1,0 +1,216 @@
+"""Per-rank widths vLLM refuses for quantized and expert-parallel layouts, by release.
+
+Head and vocabulary divisibility (``rules/heads.py tp_problems``) is not enough: a checkpoint's
+quantization adds rules on every rank's *share* of a layer, and vLLM raises at load time when a share
+does not line up. Each rule here is read from the released wheels (paths inside the wheel):
+
+Expert layout
+    vLLM flattens DP into the MoE layers: every expert is sharded over TP x DP ranks without expert
+    parallel, and the experts spread over EP = TP x DP ranks with it (``fused_moe/config.py
+    FusedMoEParallelConfig.make``).
+
+Block-FP8 (``quantization_config.weight_block_size = [block_n, block_k]``)
+    Dense linears, vllm 0.33.0 ``model_executor/layers/quantization/utils/fp8_utils.py``
+    ``validate_fp8_block_shape`` (0.9.0: ``quantization/fp8.py create_weights``): a row-parallel
+    input share ``% block_k`` and a column-parallel output share ``% block_n``. From 0.19
+    (``layers/linear.py _maybe_allow_fp8_block_shape_mismatch``; absent in 0.11, 0.12-0.18 not
+    read) a merged layer (QKV, gate_up) whose shares do not divide skips the check.
+    MoE, vllm ``quantization/fp8.py Fp8MoEMethod.create_weights`` (0.33: ``fp8_utils.
+    validate_fp8_block_shape_moe``): ``intermediate_size_per_partition % block_n`` and, with TP > 1,
+    ``% block_k``; the share is ``moe_intermediate_size / (TP x DP)`` without expert parallel and the
+    whole width with it (``fused_moe/config.py FusedMoEParallelConfig``). From 0.29
+    (``fused_moe/oracle/fp8.py refine_fp8_moe_block_shape``) the scales are refined to
+    ``gcd(block_n, block_k, share, hidden)`` when that is >= 32 (``Fp8MoEMethod`` only, not
+    compressed-tensors).
+
+Integer group quantization (AWQ, GPTQ, compressed-tensors ``pack-quantized``: vLLM's WNA16 kernels)
+    vllm ``model_executor/kernels/linear/__init__.py choose_mp_linear_kernel`` raises "Failed to
+    find a kernel that can implement the WNA16 linear layer" when no kernel takes the shard. Marlin
+    (``kernels/linear/mixed_precision/marlin.py``): from 0.25 only a group straddling ranks fails
+    (``in_features per partition N is not divisible by group_size = G``); before (0.22 and older,
+    ``quantization/utils/marlin_utils.py verify_marlin_supports_shape``) also the tile rules
+    ``out % 64`` and ``in % 128``. compressed-tensors MoE (0.25+
+    ``compressed_tensors_moe/compressed_tensors_moe_wna16*.py``): the expert share must hold whole
+    groups.
+
+Expert parallel
+    vLLM spreads a remainder of experts over the first ranks (``determine_expert_map``): no refusal
+    (``rules/heads.py`` warns of the uneven split). Expert parallel on a model without experts is
+    refused (``ERROR_EP_WITHOUT_EXPERTS``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from packaging.version import Version
+
+from pytest_gpulayout.engine import ShardLayout
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.shards import BLOCK_FP8, INT_GROUPS, Linear, ShardRules, WidthProblem, dense_linears
+
+V = Version
+
+#: ``layers/linear.py _maybe_allow_fp8_block_shape_mismatch``: merged layers are not checked
+MERGED_FP8_SKIP_SINCE = V("0.19")
+#: before 0.11 every output part of a merged layer is checked, the last one too
+FP8_LAST_PART_SKIPPED_SINCE = V("0.11")
+#: ``fused_moe/oracle/fp8.py refine_fp8_moe_block_shape``
+FP8_MOE_REFINE_SINCE = V("0.29")
+#: Marlin's tile rules go and only straddled groups fail (``kernels/linear/mixed_precision/marlin.py``)
+MARLIN_GROUPS_ONLY_SINCE = V("0.25")
+ERROR_EP_WITHOUT_EXPERTS = ("Number of experts in the model must be greater than 0 when expert parallelism "
+                            "is enabled")
+
+RULES = ShardRules(
+    ep_spans="TP x DP",
+    dp_splits_experts=True,
+    ep_without_experts_error=ERROR_EP_WITHOUT_EXPERTS,
+    fp8_moe_refine=(FP8_MOE_REFINE_SINCE, "vLLM >= 0.29, which refines the MoE block scales to fit "
+                                          "(refine_fp8_moe_block_shape)"),
+)
+
+
+def expert_layout(tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+    """``(EP size, ranks per expert)``: TP x DP either way (``FusedMoEParallelConfig.make``)."""
+    flat = tp * dp
+    return (flat, 1) if expert_parallel else (1, flat)
+
+
+# ---------------------------------------------------------------------------------------------
+# Block FP8
+# ---------------------------------------------------------------------------------------------
+
+def _fp8_linear_error(lin: Linear, lay: ShardLayout, bn: int, bk: int) -> str | None:
+    tp = lay.tp
+    parts = lin.output_parts
+    if lay.version >= MERGED_FP8_SKIP_SINCE and len(parts) > 1 and any(p % bn for p in parts):
+        return None   # allow_fp8_block_shape_mismatch: merged layers are not checked
+    if tp > 1 and lin.input_size // lin.input_pp == tp and lin.input_pp % bk:
+        return (f"Weight input_size_per_partition = {lin.input_pp} is not divisible by weight "
+                f"quantization block_k = {bk}.")
+    is_split = tp > 1 and lin.output_size // sum(parts) == tp
+    if is_split or len(parts) > 1:
+        old = lay.version < FP8_LAST_PART_SKIPPED_SINCE
+        sizes = parts if (is_split or old) else parts[:-1]
+        for s in sizes:
+            if s % bn:
+                return (f"Weight output_partition_size = {s} is not divisible by weight quantization "
+                        f"block_n = {bn}.")
+    return None
+
+
+def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+    """Shares a block-FP8 checkpoint cannot be split into on ``lay``, and notes (refined scales)."""
+    q = model.quantization
+    if q is None or not q.weight_block_size or len(q.weight_block_size) != 2:
+        return [], []
+    bn, bk = q.weight_block_size
+    problems: list[WidthProblem] = []
+    notes: list[str] = []
+    dense_src = "vllm model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape"
+    seen: set[str] = set()
+    for lin in dense_linears(model, lay.tp):
+        err = _fp8_linear_error(lin, lay, bn, bk)
+        if err and err not in seen:
+            seen.add(err)
+            width = lin.input_pp if "input_size" in err else next(p for p in lin.output_parts if p % bn)
+            problems.append(WidthProblem(BLOCK_FP8, lin.name, width, bk if "block_k" in err else bn, err,
+                                         dense_src))
+    inter = model.moe_intermediate_size
+    if model.is_moe and inter:
+        shards = lay.moe_shards
+        if inter % shards == 0:
+            share = inter // shards
+            bad_n = share % bn != 0
+            bad_k = lay.tp > 1 and share % bk != 0
+            if bad_n or bad_k:
+                refine = math.gcd(bn, bk, share, model.hidden_size)
+                if lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32:
+                    notes.append(f"vLLM {lay.version} refines the MoE block scales from [{bn}, {bk}] to "
+                                 f"[{refine}, {refine}] to fit the per-rank expert width {share} "
+                                 f"(fused_moe/oracle/fp8.py refine_fp8_moe_block_shape; Triton MoE kernels)")
+                else:
+                    if bad_n:
+                        err = (f"The output_size of gate's and up's weight = {share} is not divisible by "
+                               f"weight quantization block_n = {bn}.")
+                    else:
+                        err = (f"The input_size of down's weight = {share} is not divisible by weight "
+                               f"quantization block_k = {bk}.")
+                    src = "vllm model_executor/layers/quantization/fp8.py Fp8MoEMethod.create_weights"
+                    problems.append(WidthProblem(BLOCK_FP8, "experts.gate_up_proj", share,
+                                                 bn if bad_n else bk, err, src))
+    return problems, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer group quantization (WNA16)
+# ---------------------------------------------------------------------------------------------
+
+def int_group_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+    """Shares an int4/int8 group-quantized checkpoint cannot be split into on ``lay``."""
+    q = model.quantization
+    if q is None or not q.is_int_grouped or not q.group_size:
+        return [], []
+    g = q.group_size
+    problems: list[WidthProblem] = []
+    notes: list[str] = []
+    old_marlin = lay.version < MARLIN_GROUPS_ONLY_SINCE
+    fp16 = model.dtype.lower() in ("float16", "fp16", "half")
+    kernel_src = ("vllm model_executor/kernels/linear/mixed_precision/marlin.py can_implement"
+                  if not old_marlin else "vllm model_executor/layers/quantization/utils/marlin_utils.py "
+                  "verify_marlin_supports_shape")
+    for lin in dense_linears(model, lay.tp):
+        out_pp, in_pp = sum(lin.output_parts), lin.input_pp
+        reason = None
+        if g < lin.input_size and in_pp % g:
+            if not old_marlin:
+                reason = f"in_features per partition {in_pp} is not divisible by group_size = {g}."
+            else:
+                reason = (f"Weight input_size_per_partition = {in_pp} is not divisible by group_size = {g}. "
+                          f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
+            divisor = g
+        elif old_marlin and out_pp % 64:
+            reason = (f"Weight output_size_per_partition = {out_pp} is not divisible by  min_thread_n = 64. "
+                      f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
+            divisor = 64
+        elif old_marlin and in_pp % 128:
+            reason = (f"Weight input_size_per_partition = {in_pp} is not divisible by min_thread_k = 128. "
+                      f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
+            divisor = 128
+        if reason is None:
+            continue
+        text = ("Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ... "
+                f"MarlinLinearKernel: {reason}")
+        # fp16 activations may fall back to the Exllama kernel, which does not test groups (< 0.33;
+        # 0.33 compressed-tensors also calls verify_group_size_divides_partition): not verified
+        maybe = fp16 and not (q.method == "compressed-tensors" and lay.version >= MARLIN_GROUPS_ONLY_SINCE)
+        problems.append(WidthProblem(INT_GROUPS, lin.name, in_pp if divisor != 64 else out_pp, divisor, text,
+                                     kernel_src, fatal=not maybe))
+        break   # the first layer built raises; the rest would say the same
+    inter = model.moe_intermediate_size
+    if model.is_moe and inter and inter % lay.moe_shards == 0:
+        share = inter // lay.moe_shards
+        if share % g:
+            if q.method == "compressed-tensors":
+                text = ("CompressedTensors WNA16 MoE with static group scales requires the MoE intermediate "
+                        f"size per tensor-parallel partition ({share}) to be divisible by group_size ({g}). "
+                        "Scale groups would otherwise cross TP shard boundaries; use a compatible TP size or "
+                        "enable expert parallelism.")
+                src = ("vllm model_executor/layers/quantization/compressed_tensors/compressed_tensors_moe/"
+                       "compressed_tensors_moe_wna16.py create_weights")
+                # before 0.25 vLLM sized the scale groups without this check
+                unchecked = lay.version < MARLIN_GROUPS_ONLY_SINCE
+                problems.append(WidthProblem(INT_GROUPS, "experts.down_proj", share, g, text, src,
+                                             checked_from="vLLM 0.25" if unchecked else None))
+            else:
+                notes.append(f"the expert share {share} is not a whole number of {g}-wide groups: "
+                             f"{q.method} MoE kernels may shrink the group or refuse (not verified)")
+    return problems, notes
+
+
+def shard_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
+    """Every share ``lay`` gets that vLLM refuses, and notes about shares it adapts."""
+    p1, n1 = block_fp8_problems(model, lay)
+    p2, n2 = int_group_problems(model, lay)
+    return p1 + p2, n1 + n2

@@ -1,0 +1,111 @@
+"""Each rank's share of a tensor-parallel layer, and the shares an engine refuses: the engine-neutral
+pieces of the quantized / expert-parallel width rules.
+
+The rules themselves differ per engine and release and live in each engine's folder
+(``engines/vllm/divisibility.py``, ``engines/sglang/divisibility.py``), which answer
+``Engine.shard_problems``; the ``heads`` check (``rules/heads.py``) reports what they find. Both sides
+need the same vocabulary (how a decoder layer's linears split over TP, what a refused share is), and
+the engines may not import ``rules/``, so it lives here, below both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from pytest_gpulayout.model.spec import ModelSpec
+
+BLOCK_FP8 = "block_fp8"
+INT_GROUPS = "int_groups"
+EXPERT_SPLIT = "expert_split"
+
+
+@dataclass(frozen=True)
+class WidthProblem:
+    """One share the engine refuses. ``engine_error`` is the engine's own text for it."""
+
+    rule: str
+    layer: str
+    width: int
+    divisor: int
+    engine_error: str
+    source: str
+    fatal: bool = True     # False: the engine may cope (a path we have not verified): warn
+    #: the release that first raises ``engine_error``; set where the deployment's release has no
+    #: check and loads the share with scales that do not match its inputs (wrong results)
+    checked_from: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"rule": self.rule, "layer": self.layer, "width": self.width, "divisor": self.divisor,
+                "engine_error": self.engine_error, "source": self.source, "fatal": self.fatal,
+                "checked_from": self.checked_from}
+
+
+@dataclass(frozen=True)
+class ShardRules:
+    """What the ``heads`` check says differently per engine about expert and quantized shares: the
+    engine's words and the fixes it offers, beside the arithmetic of ``Engine.expert_layout``."""
+
+    #: the ranks an expert-parallel group spans, in words ("TP x DP" where DP folds into EP)
+    ep_spans: str
+    #: whether DP ranks split each expert's width (DP sizes are then a fix for a refused expert share)
+    dp_splits_experts: bool
+    #: the engine's refusal of expert parallel for a model without experts (None: it starts, and
+    #: expert parallel splits nothing)
+    ep_without_experts_error: str | None = None
+    #: the release from which block-FP8 MoE scales are refined to fit a rank's expert share, and that
+    #: fix in words (None: no release refines them)
+    fp8_moe_refine: tuple[Version, str] | None = None
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One rank's share of a TP-split linear layer, in the terms the engines' checks use."""
+
+    name: str
+    input_size: int
+    output_size: int
+    input_pp: int
+    output_parts: tuple[int, ...]
+    row: bool
+
+
+def _div(a: int, b: int) -> int:
+    return a // b if b else a
+
+
+def dense_linears(model: ModelSpec, tp: int) -> list[Linear]:
+    """The TP-split linears of one decoder layer (and the shared expert), as the engines build them."""
+    h = model.hidden_size
+    out: list[Linear] = []
+    q = model.quantization
+    if not (q is not None and q.skip_attention):
+        heads = _div(model.num_attention_heads, tp)
+        if model.is_mla:
+            nope, rope = model.qk_nope_head_dim or 0, model.qk_rope_head_dim or 0
+            v = model.v_head_dim or nope
+            qin = model.q_lora_rank or h
+            n = model.num_attention_heads
+            out.append(Linear("q_b_proj" if model.q_lora_rank else "q_proj", qin, n * (nope + rope), qin,
+                              (heads * (nope + rope),), False))
+            lora = model.kv_lora_rank or 0
+            out.append(Linear("kv_b_proj", lora, n * (nope + v), lora, (heads * (nope + v),), False))
+            out.append(Linear("o_proj", n * v, h, heads * v, (h,), True))
+        else:
+            hd, hv = model.head_dim, model.head_dim_v
+            kv = model.num_key_value_heads
+            kv_rank = max(1, kv // tp)
+            out.append(Linear("qkv_proj", h, model.num_attention_heads * hd + kv * (hd + hv), h,
+                              (heads * hd, kv_rank * hd, kv_rank * hv), False))
+            out.append(Linear("o_proj", model.num_attention_heads * hv, h, heads * hv, (h,), True))
+    widths: list[tuple[str, int]] = []
+    if any(not model.is_moe_layer(i) for i in range(model.num_hidden_layers)):
+        widths.append(("mlp", model.intermediate_size))
+    if model.is_moe and model.shared_expert_intermediate_size:
+        widths.append(("shared_expert", model.shared_expert_intermediate_size))
+    for what, inter in widths:
+        share = _div(inter, tp)
+        out.append(Linear(f"{what}.gate_up_proj", h, 2 * inter, h, (share, share), False))
+        out.append(Linear(f"{what}.down_proj", inter, h, share, (h,), True))
+    return out
