@@ -40,6 +40,9 @@ sys.path.insert(0, str(REPO))
 
 from packaging.version import Version  # noqa: E402
 
+from pytest_gpulayout.engines.registry import ENGINES  # noqa: E402
+from pytest_gpulayout.engines.sglang.engine import SGLANG  # noqa: E402
+from pytest_gpulayout.engines.vllm.engine import VLLM  # noqa: E402
 from pytest_gpulayout.engines.vllm.kv_groups import vllm_kv_cache  # noqa: E402
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
 from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
@@ -326,11 +329,11 @@ def _vllm_tokens(model: ModelSpec, c: FigureCase, budget: int) -> tuple[int, int
     (one group for these models: ``budget // (page x layers) x block``), MIN over PP stages."""
     version = Version(c.version)
     layer = kv_layer_bytes_per_token(model, tp=c.tp, kv_cache_dtype=c.kv_cache_dtype)
-    per_stage = kv_bytes_per_token_by_stage(model, engine="vllm", tp=c.tp, pp=c.pp,
+    per_stage = kv_bytes_per_token_by_stage(model, engine=VLLM, tp=c.tp, pp=c.pp,
                                             kv_cache_dtype=c.kv_cache_dtype, version=version)
     states = model.layer_state_bytes(c.tp)
     tokens = []
-    for r in stage_ranges(model.num_hidden_layers, c.pp, "vllm", version=version):
+    for r in stage_ranges(model.num_hidden_layers, c.pp, VLLM, version=version):
         cache = vllm_kv_cache(version, kinds=[model.layer_kinds[i] for i in r], page_bytes=layer * c.block_size,
                               block_size=c.block_size, budget_bytes=budget, max_model_len=c.max_model_len,
                               max_num_batched_tokens=8192, pp=c.pp, sliding_window=model.sliding_window,
@@ -342,7 +345,7 @@ def _vllm_tokens(model: ModelSpec, c: FigureCase, budget: int) -> tuple[int, int
 def _sglang_cell(model: ModelSpec, c: FigureCase) -> int:
     """SGLang's cell size: ``kv_heads_per_rank x head_dim x layers x 2 x bytes`` (MLA: the latent,
     ``(kv_lora_rank + qk_rope_head_dim) x layers x bytes``); ``model_runner.profile_max_num_token``."""
-    return max(kv_bytes_per_token_by_stage(model, engine="sglang", tp=c.tp, pp=c.pp,
+    return max(kv_bytes_per_token_by_stage(model, engine=SGLANG, tp=c.tp, pp=c.pp,
                                            kv_cache_dtype=c.kv_cache_dtype))
 
 
@@ -437,7 +440,7 @@ def idle_gpus(name: str, count: int) -> list[Gpu]:
 def measure(case: Case) -> Row:
     """Predict ``case`` and parse its log."""
     model = MODEL_LOADERS[case.model]()
-    prediction = predict_pool(model, engine=case.engine, engine_version=case.version, tp=case.tp, pp=case.pp,
+    prediction = predict_pool(model, engine=ENGINES[case.engine], engine_version=case.version, tp=case.tp, pp=case.pp,
                               gpus=idle_gpus(case.gpu, case.tp * case.pp), max_model_len=case.max_model_len,
                               memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype,
                               link=GPU_LINK[case.gpu])

@@ -27,6 +27,8 @@ from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.memory.common import MemoryEngine
+from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
 from pytest_gpulayout.shards import ShardRules, WidthProblem
@@ -96,8 +98,9 @@ class RayCluster:
     unique_ip_error: str
 
 
-class Engine(Protocol):
-    """One serving engine. Everything that differs between releases is a method of ``version``."""
+class Engine(MemoryEngine, Protocol):
+    """One serving engine. Everything that differs between releases is a method of ``version``. What the
+    memory model asks of it (stage split, expert layout, per-rank budget) is ``memory.common.MemoryEngine``."""
 
     #: the manifest's ``engine`` value and the name in messages
     name: str
@@ -127,6 +130,8 @@ class Engine(Protocol):
 
     #: what it raises when ``max_model_len`` exceeds the model's own maximum (its config check)
     too_long_text: str
+    #: a pool that cannot hold one ``max_model_len`` request: (whether it refuses to start, what it says)
+    short_pool: tuple[bool, str]
     #: why another tenant on one GPU shrinks the whole pool ("" where it does not)
     tenant_note: str
     #: the start-up memory rules it enforces: "tp_balance" (SGLang's min free >= 0.9 x every rank's
@@ -298,10 +303,9 @@ class Subject:
 
     @cached_property
     def _replicas(self) -> tuple[PoolPrediction, ...] | Exception:
-        from pytest_gpulayout.memory.pool import predict_replicas
-
         try:
-            return tuple(predict_replicas(self.dep, self.machine, self.model, self.host, self.knobs))
+            return tuple(predict_replicas(self.dep, self.machine, self.model, self.host, self.knobs,
+                                          engine=self.engine))
         except Exception as err:  # MemoryUnknown, PlacementError, InputError: re-raised to each reader
             return err
 

@@ -8,7 +8,7 @@ under ``engines/`` and one line here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from packaging.version import Version
@@ -20,7 +20,6 @@ from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.knobs import LaunchKnobs
 
 #: Every engine by its manifest name, in the order they are documented.
 ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})
@@ -35,7 +34,7 @@ LATEST_KNOWN: Mapping[str, str] = MappingProxyType({name: e.latest_known for nam
 
 
 __all__ = ["ENGINES", "ENGINE_KV_CACHE_DTYPES", "ENGINE_NAMES", "KV_CACHE_DTYPES", "LATEST_KNOWN", "check_engine",
-           "deployment_knobs", "get_engine", "parse_version", "resolve_version"]
+           "get_engine", "parse_version", "resolve_version"]
 
 
 def get_engine(name: str) -> Engine:
@@ -53,12 +52,5 @@ def check_engine(engine: str) -> str:
 
 
 def resolve_version(engine: str, pinned: str | None, host: Host = BARE_HOST) -> tuple[Version, str]:
-    """``engine.resolve_version`` by the engine's name (for callers that hold only the name)."""
+    """``engine.resolve_version`` by the engine's manifest name (an unknown name is an ``InputError``)."""
     return _resolve_version(get_engine(engine), pinned, host)
-
-
-def deployment_knobs(engine: str, args: Sequence[str], launch_env: Mapping[str, str],
-                     host_env: Mapping[str, str]) -> LaunchKnobs:
-    """What a deployment's ``launch.args`` and variables change for the checks: the engine inherits
-    the host's environment with ``launch.env`` on top (``launch/argv.engine_env``)."""
-    return get_engine(engine).knobs(args, {**host_env, **launch_env})

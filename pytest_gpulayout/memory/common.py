@@ -1,11 +1,24 @@
-"""What every part of the memory model shares: the refusal when a GPU's memory is unknown, and
-the engine name and version normalised the one way."""
+"""What every part of the memory model shares: the refusal when a GPU's memory is unknown, and what
+the arithmetic asks of the engine it sizes for.
+
+The memory model never imports an engine and never tests an engine's name: it is handed the engine
+object (``engines/<name>/engine.py``) and asks it, through ``MemoryEngine``, the few things that differ
+(how it splits layers over pipeline stages, how it spreads experts, its per-rank budget). The engine
+objects satisfy this protocol structurally (they implement ``pytest_gpulayout.engine.Engine``, which
+includes it), so the dependency points one way: engines use memory, memory names no engine.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol
+
 from packaging.version import Version
 
-from pytest_gpulayout.engines.registry import check_engine, parse_version, resolve_version
+if TYPE_CHECKING:
+    from pytest_gpulayout.host import Host
+    from pytest_gpulayout.knobs import LaunchKnobs
+    from pytest_gpulayout.memory.pool import RankBudgets, Replica
+    from pytest_gpulayout.model.spec import ModelSpec
 
 
 class MemoryUnknown(ValueError):
@@ -13,12 +26,61 @@ class MemoryUnknown(ValueError):
     ``nvidia-smi topo -m`` text). The message says which GPU and which figure; checks skip with it."""
 
 
-def engine_name(engine: str) -> str:
-    """The engine's manifest name (``engines.versions.check_engine``)."""
-    return check_engine(engine)
+class FractionAnswer(Protocol):
+    """An engine's default memory fraction and its derivation in words (``engine.FractionDefault``)."""
+
+    @property
+    def fraction(self) -> float: ...
+
+    @property
+    def why(self) -> str: ...
 
 
-def engine_version(v: Version | str | None, engine: str) -> Version:
+class MemoryEngine(Protocol):
+    """What the memory model asks of an engine (a part of ``pytest_gpulayout.engine.Engine``)."""
+
+    name: str
+    display: str
+    latest_known: str
+    #: variable that overrides the pipeline layer split
+    pp_partition_env: str
+    #: why the default memory fraction cannot be derived without the GPU's total ("" where it can)
+    fraction_needs_total: str
+    #: whether its own max_concurrency already accounts for sliding-window layers
+    concurrency_counts_sliding: bool
+
+    def parse_version(self, text: str) -> Version: ...
+
+    def stage_split(self, num_layers: int, pp: int, version: Version | None) -> tuple[int, ...]:
+        """Layers per pipeline stage when no override is given."""
+        ...
+
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        """``(EP size, ranks per expert)``."""
+        ...
+
+    def expert_scale(self, model: ModelSpec) -> float:
+        """How much larger its loaded experts are than on disk (a kernel's re-layout)."""
+        ...
+
+    def load_notes(self, model: ModelSpec) -> list[str]:
+        """What its prediction for ``model`` assumes about the loaded weights."""
+        ...
+
+    def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
+                                tp: int, pp: int, model: ModelSpec | None,
+                                knobs: LaunchKnobs | None = None) -> FractionAnswer:
+        ...
+
+    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
+                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
+        """Each rank's KV budget, the tokens it alone could hold and its reserve, the engine's way."""
+        ...
+
+
+def engine_version(v: Version | str | None, engine: MemoryEngine) -> Version:
+    """``v`` as the engine spells releases; the newest release read when none is given."""
     if v is None:
-        return resolve_version(engine, None)[0]
-    return v if isinstance(v, Version) else parse_version(v)
+        return engine.parse_version(engine.latest_known)
+    return v if isinstance(v, Version) else engine.parse_version(v)

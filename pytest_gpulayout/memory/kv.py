@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from packaging.version import Version
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.memory.common import MemoryEngine
 from pytest_gpulayout.memory.stages import stage_ranges
 from pytest_gpulayout.model.spec import NO_KV, ModelSpec
 
@@ -21,10 +22,6 @@ KV_DTYPE_BYTES: dict[str, float] = {
 #: vLLM's DeepSeek-specific MLA cache formats: bytes per token per layer (``state_content_bytes``).
 MLA_KV_FORMAT_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
 
-#: vLLM's Hopper mxfp4 MoE kernels re-layout the expert weights: gpt-oss-120b reported
-#: "Model loading took 65.97 GiB" (0.10.1) and 64.38 GiB (0.14.1) against 60.8 GiB on disk, i.e.
-#: ~7 % more for the experts (which are 93 % of the checkpoint).
-VLLM_MXFP4_EXPERT_LAYOUT = 1.07
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,7 +81,7 @@ def kv_layer_bytes_per_token(model: ModelSpec, *, tp: int, kv_cache_dtype: str =
                      * kv_element_bytes(model, d))
 
 
-def kv_bytes_per_token_by_stage(model: ModelSpec, *, engine: str, tp: int, pp: int = 1,
+def kv_bytes_per_token_by_stage(model: ModelSpec, *, engine: MemoryEngine, tp: int, pp: int = 1,
                                 kv_cache_dtype: str = "auto",
                                 pp_layer_partition: str | Sequence[int] | None = None,
                                 version: Version | str | None = None) -> tuple[int, ...]:
@@ -102,7 +99,7 @@ def kv_bytes_per_token_by_stage(model: ModelSpec, *, engine: str, tp: int, pp: i
                                        version=version))
 
 
-def kv_bytes_per_token_per_rank(model: ModelSpec, *, engine: str, tp: int, pp: int = 1,
+def kv_bytes_per_token_per_rank(model: ModelSpec, *, engine: MemoryEngine, tp: int, pp: int = 1,
                                 kv_cache_dtype: str = "auto",
                                 pp_layer_partition: str | Sequence[int] | None = None) -> int:
     """KV bytes per token on the most loaded rank (the PP stage with the most KV layers).

@@ -18,51 +18,24 @@ CUDA context) we use a documented estimate and say so; the ``startup`` check mea
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engines.registry import deployment_knobs, resolve_version
-from pytest_gpulayout.engines.vllm.engine import (
-    KV_CACHE_MEMORY_BYTES_SINCE,
-    counts_other_tenants,
-    oversubscribes_silently,
-    samples_on_driver_only,
-    warmup_sorts_logits,
-)
-from pytest_gpulayout.engines.vllm.engine import block_size as vllm_block_size
-from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
-from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
-from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
+from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
-from pytest_gpulayout.machine.facts import GIB, MIB, Gpu, Machine
-from pytest_gpulayout.memory.common import MemoryUnknown, engine_name
-from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
-from pytest_gpulayout.memory.communicators import describe as describe_communicators
-from pytest_gpulayout.memory.kv import (
-    VLLM_MXFP4_EXPERT_LAYOUT,
-    kv_bytes_per_token_by_stage,
-    kv_layer_bytes_per_token,
-)
-from pytest_gpulayout.memory.reserves import (
-    SGLANG_CONTEXT_GIB,
-    SGLANG_HYBRID_SWA_ARCHS,
-    SGLANG_LOAD_OVERHEAD_GIB,
-    SGLANG_LOAD_OVERHEAD_TP_GIB,
-    SGLANG_RESERVE_WHY,
-    SGLANG_SWA_FULL_TOKENS_RATIO,
-    activation_reserve_bytes,
-    default_memory_fraction,
-)
+from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
+from pytest_gpulayout.memory.common import MemoryEngine, MemoryUnknown
+from pytest_gpulayout.memory.communicators import TpLink, tp_link
+from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage
+from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.stages import stage_ranges
 from pytest_gpulayout.memory.weights import weight_bytes_by_stage
 from pytest_gpulayout.model import weights as W
-from pytest_gpulayout.model.spec import NO_KV, SLIDING, ModelSpec
+from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import place
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +79,7 @@ class PoolPrediction:
         return self.max_concurrency >= 1.0
 
 
-def _need_memory(gpus: Sequence[Gpu], attr: str, what: str, engine: str) -> list[int]:
+def need_memory(gpus: Sequence[Gpu], attr: str, what: str, engine: str) -> list[int]:
     missing = [g.index for g in gpus if getattr(g, attr) is None]
     if missing:
         names = ", ".join(f"GPU{i}" for i in missing)
@@ -117,9 +90,9 @@ def _need_memory(gpus: Sequence[Gpu], attr: str, what: str, engine: str) -> list
 
 
 @dataclass(frozen=True)
-class _Replica:
-    """One replica as both engines' rank loops read it: layout, GPUs in rank order, the memory
-    fraction and the per-stage sizes (``rank = pp_rank x tp + tp_rank``)."""
+class Replica:
+    """One replica as each engine's rank loop reads it (``engines/<name>/budget.py``): layout, GPUs in
+    rank order, the memory fraction and the per-stage sizes (``rank = pp_rank x tp + tp_rank``)."""
 
     model: ModelSpec
     version: Version
@@ -139,135 +112,23 @@ class _Replica:
         return self.gpus[0].name if self.gpus else ""
 
 
-@dataclass(frozen=True)
-class _Ranks:
-    """Per rank: the KV budget, the tokens it alone could hold (None: no KV layer on its stage) and
-    vLLM's KV cache groups where the stage mixes attention kinds."""
+@dataclass
+class RankBudgets:
+    """An engine's answer per rank: the KV budget, the tokens it alone could hold (None: no KV layer
+    on its stage), what it reserves besides the weights and why; where the engine measures the pool's
+    concurrency its own way (vLLM's KV cache groups), that figure and its note."""
 
     block: int
     budgets: list[int]
     tokens: list[int | None]
-    caches: list[VllmKvCache | None]
+    caches: list[object | None]
+    reserves: list[int] = field(default_factory=list)
+    reserve_why: str = ""
+    concurrency: float | None = None
+    concurrency_note: str = ""
 
 
-def _vllm_reserves(r: _Replica, *, enforce_eager: bool, max_num_batched_tokens: int | None,
-                   max_num_seqs: int | None, dp: int, enable_expert_parallel: bool,
-                   sampler_sorts: bool) -> tuple[list[int], str]:
-    """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
-    driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
-    peak only."""
-    reserve_of = functools.partial(
-        activation_reserve_bytes, r.model, engine="vllm", version=r.version, tp=r.tp, pp=r.pp,
-        gpu_total_mib=min(g.memory_total_mib or 0 for g in r.gpus), gpu_name=r.gpu_name,
-        enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        dp=dp, enable_expert_parallel=enable_expert_parallel, max_model_len=r.max_model_len, link=r.link,
-        sampler_sorts=sampler_sorts)
-    reserve, why = reserve_of()
-    n = r.tp * r.pp
-    if not samples_on_driver_only(r.version) or n == 1:
-        return [reserve] * n, why
-    sampling_rank = (r.pp - 1) * r.tp
-    others, _ = reserve_of(samples=False)
-    if others != reserve:
-        why += f" on rank {sampling_rank}, which samples (V0); {others / GIB:.2f} GiB on the others"
-    return [reserve if rank == sampling_rank else others for rank in range(n)], why
-
-
-def _vllm_ranks(r: _Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, notes: list[str]) -> _Ranks:
-    """vLLM, per rank: ``ceil(CUDA total x fraction) - weights - reserve`` (less other tenants where
-    the release counts them), in blocks; KV cache groups for stages that mix attention kinds."""
-    model, version, tp = r.model, r.version, r.tp
-    block = k.block_size or vllm_block_size(model.is_mla, version=version, gpu_name=r.gpu_name,
-                                            kv_cache_dtype=r.kv_cache_dtype)
-    fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
-    if k.kv_cache_memory_bytes and fixed is None:
-        notes.append(f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
-                     f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used.")
-    frees: list[int | None] = [g.memory_free_mib for g in r.gpus]
-    old = counts_other_tenants(version)  # its budget also subtracts other processes' memory
-    if old and any(f is None for f in frees):
-        notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, "
-                     f"not counted.")
-    guessed = next((g for g in r.gpus if g.memory_reserved_mib is None), None)
-    if guessed is not None:
-        notes.append(f"vLLM multiplies the total CUDA reports, NVML's less the driver's reservation: "
-                     f"not read here, {guessed.driver_reserve_mib} MiB assumed.")
-
-    layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
-    states = model.layer_state_bytes(tp)
-    out = _Ranks(block=block, budgets=[], tokens=[], caches=[])
-    for rank, g in enumerate(r.gpus):
-        stage = rank // tp
-        total = (g.cuda_total_mib or 0) * MIB
-        budget = math.ceil(total * r.fraction) - r.w_by_stage[stage] - reserves[rank]
-        free = frees[rank]
-        if old and free is not None:
-            budget -= max(0, total - free * MIB)
-        if fixed is not None:  # gpu_worker.py: the given bytes replace the profiled budget
-            budget = fixed
-        out.budgets.append(budget)
-        stage_kinds = [model.layer_kinds[i] for i in r.ranges[stage]]
-        stage_states = [states[i] for i in r.ranges[stage]]
-        mixed = len({kind for kind in stage_kinds if kind != NO_KV}) > 1 or any(stage_states)
-        if mixed and version >= HYBRID_SINCE and (r.max_model_len or model.max_position_embeddings):
-            cache = vllm_kv_cache(
-                version, kinds=stage_kinds, page_bytes=layer_bytes * block, block_size=block,
-                budget_bytes=budget, max_model_len=r.max_model_len or model.max_position_embeddings or 0,
-                max_num_batched_tokens=batched, pp=r.pp, sliding_window=model.sliding_window,
-                chunk_size=model.attention_chunk_size, state_bytes=stage_states)
-            out.caches.append(cache)
-            out.tokens.append(cache.logged_tokens if r.kv_by_stage[stage] else None)
-            continue
-        out.caches.append(None)
-        per_block = r.kv_by_stage[stage] * block
-        out.tokens.append(max(0, budget) // per_block * block if per_block else None)
-    if old:
-        notes.append(f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, "
-                     f"other tenants included.")
-    elif oversubscribes_silently(version):
-        notes.append(f"vLLM {version} sizes from total x fraction as if the GPU were its alone: other "
-                     f"tenants' memory is not subtracted, and nothing checks that it is free.")
-    return out
-
-
-def _sglang_ranks(r: _Replica, notes: list[str]) -> _Ranks:
-    """SGLang, per rank: ``(pre - weights - load overhead) - pre x (1 - fraction)`` over the cell size,
-    ``pre`` the world's least free memory after the context and the communicators (their size by
-    the TP group's interconnect, ``memory/communicators.py``); hybrid SWA models count their sliding
-    layers at ``swa_full_tokens_ratio``."""
-    model, tp = r.model, r.tp
-    frees_known = _need_memory(r.gpus, "memory_free_mib", "free memory", "sglang")
-    context = SGLANG_CONTEXT_GIB + communicator_gib(tp=tp, world=tp * r.pp, link=r.link)
-    if tp * r.pp > 1:
-        notes.append(f"SGLang measures free memory after its communicators are set up; "
-                     f"{describe_communicators(tp=tp, world=tp * r.pp, link=r.link)}.")
-    pre = min(frees_known) * MIB - context * GIB
-    overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
-    hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
-    per_layer = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
-    kinds = model.layer_kinds
-    out = _Ranks(block=1, budgets=[], tokens=[], caches=[])
-    for rank in range(len(r.gpus)):
-        stage = rank // tp
-        rest = int(pre - r.w_by_stage[stage] - overhead - pre * (1 - r.fraction))
-        out.budgets.append(rest)
-        out.caches.append(None)
-        cell: float = r.kv_by_stage[stage]
-        if hybrid:
-            n_full = sum(1 for i in r.ranges[stage] if kinds[i] not in (NO_KV, SLIDING))
-            n_swa = sum(1 for i in r.ranges[stage] if kinds[i] == SLIDING)
-            cell = per_layer * (n_full + SGLANG_SWA_FULL_TOKENS_RATIO * n_swa)
-        out.tokens.append(int(max(0, rest) // cell) if cell else None)
-    if hybrid:
-        notes.append(f"SGLang's hybrid SWA pool: the {model.sliding_layers} sliding layers keep "
-                     f"{SGLANG_SWA_FULL_TOKENS_RATIO:g} tokens per full-attention token "
-                     f"(swa_full_tokens_ratio).")
-    if model.is_multimodal:
-        notes.append("SGLang's multimodal cache reservation is not modelled.")
-    return out
-
-
-def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, tp: int, pp: int,
+def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str | None, tp: int, pp: int,
                  gpus: Sequence[Gpu], max_model_len: int | None, memory_fraction: float | None,
                  kv_cache_dtype: str = "auto", enable_expert_parallel: bool = False, dp: int = 1,
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
@@ -308,7 +169,7 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     ``enforce_eager``, the scheduler sizes and the PP partition where those are not given, and
     ``--kv-cache-memory-bytes`` (vLLM >= 0.10.2) / ``--block-size`` replace the budget / block.
     """
-    e = engine_name(engine)
+    e = engine
     k = knobs or LaunchKnobs()
     enforce_eager = enforce_eager or k.enforce_eager
     max_num_batched_tokens = max_num_batched_tokens or k.max_num_batched_tokens
@@ -317,12 +178,12 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     if len(gpus) != tp * pp:
         raise ValueError(f"predict_pool needs one replica's {tp * pp} GPUs (TP={tp} x PP={pp}), "
                          f"got {len(gpus)}")
-    version, vsource = resolve_version(e, engine_version, host)
+    version, vsource = _version(e, engine_version, host)
     notes: list[str] = []
     if vsource == "assumed latest known":
-        notes.append(f"{e} is not installed here: defaults of {e} {version} assumed (pin engine_version).")
+        notes.append(f"{e.name} is not installed here: defaults of {e.name} {version} assumed (pin engine_version).")
 
-    totals = _need_memory(gpus, "memory_total_mib", "total memory", e)
+    totals = need_memory(gpus, "memory_total_mib", "total memory", e.name)
     if memory_fraction is not None:
         fraction, fsource = float(memory_fraction), "memory_fraction"
     else:
@@ -335,25 +196,15 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     w_by_stage = weight_bytes_by_stage(model, tp=tp, pp=pp, engine=e,
                                        enable_expert_parallel=enable_expert_parallel, dp=dp,
                                        pp_layer_partition=pp_layer_partition, version=version)
-    replica = _Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
+    replica = Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
                        kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, ranges=tuple(ranges),
                        kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)
-    if e == "vllm":
-        sorts = warmup_sorts_logits(version, env={**host.env, **k.env},
-                                    flashinfer_installed=host.library("flashinfer-python") is not None)
-        reserves, reserve_why = _vllm_reserves(
-            replica, enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-            max_num_seqs=max_num_seqs, dp=dp, enable_expert_parallel=enable_expert_parallel,
-            sampler_sorts=sorts)
-        batched = max_num_batched_tokens or vllm_scheduler_defaults(
-            version, gpu_total_mib=min(totals), gpu_name=replica.gpu_name, max_model_len=max_model_len)[0]
-        ranks = _vllm_ranks(replica, k, reserves, batched, notes)
-    else:
-        reserves = [0] * (tp * pp)
-        reserve_why = SGLANG_RESERVE_WHY
-        ranks = _sglang_ranks(replica, notes)
+    ranks = e.rank_budgets(replica, knobs=k, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                           enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+                           max_num_seqs=max_num_seqs, gpu_total_mib=min(totals), notes=notes)
+    reserves, reserve_why = ranks.reserves, ranks.reserve_why
     reserve = max(reserves)
-    block, budgets, tokens, hybrid_caches = ranks.block, ranks.budgets, ranks.tokens, ranks.caches
+    block, budgets, tokens = ranks.block, ranks.budgets, ranks.tokens
 
     bounded = [r for r, t in enumerate(tokens) if t is not None]
     if bounded:
@@ -366,12 +217,12 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
 
     max_len = max_model_len or model.max_position_embeddings
     concurrency: float | None = None
-    vllm_caches = [c for c in hybrid_caches if c is not None] if e == "vllm" else []
+    own_measure = ranks.concurrency is not None
     if max_len:
         concurrency = kv_tokens / max_len
-        if vllm_caches:  # vLLM's own measure for mixed attention kinds (memory/vllm_kv.py)
-            concurrency = min(c.max_concurrency for c in vllm_caches)
-            notes.append(describe_vllm_cache(min(vllm_caches, key=lambda c: c.max_concurrency), version))
+        if ranks.concurrency is not None:  # the engine's own measure (vLLM's KV cache groups)
+            concurrency = ranks.concurrency
+            notes.append(ranks.concurrency_note)
 
     # -- what the numbers assume -------------------------------------------------------------
     if model.is_mla:
@@ -379,11 +230,11 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
                      f"per layer, so TP does not shrink KV per token.")
     elif model.num_key_value_heads < tp:
         notes.append(f"{model.num_key_value_heads} KV heads < TP={tp}: each rank keeps one replicated head.")
-    if model.sliding_layers and not vllm_caches:
+    if model.sliding_layers and not own_measure:
         notes.append(f"{model.sliding_layers} of {model.num_hidden_layers} layers use a "
                      f"{model.sliding_window:,}-token sliding window: counted as full per token, as the "
                      f"engines report the pool; a request needs less there"
-                     + (" (max_concurrency accounts for it)." if e == "vllm" else "."))
+                     + (" (max_concurrency accounts for it)." if e.concurrency_counts_sliding else "."))
     no_kv = model.num_hidden_layers - model.kv_layers
     if no_kv:
         notes.append(f"{no_kv} linear-attention/Mamba layers keep a fixed per-request state, not per-token "
@@ -396,14 +247,12 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
         notes.append(f"The checkpoint measures {model.weight_bytes_measured / GIB:.1f} GiB against "
                      f"{W.computed_weight_bytes(model, on_disk=True) / GIB:.1f} GiB computed from its "
                      f"config; per-rank weights follow the measured size.")
-    if e == "vllm" and model.quantization is not None and model.quantization.method == "mxfp4":
-        notes.append(f"vLLM's mxfp4 expert layout counted at +{VLLM_MXFP4_EXPERT_LAYOUT - 1:.0%} "
-                     f"(gpt-oss-120b loads 64.4-66.0 GiB from 60.8 GiB on disk).")
+    notes.extend(e.load_notes(model))
     notes.extend(n for n in model.notes if "not modelled" in n)
 
     w_max = max(w_by_stage)
     return PoolPrediction(
-        engine=e, version=str(version), version_source=vsource, memory_fraction=fraction,
+        engine=e.name, version=str(version), version_source=vsource, memory_fraction=fraction,
         fraction_source=fsource, kv_cache_dtype=kv_cache_dtype, kv_bytes_per_token_per_rank=max(kv_by_stage),
         kv_bytes_per_token_by_stage=kv_by_stage, weights_bytes_per_rank=w_max,
         weights_bytes_by_stage=w_by_stage, weights_gib_per_rank=w_max / GIB,
@@ -416,18 +265,15 @@ def predict_pool(model: ModelSpec, *, engine: str, engine_version: str | None, t
     )
 
 
-def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST,
-                     knobs: LaunchKnobs | None = None) -> list[PoolPrediction]:
+def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host, knobs: LaunchKnobs, *,
+                     engine: MemoryEngine) -> list[PoolPrediction]:
     """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown`` /
     ``PlacementError``): each replica's GPUs in rank order, as the engines place them. ``knobs``: the
-    launch's settings when the caller has read them already. The checks read it once per deployment,
-    through ``engine.Subject.replicas``."""
-    if knobs is None:
-        knobs = deployment_knobs(dep.engine, dep.launch.args, dep.launch.env, host.env)
+    launch's settings. The checks read it once per deployment, through ``engine.Subject.replicas``."""
     placement = place(dep, machine)
     predicted = [
         predict_pool(
-            model, engine=dep.engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
+            model, engine=engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
             gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
@@ -437,6 +283,19 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: 
         for d in range(dep.dp)
     ]
     return predicted
+
+
+def _version(engine: MemoryEngine, pinned: str | None, host: Host) -> tuple[Version, str]:
+    """The release judged: pinned, else installed on ``host``, else the newest read (``engine.resolve_version``)."""
+    if pinned is not None and str(pinned).strip():
+        return engine.parse_version(str(pinned)), "pinned"
+    found = host.installed(engine.name)
+    if found is not None:
+        try:
+            return engine.parse_version(found), "installed"
+        except InputError:
+            pass
+    return engine.parse_version(engine.latest_known), "assumed latest known"
 
 
 def host_min_total_mib(machine: Machine, gpus: Sequence[int]) -> int | None:

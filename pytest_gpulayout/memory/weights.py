@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from packaging.version import Version
 
-from pytest_gpulayout.memory.common import engine_name
-from pytest_gpulayout.memory.kv import VLLM_MXFP4_EXPERT_LAYOUT
+from pytest_gpulayout.memory.common import MemoryEngine
 from pytest_gpulayout.memory.stages import stage_ranges
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import ModelSpec
@@ -17,7 +16,7 @@ from pytest_gpulayout.model.spec import ModelSpec
 # Weights
 # ---------------------------------------------------------------------------------------------
 
-def expert_sharding(model: ModelSpec, *, engine: str, tp: int, dp: int = 1,
+def expert_sharding(model: ModelSpec, *, engine: MemoryEngine, tp: int, dp: int = 1,
                     enable_expert_parallel: bool = False) -> W.Sharding:
     """How routed experts are cut across ranks.
 
@@ -28,22 +27,19 @@ def expert_sharding(model: ModelSpec, *, engine: str, tp: int, dp: int = 1,
     * SGLang: ``--dp-size`` replicas are separate worlds; EP lives inside the TP group
       (``ep_size = tp``), else each expert is split by TP (``moe_tp_size = tp / ep_size``).
     """
-    e = engine_name(engine)
     if not model.is_moe:
         return W.Sharding(tp=tp, expert_tp=tp)
-    group = tp * dp if e == "vllm" else tp
-    if enable_expert_parallel and group > 1:
-        return W.Sharding(tp=tp, expert_tp=1, ep=group)
-    return W.Sharding(tp=tp, expert_tp=group)
+    ep, per_expert = engine.expert_layout(tp, dp, enable_expert_parallel)  # engines/<name>/divisibility.py
+    if ep > 1:
+        return W.Sharding(tp=tp, expert_tp=1, ep=ep)
+    return W.Sharding(tp=tp, expert_tp=per_expert)
 
 
-def _load_precision(model: ModelSpec, engine: str) -> W.Precision:
-    q = model.quantization
-    scale = VLLM_MXFP4_EXPERT_LAYOUT if (engine == "vllm" and q is not None and q.method == "mxfp4") else 1.0
-    return W.Precision(model, dtype_bytes=min(model.dtype_bytes, 2), expert_scale=scale)
+def _load_precision(model: ModelSpec, engine: MemoryEngine) -> W.Precision:
+    return W.Precision(model, dtype_bytes=min(model.dtype_bytes, 2), expert_scale=engine.expert_scale(model))
 
 
-def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: str,
+def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: MemoryEngine,
                           enable_expert_parallel: bool = False, dp: int = 1,
                           pp_layer_partition: str | Sequence[int] | None = None,
                           version: Version | str | None = None) -> tuple[int, ...]:
@@ -55,7 +51,7 @@ def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: str,
     dense MLP and the 64-padded vocabulary; experts follow ``expert_sharding``; norms and the router
     are whole on every rank. Where the checkpoint was measured, the split is scaled to its size.
     """
-    e = engine_name(engine)
+    e = engine
     sharding = expert_sharding(model, engine=e, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
     if tp == 1 and pp == 1 and sharding.whole:
         sharding = W.Sharding()
@@ -67,7 +63,7 @@ def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: str,
                  for i, r in enumerate(ranges))
 
 
-def weight_bytes_per_rank(model: ModelSpec, *, tp: int, pp: int, engine: str,
+def weight_bytes_per_rank(model: ModelSpec, *, tp: int, pp: int, engine: MemoryEngine,
                           enable_expert_parallel: bool = False, dp: int = 1,
                           pp_layer_partition: str | Sequence[int] | None = None) -> int:
     """Weight bytes on the most loaded rank (max over PP stages; see ``weight_bytes_by_stage``)."""

@@ -34,7 +34,7 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject, resolve_version
 from pytest_gpulayout.engines.sglang import engine as sglang
 from pytest_gpulayout.engines.sglang.engine import SGLANG
-from pytest_gpulayout.engines.vllm.engine import (
+from pytest_gpulayout.engines.vllm.defaults import (
     FREE_MEMORY_CHECK_SINCE,
     counts_communicators_in_budget,
     oversubscribes_silently,
@@ -262,7 +262,7 @@ def _weights_gib(s: Subject) -> float:
         return s.replicas[0].weights_bytes_per_rank / GIB
     except (MemoryUnknown, PlacementError):
         dep = s.dep
-        return weight_bytes_per_rank(s.model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
+        return weight_bytes_per_rank(s.model, tp=dep.tp, pp=dep.pp, engine=s.engine,
                                      enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
                                      pp_layer_partition=s.knobs.pp_layer_partition) / GIB
 
@@ -299,7 +299,7 @@ def check_balance(s: Subject) -> Finding:
             fraction, source = dep.memory_fraction, "memory_fraction"
         else:
             total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
-            fraction, _why = default_memory_fraction(s.engine.name, version, gpu_total_mib=total, tp=dep.tp,
+            fraction, _why = default_memory_fraction(s.engine, version, gpu_total_mib=total, tp=dep.tp,
                                                      pp=dep.pp)
             source = f"{s.engine.display} {version} default, {vsource}"
         if version >= FREE_MEMORY_CHECK_SINCE or oversubscribes_silently(version):

@@ -122,7 +122,7 @@ def expert_layout(s: Subject) -> tuple[int, int]:
 def pp_split(s: Subject) -> tuple[int, ...]:
     """Layers per PP stage as the engine splits them, with the partition variable the launch sets
     (the engine's ``pp_partition_env`` in launch.env or on the host: ``Subject.knobs``)."""
-    return tuple(pp_partition(s.model.num_hidden_layers, s.dep.pp, s.engine.name,
+    return tuple(pp_partition(s.model.num_hidden_layers, s.dep.pp, s.engine,
                               partition=s.knobs.pp_layer_partition))
 
 

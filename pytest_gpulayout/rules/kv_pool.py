@@ -169,10 +169,10 @@ def _without_memory(s: Subject) -> tuple[int, int]:
     """KV bytes per token and weight bytes on the most loaded rank, where the pool cannot be predicted
     (the prediction carries both otherwise)."""
     dep, model, knobs = s.dep, s.model, s.knobs
-    per_token = kv_bytes_per_token_per_rank(model, engine=dep.engine, tp=dep.tp, pp=dep.pp,
+    per_token = kv_bytes_per_token_per_rank(model, engine=s.engine, tp=dep.tp, pp=dep.pp,
                                             kv_cache_dtype=dep.kv_cache_dtype,
                                             pp_layer_partition=knobs.pp_layer_partition)
-    weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=dep.engine,
+    weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=s.engine,
                                     enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
                                     pp_layer_partition=knobs.pp_layer_partition)
     return per_token, weights
@@ -228,11 +228,12 @@ def _check_pool(s: Subject) -> Finding:
     if p.fits_one_request is False:
         fix = ("Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
                "more GPUs")
-        if dep.engine == "vllm":
-            return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so vLLM refuses to start "
-                          f"(\"To serve at least one request with the model's max seq len\"). {fix}.{notes}", data)
-        return warned(CHECK, f"{head}: fewer than one full {max_len:,}-token request; SGLang starts but warns "
-                      f"\"KV pool holds ... fewer than --context-length\". {fix}.{notes}", data)
+        refuses, said = s.engine.short_pool
+        if refuses:
+            return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so {s.engine.display} refuses "
+                          f"to start (\"{said}\"). {fix}.{notes}", data)
+        return warned(CHECK, f"{head}: fewer than one full {max_len:,}-token request; {s.engine.display} starts but "
+                      f"warns \"{said}\". {fix}.{notes}", data)
     conc = f"; {p.max_concurrency:.2f} full {max_len:,}-token requests" if p.max_concurrency and max_len else ""
     unmet, tight = shortfalls(dep, tokens[smallest], p.max_concurrency, max_len)
     if unmet:

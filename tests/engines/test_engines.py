@@ -12,10 +12,10 @@ from packaging.version import Version
 from pytest_gpulayout import host as host_module
 from pytest_gpulayout.engines import registry as engines
 from pytest_gpulayout.engines.registry import resolve_version
-from pytest_gpulayout.engines.sglang.engine import chunk_and_graph_defaults
+from pytest_gpulayout.engines.sglang.engine import SGLANG, chunk_and_graph_defaults
 from pytest_gpulayout.engines.sglang.engine import prefill_graph_sizes as sglang_prefill_graph_sizes
-from pytest_gpulayout.engines.vllm.engine import gpu_memory_utilization as vllm_gpu_memory_utilization
-from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines.vllm.defaults import gpu_memory_utilization as vllm_gpu_memory_utilization
+from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import Host, installed_version
 
@@ -97,7 +97,7 @@ def test_sglang_prefill_graph_sizes_stop_at_max_bs():
 def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     from packaging.version import Version
 
-    from pytest_gpulayout.engines.vllm.engine import scheduler_defaults as vllm_scheduler_defaults
+    from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
 
     # V0 (before 0.8): chunked prefill off up to 32K, so the profile run batches max(max_model_len, 2048)
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=20000)[0] == 20000
@@ -133,8 +133,8 @@ def test_sglang_default_fraction_by_release(version: str, l4_tp1: float, h200_tp
 def test_sglang_sizes_its_default_from_the_smallest_gpu_on_the_host():
     from pytest_gpulayout.memory.reserves import default_memory_fraction
 
-    alone, _ = default_memory_fraction("sglang", "0.5.12", gpu_total_mib=81559, tp=1, pp=1)
-    mixed, why = default_memory_fraction("sglang", "0.5.12", gpu_total_mib=81559, tp=1, pp=1,
+    alone, _ = default_memory_fraction(SGLANG, "0.5.12", gpu_total_mib=81559, tp=1, pp=1)
+    mixed, why = default_memory_fraction(SGLANG, "0.5.12", gpu_total_mib=81559, tp=1, pp=1,
                                          host_min_total_mib=23034)
     assert mixed == pytest.approx(0.822) and alone > mixed
     assert "smallest GPU on the host" in why
@@ -157,7 +157,7 @@ def test_sglang_balance_switch_by_release(version: str, env: dict[str, str], swi
 
 
 def test_vllm_mla_block_size_follows_the_backend_from_0_33():
-    from pytest_gpulayout.engines.vllm.engine import block_size
+    from pytest_gpulayout.engines.vllm.defaults import block_size
 
     # vllm 0.33 platforms/cuda.py: Hopper FLASH_ATTN_MLA (16; fp8 KV -> FlashMLA 64), Blackwell FlashInfer-MLA 32
     assert block_size(True, version=Version("0.33.0"), gpu_name="NVIDIA H200") == 16

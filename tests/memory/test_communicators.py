@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from builders import cluster, dep, llama, machine
+from builders import cluster, dep, llama, machine, subject
 
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.memory.communicators import (
@@ -18,7 +18,6 @@ from pytest_gpulayout.memory.communicators import (
     communicator_gib,
     tp_link,
 )
-from pytest_gpulayout.memory.pool import predict_replicas
 
 H100 = 81559
 
@@ -57,7 +56,7 @@ def test_sglang_pool_over_nvlink_is_smaller_by_the_fraction_of_the_communicators
     the pool is ``pre x fraction - weights``: over NVLink it loses ``0.9 x (1.25 - 0.16)`` GiB per GPU."""
     d = dep(tp=4, engine="sglang", engine_version="0.5.23", memory_fraction=0.9, max_model_len=8192)
     model = llama()
-    nv, pcie, unknown = (predict_replicas(d, h100s(4, link), model)[0] for link in ("NV18", "PHB", None))
+    nv, pcie, unknown = (subject(d, h100s(4, link), model).replicas[0] for link in ("NV18", "PHB", None))
     per_token = nv.kv_bytes_per_token_per_rank
     lost = (pcie.kv_tokens - nv.kv_tokens) * per_token / GIB
     assert lost == pytest.approx(0.9 * (NVLINK_COMMUNICATOR_GIB - OTHER_COMMUNICATOR_GIB), abs=0.01)
@@ -74,6 +73,6 @@ def test_sglang_pool_over_nvlink_is_smaller_by_the_fraction_of_the_communicators
 def test_vllm_pays_for_nvlink_communicators_in_its_budget_only_before_0_11(version, nvlink_costs_gib):
     d = dep(tp=2, engine_version=version, memory_fraction=0.9, max_model_len=8192)
     model = llama()
-    nv, pcie = (predict_replicas(d, h100s(2, link), model)[0] for link in ("NV18", "PHB"))
+    nv, pcie = (subject(d, h100s(2, link), model).replicas[0] for link in ("NV18", "PHB"))
     assert (pcie.kv_budget_bytes_per_rank - nv.kv_budget_bytes_per_rank) / GIB == pytest.approx(
         nvlink_costs_gib, abs=0.001)

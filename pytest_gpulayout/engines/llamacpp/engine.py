@@ -20,7 +20,11 @@ from pytest_gpulayout.engines.llamacpp.flags import (
 )
 from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -53,11 +57,31 @@ class LlamaCppEngine:
                   max_model_len="", memory_fraction="", kv_cache_dtype="")  # own keys: manifest/llamacpp.py
 
     too_long_text = ""  # its own checks (engines/llamacpp/checks.py) judge n_ctx
+    short_pool = (False, "")  # its own checks (engines/llamacpp/checks.py) judge n_ctx
     tenant_note = ""
     start_rules: frozenset[str] = frozenset()
 
     def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
         return None
+
+    fraction_needs_total = ""
+    concurrency_counts_sliding = False
+
+    def stage_split(self, num_layers: int, pp: int, version: Version | None) -> tuple[int, ...]:
+        """llama.cpp has no pipeline stages of fixed size: its layers go to GPUs by memory
+        (``engines/llamacpp/memory.py``); an even split is what a TP/PP question about it can mean."""
+        return remainder_to_last_stages(num_layers, pp)
+
+    def expert_scale(self, model: ModelSpec) -> float:
+        return 1.0
+
+    def load_notes(self, model: ModelSpec) -> list[str]:
+        return []
+
+    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
+                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
+        raise MemoryUnknown("llama.cpp's pool is sized by its own checks from the GGUF (engines/llamacpp/memory.py)")
 
     def parse_version(self, text: str) -> Version:
         """llama.cpp's releases are build numbers (``b11434``), compared as ``Version("11434")``."""

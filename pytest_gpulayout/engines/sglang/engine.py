@@ -18,9 +18,12 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.sglang import divisibility, launch
+from pytest_gpulayout.engines.sglang import budget, divisibility, launch
+from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
+from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -237,11 +240,33 @@ class SglangEngine:
                            "data_parallel_size": ("--dp", "--data-parallel-size")})
 
     too_long_text = "User-specified context_length ... is greater than the derived context_length"
+    short_pool = (False, "KV pool holds ... fewer than --context-length")
     tenant_note = "SGLang sizes every rank by the least free GPU of the world, so it shrinks all of them."
     start_rules = frozenset({"tp_balance"})
 
     def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
         return None  # nothing besides the weights and the pool sits inside mem_fraction_static
+
+    fraction_needs_total = ("GPU total memory is unknown, and SGLang derives mem_fraction_static from it; "
+                            "set memory_fraction or use a machine source with memory")
+    concurrency_counts_sliding = False
+
+    def stage_split(self, num_layers: int, pp: int, version: Version | None) -> tuple[int, ...]:
+        """``python/sglang/srt/distributed/utils.py get_pp_indices``: the last stages take the remainder."""
+        return remainder_to_last_stages(num_layers, pp)
+
+    def expert_scale(self, model: ModelSpec) -> float:
+        return 1.0
+
+    def load_notes(self, model: ModelSpec) -> list[str]:
+        return []
+
+    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
+                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
+        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
 
     def parse_version(self, text: str) -> Version:
         return parse_version(text)

@@ -16,8 +16,10 @@ from packaging.version import Version
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
 from pytest_gpulayout.engines.vllm import divisibility, launch
-from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
-from pytest_gpulayout.machine.facts import GIB_MIB
+from pytest_gpulayout.host import Host
+from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
+from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_last
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -25,181 +27,14 @@ if TYPE_CHECKING:
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
-
-
-#: The free-memory startup check (``Free memory on device ... on startup is less than desired GPU
-#: memory utilization``) exists from 0.9.1 (``v1/worker/gpu_worker.py``); 0.9.0 still used the older
-#: budget that subtracts other processes' memory instead.
-FREE_MEMORY_CHECK_SINCE = Version("0.9.1")
-#: V0's ``memory_profiling`` measures against a snapshot taken when the worker starts (0.6.5
-#: ``worker/worker.py``: ``baseline_memory_in_bytes=total_gpu_memory - self.init_gpu_memory``; 0.7.2:
-#: ``self.baseline_snapshot = MemorySnapshot()`` in ``init_device``), so neither other processes'
-#: memory nor the worker's own CUDA context comes out of the budget. 0.6.4.post1 still subtracts
-#: ``(total - free) - torch allocated`` after the profile run.
-BASELINE_PROFILE_SINCE = Version("0.6.5")
-#: V1 becomes the default engine; its worker goes back to ``total - free`` (0.8.5 / 0.9.0
-#: ``v1/worker/gpu_worker.py determine_available_memory``: ``non_torch_allocations =
-#: total_allocated_bytes - torch_allocated_bytes``) until 0.9.1 adds the free-memory check.
-V1_DEFAULT_SINCE = Version("0.8")
-#: From 0.11 the worker takes its memory snapshot after ``init_worker_distributed_environment``
-#: (0.11.0 ``v1/worker/gpu_worker.py init_device``: "Now take memory snapshot after NCCL is
-#: initialized"); 0.6.x-0.10.2 take it (or ``init_gpu_memory``) before.
-SNAPSHOT_AFTER_NCCL_SINCE = Version("0.11")
-
-
-def counts_other_tenants(version: Version) -> bool:
-    """Whether the release's profile run subtracts what other processes hold on the GPU from the
-    KV budget (``BASELINE_PROFILE_SINCE``, ``V1_DEFAULT_SINCE``, ``FREE_MEMORY_CHECK_SINCE``):
-    before 0.6.5 and in 0.8-0.9.0 it does (``total - free`` includes them, and the worker's own CUDA
-    context); 0.6.5-0.7.x and 0.9.1+ measure from a baseline and do not."""
-    return version < BASELINE_PROFILE_SINCE or V1_DEFAULT_SINCE <= version < FREE_MEMORY_CHECK_SINCE
-
-
-def counts_communicators_in_budget(version: Version) -> bool:
-    """Whether the NCCL and custom all-reduce buffers set up at start-up come out of the KV budget
-    (``SNAPSHOT_AFTER_NCCL_SINCE``): before 0.11 they are part of what the profile sees as used
-    since the snapshot. From 0.11 they are not, but the free memory the start-up check compares
-    with ``gpu_memory_utilization x total`` is measured after them."""
-    return version < SNAPSHOT_AFTER_NCCL_SINCE
-
-
-#: V1's profile run warms the sampler up with ``max_num_seqs`` dummy requests at ``top_k = vocab - 1``
-#: and ``top_p = 0.9`` (0.10.1 ``v1/worker/gpu_model_runner._dummy_sampler_run``), so its peak depends on
-#: which top-k/top-p sampler the release picks on CUDA (``v1/sample/ops/topk_topp_sampler.py``):
-#: 0.8.5-0.11 FlashInfer when it is installed (``is_flashinfer_available``) unless
-#: ``VLLM_USE_FLASHINFER_SAMPLER=0``, and it is no dependency of the wheel (an extra from 0.10.1);
-#: 0.12-0.20 FlashInfer only with ``VLLM_USE_FLASHINFER_SAMPLER=1`` (a dependency from 0.12);
-#: from 0.21 FlashInfer by default (``envs.py``: ``else True``). The PyTorch path sorts every logit
-#: (``apply_top_k_top_p``: ``logits.sort(dim=-1)``) until 0.17, which sends 8 rows or more to a
-#: Triton kernel (``apply_top_k_top_p_triton``) that needs no sort.
-FLASHINFER_SAMPLER_OPT_IN_SINCE = Version("0.12")
-TRITON_TOP_K_TOP_P_SINCE = Version("0.17")
-FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
-
-
-def _env_flag(env: Mapping[str, str], name: str) -> bool | None:
-    """``bool(int(value))`` as ``vllm/envs.py`` reads it; ``None`` when unset or not an integer."""
-    raw = env.get(name)
-    if raw is None or not raw.strip().lstrip("-").isdigit():
-        return None
-    return bool(int(raw))
-
-
-def warmup_sorts_logits(version: Version, *, env: Mapping[str, str], flashinfer_installed: bool) -> bool:
-    """Whether the release's sampler warm-up sorts ``max_num_seqs x vocab`` logits (the PyTorch
-    top-k/top-p path), by the rules above; V0 (< 0.8) always does, on its sampling rank. Where
-    FlashInfer or the Triton kernel samples, only the fp32 logits and probabilities are held."""
-    if version < V1_DEFAULT_SINCE:
-        return True
-    flag = _env_flag(env, FLASHINFER_SAMPLER_ENV)
-    if version < FLASHINFER_SAMPLER_OPT_IN_SINCE:
-        return not (flashinfer_installed and flag is not False)
-    if version < TRITON_TOP_K_TOP_P_SINCE:
-        return flag is not True
-    return False
-
-
-def oversubscribes_silently(version: Version) -> bool:
-    """0.6.5-0.7.x: the budget ignores other tenants and nothing checks free memory, so with other
-    processes on the GPU the engine sizes a pool that is not there and runs out of memory while
-    allocating it (``CacheEngine._allocate_kv_cache``) or capturing CUDA graphs after it."""
-    return BASELINE_PROFILE_SINCE <= version < V1_DEFAULT_SINCE
-
-
-def samples_on_driver_only(version: Version) -> bool:
-    """V0 (the default before 0.8) gathers the logits to TP rank 0 (0.7.2
-    ``layers/logits_processor.py``: ``tensor_model_parallel_gather`` unless TPU, V1 or an external
-    launcher) and only the driver worker of the last pipeline stage samples (0.7.2
-    ``worker/model_runner.py execute_model``: ``if not self.is_driver_worker: return []``)."""
-    return version < V1_DEFAULT_SINCE
-
-
-def gpu_memory_utilization(version: Version) -> float:
-    """``--gpu-memory-utilization`` default: 0.92 from 0.20 (``vllm/config/cache.py``), 0.9 before."""
-    return 0.92 if version >= Version("0.20") else 0.9
-
-
-def scheduler_defaults(version: Version, *, gpu_total_mib: int | None,
-                       gpu_name: str = "", max_model_len: int | None = None) -> tuple[int, int]:
-    """``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` (``EngineArgs._set_default_args``).
-
-    From 0.9 (PR #17885): GPUs with >= 70 GiB that are not A100s get 8192 tokens and 1024 sequences
-    for the API server; others 2048 and 256. From 0.28 GPUs with >= 160 GiB get 16384 tokens
-    (read in vllm 0.28.0 and 0.33.0 ``engine/arg_utils.py``; the tier is absent in 0.27).
-    Before 0.8 the default engine was V0, where chunked prefill is off up to a 32K context
-    (0.6.6 ``EngineArgs.create_engine_config``:
-    ``use_long_context = max_model_len > 32768``) and ``SchedulerConfig`` then batches a whole
-    prompt: ``max(max_model_len, 2048)`` tokens, which is what its profile run allocates.
-    """
-    if version < Version("0.8") and max_model_len and max_model_len <= 32768:
-        return max(max_model_len, 2048), 256
-    if version >= Version("0.28") and gpu_total_mib is not None and gpu_total_mib >= 160 * GIB_MIB:
-        return 16384, 1024  # 0.28+: a >= 160 GiB tier (B200-class) for the API server too
-    big = (gpu_total_mib is not None and gpu_total_mib >= 70 * GIB_MIB and "a100" not in gpu_name.lower())
-    if version >= Version("0.9") and big:
-        return 8192, 1024
-    return 2048, 256
-
-
-#: GPU names of the architectures whose default MLA backend sets the block (0.33
-#: ``platforms/cuda.py _get_backend_priorities``): Hopper picks FLASH_ATTN_MLA (block 16; with an fp8 KV
-#: cache FlashMLA, 64), Blackwell SM10x FLASHINFER_MLA (32).
-_HOPPER = ("h100", "h200", "h800", "h20", "gh200")
-_BLACKWELL = ("b200", "b300", "gb200", "gb300")
-MLA_BACKEND_BLOCKS_SINCE = Version("0.33")
-
-
-def block_size(model_is_mla: bool, *, version: Version | None = None, gpu_name: str = "",
-               kv_cache_dtype: str = "auto") -> int:
-    """KV block size. ``CacheConfig.DEFAULT_BLOCK_SIZE = 16`` unless the attention backend needs
-    another (``platforms/interface.py update_block_size_for_backend``). MLA: before 0.33 FlashMLA's 64;
-    from 0.33 by architecture (``_HOPPER`` 16, or 64 with an fp8 KV cache; ``_BLACKWELL`` 32; other
-    GPUs FlashMLA's 64, not verified)."""
-    if not model_is_mla:
-        return 16
-    name = gpu_name.lower()
-    if version is not None and version >= MLA_BACKEND_BLOCKS_SINCE:
-        if any(k in name for k in _BLACKWELL):
-            return 32
-        if any(k in name for k in _HOPPER):
-            return 64 if kv_cache_dtype.lower().startswith("fp8") else 16
-    return 64
-
-
-#: ``--kv-cache-memory-bytes`` (``engine/arg_utils.py``) first appears in 0.10.2: it sizes the pool from
-#: the given bytes per rank and skips the profiled budget; the free-memory check still runs.
-KV_CACHE_MEMORY_BYTES_SINCE = Version("0.10.2")
-
-#: Flags of ``vllm serve`` the checks model (``engine/arg_utils.py``).
-KNOB_FLAGS: Mapping[str, KnobFlag] = {
-    "--enforce-eager": KnobFlag("enforce_eager", bool),
-    "--kv-cache-memory-bytes": KnobFlag("kv_cache_memory_bytes"),
-    "--kv-cache-memory": KnobFlag("kv_cache_memory_bytes"),
-    "--max-num-batched-tokens": KnobFlag("max_num_batched_tokens"),
-    "--max-num-seqs": KnobFlag("max_num_seqs"),
-    "--block-size": KnobFlag("block_size"),
-}
-#: Flags that change nothing the checks judge (names, logging, tokenizer, API surface, weights source).
-NEUTRAL_FLAGS = frozenset({
-    "--served-model-name", "--trust-remote-code", "--skip-tokenizer-init", "--disable-log-requests",
-    "--disable-log-stats", "--api-key", "--tokenizer", "--seed", "--uvicorn-log-level", "--chat-template",
-    "--enable-prefix-caching", "--no-enable-prefix-caching", "--generation-config", "--tool-call-parser",
-    "--enable-auto-tool-choice", "--reasoning-parser", "--load-format", "--download-dir", "--revision",
-    "--tokenizer-revision", "--max-log-len", "--disable-frontend-multiprocessing", "--distributed-executor-backend",
-    "--enable-log-requests", "--no-enable-log-requests", "--disable-uvicorn-access-log", "--allowed-origins",
-    "--root-path", "--response-role", "--hf-overrides", "--code-revision", "--tokenizer-mode",
-})
-#: Neutral or unmodelled flags that take a value.
-VALUE_FLAGS = frozenset({
-    "--served-model-name", "--api-key", "--tokenizer", "--seed", "--uvicorn-log-level", "--chat-template",
-    "--generation-config", "--tool-call-parser", "--reasoning-parser", "--load-format", "--download-dir",
-    "--revision", "--tokenizer-revision", "--max-log-len", "--distributed-executor-backend", "--allowed-origins",
-    "--root-path", "--response-role", "--hf-overrides", "--code-revision", "--tokenizer-mode", "--dtype",
-    "--quantization", "-q", "--max-cudagraph-capture-size", "--compilation-config", "-O", "--swap-space",
-    "--cpu-offload-gb", "--speculative-config", "--kv-transfer-config", "--limit-mm-per-prompt",
-    "--num-gpu-blocks-override", "--max-lora-rank", "--max-loras", "--lora-modules", "--rope-scaling",
-})
-ENV_KNOBS: Mapping[str, str] = {"VLLM_PP_LAYER_PARTITION": "pp_layer_partition"}
+from pytest_gpulayout.engines.vllm import budget
+from pytest_gpulayout.engines.vllm.defaults import (
+    ENV_KNOBS,
+    KNOB_FLAGS,
+    NEUTRAL_FLAGS,
+    VALUE_FLAGS,
+    gpu_memory_utilization,
+)
 
 
 class VllmEngine:
@@ -224,6 +59,8 @@ class VllmEngine:
                                                                                       "-ep")})
 
     too_long_text = "User-specified max_model_len ... is greater than the derived max_model_len"
+    #: ``v1/core/kv_cache_utils.py check_enough_kv_cache_memory``
+    short_pool = (True, "To serve at least one request with the model's max seq len")
     tenant_note = ""
     start_rules = frozenset({"free_memory"})
 
@@ -235,6 +72,31 @@ class VllmEngine:
                 f"({p.activation_reserve_gib:.2f} GiB: {p.activation_reserve_why}) leave no room for a KV cache "
                 f"on GPU{gpu_index}. Raise memory_fraction, lower --max-num-seqs (or --max-num-batched-tokens "
                 f"where the forward peak decides), add tensor/pipeline parallel ranks, or quantize.")
+
+    #: the default fraction needs no GPU total (gpu_memory_utilization is a constant by release)
+    fraction_needs_total = ""
+    #: its KV cache groups measure sliding-window layers' concurrency themselves
+    concurrency_counts_sliding = True
+
+    def stage_split(self, num_layers: int, pp: int, version: Version | None) -> tuple[int, ...]:
+        """``vllm/distributed/utils.py get_pp_indices``: the remainder before the last stage from 0.7."""
+        if version is not None and version < Version("0.7"):
+            return remainder_on_last(num_layers, pp)
+        return remainder_before_last(num_layers, pp)
+
+    def expert_scale(self, model: ModelSpec) -> float:
+        return budget.expert_scale(model)
+
+    def load_notes(self, model: ModelSpec) -> list[str]:
+        return budget.load_notes(model)
+
+    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
+                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
+        return budget.rank_budgets(self, r, knobs=knobs, host=host, dp=dp,
+                                   enable_expert_parallel=enable_expert_parallel, enforce_eager=enforce_eager,
+                                   max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                                   gpu_total_mib=gpu_total_mib, notes=notes)
 
     def parse_version(self, text: str) -> Version:
         return parse_version(text)

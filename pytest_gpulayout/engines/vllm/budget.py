@@ -1,0 +1,353 @@
+"""vLLM's memory budget per rank: what its profile run keeps out of the KV pool besides the weights
+(activation peak, sampler warm-up, non-torch memory, CUDA graphs; estimates, cited), and each rank's
+``ceil(CUDA total x gpu_memory_utilization) - weights - reserve`` in blocks, with its KV cache groups
+for stages that mix attention kinds (``v1/worker/gpu_worker.py determine_available_memory``,
+``v1/core/kv_cache_utils.py``). The engine-neutral arithmetic (KV bytes, weights, stages,
+communicators) is ``memory/``; this module is what is vLLM's alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+from packaging.version import Version
+
+from pytest_gpulayout.engines.vllm.defaults import (
+    FLASHINFER_SAMPLER_ENV,
+    FLASHINFER_SAMPLER_OPT_IN_SINCE,
+    KV_CACHE_MEMORY_BYTES_SINCE,
+    counts_communicators_in_budget,
+    counts_other_tenants,
+    oversubscribes_silently,
+    samples_on_driver_only,
+    warmup_sorts_logits,
+)
+from pytest_gpulayout.engines.vllm.defaults import block_size as vllm_block_size
+from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
+from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
+from pytest_gpulayout.host import Host
+from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.machine.facts import GIB, MIB
+from pytest_gpulayout.memory.common import MemoryEngine, engine_version
+from pytest_gpulayout.memory.communicators import NVLINK_COMMUNICATOR_GIB, TpLink, over_nvlink
+from pytest_gpulayout.memory.kv import kv_heads_per_rank, kv_layer_bytes_per_token
+from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.weights import expert_sharding
+from pytest_gpulayout.model.spec import NO_KV, ModelSpec
+
+#: vLLM: non-torch memory the profile run sees (cuBLAS workspace; NCCL / custom all-reduce buffers
+#: when the instance spans GPUs). Startup logs show 0.1-0.6 GiB. Before 0.11 the communicators set
+#: up at start-up are part of it, and over NVLink they take ``communicators.NVLINK_COMMUNICATOR_GIB``
+#: instead (``engines/vllm/engine.counts_communicators_in_budget``).
+VLLM_NON_TORCH_GIB = 0.15
+VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
+#: The releases that size from ``total - free - torch allocated`` (``engines/vllm/engine.counts_other_tenants``:
+#: before 0.6.5, and 0.8-0.9.0) count as non-torch everything in use on the GPU besides torch's
+#: tensors, the worker's own CUDA context included: vllm/001 (one RTX 3090) logs
+#: ``non_torch_memory=0.35GiB``. Replaces ``VLLM_NON_TORCH_GIB`` for those releases.
+VLLM_NON_TORCH_OLD_GIB = 0.35
+#: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
+#: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
+VLLM_CUDAGRAPH_GIB = 0.5
+#: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities (V1 where
+#: FlashInfer or the Triton top-k/top-p kernel samples: ``engines/vllm/engine.warmup_sorts_logits``).
+SAMPLER_BYTES_PER_LOGIT = 8
+#: V0's profile run samples with ``top_k = vocab - 1`` (0.7.2 ``worker/model_runner.py _dummy_run``:
+#: "Enable top-k sampling to reflect the accurate memory usage"), so the driver sorts every logit
+#: (``layers/sampler.py _apply_top_k_top_p``: ``logits.sort(dim=-1)``). Live at the sort, per logit:
+#: the gathered logits in the model dtype (2 B) and their fp32 copy (4), the sorted values and int64
+#: indices (12), the sort's int64 input indices (8) and its key/value scratch (12): 38 B. vllm/023
+#: (TP 2 on RTX 4090s, 256 x 152,064 logits) has its pool set by rank 0 with 1.23 GiB less KV than
+#: rank 1 quotes (0.19 GiB activation peak); this gives 1.38 GiB on rank 0. V1's warm-up
+#: (``_dummy_sampler_run``: ``top_k = vocab - 1``, ``top_p = 0.9``) holds the same on every rank
+#: where the PyTorch path sorts (``v1/sample/ops/topk_topp_sampler.apply_top_k_top_p``): vllm/011
+#: (gpt-oss-120b, 1024 x 201,088 logits on one H100, 0.10.1 from pip, no FlashInfer) logged
+#: -2.14 GiB for KV, 7.5 GiB held besides the weights; this gives 7.3 GiB of it.
+SORTING_SAMPLER_BYTES_PER_LOGIT = 38
+
+
+def activation_reserve_bytes(
+    model: ModelSpec,
+    *,
+    engine: MemoryEngine,
+    version: Version | str | None,
+    tp: int,
+    pp: int,
+    gpu_total_mib: int | None,
+    gpu_name: str = "",
+    enforce_eager: bool = False,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    dp: int = 1,
+    enable_expert_parallel: bool = False,
+    max_model_len: int | None = None,
+    samples: bool = True,
+    link: TpLink,
+    sampler_sorts: bool,
+) -> tuple[int, str]:
+    """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
+
+    vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
+
+        forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + k + v) per rank)
+        sampler = max_num_seqs x vocab x 8 B       # V1 (FlashInfer / Triton): fp32 logits + probabilities
+                  max_num_seqs x vocab x 38 B      # the top-k/top-p sort: V0 (< 0.8) on the sampling
+                                                   # rank only; V1 on every rank where ``sampler_sorts``
+        reserve = max(forward, sampler) + non-torch (0.15 GiB; 0.35 where the release counts
+                  ``total - free``; +0.25 GiB over several GPUs, +1.25 GiB instead before 0.11
+                  when the TP group talks over NVLink or ``link`` is unknown) + 0.5 GiB CUDA
+                  graphs (>= 0.20 unless enforce_eager)
+
+    ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
+    does (``engines/vllm/engine.samples_on_driver_only``); the other ranks reserve the forward peak alone.
+    ``sampler_sorts``: whether the warm-up takes the PyTorch sort (``engines/vllm/engine.warmup_sorts_logits``).
+
+    with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
+    weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
+    (8192/1024 on >= 70 GiB non-A100 GPUs from 0.9, else 2048/256). ``forward`` is the peak of one
+    layer: the residual stream, the normed input and the layer's output (3 x hidden) next to either
+    the MLP's gate/up and activation outputs (3 x ffn) or attention's q/k/v and output (2 x q + k + v).
+    vllm/001 (V0, Llama-3.1-8B, 20,000 profiled tokens) logs ``peak_torch_memory=17.06GiB`` after
+    ``Loading model weights took 14.9888 GB``: a 2.07 GiB peak; this gives 2.06 GiB.
+
+    SGLang reserves nothing here (``engines/sglang/budget.py``).
+    """
+    v = engine_version(version, engine)
+    tokens, seqs = vllm_scheduler_defaults(
+        v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name, max_model_len=max_model_len or model.max_position_embeddings
+    )
+    tokens = max_num_batched_tokens or tokens
+    seqs = max_num_seqs or seqs
+    h = model.hidden_size
+    q = -(-model.num_attention_heads // tp) * model.head_dim
+    kv = 2 * kv_heads_per_rank(model, tp) * model.head_dim
+    if model.is_moe:
+        sh = expert_sharding(model, engine=engine, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+        inter = model.moe_intermediate_size or model.intermediate_size
+        ffn = (model.num_experts_per_tok or 1) * -(-inter // sh.expert_tp)
+        ffn += -(-model.shared_expert_intermediate_size // tp)
+    else:
+        ffn = -(-model.intermediate_size // tp)
+    forward = tokens * 2 * (3 * h + max(3 * ffn, 2 * q + kv))
+    v0 = samples_on_driver_only(v)
+    # V1 warms up min(max_num_seqs, max_num_batched_tokens) requests (0.10.1 ``_dummy_run``:
+    # ``num_reqs = min(num_tokens, max_num_reqs)``); V0 profiles max_num_seqs sequences
+    rows = seqs if v0 else min(seqs, tokens)
+    sampler = (
+        rows * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sampler_sorts else SAMPLER_BYTES_PER_LOGIT)
+        if samples or not v0
+        else 0
+    )
+    base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
+    non_torch = base
+    if tp * pp * dp > 1:
+        nvlink = counts_communicators_in_budget(v) and over_nvlink(tp, link)
+        non_torch += NVLINK_COMMUNICATOR_GIB if nvlink else VLLM_NON_TORCH_MULTI_GPU_GIB
+    graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
+    total = max(forward, sampler) + (non_torch + graphs) * GIB
+    peak = (
+        "forward"
+        if forward >= sampler
+        else "the V0 sampler's top-k sort"
+        if v0
+        else f"the sampler warm-up's top-k/top-p sort (PyTorch; {_sort_fix(v)})"
+        if sampler_sorts
+        else "the sampler warm-up"
+    )
+    why = (
+        f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB, {peak} (max_num_batched_tokens {tokens}, "
+        f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB" + (f" + CUDA graphs {graphs:.2f} GiB" if graphs else "")
+    )
+    return round(total), why
+
+
+def _sort_fix(v: Version) -> str:
+    """What makes a V1 release sample without the sort (``engines/vllm/engine.warmup_sorts_logits``)."""
+    if v < FLASHINFER_SAMPLER_OPT_IN_SINCE:
+        return "FlashInfer, when installed (the flashinfer-python package), samples without it"
+    return f"{FLASHINFER_SAMPLER_ENV}=1 samples with FlashInfer without it"
+
+
+def _reserves(
+    engine: MemoryEngine,
+    r: Replica,
+    *,
+    enforce_eager: bool,
+    max_num_batched_tokens: int | None,
+    max_num_seqs: int | None,
+    dp: int,
+    enable_expert_parallel: bool,
+    sampler_sorts: bool,
+) -> tuple[list[int], str]:
+    """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
+    driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
+    peak only."""
+    reserve_of = functools.partial(
+        activation_reserve_bytes,
+        r.model,
+        engine=engine,
+        version=r.version,
+        tp=r.tp,
+        pp=r.pp,
+        gpu_total_mib=min(g.memory_total_mib or 0 for g in r.gpus),
+        gpu_name=r.gpu_name,
+        enforce_eager=enforce_eager,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        dp=dp,
+        enable_expert_parallel=enable_expert_parallel,
+        max_model_len=r.max_model_len,
+        link=r.link,
+        sampler_sorts=sampler_sorts,
+    )
+    reserve, why = reserve_of()
+    n = r.tp * r.pp
+    if not samples_on_driver_only(r.version) or n == 1:
+        return [reserve] * n, why
+    sampling_rank = (r.pp - 1) * r.tp
+    others, _ = reserve_of(samples=False)
+    if others != reserve:
+        why += f" on rank {sampling_rank}, which samples (V0); {others / GIB:.2f} GiB on the others"
+    return [reserve if rank == sampling_rank else others for rank in range(n)], why
+
+
+def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, notes: list[str]) -> RankBudgets:
+    """vLLM, per rank: ``ceil(CUDA total x fraction) - weights - reserve`` (less other tenants where
+    the release counts them), in blocks; KV cache groups for stages that mix attention kinds."""
+    model, version, tp = r.model, r.version, r.tp
+    block = k.block_size or vllm_block_size(
+        model.is_mla, version=version, gpu_name=r.gpu_name, kv_cache_dtype=r.kv_cache_dtype
+    )
+    fixed = k.kv_cache_memory_bytes if version >= KV_CACHE_MEMORY_BYTES_SINCE else None
+    if k.kv_cache_memory_bytes and fixed is None:
+        notes.append(
+            f"--kv-cache-memory-bytes is not in vLLM {version} (it came in "
+            f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used."
+        )
+    frees: list[int | None] = [g.memory_free_mib for g in r.gpus]
+    old = counts_other_tenants(version)  # its budget also subtracts other processes' memory
+    if old and any(f is None for f in frees):
+        notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, not counted.")
+    guessed = next((g for g in r.gpus if g.memory_reserved_mib is None), None)
+    if guessed is not None:
+        notes.append(
+            f"vLLM multiplies the total CUDA reports, NVML's less the driver's reservation: "
+            f"not read here, {guessed.driver_reserve_mib} MiB assumed."
+        )
+
+    layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
+    states = model.layer_state_bytes(tp)
+    out = RankBudgets(block=block, budgets=[], tokens=[], caches=[])
+    for rank, g in enumerate(r.gpus):
+        stage = rank // tp
+        total = (g.cuda_total_mib or 0) * MIB
+        budget = math.ceil(total * r.fraction) - r.w_by_stage[stage] - reserves[rank]
+        free = frees[rank]
+        if old and free is not None:
+            budget -= max(0, total - free * MIB)
+        if fixed is not None:  # gpu_worker.py: the given bytes replace the profiled budget
+            budget = fixed
+        out.budgets.append(budget)
+        stage_kinds = [model.layer_kinds[i] for i in r.ranges[stage]]
+        stage_states = [states[i] for i in r.ranges[stage]]
+        mixed = len({kind for kind in stage_kinds if kind != NO_KV}) > 1 or any(stage_states)
+        if mixed and version >= HYBRID_SINCE and (r.max_model_len or model.max_position_embeddings):
+            cache = vllm_kv_cache(
+                version,
+                kinds=stage_kinds,
+                page_bytes=layer_bytes * block,
+                block_size=block,
+                budget_bytes=budget,
+                max_model_len=r.max_model_len or model.max_position_embeddings or 0,
+                max_num_batched_tokens=batched,
+                pp=r.pp,
+                sliding_window=model.sliding_window,
+                chunk_size=model.attention_chunk_size,
+                state_bytes=stage_states,
+            )
+            out.caches.append(cache)
+            out.tokens.append(cache.logged_tokens if r.kv_by_stage[stage] else None)
+            continue
+        out.caches.append(None)
+        per_block = r.kv_by_stage[stage] * block
+        out.tokens.append(max(0, budget) // per_block * block if per_block else None)
+    if old:
+        notes.append(
+            f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, other tenants included."
+        )
+    elif oversubscribes_silently(version):
+        notes.append(
+            f"vLLM {version} sizes from total x fraction as if the GPU were its alone: other "
+            f"tenants' memory is not subtracted, and nothing checks that it is free."
+        )
+    return out
+
+
+#: vLLM's Hopper mxfp4 MoE kernels re-layout the expert weights: gpt-oss-120b reported
+#: "Model loading took 65.97 GiB" (0.10.1) and 64.38 GiB (0.14.1) against 60.8 GiB on disk, i.e.
+#: ~7 % more for the experts (which are 93 % of the checkpoint).
+VLLM_MXFP4_EXPERT_LAYOUT = 1.07
+
+
+def expert_scale(model: ModelSpec) -> float:
+    q = model.quantization
+    return VLLM_MXFP4_EXPERT_LAYOUT if q is not None and q.method == "mxfp4" else 1.0
+
+
+def load_notes(model: ModelSpec) -> list[str]:
+    if expert_scale(model) == 1.0:
+        return []
+    return [
+        f"vLLM's mxfp4 expert layout counted at +{VLLM_MXFP4_EXPERT_LAYOUT - 1:.0%} "
+        f"(gpt-oss-120b loads 64.4-66.0 GiB from 60.8 GiB on disk)."
+    ]
+
+
+def rank_budgets(
+    engine: MemoryEngine,
+    r: Replica,
+    *,
+    knobs: LaunchKnobs,
+    host: Host,
+    dp: int,
+    enable_expert_parallel: bool,
+    enforce_eager: bool,
+    max_num_batched_tokens: int | None,
+    max_num_seqs: int | None,
+    gpu_total_mib: int,
+    notes: list[str],
+) -> RankBudgets:
+    """vLLM's ranks: the reserves (the sampler path read from the engine's environment: the host's
+    variables with ``launch.env`` on top), the scheduler's batch, then ``_ranks``; where stages mix
+    attention kinds, the pool's concurrency is vLLM's own measure over its KV cache groups."""
+    sorts = warmup_sorts_logits(
+        r.version, env={**host.env, **knobs.env}, flashinfer_installed=host.library("flashinfer-python") is not None
+    )
+    reserves, why = _reserves(
+        engine,
+        r,
+        enforce_eager=enforce_eager,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        dp=dp,
+        enable_expert_parallel=enable_expert_parallel,
+        sampler_sorts=sorts,
+    )
+    batched = (
+        max_num_batched_tokens
+        or vllm_scheduler_defaults(
+            r.version, gpu_total_mib=gpu_total_mib, gpu_name=r.gpu_name, max_model_len=r.max_model_len
+        )[0]
+    )
+    out = _ranks(r, knobs, reserves, batched, notes)
+    out.reserves.extend(reserves)
+    out.reserve_why = why
+    caches = [c for c in out.caches if isinstance(c, VllmKvCache)]
+    max_len = r.max_model_len or r.model.max_position_embeddings
+    if caches and max_len:  # vLLM's own measure for mixed attention kinds (kv_groups.py)
+        out.concurrency = min(c.max_concurrency for c in caches)
+        out.concurrency_note = describe_vllm_cache(min(caches, key=lambda c: c.max_concurrency), r.version)
+    return out
