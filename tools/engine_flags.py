@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Extract the command-line flags of a released vLLM or SGLang server from its wheel, as
-``pytest_gpulayout/engines/<engine>/releases/<version>.flags.json``.
+``pytest_gpulayout/engines/<engine>/flags/<version>.json``.
 
     python tools/engine_flags.py vllm 0.33.0 --wheel /tmp/whl/vllm-0.33.0-...whl
     python tools/engine_flags.py sglang 0.5.23 --wheel /tmp/whl/sglang-0.5.23-...whl
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             "files": files if a.engine == "sglang" else [f for f in files if not f.startswith("vllm/config/")],
             "allow_abbrev": True, "underscores_as_dashes": a.engine == "vllm",
             "options": {k: {"names": v["names"], "nargs": v["nargs"]} for k, v in sorted(options.items())}}
-    out = a.out or REPO_ROOT / "pytest_gpulayout" / "engines" / a.engine / "releases" / f"{a.version}.flags.json"
+    out = a.out or REPO_ROOT / "pytest_gpulayout" / "engines" / a.engine / "flags" / f"{a.version}.json"
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"{out}: {len(options)} options", file=sys.stderr)
     return 0

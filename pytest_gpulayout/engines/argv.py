@@ -5,7 +5,7 @@ vLLM and SGLang parse with ``argparse``: a long option may be shortened to any u
 and vLLM's ``FlexibleArgumentParser`` also turns ``_`` into ``-`` in the name of a long option
 (``--tensor_parallel_size``). llama.cpp's ``common/arg.cpp`` matches spellings exactly. Each engine's
 ``cli.py`` holds its table of options (``FlagTable``: read from the release's
-``releases/<version>.flags.json``, which ``tools/engine_flags.py`` extracts from the wheel) and its
+``flags/<version>.json``, which ``tools/engine_flags.py`` extracts from the wheel) and its
 spelling rules; this module applies them: every flag comes back under its canonical name (the first
 long spelling: ``--tensor-parallel-size``), with the value it takes and how it was written.
 
@@ -105,12 +105,12 @@ class FlagTable:
 
 
 def release_table(folder: Path, version: Version | None) -> Path | None:
-    """The ``<release>.flags.json`` in ``folder`` for ``version``: the newest at or before it, else the
+    """The ``<release>.json`` in ``folder`` for ``version``: the newest at or before it, else the
     oldest (None: the folder has none)."""
     found: list[tuple[Version, Path]] = []
-    for p in folder.glob("*.flags.json"):
+    for p in folder.glob("*.json"):
         try:
-            found.append((Version(p.name.removesuffix(".flags.json")), p))
+            found.append((Version(p.stem), p))
         except InvalidVersion:
             continue
     if not found:

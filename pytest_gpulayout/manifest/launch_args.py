@@ -20,6 +20,12 @@ def check_launch_args(ctx: Ctx, engine_name: str, args: Sequence[str], prefix: s
     owned = owned_flags(parsed.table, owners)
     launcher_flags = {parsed.table.canonical(f) or f: f for f in launcher}
     load_format = parsed.table.canonical("--load-format")
+    for i, arg in enumerate(args):  # another engine's spelling of an owned flag, which this one does not take
+        literal = arg.split("=", 1)[0]
+        if arg in parsed.unknown and literal in owners:
+            ctx.fail(f"{prefix}.launch.args[{i}]", f"sets {literal}, which the manifest key '{owners[literal]}' "
+                     f"controls: set {owners[literal]} instead, so the static checks judge the layout the engine "
+                     "will run")
     for g in parsed.given:
         arg_key = f"{prefix}.launch.args[{g.index}]"
         if g.flag in owned:

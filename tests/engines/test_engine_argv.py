@@ -94,8 +94,8 @@ def test_manifest_refuses_a_host_beyond_loopback(tmp_path: Path, args: list[str]
 
 def test_release_tables_list_the_flags() -> None:
     root = Path(__file__).parents[2] / "pytest_gpulayout" / "engines"
-    v = json.loads((root / "vllm" / "releases" / "0.33.0.flags.json").read_text())["options"]
-    s = json.loads((root / "sglang" / "releases" / "0.5.23.flags.json").read_text())["options"]
+    v = json.loads((root / "vllm" / "flags" / "0.33.0.json").read_text())["options"]
+    s = json.loads((root / "sglang" / "flags" / "0.5.23.json").read_text())["options"]
     assert v["--tensor-parallel-size"] == {"names": ["--tensor-parallel-size", "-tp"], "nargs": "1"}
     assert v["--enforce-eager"]["nargs"] == "0" and "--no-enforce-eager" in v["--enforce-eager"]["names"]
     assert s["--tp-size"]["names"] == ["--tp-size", "--tensor-parallel-size"]

@@ -6,7 +6,7 @@ an option (``--tp-si 2``), but ``_`` is not rewritten (``--tp_size`` is an unrec
 options are the ``A[T, Arg(...)]`` fields of ``srt/arg_groups/fields/*.py`` registered by
 ``add_cli_args_from_dataclass`` (``--<field>``, ``cli_name``, ``aliases``: ``--tp-size`` /
 ``--tensor-parallel-size``) and the ``add_argument`` calls of ``ServerArgs.add_cli_args``, extracted per
-release into ``releases/<version>.flags.json`` by ``tools/engine_flags.py``.
+release into ``flags/<version>.json`` by ``tools/engine_flags.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.argv import FlagTable, Option, ParsedArgs, parse_args, release_table
 
-RELEASES = Path(__file__).with_name("releases")
+RELEASES = Path(__file__).with_name("flags")
 _EXTRA = MappingProxyType({"-h": Option("--help", "0"), "--help": Option("--help", "0")})
 
 

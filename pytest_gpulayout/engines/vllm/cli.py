@@ -5,7 +5,7 @@ the name of every ``--`` option (up to the first ``.``: ``--tensor_parallel_size
 ``--optimization-level 3``, and hands the rest to ``argparse`` with its default ``allow_abbrev=True``, so
 an unambiguous prefix names an option (``--tensor-para 2``, ``--hos=0.0.0.0``). The options are those of
 ``make_arg_parser`` (``entrypoints/common/cli_args.py``) and ``EngineArgs.add_cli_args``
-(``engine/arg_utils.py``), extracted per release into ``releases/<version>.flags.json`` by
+(``engine/arg_utils.py``), extracted per release into ``flags/<version>.json`` by
 ``tools/engine_flags.py``.
 """
 
@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.argv import FlagTable, Option, ParsedArgs, parse_args, release_table
 
-RELEASES = Path(__file__).with_name("releases")
+RELEASES = Path(__file__).with_name("flags")
 #: what argparse adds by itself
 _EXTRA = MappingProxyType({"-h": Option("--help", "0"), "--help": Option("--help", "0")})
 
