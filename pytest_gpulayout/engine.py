@@ -34,6 +34,7 @@ from pytest_gpulayout.placement import Placement, PlacementError, place
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engines.argv import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -230,6 +231,11 @@ class Engine(MemoryEngine, Protocol):
     def own_launch(self) -> OwnLaunch | None:
         """Its own ``startup`` launch and verdict, where they differ from ``launch/``'s (llama.cpp: one
         process, its own log lines, a verdict by KV buffer); None: ``launch/startup.py`` answers."""
+        ...
+
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """``args`` read as the engine's own parser reads them (``engines/argv.py``): each flag under its
+        canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
         ...
 
 

@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="warnings make the exit code 1")
     p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report")
     p.add_argument("--log-dir", metavar="DIR", default=None, help="where startup logs go (with --launch)")
+    p.add_argument("--cmd", metavar="LINE", default=None,
+                   help="check an engine command line ('vllm serve MODEL --tensor-parallel-size 2 ...'; "
+                        "needs --machine); MANIFEST may also be a Kubernetes YAML or a shell script")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,8 +35,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.html:
         writable_path(args.html, "--html")
-    path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
-    manifest = load_manifest(path)
+    from pytest_gpulayout.artifacts import load as artifacts
+
+    found = None  # deployments read from an artifact (issue 22), not from a gpulayout.yaml
+    if args.cmd is not None:
+        found = artifacts.load_command(args.cmd, args.machine)
+        manifest = artifacts.as_manifest(found, args.machine, Path.cwd() / "cmd")
+    elif args.manifest and Path(args.manifest).is_file() and not artifacts.is_manifest(Path(args.manifest)):
+        found = artifacts.load_artifact(Path(args.manifest), args.machine)
+        manifest = artifacts.as_manifest(found, args.machine, Path(args.manifest).resolve())
+    else:
+        path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
+        manifest = load_manifest(path)
     models = load_models(manifest.deployments)
     model_dirs = model_dirs_of([m.source for m in models.values()])  # looked up on each node of a cluster
     if args.machine:
@@ -48,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     # each launch's phase on stderr (a live line on a terminal): stdout stays the verdicts / the JSON
     report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir,
                         host=Host.read(), progress=stderr_reporter().for_launch)
+    if found is not None:
+        artifacts.add_deploy_findings(report, found)
 
     if args.html:
         from pytest_gpulayout.report.html import write_html
@@ -56,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         for note in manifest.notes:  # stderr: the JSON on stdout stays what a pipeline parses
             print(f"gpulayout: note: {note}", file=sys.stderr)
-        json.dump(report.to_json(), sys.stdout, indent=2)
+        data = report.to_json()
+        if found is not None:
+            artifacts.add_sources(data, found)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         out = sys.stdout

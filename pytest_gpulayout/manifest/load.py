@@ -38,6 +38,8 @@ from packaging.version import InvalidVersion, Version
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
+from pytest_gpulayout.engines.llamacpp.flags import ARG_OWNERS as LLAMACPP_OWNERS
+from pytest_gpulayout.engines.llamacpp.flags import LAUNCHER_ARGS as LLAMACPP_LAUNCHER
 from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES, KV_CACHE_DTYPES, LATEST_KNOWN
 from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
 from pytest_gpulayout.errors import InputError
@@ -57,6 +59,7 @@ from pytest_gpulayout.inputs.values import (
 )
 from pytest_gpulayout.inputs.yaml import load_yaml
 from pytest_gpulayout.machine.facts import normalize_link
+from pytest_gpulayout.manifest import launch_args as _launch_args
 from pytest_gpulayout.manifest.keys import (
     ARG_LAUNCHER,
     ARG_OWNERS,
@@ -574,7 +577,8 @@ def _build(ctx: Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: P
                                     "config.json, a config.json, or a catalog id like 'Qwen/Qwen3-8B')")
     llamacpp = _llamacpp.build_flags(ctx, fields, prefix, inherited)
     if llamacpp is not None:
-        _llamacpp.check_launch_args(ctx, fields["launch"].get("args", ()), prefix)
+        _launch_args.check_launch_args(ctx, "llamacpp", fields["launch"].get("args", ()), prefix,
+                                       owners=LLAMACPP_OWNERS, launcher=LLAMACPP_LAUNCHER, dummy=False)
     tp = fields.get("tensor_parallel_size", 1)
     pp = fields.get("pipeline_parallel_size", 1)
     dp = fields.get("data_parallel_size", 1)
@@ -602,18 +606,9 @@ def _build(ctx: Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: P
     launch_fields = fields["launch"]
     args = launch_fields.get("args", ())
     dummy = launch_fields.get("dummy_weights", True)
-    for i, arg in enumerate(args):
-        flag = arg.split("=", 1)[0]
-        arg_key = f"{prefix}.launch.args[{i}]"
-        if flag in ARG_OWNERS:
-            owner = ARG_OWNERS[flag]
-            ctx.fail(arg_key, f"sets {flag}, which the manifest key '{owner}' controls: set {owner} instead, "
-                              "so the static checks judge the layout the engine will run")
-        if flag in ARG_LAUNCHER:
-            ctx.fail(arg_key, f"sets {flag}: the launcher listens on 127.0.0.1 only, on a free port it picks")
-        if flag == "--load-format" and dummy:
-            ctx.fail(arg_key, "sets --load-format, but launch.dummy_weights is true (it passes "
-                              "--load-format dummy); set dummy_weights: false to choose the load format")
+    if llamacpp is None:
+        _launch_args.check_launch_args(ctx, engine, args, prefix, owners=ARG_OWNERS, launcher=ARG_LAUNCHER,
+                                       dummy=dummy)
 
     require = Require(**fields["require"])
     launch = Launch(**{**launch_fields, "env": MappingProxyType(dict(launch_fields["env"]))})

@@ -28,6 +28,7 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engines.argv import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -155,6 +156,12 @@ class LlamaCppEngine:
     def own_launch(self) -> OwnLaunch | None:
         """One process, its own log lines, a verdict by KV buffer against the layer split."""
         return launch.launch_llamacpp
+
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """The engine's own spelling rules (``cli.py``)."""
+        from pytest_gpulayout.engines.llamacpp import cli
+
+        return cli.parse(args, version)
 
 
 LLAMACPP = LlamaCppEngine()

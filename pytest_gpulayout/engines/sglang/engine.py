@@ -27,6 +27,7 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engines.argv import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -309,6 +310,7 @@ class SglangEngine:
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
+        args = self.parse_args(args).canonical_args()  # every spelling the engine takes, by its name
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS)
 
@@ -351,6 +353,12 @@ class SglangEngine:
 
     def own_launch(self) -> OwnLaunch | None:
         return None
+
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """The engine's own spelling rules (``cli.py``)."""
+        from pytest_gpulayout.engines.sglang import cli
+
+        return cli.parse(args, version)
 
 
 SGLANG = SglangEngine()

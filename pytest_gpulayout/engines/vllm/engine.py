@@ -23,6 +23,7 @@ from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_l
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engines.argv import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -132,6 +133,7 @@ class VllmEngine:
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
+        args = self.parse_args(args).canonical_args()  # every spelling the engine takes, by its name
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS)
 
@@ -180,6 +182,12 @@ class VllmEngine:
 
     def own_launch(self) -> OwnLaunch | None:
         return None
+
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """The engine's own spelling rules (``cli.py``)."""
+        from pytest_gpulayout.engines.vllm import cli
+
+        return cli.parse(args, version)
 
 
 VLLM = VllmEngine()
