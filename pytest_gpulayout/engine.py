@@ -104,6 +104,9 @@ class Engine(Protocol):
     display: str
     #: package names that provide it (metadata only: never imported)
     distributions: tuple[str, ...]
+    #: the environment variables it reads that change a verdict (its own switches): the only ones
+    #: ``Host.read`` keeps of the environment
+    env_vars: tuple[str, ...]
     #: newest release whose source the rules were read from
     latest_known: str
     #: ``--kv-cache-dtype`` choices it accepts

@@ -6,22 +6,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import HostEngine
 from pytest_gpulayout.machine.facts import Machine
 
 AUTO = "auto"
 PRESET_PREFIX = "preset:"
 
 
-def load_machine(spec: str, base_dir: Path | None = None, model_dirs: Sequence[str] = ()) -> Machine:
+def load_machine(spec: str, base_dir: Path | None = None, model_dirs: Sequence[str] = (),
+                 engines: Iterable[HostEngine] = ()) -> Machine:
     """The machine ``spec`` names.
 
     * ``auto``: the live GPUs through NVML (``ProbeError`` if they cannot be seen);
     * ``ray``, ``ray:ADDRESS``, ``ray://HOST:PORT``: every node of a running Ray cluster
-      (``machine/ray.py``); ``model_dirs`` are the manifest's model directories, looked up on each node;
+      (``machine/ray.py``); ``model_dirs`` are the manifest's model directories, looked up on each node,
+      and each node reports the installed versions of ``engines`` (the edge passes the registry's);
     * ``preset:<name>``: a bundled machine (unknown names list the presets, with a did-you-mean);
     * a path, relative to ``base_dir`` (default: the working directory): ``.yaml``/``.yml``/``.json``
       is a snapshot, anything else ``nvidia-smi topo -m`` text. A YAML file without ``gpus`` whose
@@ -37,7 +40,7 @@ def load_machine(spec: str, base_dir: Path | None = None, model_dirs: Sequence[s
     from pytest_gpulayout.machine import ray as ray_source
 
     if ray_source.is_ray_spec(spec):
-        return ray_source.probe_cluster(ray_source.address_of(spec), model_dirs,
+        return ray_source.probe_cluster(ray_source.address_of(spec), model_dirs, engines=engines,
                                         timeout_s=ray_source.timeout_from_env())
     if spec.startswith(PRESET_PREFIX):
         from pytest_gpulayout.machine.presets import load_preset

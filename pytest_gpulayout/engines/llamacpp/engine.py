@@ -46,6 +46,7 @@ class LlamaCppEngine:
     kv_cache_dtypes: tuple[str, ...] = ()  # its cache types are cache_type_k / cache_type_v
     long_context_env = ""
     pp_partition_env = ""
+    env_vars: tuple[str, ...] = ()  # none of its variables changes a verdict
     server_module = ""
     #: layers split by memory, no TP groups: answers of its own under the same check names
     checks: CheckTable | None = CHECKS

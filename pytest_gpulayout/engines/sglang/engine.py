@@ -227,6 +227,7 @@ class SglangEngine:
     kv_cache_dtypes: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
     long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
+    env_vars: tuple[str, ...] = (long_context_env, BALANCE_SWITCH_NEW, BALANCE_SWITCH_OLD, pp_partition_env)
     server_module = "sglang.launch_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",

@@ -214,6 +214,7 @@ class VllmEngine:
                                         "fp8_ds_mla", "nvfp4")
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     pp_partition_env = "VLLM_PP_LAYER_PARTITION"
+    env_vars: tuple[str, ...] = (long_context_env, pp_partition_env, FLASHINFER_SAMPLER_ENV)
     server_module = "vllm.entrypoints.openai.api_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",
