@@ -26,6 +26,8 @@ from pytest_gpulayout.errors import ProbeError
 from pytest_gpulayout.host import first_installed
 from pytest_gpulayout.machine.facts import MIB
 from pytest_gpulayout.machine.nodes import NCCL_ENV, NCCL_PREFIX, IbPort, ModelFiles
+from pytest_gpulayout.machine.probe import _import_pynvml, probe
+from pytest_gpulayout.machine.snapshot import machine_to_dict
 
 ROOT_ENV = "GPULAYOUT_HOST_ROOT"
 
@@ -145,9 +147,6 @@ def probe_node(model_dirs: Sequence[str] = (), env: Mapping[str, str] | None = N
     ``machine`` is the one-host NVML probe's snapshot structure (``None`` with ``gpu_error`` when NVML
     could not see a GPU: the driver decides whether that is a CPU-only node or a failed probe).
     """
-    from pytest_gpulayout.machine.probe import _import_pynvml, probe
-    from pytest_gpulayout.machine.snapshot import machine_to_dict
-
     env = dict(os.environ if env is None else env)
     if env.get("CUDA_VISIBLE_DEVICES") == "":
         # Ray empties it for tasks that ask for no GPU; the engine's workers get the node's GPUs.

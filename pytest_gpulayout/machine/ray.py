@@ -30,7 +30,9 @@ from typing import Any
 from pytest_gpulayout.errors import InputError, ProbeError
 from pytest_gpulayout.host import HostEngine
 from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.machine.node_probe import probe_node
 from pytest_gpulayout.machine.nodes import NodeFacts, node_from_dict
+from pytest_gpulayout.machine.snapshot import machine_from_dict
 
 PREFIX = "ray"
 EXTRA_HINT = "pip install 'pytest-gpulayout[ray]'"
@@ -147,8 +149,6 @@ def merge(answers: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], source
     Pure: the tests feed it recorded answers. A node whose NVML saw no GPU is a CPU-only node when
     Ray offers no GPU there either, and a failed probe (``ProbeError``) when Ray says it has GPUs.
     """
-    from pytest_gpulayout.machine.snapshot import machine_from_dict
-
     hostnames = {n["NodeID"]: str(a.get("hostname") or n.get("NodeManagerHostname") or n["NodeID"][:8])
                  for n, a in answers}
     keys = host_keys([n for n, _ in answers], hostnames)
@@ -223,8 +223,6 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, engines: Iter
 
     ray = import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from pytest_gpulayout.machine.node_probe import probe_node
 
     connected_here = False
     if not ray.is_initialized():
