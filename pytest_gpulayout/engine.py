@@ -33,6 +33,7 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
 
@@ -220,6 +221,9 @@ class Engine(Protocol):
     def cuda_indices_only(self) -> bool:
         """Whether it reads ``CUDA_VISIBLE_DEVICES`` as indices only (vLLM: ``int()`` on each entry)."""
         ...
+
+    #: what marks its startup log for ``launch/logparse.py`` (None: it has a watcher of its own)
+    log_grammar: LogGrammar | None
 
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         """The parser that reads its startup log as it streams."""

@@ -25,6 +25,7 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
@@ -125,6 +126,8 @@ class LlamaCppEngine:
 
     def cuda_indices_only(self) -> bool:
         return False
+
+    log_grammar: LogGrammar | None = None  # its own watcher (engines/llamacpp/log.py)
 
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return StartupLogWatcher()
