@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from packaging.version import Version  # noqa: E402
 
-from pytest_gpulayout.engines.registry import ENGINES  # noqa: E402
+from pytest_gpulayout.engines.registry import ENGINES, log_grammars  # noqa: E402
 from pytest_gpulayout.engines.sglang.engine import SGLANG  # noqa: E402
 from pytest_gpulayout.engines.vllm.engine import VLLM  # noqa: E402
 from pytest_gpulayout.engines.vllm.kv_groups import vllm_kv_cache  # noqa: E402
@@ -353,7 +353,7 @@ def figure_row(c: FigureCase) -> FigureRow:
     """Column A for ``c``: the engine's figure through the engine's own arithmetic."""
     model = MODEL_LOADERS[c.model]()
     body = log_body(c.log)
-    log = parse_log(body, c.engine)
+    log = parse_log(body, log_grammars(c.engine))
     half = PRINT_HALF_UNIT_GIB
     if c.engine == "vllm":
         m = AVAILABLE_RE.search(body)
@@ -444,7 +444,7 @@ def measure(case: Case) -> Row:
                               gpus=idle_gpus(case.gpu, case.tp * case.pp), max_model_len=case.max_model_len,
                               memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype,
                               link=GPU_LINK[case.gpu])
-    return Row(case, prediction, parse_log(log_body(case.log), case.engine))
+    return Row(case, prediction, parse_log(log_body(case.log), log_grammars(case.engine)))
 
 
 def _fmt(n: int | None) -> str:

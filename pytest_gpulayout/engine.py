@@ -34,8 +34,9 @@ from pytest_gpulayout.placement import Placement, PlacementError, place
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
-    from pytest_gpulayout.engines.argv import ParsedArgs
+    from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
 
@@ -108,6 +109,9 @@ class Engine(MemoryEngine, Protocol):
     display: str
     #: package names that provide it (metadata only: never imported)
     distributions: tuple[str, ...]
+    #: the environment variables it reads that change a verdict (its own switches): the only ones
+    #: ``Host.read`` keeps of the environment
+    env_vars: tuple[str, ...]
     #: newest release whose source the rules were read from
     latest_known: str
     #: ``--kv-cache-dtype`` choices it accepts
@@ -116,6 +120,11 @@ class Engine(MemoryEngine, Protocol):
     long_context_env: str
     #: variable that overrides the pipeline layer split
     pp_partition_env: str
+    #: the commands and ``python -m`` modules that start it, as deployment artifacts write them
+    entry_commands: tuple[tuple[str, ...], ...]
+    entry_modules: tuple[str, ...]
+    #: whether a command line's flags are read back into manifest keys (artifacts/build.py)
+    command_line_keys: bool
     #: the module run as ``python -m`` to serve
     server_module: str
     flags: Flags
@@ -224,6 +233,9 @@ class Engine(MemoryEngine, Protocol):
         """Whether it reads ``CUDA_VISIBLE_DEVICES`` as indices only (vLLM: ``int()`` on each entry)."""
         ...
 
+    #: what marks its startup log for ``launch/logparse.py`` (None: it has a watcher of its own)
+    log_grammar: LogGrammar | None
+
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         """The parser that reads its startup log as it streams."""
         ...
@@ -234,7 +246,7 @@ class Engine(MemoryEngine, Protocol):
         ...
 
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
-        """``args`` read as the engine's own parser reads them (``engines/argv.py``): each flag under its
+        """``args`` read as the engine's own parser reads them (``inputs/engine_args.py``): each flag under its
         canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
         ...
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.evaluate import evaluate, load_models, run_startup_check
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import Host
@@ -38,6 +39,11 @@ def _opt(config: pytest.Config, name: str, ini: str | None = None) -> str | None
     return None
 
 
+def _read_host() -> Host:
+    """This process's host, for every registered engine."""
+    return Host.read(ENGINES.values())
+
+
 @dataclass
 class GpuLayoutState:
     config: pytest.Config
@@ -46,7 +52,7 @@ class GpuLayoutState:
     models: dict[str, ModelSpec] = field(default_factory=dict)
     findings: dict[str, dict[str, Finding]] = field(default_factory=dict)
     #: the installed engines and engine variables, read once for the whole run
-    host: Host = field(default_factory=Host.read)
+    host: Host = field(default_factory=_read_host)
 
     @property
     def strict(self) -> bool:
@@ -97,7 +103,8 @@ class GpuLayoutState:
             from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
 
             spec, base = self.machine_spec
-            self._machine = load_machine(spec, base, model_dirs_of([m.source for m in self.models.values()]))
+            self._machine = load_machine(spec, base, model_dirs_of([m.source for m in self.models.values()]),
+                                         ENGINES.values())
         return self._machine
 
     def deployment(self, name: str) -> Deployment:

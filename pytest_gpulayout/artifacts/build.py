@@ -14,6 +14,7 @@ from pytest_gpulayout.artifacts.commands import Invocation
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.manifest.load import parse_manifest
 
 _KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
          "memory_fraction", "kv_cache_dtype")
@@ -109,14 +110,12 @@ def safe_name(source: str, taken: set[str]) -> str:
 def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: Path,
           version: str | None = None) -> list[Found]:
     """Each invocation as a validated ``Deployment`` named after where it stands."""
-    from pytest_gpulayout.manifest.load import parse_manifest
-
     taken: set[str] = set()
     entries: dict[str, dict[str, Any]] = {}
     by_name: dict[str, tuple[Invocation, Any]] = {}
     for inv, pod in invocations:
-        if inv.engine == "llamacpp":
-            continue  # llama.cpp keys are not read from command lines yet
+        if not get_engine(inv.engine).command_line_keys:
+            continue  # its flags are not read back into manifest keys yet (llama.cpp)
         entry = manifest_entry(inv)
         if version:
             entry["engine_version"] = version

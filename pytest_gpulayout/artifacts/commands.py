@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import InputError
 
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -39,12 +40,10 @@ def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
         return None
     head = argv[i].rsplit("/", 1)[-1]
     nxt = argv[i + 1] if i + 1 < len(argv) else ""
-    if head == "vllm" and nxt == "serve":
-        return "vllm", "vllm serve", i + 2
-    if head == "sglang" and nxt == "serve":
-        return "sglang", "sglang serve", i + 2
-    if head in ("llama-server", "llama.cpp-server", "server") and head != "server":
-        return "llamacpp", head, i + 1
+    for engine in ENGINES.values():  # each engine names its own entry points
+        for words in engine.entry_commands:
+            if head == words[0] and (len(words) == 1 or nxt == words[1]):
+                return engine.name, " ".join((head, *words[1:])), i + len(words)
     if _PYTHON.search(argv[i]) or head in ("uv", "python", "python3"):
         rest = list(argv[i + 1:])
         if head == "uv" and rest[:1] == ["run"]:
@@ -52,10 +51,9 @@ def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
         for j, a in enumerate(rest[:-1]):
             if a == "-m":
                 module = rest[j + 1]
-                if module == "vllm.entrypoints.openai.api_server":
-                    return "vllm", f"python -m {module}", i + j + 3
-                if module in ("sglang.launch_server", "sglang.srt.server"):
-                    return "sglang", f"python -m {module}", i + j + 3
+                for engine in ENGINES.values():
+                    if module in engine.entry_modules:
+                        return engine.name, f"python -m {module}", i + j + 3
                 return None
     return None
 

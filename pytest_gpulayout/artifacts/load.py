@@ -8,7 +8,9 @@ from typing import Any
 
 from pytest_gpulayout.artifacts import commands, kubernetes
 from pytest_gpulayout.artifacts.build import Found, build
+from pytest_gpulayout.artifacts.deploy import check
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.manifest.load import Manifest
 
 #: the manifest's own top-level keys: a YAML mapping with any of them is a manifest
 _MANIFEST_KEYS = ("deployments", "version", "defaults")
@@ -76,16 +78,12 @@ def load_artifact(path: Path, machine: str | None) -> list[Found]:
 
 def as_manifest(found: list[Found], machine: str, path: Path) -> Any:
     """The ``Manifest`` the check verb runs, from what was found."""
-    from pytest_gpulayout.manifest.load import Manifest
-
     return Manifest(path=path, machine=machine, base_dir=path.parent, deployments=tuple(f.deployment for f in found),
                     notes=())
 
 
 def add_deploy_findings(report: Any, found: list[Found]) -> None:
     """The ``deploy`` check's finding on each deployment that came from a Kubernetes object."""
-    from pytest_gpulayout.artifacts.deploy import check
-
     for f in found:
         finding = check(f)
         result = report.results.get(f.deployment.name)

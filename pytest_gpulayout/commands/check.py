@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.files import writable_path
@@ -50,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
     models = load_models(manifest.deployments)
     model_dirs = model_dirs_of([m.source for m in models.values()])  # looked up on each node of a cluster
     if args.machine:
-        machine = load_machine(args.machine, Path.cwd(), model_dirs)
+        machine = load_machine(args.machine, Path.cwd(), model_dirs, ENGINES.values())
     else:
-        machine = load_machine(manifest.machine, manifest.base_dir, model_dirs)
+        machine = load_machine(manifest.machine, manifest.base_dir, model_dirs, ENGINES.values())
     log_dir = Path(args.log_dir) if args.log_dir and args.launch else None
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     # each launch's phase on stderr (a live line on a terminal): stdout stays the verdicts / the JSON
     report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir,
-                        host=Host.read(), progress=stderr_reporter().for_launch)
+                        host=Host.read(ENGINES.values()), progress=stderr_reporter().for_launch)
     if found is not None:
         artifacts.add_deploy_findings(report, found)
 

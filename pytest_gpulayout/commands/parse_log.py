@@ -27,11 +27,12 @@ import argparse
 import json
 import sys
 
+from pytest_gpulayout.engines.registry import ENGINE_NAMES, ENGINES, LOG_GRAMMARS, log_grammars
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import read_text
-from pytest_gpulayout.launch.logparse import ENGINES, LogWatcher, StartupLog, parse_log
+from pytest_gpulayout.launch.logparse import LogWatcher, StartupLog, parse_log
 
-_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llamacpp": "llama.cpp"}
+_NAMES = {name: engine.display for name, engine in ENGINES.items()}
 
 EXIT_CODES = """\
 exit codes:
@@ -44,7 +45,7 @@ exit codes:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the engine's startup log ('-' for stdin)")
-    p.add_argument("--engine", choices=("auto", "vllm", "sglang", "llamacpp"), default="auto",
+    p.add_argument("--engine", choices=("auto", *ENGINE_NAMES), default="auto",
                    help="which engine wrote it (default: recognised from the log)")
     p.add_argument("--json", action="store_true", help="print one JSON object (keys: README.md, The CLI)")
     p.epilog = EXIT_CODES
@@ -103,13 +104,13 @@ def engines_seen(text: str) -> set[str]:
     paths) keeps the user's choice, and only a log with none of the forced engine's lines is refused.
     """
     seen: set[str] = set()
-    watcher = LogWatcher()
+    watcher = LogWatcher(LOG_GRAMMARS)  # every registered engine's grammar is asked about each line
     for line in text.splitlines():
-        watcher.engine = None  # re-arm detection: the one line decides alone
+        watcher.grammar = None  # re-arm detection: the one line decides alone
         watcher.feed(line)
         if watcher.engine is not None:
             seen.add(watcher.engine)
-            if len(seen) == len(ENGINES):
+            if len(seen) == len(LOG_GRAMMARS):
                 break
     return seen
 
@@ -148,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:  # a pipeline (`parse-log --json f | jq .kv_tokens`) always gets an object
             _print_json(StartupLog())
         raise
-    log = parse_log(text, engine=args.engine)
+    log = parse_log(text, log_grammars(args.engine))
     if not log.has_pool and log.error_kind is None:
         if args.json:  # what the log does say (a per-rank KV size, the engine), nulls for the rest
             _print_json(log)

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pytest_gpulayout.engines import registry
 from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
 from pytest_gpulayout.engines.registry import KV_CACHE_DTYPES, get_engine
 from pytest_gpulayout.findings import Status, facts_of, present
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
 
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
     model = load_model(args.model, Path.cwd())
-    machine = load_machine(args.machine, Path.cwd())
+    machine = load_machine(args.machine, Path.cwd(), engines=registry.ENGINES.values())
     if get_engine(args.engine).has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
         from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
 
@@ -182,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             memory_fraction=args.memory_fraction,
             kv_cache_dtype=args.kv_cache_dtype,
             model_ref=args.model,
-            host=Host.read(),
+            host=Host.read(registry.ENGINES.values()),
             progress=task,
         )
         outcome = f"{len(result.layouts)} layouts evaluated"

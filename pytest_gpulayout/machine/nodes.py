@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.suggest import close_matches
 
 #: The NCCL wheels (``nvidia-nccl-cu*``), matched by prefix among each node's packages.
 NCCL_PREFIX = "nvidia-nccl-cu"
@@ -165,8 +166,6 @@ def _kind(v: object) -> str:
 
 
 def _keys(d: Mapping[Any, Any], allowed: tuple[str, ...], where: str, key: str) -> None:
-    from pytest_gpulayout.inputs.suggest import close_matches
-
     for k in d:
         if not isinstance(k, str) or k not in allowed:
             close = close_matches(str(k), allowed)

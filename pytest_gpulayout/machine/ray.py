@@ -24,12 +24,15 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_gpulayout.errors import InputError, ProbeError
+from pytest_gpulayout.host import HostEngine
 from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.machine.node_probe import probe_node
 from pytest_gpulayout.machine.nodes import NodeFacts, node_from_dict
+from pytest_gpulayout.machine.snapshot import machine_from_dict
 
 PREFIX = "ray"
 EXTRA_HINT = "pip install 'pytest-gpulayout[ray]'"
@@ -146,8 +149,6 @@ def merge(answers: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], source
     Pure: the tests feed it recorded answers. A node whose NVML saw no GPU is a CPU-only node when
     Ray offers no GPU there either, and a failed probe (``ProbeError``) when Ray says it has GPUs.
     """
-    from pytest_gpulayout.machine.snapshot import machine_from_dict
-
     hostnames = {n["NodeID"]: str(a.get("hostname") or n.get("NodeManagerHostname") or n["NodeID"][:8])
                  for n, a in answers}
     keys = host_keys([n for n, _ in answers], hostnames)
@@ -201,9 +202,16 @@ def merge(answers: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], source
                    source=source, notes=tuple(notes), nodes=nodes)
 
 
-def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                  progress: Callable[[str, str], None] | None = None) -> Machine:
-    """Probe every alive node of the running cluster at ``address`` (see the module docstring).
+def engine_distributions(engines: Iterable[HostEngine]) -> dict[str, list[str]]:
+    """What a node is asked to report of ``engines``, as plain data: name -> its distributions (engines
+    that are no Python package, llama.cpp's binary, are left out)."""
+    return {e.name: list(e.distributions) for e in engines if e.distributions}
+
+
+def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, engines: Iterable[HostEngine] = (),
+                  timeout_s: float = DEFAULT_TIMEOUT_S, progress: Callable[[str, str], None] | None = None) -> Machine:
+    """Probe every alive node of the running cluster at ``address`` (see the module docstring); each
+    node reports the installed versions of ``engines`` (the registry's, passed in by the edge).
 
     ``progress(what, stage)`` hears, about once a second, what the probe waits for: the connection,
     then the nodes that have not answered yet (``launch/progress.py`` ``SlowTask``).
@@ -215,8 +223,6 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
 
     ray = import_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from pytest_gpulayout.machine.node_probe import probe_node
 
     connected_here = False
     if not ray.is_initialized():
@@ -230,9 +236,10 @@ def probe_cluster(address: str, model_dirs: Sequence[str] = (), *, timeout_s: fl
         if not alive:
             raise ProbeError(f"the Ray cluster at {address} has no alive node")
         task = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(probe_node)
+        dists = engine_distributions(engines)
         refs = {n["NodeID"]: task.options(
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False),
-                    name=f"gpulayout-probe-{n['NodeID'][:8]}").remote(list(model_dirs))
+                    name=f"gpulayout-probe-{n['NodeID'][:8]}").remote(list(model_dirs), engines=dists)
                 for n in alive}
         by_ref = {ref: nid for nid, ref in refs.items()}
         nodes = {n["NodeID"]: n for n in alive}

@@ -40,6 +40,7 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import read_text
 from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.machine.facts import PCIE_KINDS, Gpu, GpuProcess, Machine, normalize_link
+from pytest_gpulayout.machine.nodes import nodes_from_dict
 
 SNAPSHOT_VERSION = 1
 
@@ -394,7 +395,6 @@ def machine_from_dict(d: object, where: str, source: str) -> Machine:
             key=f"gpus[{first_pos[extra[0]]}].index" if extra else "gpus",
         )
     links = _links(d.get("links"), gpus, host, where, tuple(str(n) for n in notes_raw))
-    from pytest_gpulayout.machine.nodes import nodes_from_dict
 
     nodes = nodes_from_dict(d.get("nodes"), where)
     return Machine(

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pytest_gpulayout.engines.argv import loopback, owned_flags
 from pytest_gpulayout.engines.registry import get_engine
+from pytest_gpulayout.inputs.engine_args import loopback, owned_flags
 from pytest_gpulayout.inputs.values import Ctx
 
 

@@ -11,6 +11,7 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import LOOP_MESSAGE, read_text, symlink_loop
 from pytest_gpulayout.model import catalog
 from pytest_gpulayout.model.config import spec_from_config
+from pytest_gpulayout.model.gguf import load_gguf
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.model.weights import measured_weight_bytes
 
@@ -57,8 +58,6 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
         return spec_from_config(_read_json(config), name=path.resolve().name, source=str(config),
                                 weight_bytes_measured=measured_weight_bytes(path))
     if path.is_file() and path.suffix.lower() == ".gguf":  # llama.cpp: metadata and tensor table
-        from pytest_gpulayout.model.gguf import load_gguf
-
         return load_gguf(path)
     if path.is_file():
         name = path.resolve().parent.name if path.name == "config.json" else path.stem

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulayout.engines.argv import loopback
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.engine_args import loopback
 from pytest_gpulayout.manifest.load import load_manifest
 
 VLLM, SGLANG, LLAMACPP = ENGINES["vllm"], ENGINES["sglang"], ENGINES["llamacpp"]

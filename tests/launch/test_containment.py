@@ -28,7 +28,7 @@ import pytest
 from leaks import Snapshot
 
 from pytest_gpulayout.deployment import Deployment, Launch
-from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.engines.registry import ENGINES, LOG_GRAMMARS
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.launch import launcher
@@ -68,6 +68,7 @@ class Fake:
         kw.setdefault("grace_s", 2)
         kw.setdefault("log_path", self.tmp / "engine.log")
         kw.setdefault("lock_dir", self.locks)
+        kw.setdefault("grammars", LOG_GRAMMARS)
         return launch(argv, **kw)  # type: ignore[arg-type]
 
     def processes(self) -> dict[str, int]:
@@ -359,8 +360,9 @@ IGNORING_DRIVER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a job started with `&`
+    from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
-    r = launch(sys.argv[2:], env=dict(os.environ), timeout_s=60, grace_s=5, stop_when="ready",
+    r = launch(sys.argv[2:], env=dict(os.environ), grammars=LOG_GRAMMARS, timeout_s=60, grace_s=5, stop_when="ready",
                stop_signal=signal.SIGINT, log_path=Path(sys.argv[1]))
     print("returncode", r.returncode, "escalated", getattr(r, "escalated", None), flush=True)
 """)
@@ -415,9 +417,10 @@ def test_a_missing_command_leaves_no_log(fake: Fake) -> None:
 DRIVER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
+    from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
     print("launching", flush=True)
-    launch(sys.argv[2:], env=dict(os.environ), timeout_s=120, grace_s=8, stop_when="ready",
+    launch(sys.argv[2:], env=dict(os.environ), grammars=LOG_GRAMMARS, timeout_s=120, grace_s=8, stop_when="ready",
            stop_signal=signal.SIGINT, log_path=Path(sys.argv[1]))
     print("launch returned", flush=True)
 """)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpulayout.engines.registry import LOG_GRAMMARS
+from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, gpu_locks, launch, pid_alive
 
@@ -63,6 +65,7 @@ class Fake:
         kw.setdefault("grace_s", 2)
         kw.setdefault("log_path", self.tmp / "engine.log")
         kw.setdefault("lock_dir", self.locks)
+        kw.setdefault("grammars", LOG_GRAMMARS)
         return launch(argv, **kw)  # type: ignore[arg-type]
 
     def assert_all_gone(self, result: LaunchResult | None = None) -> None:
@@ -216,7 +219,7 @@ def test_flood_of_output_keeps_memory_bounded(fake: Fake) -> None:
 
 def test_sglang_multi_rank_replay_waits_for_every_rank(fake: Fake) -> None:
     result = fake.run(fake.argv(LOGS / "sglang" / "013.txt", scale=0.2, max_gap=2.0),
-                      engine="sglang", expected_engines=1, ranks_per_engine=4)
+                      grammars=(SGLANG_LOG,), expected_engines=1, ranks_per_engine=4)
     assert result.stopped_by == "kv"
     assert result.log.kv_tokens_all == (46611,) * 4
     # stopped at the allocation lines, not at the summary printed seconds later after CUDA graphs
@@ -240,10 +243,11 @@ def test_stop_when_must_be_known(fake: Fake) -> None:
 DRIVER = textwrap.dedent("""
     import os, sys
     from pathlib import Path
+    from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
     argv = sys.argv[1:-1]
     print("launching", flush=True)
-    launch(argv, env=dict(os.environ), timeout_s=120, grace_s=1, lock_dir=Path(sys.argv[-1]))
+    launch(argv, env=dict(os.environ), grammars=LOG_GRAMMARS, timeout_s=120, grace_s=1, lock_dir=Path(sys.argv[-1]))
     print("launch returned", flush=True)
 """)
 

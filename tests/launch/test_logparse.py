@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from pytest_gpulayout import cli
-from pytest_gpulayout.launch.logparse import JSON_KEYS, LogWatcher, parse_log
+from pytest_gpulayout.engines.registry import log_grammars
+from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
+from pytest_gpulayout.engines.vllm.log import VLLM_LOG
+from pytest_gpulayout.launch import logparse
+from pytest_gpulayout.launch.logparse import JSON_KEYS, LogWatcher, StartupLog
+
+
+def parse_log(text: str, engine: str = "auto") -> StartupLog:
+    """The whole-log parser with the registered engines' grammars (``engine``: one of them, or auto)."""
+    return logparse.parse_log(text, log_grammars(engine))
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"
 TINY = Path(__file__).parents[1] / "data" / "models" / "tiny-llama" / "config.json"
@@ -154,7 +163,7 @@ def test_cpu_vllm_max_model_len_beyond_positions_reports_the_cause() -> None:
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in log.error_line  # the fix is in the reported line
     assert "[type=value_error" not in log.error_line and "ValidationError" not in log.error_line
     assert log.kv_tokens is None and not log.ready
-    watcher = LogWatcher()
+    watcher = LogWatcher(log_grammars())
     for line in text.splitlines():
         watcher.feed(line)
     assert watcher.failed  # the launcher stops waiting at once
@@ -239,7 +248,7 @@ def test_vllm_weights_and_budget_formats() -> None:
 def test_vllm_010_per_worker_lines_take_the_minimum() -> None:
     prefix = "(EngineCore_0 pid=5) INFO 08-20 18:04:22 [kv_cache_utils.py:868] "
     lines = [f"{prefix}GPU KV cache size: {n:,} tokens" for n in (520_000, 510_000, 530_000, 515_000)]
-    watcher = LogWatcher("vllm", expected_engines=4)
+    watcher = LogWatcher((VLLM_LOG,), expected_engines=4)
     for i, line in enumerate(lines):
         assert not watcher.kv_complete
         watcher.feed(line)
@@ -305,7 +314,7 @@ def test_sglang_va_upper_bound_is_not_the_pool() -> None:
 
 
 def test_sglang_watcher_counts_ranks_per_replica() -> None:
-    watcher = LogWatcher("sglang", expected_engines=2, ranks_per_engine=2)
+    watcher = LogWatcher((SGLANG_LOG,), expected_engines=2, ranks_per_engine=2)
     for tag in ("DP0 TP0", "DP0 TP1", "DP1 TP0"):
         watcher.feed(f"[2026-01-01 00:00:00 {tag}] KV Cache is allocated. #tokens: 1000, K size: 0.10 GB, V "
                      f"size: 0.10 GB")
@@ -321,7 +330,7 @@ def test_sglang_watcher_counts_ranks_per_replica() -> None:
 
 def test_sglang_summary_line_completes_a_replica_without_allocation_lines() -> None:
     # 0.4.3 MLA printed no allocation line; every rank printed the summary: still one replica
-    watcher = LogWatcher("sglang", expected_engines=2, ranks_per_engine=4)
+    watcher = LogWatcher((SGLANG_LOG,), expected_engines=2, ranks_per_engine=4)
     for tp in range(4):
         watcher.feed(f"[2025-03-08 12:29:29 DP0 TP{tp}] max_total_num_tokens=46611, "
                      f"chunked_prefill_size=2048, "
@@ -335,7 +344,7 @@ def test_sglang_summary_line_completes_a_replica_without_allocation_lines() -> N
 
 def test_vllm_dp_watcher_waits_for_every_engine_core() -> None:
     lines = log_text("vllm-cpu/vllm-dp2.log").splitlines()
-    watcher = LogWatcher("vllm", expected_engines=2)
+    watcher = LogWatcher((VLLM_LOG,), expected_engines=2)
     seen = []
     for line in lines:
         watcher.feed(line)
@@ -583,7 +592,7 @@ def test_fatal_cause_wins_over_an_earlier_warning() -> None:
 
 
 def test_warnings_engines_survive_are_reported_but_not_fatal() -> None:
-    watcher = LogWatcher("sglang")
+    watcher = LogWatcher((SGLANG_LOG,))
     watcher.feed("[2026-01-01 00:00:00 TP1] The memory capacity is unbalanced. Some GPUs may be occupied by "
                  "other "
                  "processes. pre_model_load_memory=19.2, local_gpu_memory=30.5, local_gpu_memory * 0.9=27.45")
@@ -623,7 +632,7 @@ def test_warnings_engines_survive_are_reported_but_not_fatal() -> None:
 def test_not_errors(text: str) -> None:
     log = parse_log(text)
     assert log.error_kind is None
-    watcher = LogWatcher()
+    watcher = LogWatcher(log_grammars())
     for line in text.splitlines():
         watcher.feed(line)
     assert not watcher.failed
@@ -664,7 +673,7 @@ def test_an_engines_own_line_decides_even_after_a_mention_of_the_other(line: str
 
 
 def test_watcher_corrects_its_guess_while_streaming() -> None:
-    watcher = LogWatcher()
+    watcher = LogWatcher(log_grammars())
     watcher.feed(_MENTION["sglang"])
     assert watcher.engine == "vllm"
     watcher.feed("KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB")

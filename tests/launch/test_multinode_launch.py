@@ -8,11 +8,18 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.deployment import Deployment, Launch
+from pytest_gpulayout.engines.registry import log_grammars
 from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
-from pytest_gpulayout.launch.logparse import parse_log
+from pytest_gpulayout.launch import logparse
+from pytest_gpulayout.launch.logparse import StartupLog
 from pytest_gpulayout.launch.multinode import head_argv, node_argvs, ray_head_env
 from pytest_gpulayout.launch.nccl import parse_transports, transport_kind, transport_verdict
+
+
+def parse_log(text: str, engine: str = "auto") -> StartupLog:
+    """The whole-log parser with the registered engines' grammars (``engine``: one of them, or auto)."""
+    return logparse.parse_log(text, log_grammars(engine))
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"
 

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout import cli
-from pytest_gpulayout.launch.logparse import JSON_KEYS, parse_log
+from pytest_gpulayout.engines.registry import log_grammars
+from pytest_gpulayout.launch import logparse
+from pytest_gpulayout.launch.logparse import JSON_KEYS, StartupLog
+
+
+def parse_log(text: str, engine: str = "auto") -> StartupLog:
+    """The whole-log parser with the registered engines' grammars (``engine``: one of them, or auto)."""
+    return logparse.parse_log(text, log_grammars(engine))
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"
 

@@ -396,7 +396,7 @@ class _FakeRay:
             def options(self, *, scheduling_strategy: object, name: str) -> Task:
                 return Task(name.rsplit("-", 1)[1][0])
 
-            def remote(self, _dirs: object) -> str:
+            def remote(self, _dirs: object, *, engines: object) -> str:
                 return self.node
 
         return lambda fn: Task()

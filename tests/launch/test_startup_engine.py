@@ -21,17 +21,23 @@ from leaks import Snapshot
 from real_engines import vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
-from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.engines.registry import ENGINES, log_grammars
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.fixtures import make_launcher
+from pytest_gpulayout.launch import logparse
 from pytest_gpulayout.launch.argv import engine_env, expected_reports, gpu_plan, release
 from pytest_gpulayout.launch.launcher import LaunchResult, pid_alive
-from pytest_gpulayout.launch.logparse import StartupLog, parse_log
+from pytest_gpulayout.launch.logparse import StartupLog
 from pytest_gpulayout.launch.startup import launch_deployment, run_startup
 from pytest_gpulayout.launch.verdict import judge
 from pytest_gpulayout.machine.facts import Gpu, Machine
+
+
+def parse_log(text: str, engine: str = "auto") -> StartupLog:
+    """The whole-log parser with the registered engines' grammars (``engine``: one of them, or auto)."""
+    return logparse.parse_log(text, log_grammars(engine))
 
 HERE = Path(__file__).parents[1]
 REPO = HERE.parent

@@ -95,7 +95,8 @@ def cli(*argv: str, ray_address: str | None = None) -> subprocess.CompletedProce
 
 
 def test_every_node_is_probed_and_merged_into_one_machine(cluster, models) -> None:
-    m = load_machine(f"ray:{cluster.address}", model_dirs=(models["llama-a"], models["llama-b"]))
+    m = load_machine(f"ray:{cluster.address}", model_dirs=(models["llama-a"], models["llama-b"]),
+                     engines=ENGINES.values())
     assert m.source == f"ray:{cluster.address}"
     assert m.hosts == (A, B, C)                      # head first, then by host name
     assert [g.host for g in m.gpus] == [A, A, B, B, C, C]
@@ -343,7 +344,7 @@ def fake_dep(name: str, engine: str, models, ids: list[str], tp: int, pp: int, l
 
 @pytest.fixture(scope="module")
 def ray_machine(cluster):
-    return load_machine(f"ray:{cluster.address}")
+    return load_machine(f"ray:{cluster.address}", engines=ENGINES.values())
 
 
 def _launch_across(cluster, ray_machine, dep, tmp_path):

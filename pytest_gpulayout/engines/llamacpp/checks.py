@@ -40,6 +40,7 @@ from pytest_gpulayout.engines.llamacpp.flags import (
     build_number,
     format_split,
 )
+from pytest_gpulayout.engines.llamacpp.manifest import is_loopback
 from pytest_gpulayout.engines.llamacpp.memory import Layout, fitting_split, plan_layout
 from pytest_gpulayout.findings import Finding, RawFacts, Status
 from pytest_gpulayout.machine.facts import GIB, MIB, Machine, describe_link, is_nvlink, link_family, slowest
@@ -276,8 +277,6 @@ def check_links(s: Subject) -> Finding:
 
 
 def _rpc_verdict(dep: Deployment, flags: LlamaCppFlags) -> tuple[str, Status]:
-    from pytest_gpulayout.engines.llamacpp.manifest import is_loopback
-
     if not flags.rpc:
         return "", Status.PASS
     remote = [s for s in flags.rpc if not is_loopback(s.rsplit(":", 1)[0])]

@@ -14,8 +14,8 @@ from functools import lru_cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.argv import FlagTable, ParsedArgs, hand_table, parse_args
 from pytest_gpulayout.engines.llamacpp.flags import ARG_OWNERS, LAUNCHER_ARGS
+from pytest_gpulayout.inputs.engine_args import FlagTable, ParsedArgs, hand_table, parse_args
 
 #: ``common/arg.cpp`` spellings beyond ``ARG_OWNERS``: (spellings, nargs)
 _COMMON: tuple[tuple[tuple[str, ...], str], ...] = (

@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout
-from pytest_gpulayout.engines.llamacpp import launch
+from pytest_gpulayout.engines.llamacpp import cli, launch
 from pytest_gpulayout.engines.llamacpp.checks import CHECKS
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
@@ -28,8 +28,9 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
-    from pytest_gpulayout.engines.argv import ParsedArgs
+    from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
@@ -51,6 +52,11 @@ class LlamaCppEngine:
     kv_cache_dtypes: tuple[str, ...] = ()  # its cache types are cache_type_k / cache_type_v
     long_context_env = ""
     pp_partition_env = ""
+    env_vars: tuple[str, ...] = ()  # none of its variables changes a verdict
+    entry_commands: tuple[tuple[str, ...], ...] = (("llama-server",), ("llama.cpp-server",))
+    entry_modules: tuple[str, ...] = ()
+    #: its flags are not yet read back into the manifest's llamacpp: keys from a command line
+    command_line_keys = False
     server_module = ""
     #: layers split by memory, no TP groups: answers of its own under the same check names
     checks: CheckTable | None = CHECKS
@@ -150,6 +156,8 @@ class LlamaCppEngine:
     def cuda_indices_only(self) -> bool:
         return False
 
+    log_grammar: LogGrammar | None = None  # its own watcher (engines/llamacpp/log.py)
+
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return StartupLogWatcher()
 
@@ -159,8 +167,6 @@ class LlamaCppEngine:
 
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """The engine's own spelling rules (``cli.py``)."""
-        from pytest_gpulayout.engines.llamacpp import cli
-
         return cli.parse(args, version)
 
 

@@ -144,7 +144,7 @@ def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machin
             env["CUDA_VISIBLE_DEVICES"] = ",".join(plan.visible)
         env.update(dep.launch.env)
         watcher = StartupLogWatcher()
-        result = launch(argv, env=env, engine="auto", timeout_s=timeout_s or dep.launch.timeout_s,
+        result = launch(argv, env=env, timeout_s=timeout_s or dep.launch.timeout_s,
                         log_path=log_path, grace_s=grace_s, gpus=plan.lock_keys if plan else (), watcher=watcher,
                         progress=progress)
     except LaunchError as err:

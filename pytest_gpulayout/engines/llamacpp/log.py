@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
 )
-from pytest_gpulayout.launch.logparse import NO_KV_MEMORY, OOM, OTHER_ERROR, ErrorKind, StartupLog
+from pytest_gpulayout.launch.logparse import NO_KV_MEMORY, OOM, OTHER_ERROR, ErrorKind, StartupLog, clean
 
 # ------------------------------------------------------------------------------------------------
 # Log lines
@@ -177,8 +177,6 @@ class LlamaCppLogWatcher:
         return self._fatal
 
     def feed(self, raw: str) -> None:
-        from pytest_gpulayout.launch.logparse import clean
-
         self.lines += 1
         msg = clean(raw)
         if "MiB" not in msg and "error" not in msg.lower() and "fail" not in msg.lower() and not (

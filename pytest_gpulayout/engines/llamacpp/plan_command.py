@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from pytest_gpulayout.engines.llamacpp.plan import format_llamacpp_plan, plan_json, plan_llamacpp
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.gguf import GgufSpec
@@ -13,8 +14,6 @@ from pytest_gpulayout.model.spec import ModelSpec
 
 
 def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machine) -> int:
-    from pytest_gpulayout.engines.llamacpp.plan import format_llamacpp_plan, plan_json, plan_llamacpp
-
     if not isinstance(model, GgufSpec):
         raise InputError("--engine llamacpp plans a .gguf model file", where=args.model, key="MODEL")
     for flag in ("memory_fraction", "html"):

@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.argv import FlagTable, Option, ParsedArgs, parse_args, release_table
+from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, parse_args, release_table
 
 RELEASES = Path(__file__).with_name("flags")
 _EXTRA = MappingProxyType({"-h": Option("--help", "0"), "--help": Option("--help", "0")})

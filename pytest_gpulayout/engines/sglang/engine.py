@@ -18,7 +18,8 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.sglang import budget, divisibility, launch
+from pytest_gpulayout.engines.sglang import budget, cli, divisibility, launch
+from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -27,8 +28,9 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
-    from pytest_gpulayout.engines.argv import ParsedArgs
+    from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
@@ -231,6 +233,10 @@ class SglangEngine:
     kv_cache_dtypes: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
     long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
     pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
+    env_vars: tuple[str, ...] = (long_context_env, BALANCE_SWITCH_NEW, BALANCE_SWITCH_OLD, pp_partition_env)
+    entry_commands: tuple[tuple[str, ...], ...] = (("sglang", "serve"),)
+    entry_modules: tuple[str, ...] = ("sglang.launch_server", "sglang.srt.server")
+    command_line_keys = True
     server_module = "sglang.launch_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
@@ -348,6 +354,8 @@ class SglangEngine:
     def cuda_indices_only(self) -> bool:
         return False
 
+    log_grammar: LogGrammar | None = SGLANG_LOG
+
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return launch.log_watcher(expected_engines, ranks_per_engine)
 
@@ -356,8 +364,6 @@ class SglangEngine:
 
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """The engine's own spelling rules (``cli.py``)."""
-        from pytest_gpulayout.engines.sglang import cli
-
         return cli.parse(args, version)
 
 

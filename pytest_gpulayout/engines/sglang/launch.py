@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.launch.argv import FlagNames, serve_argv
 from pytest_gpulayout.launch.logparse import LogWatcher
-
-#: the parser's name for SGLang's log grammar (``launch/logparse.py``)
-LOG_GRAMMAR = "sglang"
 
 
 def expert_parallel(tp: int) -> tuple[str, ...]:
@@ -36,4 +34,4 @@ def node_args(*, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
 
 
 def log_watcher(expected_engines: int, ranks_per_engine: int) -> LogWatcher:
-    return LogWatcher(LOG_GRAMMAR, expected_engines, ranks_per_engine)
+    return LogWatcher((SGLANG_LOG,), expected_engines, ranks_per_engine)

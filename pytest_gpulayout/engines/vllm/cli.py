@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.argv import FlagTable, Option, ParsedArgs, parse_args, release_table
+from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, parse_args, release_table
 
 RELEASES = Path(__file__).with_name("flags")
 #: what argparse adds by itself

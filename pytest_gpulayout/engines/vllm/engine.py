@@ -15,7 +15,8 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.vllm import divisibility, launch
+from pytest_gpulayout.engines.vllm import cli, divisibility, launch
+from pytest_gpulayout.engines.vllm.log import VLLM_LOG
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
 from pytest_gpulayout.memory.pool import RankBudgets, Replica
@@ -23,14 +24,16 @@ from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_l
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
-    from pytest_gpulayout.engines.argv import ParsedArgs
+    from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.engines.vllm import budget
 from pytest_gpulayout.engines.vllm.defaults import (
     ENV_KNOBS,
+    FLASHINFER_SAMPLER_ENV,
     KNOB_FLAGS,
     NEUTRAL_FLAGS,
     VALUE_FLAGS,
@@ -50,6 +53,11 @@ class VllmEngine:
                                         "fp8_ds_mla", "nvfp4")
     long_context_env = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     pp_partition_env = "VLLM_PP_LAYER_PARTITION"
+    env_vars: tuple[str, ...] = (long_context_env, pp_partition_env, FLASHINFER_SAMPLER_ENV)
+    #: how a command line starts it (``vllm serve``; ``python -m vllm.entrypoints.openai.api_server``)
+    entry_commands: tuple[tuple[str, ...], ...] = (("vllm", "serve"),)
+    entry_modules: tuple[str, ...] = ("vllm.entrypoints.openai.api_server",)
+    command_line_keys = True
     server_module = "vllm.entrypoints.openai.api_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",
@@ -177,6 +185,8 @@ class VllmEngine:
     def cuda_indices_only(self) -> bool:
         return True
 
+    log_grammar: LogGrammar | None = VLLM_LOG
+
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return launch.log_watcher(expected_engines, ranks_per_engine)
 
@@ -185,8 +195,6 @@ class VllmEngine:
 
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """The engine's own spelling rules (``cli.py``)."""
-        from pytest_gpulayout.engines.vllm import cli
-
         return cli.parse(args, version)
 
 

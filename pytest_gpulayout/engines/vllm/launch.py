@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.vllm.log import VLLM_LOG
 from pytest_gpulayout.launch.argv import FlagNames, serve_argv
 from pytest_gpulayout.launch.logparse import LogWatcher
 
@@ -17,8 +18,6 @@ EXPERT_PARALLEL = ("--enable-expert-parallel",)
 #: Across hosts vLLM runs one API server with the Ray executor (``--distributed-executor-backend ray``);
 #: its workers are Ray actors it places itself (``v1/executor/ray_utils.py initialize_ray_cluster``).
 RAY_EXECUTOR = ("--distributed-executor-backend", "ray")
-#: the parser's name for vLLM's log grammar (``launch/logparse.py``)
-LOG_GRAMMAR = "vllm"
 
 
 def launch_argv(flags: FlagNames, default_command: Sequence[str], dep: Deployment, model_path: str,
@@ -30,5 +29,5 @@ def launch_argv(flags: FlagNames, default_command: Sequence[str], dep: Deploymen
 
 
 def log_watcher(expected_engines: int, ranks_per_engine: int) -> LogWatcher:
-    return LogWatcher(LOG_GRAMMAR, expected_engines, ranks_per_engine)
+    return LogWatcher((VLLM_LOG,), expected_engines, ranks_per_engine)
 

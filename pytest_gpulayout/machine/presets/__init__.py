@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.snapshot import machine_from_dict, parse_snapshot_text
 
 if TYPE_CHECKING:  # importlib.resources.abc is 3.11+; only the annotation needs it
     if sys.version_info >= (3, 11):
@@ -56,8 +57,6 @@ def _unknown(name: str, names: list[str]) -> InputError:
 
 def load_preset(name: str) -> Machine:
     """The bundled machine ``name`` with source ``preset:<name>``; unknown names list the presets."""
-    from pytest_gpulayout.machine.snapshot import machine_from_dict, parse_snapshot_text
-
     text = preset_text(name)
     where = f"preset:{name}"
     return machine_from_dict(parse_snapshot_text(text, where, "yaml"), where=where, source=where)

@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.suggest import close_matches
 
 _SEP = "--"
 
@@ -55,8 +56,6 @@ def find(ref: str) -> str | None:
 
 def suggest(ref: str, n: int = 2) -> list[str]:
     """Catalog ids close to ``ref`` (for "did you mean")."""
-    from pytest_gpulayout.inputs.suggest import close_matches
-
     ids = catalog_ids()
     key = ref.strip()
     close = close_matches(key, ids, n=n)
