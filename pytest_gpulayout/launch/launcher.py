@@ -146,7 +146,8 @@ _PREVIOUS: dict[int, Any] = {}
 _PENDING: list[int] = []           # signals received while launches were active, to redeliver after
 _INSTALL_LOCK = threading.Lock()
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_exit_hook_registered = False
+#: the ``atexit`` hook, once registered (a list, so no ``global`` is needed to set it)
+_EXIT_HOOK: list[Callable[[], None]] = []
 
 
 def _kill_active() -> None:
@@ -194,11 +195,10 @@ def _install_handlers() -> None:
 
     Called by every launch rather than at import, so importing the launcher has no side effect.
     """
-    global _exit_hook_registered
     with _INSTALL_LOCK:
-        if not _exit_hook_registered:
+        if not _EXIT_HOOK:
             atexit.register(_kill_active)
-            _exit_hook_registered = True
+            _EXIT_HOOK.append(_kill_active)
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread; atexit + the watchdog still apply
         for sig in _HANDLED_SIGNALS:
