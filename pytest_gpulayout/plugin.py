@@ -104,6 +104,7 @@ class _ActivePlugin:
     def __init__(self, state: GpuLayoutState):
         self.state = state
         self.outcomes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.kept_logs: Path | None = None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         m = self.state.machine
@@ -149,6 +150,8 @@ class _ActivePlugin:
                 for dep in names}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.kept_logs is not None:
+            terminalreporter.write_line(f"gpulayout: logs of the launches that did not pass are in {self.kept_logs}")
         if not self.outcomes:
             return
         from pytest_gpulayout.evaluate import ALL_CHECKS
@@ -161,6 +164,10 @@ class _ActivePlugin:
             terminalreporter.write_line(line)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from pytest_gpulayout.evaluate import finish_run_log_dir
+
+        # the temporary log folder (no cache dir, no GPULAYOUT_LOG_DIR): gone unless a launch did not pass
+        self.kept_logs = finish_run_log_dir()
         if hasattr(session.config, "workerinput"):  # xdist worker: the controller writes the files
             return
         report_path = session.config.getoption("gpulayout_report", None)

@@ -124,15 +124,9 @@ class GpuLayoutState:
     def log_dir(self) -> Path | None:
         """Where engine logs go: $GPULAYOUT_LOG_DIR, else pytest's cache dir (None: a temp dir)."""
         if os.environ.get("GPULAYOUT_LOG_DIR"):
-            path = Path(os.environ["GPULAYOUT_LOG_DIR"])
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                from pytest_gpulayout.errors import InputError
+            from pytest_gpulayout.inputs.files import log_folder
 
-                raise InputError(f"cannot create the engine log folder: {err.strerror or err}", where=path,
-                                 key="GPULAYOUT_LOG_DIR") from None
-            return path
+            return log_folder(os.environ["GPULAYOUT_LOG_DIR"], "GPULAYOUT_LOG_DIR")
         cache = getattr(self.config, "cache", None)
         return Path(cache.mkdir("gpulayout-logs")) if cache is not None else None
 

@@ -190,3 +190,15 @@ def test_unwritable_log_dir_is_one_line(project, monkeypatch):
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "GPULAYOUT_LOG_DIR: cannot create the engine log folder" in out and "Traceback" not in out
+
+
+def test_a_log_dir_that_is_a_symlink_is_refused(project, monkeypatch, tmp_path):
+    p = project(TP2.replace("tensor_parallel_size: 2", "tensor_parallel_size: 2\n    launch:\n      enabled: true"))
+    (tmp_path / "target").mkdir()
+    (tmp_path / "logs").symlink_to(tmp_path / "target")
+    monkeypatch.setenv("GPULAYOUT_LOG_DIR", str(tmp_path / "logs"))
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "test_startup")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "GPULAYOUT_LOG_DIR: is a symbolic link" in out and "Traceback" not in out
+    assert list((tmp_path / "target").iterdir()) == []
