@@ -48,6 +48,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="warnings (slow links, thin headroom) fail the check")
     group.addoption("--gpulayout-launch", action="store_true", default=False,
                     help="run the startup check: launch each engine briefly and read its real KV pool")
+    group.addoption("--gpulayout-log-dir", metavar="DIR", default=None,
+                    help="where engine startup logs go, for every launch (--gpulayout-launch, launch.enabled, "
+                         "the gpulayout_launch fixture); default: $GPULAYOUT_LOG_DIR, else pytest's cache")
     group.addoption("--gpulayout-report", metavar="FILE", default=None,
                     help="write the JSON of `gpulayout check --json` to FILE")
     group.addoption("--gpulayout-html", metavar="FILE", default=None,
@@ -336,6 +339,10 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         machine = None
     from pytest_gpulayout.launch.progress import pytest_reporter
 
+    try:  # a log folder the user named (--gpulayout-log-dir, GPULAYOUT_LOG_DIR) holds these logs too
+        log_dir = state.named_log_dir() or tmp_path
+    except GpuLayoutError as err:
+        pytest.fail(f"gpulayout: {err}", pytrace=False)
     reporter = pytest_reporter(request.config)  # the launch's phases through the terminal reporter
-    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model, machine=machine,
+    yield make_launcher({d.name: d for d in manifest.deployments}, log_dir, load_model, machine=machine,
                          host=state.host, progress=reporter.for_launch if reporter is not None else None)

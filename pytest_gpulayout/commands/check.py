@@ -22,8 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="warnings make the exit code 1")
     p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report")
     p.add_argument("--log-dir", metavar="DIR", default=None,
-                   help="where startup logs go (with --launch; default: a temporary folder that keeps only the logs "
-                        "of launches that did not pass)")
+                   help="where startup logs go (every launch: --launch's and launch.enabled's; default: a temporary "
+                        "folder that keeps only the logs of launches that did not pass)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
         machine = load_machine(args.machine, Path.cwd(), model_dirs)
     else:
         machine = load_machine(manifest.machine, manifest.base_dir, model_dirs)
-    log_dir = log_folder(args.log_dir, "--log-dir") if args.log_dir and args.launch else None
+    # --log-dir is for every launch: --launch's and those launch.enabled starts; made only when one will run
+    launches = args.launch or any(d.launch.enabled for d in manifest.deployments)
+    log_dir = log_folder(args.log_dir, "--log-dir") if args.log_dir and launches else None
     from pytest_gpulayout.launch.progress import stderr_reporter
 
     # each launch's phase on stderr (a live line on a terminal): stdout stays the verdicts / the JSON

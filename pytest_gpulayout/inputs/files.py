@@ -92,7 +92,7 @@ def log_folder(text: str | Path, flag: str) -> Path:
     or read what the engine prints); the log files inside are then created ``O_EXCL | O_NOFOLLOW``."""
     import stat
 
-    path = Path(text).expanduser()
+    path = Path(os.path.abspath(Path(text).expanduser()))  # absolute: the logs' paths are printed
     if path.is_symlink():
         raise InputError(f"{flag}: is a symbolic link (to {os.readlink(path)}); a log folder is never followed "
                          f"through a link: name the real folder", where=path)

@@ -120,3 +120,30 @@ def test_a_world_writable_log_dir_another_user_owns_is_refused(tmp_path: Path) -
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "--log-dir: anyone may write in this folder and another user" in err
     assert set(folder.iterdir()) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# Item 12: the log folder applies to every launch, also those launch.enabled starts without --launch
+# ------------------------------------------------------------------------------------------------
+def test_log_dir_applies_to_a_launch_that_launch_enabled_starts(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, _deployment("ok", tmp_path, enabled=True))
+    code, report, err = _check(tmp_path, str(manifest), "--log-dir", str(tmp_path / "logs"))  # no --launch
+    startup = report["deployments"]["ok"]["checks"]["startup"]
+    assert (code, startup["status"]) == (0, "pass"), err
+    assert Path(startup["data"]["log_path"]).parent == tmp_path / "logs"
+    assert [p.name for p in (tmp_path / "logs").iterdir()] == [Path(startup["data"]["log_path"]).name]
+    assert _run_folders(tmp_path) == []
+
+
+def test_gpulayout_log_dir_applies_to_a_launch_that_launch_enabled_starts(tmp_path: Path) -> None:
+    _manifest(tmp_path, _deployment("ok", tmp_path, enabled=True))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GPULAYOUT_LOCK_DIR": str(tmp_path / "locks")}
+    env.pop("GPULAYOUT_LOG_DIR", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--gpulayout", "-p", "no:cacheprovider", "-k", "startup",
+                           "--gpulayout-log-dir", "logs", "--gpulayout-report", "report.json"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    startup = json.loads((tmp_path / "report.json").read_text())["deployments"]["ok"]["checks"]["startup"]
+    assert startup["status"] == "pass"
+    assert Path(startup["data"]["log_path"]).parent == tmp_path / "logs"
+    assert len(list((tmp_path / "logs").iterdir())) == 1
