@@ -14,7 +14,7 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Engine, Subject, resolve
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.findings import Finding, Status, skipped, worst
+from pytest_gpulayout.findings import Finding, Status, skipped, verdict_of, worst
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.facts import NOT_LAUNCHED, StartupFacts
 from pytest_gpulayout.launch.progress import Progress
@@ -41,6 +41,11 @@ STATIC_CHECKS: dict[str, CheckFn] = {
     "cluster": check_cluster,  # multi-node machines; skip on one host
 }
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
+
+
+def expected_checks(dep: Deployment) -> tuple[str, ...]:
+    """The checks a deployment is judged by: its engine's (llama.cpp has its own table) and ``startup``."""
+    return (*(get_engine(dep.engine).checks or STATIC_CHECKS), "startup")
 
 
 def engine_of(name: str) -> Engine:
@@ -106,20 +111,30 @@ class DeploymentResult:
     deployment: Deployment
     model: ModelSpec
     findings: dict[str, Finding] = field(default_factory=dict)
+    #: checks that did not run (a partial pytest run): the verdict is then at best ``incomplete``
+    not_run: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status:
         return worst(f.status for f in self.findings.values())
 
+    @property
+    def verdict(self) -> str:
+        """``status``, except ``incomplete`` when checks did not run and none of those that ran failed."""
+        return verdict_of(self.status, bool(self.not_run))
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
+        out = {
+            "status": self.verdict,
             "engine": self.deployment.engine,
             "model": self.model.name,
             "layout": {"tensor_parallel_size": self.deployment.tp, "pipeline_parallel_size": self.deployment.pp,
                        "data_parallel_size": self.deployment.dp},
             "checks": {name: f.to_json() for name, f in self.findings.items()},
         }
+        if self.not_run:
+            out["not_run"] = list(self.not_run)
+        return out
 
 
 @dataclass
@@ -131,10 +146,21 @@ class Report:
     def status(self) -> Status:
         return worst(r.status for r in self.results.values())
 
+    @property
+    def not_run(self) -> dict[str, tuple[str, ...]]:
+        return {name: r.not_run for name, r in self.results.items() if r.not_run}
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.status, bool(self.not_run))
+
     def to_json(self) -> dict[str, Any]:
+        not_run = self.not_run
         return {
-            # the worst status over the deployments: what a pipeline reads first (`jq -r .status`)
-            "status": self.status.value,
+            # the worst status over the deployments: what a pipeline reads first (`jq -r .status`);
+            # "incomplete" when checks did not run (listed in not_run) and none that ran failed
+            "status": self.verdict,
+            **({"not_run": {name: list(checks) for name, checks in not_run.items()}} if not_run else {}),
             "machine": {"source": self.machine.source, "gpus": len(self.machine.gpus),
                         "models": self.machine.describe(), "driver": self.machine.driver,
                         "host": self.machine.host, "notes": list(self.machine.notes)},

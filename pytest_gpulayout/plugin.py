@@ -152,6 +152,22 @@ class _ActivePlugin:
                       for c in ALL_CHECKS if (d := self.outcomes[dep].get(c)) is not None}
                 for dep in names}
 
+    def _not_run(self) -> dict[str, tuple[str, ...]]:
+        """Per deployment of the manifest, the checks that did not run (``-k``, ``-x``, deselection, an
+        interrupt): a partial run is never reported as a pass."""
+        from pytest_gpulayout.evaluate import expected_checks
+
+        manifest = self.state.manifest
+        if manifest is None:
+            return {}
+        out = {}
+        for dep in manifest.deployments:
+            ran = self.outcomes.get(dep.name, {})
+            missing = tuple(c for c in expected_checks(dep) if c not in ran)
+            if missing:
+                out[dep.name] = missing
+        return out
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.kept_logs is not None:
             terminalreporter.write_line(f"gpulayout: logs of the launches that did not pass are in {self.kept_logs}")
@@ -161,10 +177,20 @@ class _ActivePlugin:
         from pytest_gpulayout.report.text import summary_table
 
         findings = self._findings()
-        checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())]
+        not_run = self._not_run()
+        for name in not_run:
+            findings.setdefault(name, {})
+        checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())
+                  or any(c in missing for missing in not_run.values())]
         terminalreporter.write_sep("=", "gpulayout")
-        for line in summary_table(findings, checks):
+        for line in summary_table(findings, checks, not_run):
             terminalreporter.write_line(line)
+        if not_run:
+            count = sum(len(m) for m in not_run.values())
+            terminalreporter.write_line(
+                f"gpulayout: incomplete: {count} check{'s' if count != 1 else ''} did not run (-k, -x, deselected or "
+                f"interrupted), so no deployment with one of them passed: "
+                + "; ".join(f"{name}: {', '.join(m)}" for name, m in not_run.items()), yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         from pytest_gpulayout.evaluate import finish_run_log_dir
@@ -180,9 +206,14 @@ class _ActivePlugin:
         from pytest_gpulayout.evaluate import DeploymentResult, Report
 
         state = self.state
+        findings = self._findings()
+        not_run = self._not_run()
         results = {}
-        for name, checks in self._findings().items():
-            results[name] = DeploymentResult(state.deployment(name), state.models[name], checks)
+        names = [d.name for d in state.manifest.deployments] if state.manifest is not None else list(findings)
+        for name in names:  # also the deployments none of whose checks ran: they are incomplete, not absent
+            if name in findings or name in not_run:
+                results[name] = DeploymentResult(state.deployment(name), state.models[name], findings.get(name, {}),
+                                                 not_run=not_run.get(name, ()))
         report = Report(state.machine, results)
         try:
             if report_path:
