@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,13 +61,17 @@ def _fraction(text: str) -> float:
 
 
 def _version(text: str) -> str:
-    """``--engine-version``: a version the engine defaults can be looked up by (checked up front)."""
+    """``--engine-version``: a version the engine defaults can be looked up by (checked up front); a
+    llama.cpp build tag (``b11434``) as the manifest's ``engine_version`` takes it."""
     from packaging.version import InvalidVersion, Version
 
+    if re.fullmatch(r"[bB]\d+", text.strip()):
+        return "b" + text.strip()[1:]
     try:
         Version(text.strip())
     except InvalidVersion:
-        raise argparse.ArgumentTypeError(f"not a version: {text!r} (e.g. 0.11.0)") from None
+        raise argparse.ArgumentTypeError(f"not a version: {text!r} (e.g. 0.11.0, or a llama.cpp build "
+                                         f"tag such as b11434)") from None
     return text.strip()
 
 
@@ -165,6 +170,11 @@ def run(args: argparse.Namespace) -> int:
         from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
 
         return run_llamacpp_plan(args, model, machine)
+    if args.engine_version and args.engine_version.startswith("b"):
+        from pytest_gpulayout.errors import InputError
+
+        raise InputError(f"{args.engine_version} is a llama.cpp build tag; {args.engine} versions read like "
+                         f"0.11.0", key="--engine-version")
     from pytest_gpulayout.launch.progress import stderr_reporter
 
     task = stderr_reporter().task("plan")  # on stderr, and only when it takes longer than 2 s

@@ -152,6 +152,22 @@ def test_example_plan_ranks_layer_splits_first():
     assert even["rank"] is None and even["refused_by"] == "balance"
 
 
+def test_plan_takes_the_build_tag_and_agrees_with_check_about_row_split():
+    """Issue 24 item 14: `plan --engine-version b11434` was refused ("not a version") though the manifest
+    takes it, and plan ranked `row 3,1` among the layouts that serve while `check` fails it on CUDA."""
+    common = ["--engine", "llamacpp", "--machine", str(EXAMPLE / "machine.yaml"), "--max-model-len", "16384"]
+    r = cli("plan", str(EXAMPLE / "qwen2.5-32b-q4_k_m.header.gguf"), *common, "--engine-version", "b11434", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["layouts"]
+    row31 = next(x for x in rows if x["split_mode"] == "row" and x["tensor_split"] == [3.0, 1.0])
+    checked = cli("check", str(EXAMPLE / "gpulayout.yaml"), "--json")
+    assert json.loads(checked.stdout)["deployments"]["row-3-1"]["checks"]["links"]["status"] == "fail"
+    assert row31["status"] == "fail" and row31["rank"] is None     # what check says: it does not start
+    assert "no split buffers" in row31["checks"]["links"]["message"]
+    wrong = cli("plan", str(EXAMPLE / "qwen2.5-32b-q4_k_m.header.gguf"), *common, "--engine-version", "0.11.0")
+    assert wrong.returncode == 2 and "build tags such as b11434" in wrong.stderr
+
+
 # -- manifest -------------------------------------------------------------------------------------
 def _manifest(tmp_path: Path, body: str, model: Path) -> Path:
     p = tmp_path / "gpulayout.yaml"
