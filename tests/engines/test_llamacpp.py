@@ -168,6 +168,28 @@ def test_plan_takes_the_build_tag_and_agrees_with_check_about_row_split():
     assert wrong.returncode == 2 and "build tags such as b11434" in wrong.stderr
 
 
+@pytest.mark.parametrize("case", ["missing", "log-exists"])
+def test_install_llama_server_hint_only_when_the_command_is_missing(case: str, tmp_path: Path):
+    """Issue 24 item 7: every launch error (a planted log file too) used to end in "Install llama-server"."""
+    from pytest_gpulayout.deployment import Deployment, Launch
+    from pytest_gpulayout.engines.llamacpp.flags import LlamaCppFlags
+    from pytest_gpulayout.engines.llamacpp.launch import launch_llamacpp
+
+    command = (str(tmp_path / "no-such-llama-server"),) if case == "missing" else (sys.executable,)
+    dep = Deployment(name="d", model=str(tmp_path / "m.gguf"), engine="llamacpp", llamacpp=LlamaCppFlags(),
+                     launch=Launch(command=command, timeout_s=10), base_dir=tmp_path)
+    log = tmp_path / "startup.log"
+    if case == "log-exists":
+        log.write_text("someone else's file\n")
+    finding, result = launch_llamacpp(dep, None, machine=None, log_path=log)
+    assert finding.status is Status.FAIL and result is None
+    if case == "missing":
+        assert "was not found" in finding.message and "Install llama-server" in finding.message
+    else:
+        assert "already exists" in finding.message and "Install llama-server" not in finding.message
+        assert log.read_text() == "someone else's file\n"
+
+
 # -- manifest -------------------------------------------------------------------------------------
 def _manifest(tmp_path: Path, body: str, model: Path) -> Path:
     p = tmp_path / "gpulayout.yaml"
