@@ -3,6 +3,8 @@ planner share, so all three give the same verdicts."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,9 +14,9 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Engine, Subject, resolve
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.findings import Finding, Status, skipped, worst
+from pytest_gpulayout.findings import Finding, Status, skipped, verdict_of, worst
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.launch.facts import NOT_LAUNCHED
+from pytest_gpulayout.launch.facts import NOT_LAUNCHED, StartupFacts
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.startup import run_startup
 from pytest_gpulayout.machine.facts import Machine
@@ -39,6 +41,11 @@ STATIC_CHECKS: dict[str, CheckFn] = {
     "cluster": check_cluster,  # multi-node machines; skip on one host
 }
 ALL_CHECKS = (*STATIC_CHECKS, "startup")
+
+
+def expected_checks(dep: Deployment) -> tuple[str, ...]:
+    """The checks a deployment is judged by: its engine's (llama.cpp has its own table) and ``startup``."""
+    return (*(get_engine(dep.engine).checks or STATIC_CHECKS), "startup")
 
 
 def engine_of(name: str) -> Engine:
@@ -104,20 +111,30 @@ class DeploymentResult:
     deployment: Deployment
     model: ModelSpec
     findings: dict[str, Finding] = field(default_factory=dict)
+    #: checks that did not run (a partial pytest run): the verdict is then at best ``incomplete``
+    not_run: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status:
         return worst(f.status for f in self.findings.values())
 
+    @property
+    def verdict(self) -> str:
+        """``status``, except ``incomplete`` when checks did not run and none of those that ran failed."""
+        return verdict_of(self.status, bool(self.not_run))
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
+        out = {
+            "status": self.verdict,
             "engine": self.deployment.engine,
             "model": self.model.name,
             "layout": {"tensor_parallel_size": self.deployment.tp, "pipeline_parallel_size": self.deployment.pp,
                        "data_parallel_size": self.deployment.dp},
             "checks": {name: f.to_json() for name, f in self.findings.items()},
         }
+        if self.not_run:
+            out["not_run"] = list(self.not_run)
+        return out
 
 
 @dataclass
@@ -129,10 +146,21 @@ class Report:
     def status(self) -> Status:
         return worst(r.status for r in self.results.values())
 
+    @property
+    def not_run(self) -> dict[str, tuple[str, ...]]:
+        return {name: r.not_run for name, r in self.results.items() if r.not_run}
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.status, bool(self.not_run))
+
     def to_json(self) -> dict[str, Any]:
+        not_run = self.not_run
         return {
-            # the worst status over the deployments: what a pipeline reads first (`jq -r .status`)
-            "status": self.status.value,
+            # the worst status over the deployments: what a pipeline reads first (`jq -r .status`);
+            # "incomplete" when checks did not run (listed in not_run) and none that ran failed
+            "status": self.verdict,
+            **({"not_run": {name: list(checks) for name, checks in not_run.items()}} if not_run else {}),
             "machine": {"source": self.machine.source, "gpus": len(self.machine.gpus),
                         "models": self.machine.describe(), "driver": self.machine.driver,
                         "host": self.machine.host, "notes": list(self.machine.notes)},
@@ -144,12 +172,47 @@ _LOG_DIR: list[Path] = []
 
 
 def _run_log_dir() -> Path:
-    """One temporary folder for all of this process's engine logs (not one per launch)."""
+    """One temporary folder (0700) for this run's engine logs when no log folder was named (not one per
+    launch). It keeps only the logs of launches that did not pass (``_drop_passed_log``) and goes at the
+    end of the run when empty (``finish_run_log_dir``)."""
     if not _LOG_DIR:
         import tempfile
 
         _LOG_DIR.append(Path(tempfile.mkdtemp(prefix="gpulayout-logs-")))
     return _LOG_DIR[0]
+
+
+def _drop_passed_log(finding: Finding) -> Finding:
+    """A passed launch's log in the temporary folder is removed, and the finding no longer points at it:
+    nothing there needs reading, and a folder per run would pile up in /tmp."""
+    facts = finding.facts
+    if finding.status is not Status.PASS or not isinstance(facts, StartupFacts) or not isinstance(facts.log_path, str):
+        return finding
+    path = facts.log_path
+    if not _LOG_DIR or Path(path).parent != _LOG_DIR[0]:
+        return finding
+    try:
+        os.unlink(path)
+    except OSError:
+        return finding
+    return Finding(finding.check, finding.status, finding.message.replace(f" Log: {path}.", ""),
+                   dataclasses.replace(facts, log_path=None))
+
+
+def finish_run_log_dir() -> Path | None:
+    """At the end of a run: remove the temporary log folder when it is empty, and forget it (the next
+    run makes its own); return it when it holds logs (of launches that did not pass), for the caller to
+    say where they are."""
+    if not _LOG_DIR:
+        return None
+    path = _LOG_DIR.pop()
+    try:
+        path.rmdir()
+    except FileNotFoundError:
+        return None
+    except OSError:  # not empty: the logs of launches that did not pass
+        return path
+    return None
 
 
 def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec], *,
@@ -185,6 +248,7 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
         return startup_skipped(dep, f"{blocking[0].check} fails, the engine would refuse the layout: "
                                     f"{blocking[0].message}")
     predicted = pool_facts.predicted_kv_tokens if pool_facts is not None else None
-    return run_startup(dep, model, engine=get_engine(dep.engine), machine=machine, prediction_tokens=predicted,
-                       log_dir=log_dir or _run_log_dir(), host=host,
-                       progress=progress(dep.name) if progress is not None else None)
+    finding = run_startup(dep, model, engine=get_engine(dep.engine), machine=machine, prediction_tokens=predicted,
+                          log_dir=log_dir or _run_log_dir(), host=host,
+                          progress=progress(dep.name) if progress is not None else None)
+    return finding if log_dir is not None else _drop_passed_log(finding)

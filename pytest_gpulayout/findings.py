@@ -47,6 +47,17 @@ def worst(statuses: Iterable[Status]) -> Status:
     return max(statuses, key=lambda s: s.severity)
 
 
+#: A verdict when some checks did not run (pytest ``-k``, ``-x``, deselection, an interrupt) and none of
+#: those that ran failed: never ``pass``, since a check that did not run may be the one that fails.
+INCOMPLETE: Final = "incomplete"
+
+
+def verdict_of(status: Status, incomplete: bool) -> str:
+    """The verdict over checks of which some may not have run: a fail stays a fail, anything else is
+    ``incomplete``; with every check run, the status itself."""
+    return INCOMPLETE if incomplete and status is not Status.FAIL else status.value
+
+
 class Absent(enum.Enum):
     """Marks a fact the check did not establish on this path (its key is left out of ``data``)."""
 

@@ -48,6 +48,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="warnings (slow links, thin headroom) fail the check")
     group.addoption("--gpulayout-launch", action="store_true", default=False,
                     help="run the startup check: launch each engine briefly and read its real KV pool")
+    group.addoption("--gpulayout-log-dir", metavar="DIR", default=None,
+                    help="where engine startup logs go, for every launch (--gpulayout-launch, launch.enabled, "
+                         "the gpulayout_launch fixture); default: $GPULAYOUT_LOG_DIR, else pytest's cache")
     group.addoption("--gpulayout-report", metavar="FILE", default=None,
                     help="write the JSON of `gpulayout check --json` to FILE")
     group.addoption("--gpulayout-html", metavar="FILE", default=None,
@@ -104,6 +107,7 @@ class _ActivePlugin:
     def __init__(self, state: GpuLayoutState):
         self.state = state
         self.outcomes: dict[str, dict[str, dict[str, Any]]] = {}
+        self.kept_logs: Path | None = None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         m = self.state.machine
@@ -148,19 +152,51 @@ class _ActivePlugin:
                       for c in ALL_CHECKS if (d := self.outcomes[dep].get(c)) is not None}
                 for dep in names}
 
+    def _not_run(self) -> dict[str, tuple[str, ...]]:
+        """Per deployment of the manifest, the checks that did not run (``-k``, ``-x``, deselection, an
+        interrupt): a partial run is never reported as a pass."""
+        from pytest_gpulayout.evaluate import expected_checks
+
+        manifest = self.state.manifest
+        if manifest is None:
+            return {}
+        out = {}
+        for dep in manifest.deployments:
+            ran = self.outcomes.get(dep.name, {})
+            missing = tuple(c for c in expected_checks(dep) if c not in ran)
+            if missing:
+                out[dep.name] = missing
+        return out
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.kept_logs is not None:
+            terminalreporter.write_line(f"gpulayout: logs of the launches that did not pass are in {self.kept_logs}")
         if not self.outcomes:
             return
         from pytest_gpulayout.evaluate import ALL_CHECKS
         from pytest_gpulayout.report.text import summary_table
 
         findings = self._findings()
-        checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())]
+        not_run = self._not_run()
+        for name in not_run:
+            findings.setdefault(name, {})
+        checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())
+                  or any(c in missing for missing in not_run.values())]
         terminalreporter.write_sep("=", "gpulayout")
-        for line in summary_table(findings, checks):
+        for line in summary_table(findings, checks, not_run):
             terminalreporter.write_line(line)
+        if not_run:
+            count = sum(len(m) for m in not_run.values())
+            terminalreporter.write_line(
+                f"gpulayout: incomplete: {count} check{'s' if count != 1 else ''} did not run (-k, -x, deselected or "
+                f"interrupted), so no deployment with one of them passed: "
+                + "; ".join(f"{name}: {', '.join(m)}" for name, m in not_run.items()), yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from pytest_gpulayout.evaluate import finish_run_log_dir
+
+        # the temporary log folder (no cache dir, no GPULAYOUT_LOG_DIR): gone unless a launch did not pass
+        self.kept_logs = finish_run_log_dir()
         if hasattr(session.config, "workerinput"):  # xdist worker: the controller writes the files
             return
         report_path = session.config.getoption("gpulayout_report", None)
@@ -170,9 +206,14 @@ class _ActivePlugin:
         from pytest_gpulayout.evaluate import DeploymentResult, Report
 
         state = self.state
+        findings = self._findings()
+        not_run = self._not_run()
         results = {}
-        for name, checks in self._findings().items():
-            results[name] = DeploymentResult(state.deployment(name), state.models[name], checks)
+        names = [d.name for d in state.manifest.deployments] if state.manifest is not None else list(findings)
+        for name in names:  # also the deployments none of whose checks ran: they are incomplete, not absent
+            if name in findings or name in not_run:
+                results[name] = DeploymentResult(state.deployment(name), state.models[name], findings.get(name, {}),
+                                                 not_run=not_run.get(name, ()))
         report = Report(state.machine, results)
         try:
             if report_path:
@@ -329,6 +370,10 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
         machine = None
     from pytest_gpulayout.launch.progress import pytest_reporter
 
+    try:  # a log folder the user named (--gpulayout-log-dir, GPULAYOUT_LOG_DIR) holds these logs too
+        log_dir = state.named_log_dir() or tmp_path
+    except GpuLayoutError as err:
+        pytest.fail(f"gpulayout: {err}", pytrace=False)
     reporter = pytest_reporter(request.config)  # the launch's phases through the terminal reporter
-    yield make_launcher({d.name: d for d in manifest.deployments}, tmp_path, load_model, machine=machine,
+    yield make_launcher({d.name: d for d in manifest.deployments}, log_dir, load_model, machine=machine,
                          host=state.host, progress=reporter.for_launch if reporter is not None else None)

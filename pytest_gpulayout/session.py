@@ -128,18 +128,23 @@ class GpuLayoutState:
             pass
         return str(self.manifest.path), 1
 
-    def log_dir(self) -> Path | None:
-        """Where engine logs go: $GPULAYOUT_LOG_DIR, else pytest's cache dir (None: a temp dir)."""
-        if os.environ.get("GPULAYOUT_LOG_DIR"):
-            path = Path(os.environ["GPULAYOUT_LOG_DIR"])
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as err:
-                from pytest_gpulayout.errors import InputError
+    def named_log_dir(self) -> Path | None:
+        """The log folder the user named: --gpulayout-log-dir, else $GPULAYOUT_LOG_DIR (checked, created)."""
+        from pytest_gpulayout.inputs.files import log_folder
 
-                raise InputError(f"cannot create the engine log folder: {err.strerror or err}", where=path,
-                                 key="GPULAYOUT_LOG_DIR") from None
-            return path
+        option = self.config.getoption("gpulayout_log_dir", None)
+        if option:
+            return log_folder(option, "--gpulayout-log-dir")
+        if os.environ.get("GPULAYOUT_LOG_DIR"):
+            return log_folder(os.environ["GPULAYOUT_LOG_DIR"], "GPULAYOUT_LOG_DIR")
+        return None
+
+    def log_dir(self) -> Path | None:
+        """Where engine logs go: --gpulayout-log-dir, $GPULAYOUT_LOG_DIR, else pytest's cache dir (None: a
+        temp dir)."""
+        named = self.named_log_dir()
+        if named is not None:
+            return named
         cache = getattr(self.config, "cache", None)
         return Path(cache.mkdir("gpulayout-logs")) if cache is not None else None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.host import Host
-from pytest_gpulayout.inputs.files import writable_path
+from pytest_gpulayout.inputs.files import log_folder, writable_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,14 +22,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", action="store_true", help="also run the startup check (launches the engines)")
     p.add_argument("--strict", action="store_true", help="warnings make the exit code 1")
     p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report")
-    p.add_argument("--log-dir", metavar="DIR", default=None, help="where startup logs go (with --launch)")
+    p.add_argument("--log-dir", metavar="DIR", default=None,
+                   help="where startup logs go (every launch: --launch's and launch.enabled's; default: a temporary "
+                        "folder that keeps only the logs of launches that did not pass)")
     p.add_argument("--cmd", metavar="LINE", default=None,
                    help="check an engine command line ('vllm serve MODEL --tensor-parallel-size 2 ...'; "
                         "needs --machine); MANIFEST may also be a Kubernetes YAML or a shell script")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_gpulayout.evaluate import ALL_CHECKS, load_models, run_checks
+    from pytest_gpulayout.evaluate import ALL_CHECKS, finish_run_log_dir, load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.report.text import summary_table
@@ -54,14 +56,20 @@ def run(args: argparse.Namespace) -> int:
         machine = load_machine(args.machine, Path.cwd(), model_dirs, ENGINES.values())
     else:
         machine = load_machine(manifest.machine, manifest.base_dir, model_dirs, ENGINES.values())
-    log_dir = Path(args.log_dir) if args.log_dir and args.launch else None
-    if log_dir:
-        log_dir.mkdir(parents=True, exist_ok=True)
+    # --log-dir is for every launch: --launch's and those launch.enabled starts; made only when one will run
+    launches = args.launch or any(d.launch.enabled for d in manifest.deployments)
+    log_dir = log_folder(args.log_dir, "--log-dir") if args.log_dir and launches else None
     from pytest_gpulayout.launch.progress import stderr_reporter
 
     # each launch's phase on stderr (a live line on a terminal): stdout stays the verdicts / the JSON
-    report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir,
-                        host=Host.read(ENGINES.values()), progress=stderr_reporter().for_launch)
+    try:
+        report = run_checks(manifest.deployments, machine, models, launch=args.launch, log_dir=log_dir,
+                            host=Host.read(ENGINES.values()), progress=stderr_reporter().for_launch)
+    finally:
+        kept = finish_run_log_dir()  # the temporary folder without --log-dir: gone unless a launch did not pass
+        if kept is not None:
+            print(f"gpulayout: logs of the launches that did not pass are in {kept} (--log-dir DIR keeps "
+                  f"every launch's log)", file=sys.stderr)
     if found is not None:
         artifacts.add_deploy_findings(report, found)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -61,13 +62,17 @@ def _fraction(text: str) -> float:
 
 
 def _version(text: str) -> str:
-    """``--engine-version``: a version the engine defaults can be looked up by (checked up front)."""
+    """``--engine-version``: a version the engine defaults can be looked up by (checked up front); a
+    llama.cpp build tag (``b11434``) as the manifest's ``engine_version`` takes it."""
     from packaging.version import InvalidVersion, Version
 
+    if re.fullmatch(r"[bB]\d+", text.strip()):
+        return "b" + text.strip()[1:]
     try:
         Version(text.strip())
     except InvalidVersion:
-        raise argparse.ArgumentTypeError(f"not a version: {text!r} (e.g. 0.11.0)") from None
+        raise argparse.ArgumentTypeError(f"not a version: {text!r} (e.g. 0.11.0, or a llama.cpp build "
+                                         f"tag such as b11434)") from None
     return text.strip()
 
 
@@ -166,6 +171,11 @@ def run(args: argparse.Namespace) -> int:
         from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
 
         return run_llamacpp_plan(args, model, machine)
+    if args.engine_version and args.engine_version.startswith("b"):
+        from pytest_gpulayout.errors import InputError
+
+        raise InputError(f"{args.engine_version} is a llama.cpp build tag; {args.engine} versions read like "
+                         f"0.11.0", key="--engine-version")
     from pytest_gpulayout.launch.progress import stderr_reporter
 
     task = stderr_reporter().task("plan")  # on stderr, and only when it takes longer than 2 s
@@ -236,23 +246,34 @@ def _status_cell(row: LayoutRow) -> str:
     return row.status.value if row.pool_predicted else "unknown"
 
 
-def _ranges(numbers: Sequence[int]) -> str:
-    """``2-4, 7, 9-12`` for 2,3,4,7,9,10,11,12."""
+def gpu_ranges(gpus: Sequence[int]) -> str:
+    """GPU indices as ranges: ``0-127``, ``0-7,16-23``, ``0,2,4`` (128 GPUs are not 128 numbers)."""
     out: list[str] = []
-    start = prev = None
-    for n in [*numbers, None]:
-        if n is not None and prev is not None and n == prev + 1:
-            prev = n
-            continue
-        if start is not None:
-            out.append(f"#{start}" if start == prev else f"#{start}-{prev}")
-        start = prev = n
-    return ", ".join(out)
+    i = 0
+    while i < len(gpus):
+        j = i
+        while j + 1 < len(gpus) and gpus[j + 1] == gpus[j] + 1:
+            j += 1
+        out.append(str(gpus[i]) if j == i else f"{gpus[i]},{gpus[j]}" if j == i + 1 else f"{gpus[i]}-{gpus[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def _refused_label(tp: int, pp: int, kind: tuple[str, int], sizes: Sequence[int]) -> str:
+    """How refused layouts of one shape read: vLLM's own DP (``DP=1,2``), or independent engines / a
+    deployment per host, which are not the same thing and must not look like it."""
+    listed = ",".join(map(str, sorted(sizes)))
+    if kind[0] == "engines":
+        return f"TP={tp} PP={pp} as {listed} independent engines"
+    if kind[0] == "hosts":
+        return f"TP={tp} PP={pp} DP={listed} x{kind[1]} hosts"
+    return f"TP={tp} PP={pp} DP={listed}"
 
 
 def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
-    """(layouts, reason) with DP sizes of one TP x PP shape merged: ``TP=3 PP=1 DP=1,2``."""
-    by_reason: dict[str, dict[tuple[int, int], list[int]]] = {}
+    """(layouts, reason) with DP sizes of one TP x PP shape merged: ``TP=3 PP=1 DP=1,2``; independent
+    engines (``as 2,4 independent engines``) and per-host deployments apart from vLLM's DP."""
+    by_reason: dict[str, dict[tuple[int, int, tuple[str, int]], list[int]]] = {}
     # layouts the engine refuses outright first (heads, links, placement), then memory shortfalls
     order = sorted(
         refused,
@@ -265,10 +286,12 @@ def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
         ),
     )
     for r in order:
-        by_reason.setdefault(r.refused or "", {}).setdefault((r.tp, r.pp), []).append(r.dp)
+        kind = ("engines", 1) if r.engines else ("hosts", r.hosts) if r.hosts > 1 else ("dp", 1)
+        size = r.dp // r.hosts if kind[0] == "hosts" else r.dp
+        by_reason.setdefault(r.refused or "", {}).setdefault((r.tp, r.pp, kind), []).append(size)
     out = []
     for reason, shapes in by_reason.items():
-        text = "; ".join(f"TP={tp} PP={pp} DP={','.join(map(str, sorted(dps)))}" for (tp, pp), dps in shapes.items())
+        text = "; ".join(_refused_label(tp, pp, kind, sizes) for (tp, pp, kind), sizes in shapes.items())
         out.append((text, reason))
     return out
 
@@ -276,8 +299,9 @@ def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
 def format_plan(plan: Plan, *, limit: int | None = TEXT_LIMIT) -> str:
     """The plan as text for a terminal (what ``gpulayout plan`` prints and examples/ keep).
 
-    Rows keep their rank among all candidates (the order of ``--json`` and ``--all``); when some are
-    left out, the line under the table names the missing ranks and how to see them.
+    The rows shown are numbered 1, 2, 3 ... without gaps; with ``limit=None`` (``--all``) every
+    candidate is shown and the numbers are the ranks of ``--json``. When some are left out, the line
+    under the table says how many and how to see them. GPU lists read as ranges (``0-7,16-23``).
     """
     m, mc = plan.model, plan.machine
     lines = [
@@ -322,13 +346,14 @@ def format_plan(plan: Plan, *, limit: int | None = TEXT_LIMIT) -> str:
             "status",
             "checks",
         ]
+        number = {id(r): i for i, r in enumerate(shown, 1)}  # the rows shown, numbered without gaps
         body = []
         for r in [*shown, *sized]:
             body.append(
                 [
-                    str(plan.rank(r)) if r.refused is None else "-",
+                    str(number[id(r)]) if r.refused is None else "-",
                     r.layout,
-                    ",".join(map(str, r.gpus)),
+                    gpu_ranges(r.gpus),
                     f"{r.weights_gib_per_gpu:.2f}" if r.weights_gib_per_gpu is not None else "?",
                     f"{r.kv_bytes_per_token_per_rank:,}" if r.kv_bytes_per_token_per_rank else "?",
                     per_replica_text(r.predicted_kv_tokens_per_replica),
@@ -340,18 +365,17 @@ def format_plan(plan: Plan, *, limit: int | None = TEXT_LIMIT) -> str:
         lines.extend(_table([header, *body], right={0, 3, 4, 5, 6}))
         lines.append("  (KV tokens per replica: xN = N replicas alike; full-length reqs: held at once, all replicas)")
         if hidden:
-            missing = [plan.rank(r) for r in plan.candidates if r not in shown]
             past = limit is not None and len(shown) >= limit
             lines.append(
-                f"  (ranks not shown: {_ranges(missing)}: the same shapes with fewer replicas"
+                f"  ({hidden} more layout{'s' if hidden != 1 else ''} not shown: the same shapes with fewer replicas"
                 + (f" or past the first {limit}" if past else "")
                 + "; --all lists every layout, --json too)"
             )
     if shown:
         lines.append("")
         lines.append("why:")
-        for r in shown:
-            lines.append(f"  {plan.rank(r):>2}  {r.layout}: {r.why}")
+        for i, r in enumerate(shown, 1):
+            lines.append(f"  {i:>2}  {r.layout}: {r.why}")
     else:
         lines.append("")
         lines.append("no layout serves this model on these GPUs with what was asked.")

@@ -82,3 +82,34 @@ def writable_path(text: str | Path, flag: str) -> Path:
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(f"{flag}: cannot write here (permission denied)", where=path)
     return path
+
+
+def log_folder(text: str | Path, flag: str) -> Path:
+    """The engine-log folder named by ``flag`` (``--log-dir``, ``--gpulayout-log-dir``,
+    ``GPULAYOUT_LOG_DIR``), created 0700 where missing. Refused, in one line: a symbolic link (it is
+    never followed: whoever planted it chooses where the logs go) and a folder anyone may write in
+    that another user owns (``/tmp`` itself for anyone but root: another user can plant names there,
+    or read what the engine prints); the log files inside are then created ``O_EXCL | O_NOFOLLOW``."""
+    import stat
+
+    path = Path(os.path.abspath(Path(text).expanduser()))  # absolute: the logs' paths are printed
+    if path.is_symlink():
+        raise InputError(f"{flag}: is a symbolic link (to {os.readlink(path)}); a log folder is never followed "
+                         f"through a link: name the real folder", where=path)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as err:
+        raise InputError(f"{flag}: cannot create the engine log folder: {err.strerror or err}", where=path) from None
+    if stat.S_ISLNK(st.st_mode):  # planted between the two looks
+        raise InputError(f"{flag}: is a symbolic link; a log folder is never followed through a link: name the "
+                         f"real folder", where=path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{flag}: is not a folder", where=path)
+    if st.st_mode & stat.S_IWOTH and st.st_uid != os.geteuid():
+        raise InputError(f"{flag}: anyone may write in this folder and another user (uid {st.st_uid}) owns it: "
+                         f"name a folder of your own for the engine logs (e.g. {path / 'gpulayout-logs'})",
+                         where=path)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"{flag}: cannot write here (permission denied)", where=path)
+    return path

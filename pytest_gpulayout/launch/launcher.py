@@ -622,25 +622,35 @@ class _Launch:
 
     def _start(self) -> None:
         """Start the watchdog, which starts the engine; raise ``LaunchError`` if the engine cannot start."""
-        self._private_tmp()
-        self.cgroup = make_cgroup()
-        ctl_r, self.ctl = os.pipe()
-        self.status_fd, st_w = os.pipe()
-        keep = ",".join(str(fd) for fd in self.locks.fds)
-        self.shm_before = shm_listing()
-        cmd = [sys.executable, "-I", "-S", WATCHDOG, "--control", str(ctl_r), "--status", str(st_w),
-               "--cgroup", self.cgroup, "--tmpdir", self.tmpdir, "--keep", keep, "--", *self.argv]
+        ctl_r = st_w = -1
         try:
+            self._private_tmp()
+            self.cgroup = make_cgroup()
+            ctl_r, self.ctl = os.pipe()
+            self.status_fd, st_w = os.pipe()
+            keep = ",".join(str(fd) for fd in self.locks.fds)
+            self.shm_before = shm_listing()
+            cmd = [sys.executable, "-I", "-S", WATCHDOG, "--control", str(ctl_r), "--status", str(st_w),
+                   "--cgroup", self.cgroup, "--tmpdir", self.tmpdir, "--keep", keep, "--", *self.argv]
             self.dog = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
                                         pass_fds=(ctl_r, st_w, *self.locks.fds))
-        except OSError as err:
+        except BaseException as err:
+            # whatever went wrong (an OSError, a NUL byte in an argument or the environment, an
+            # interrupt): nothing was started, so what we made so far is ours to remove
+            self._close_pipes()
             self._cleanup_self()
-            raise LaunchError(f"cannot start the engine's watchdog ({sys.executable}): {err.strerror or err}") \
-                from None
+            if isinstance(err, OSError):
+                raise LaunchError(f"cannot start the engine's watchdog ({sys.executable}): "
+                                  f"{err.strerror or err}") from None
+            if isinstance(err, ValueError):
+                raise LaunchError(f"cannot start the engine {self.argv[0]!r}: {err}") from None
+            raise
         finally:
-            os.close(ctl_r)
-            os.close(st_w)
+            for fd in (ctl_r, st_w):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
         assert self.dog.stdout is not None
         self.fd = self.dog.stdout.fileno()
         os.set_blocking(self.fd, False)

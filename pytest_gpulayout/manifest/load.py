@@ -207,6 +207,7 @@ def parse_manifest(data: object, *, path: Path, where: str | None = None) -> Man
     ctx = Ctx(str(path) if where is None else where)
     manifest_path = _absolute(Path(path).expanduser())
     base_dir = manifest_path.parent
+    _refuse_nul(ctx, data, "")
 
     if data is None:
         ctx.fail("", "the manifest is empty; it needs at least 'version: 1' and a 'deployments' mapping")
@@ -304,6 +305,28 @@ def _parse_machine(ctx: Ctx, value: object) -> str:
     if value.startswith("preset:") and not value[len("preset:"):].strip():
         return ctx.fail("machine", "'preset:' needs a name, e.g. 'preset:2xL4-pcie'")
     return value
+
+
+def _refuse_nul(ctx: Ctx, value: object, key: str) -> None:
+    """A NUL byte (YAML ``"\\0"`` or ``"\\x00"``) in any key or string: no command line, environment
+    variable or path can carry one (``execve`` would refuse it), so it is bad input, named here, not a
+    traceback at the launch."""
+    def at(name: object) -> str:
+        return f"{key}.{name}" if key else str(name)
+
+    if isinstance(value, str):
+        if "\0" in value:
+            ctx.fail(key, f"{show(value)} contains a NUL byte (\\0), which no command-line argument, "
+                          "environment variable or path can hold: remove it")
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            if isinstance(name, str) and "\0" in name:
+                ctx.fail(at(name.replace("\0", "\\0")), f"the key {show(name)} contains a NUL byte (\\0), "
+                                                         "which no name can hold: remove it")
+            _refuse_nul(ctx, item, at(name))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _refuse_nul(ctx, item, f"{key}[{i}]")
 
 
 def _check_name(ctx: Ctx, name: object) -> None:

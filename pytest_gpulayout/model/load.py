@@ -4,6 +4,7 @@ catalog id; checkpoint sizes are measured from safetensors headers where the fil
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,24 @@ def _read_json(path: Path, *, what: str = "model config") -> dict[str, Any]:
                          where=path) from None
     if not isinstance(data, dict):
         raise InputError(f"a model config must be a JSON object, got {type(data).__name__}", where=path)
+    _refuse_non_finite(data, path, "")
     return data
+
+
+def _refuse_non_finite(value: object, path: Path, key: str) -> None:
+    """``Infinity``, ``-Infinity`` and ``NaN`` are not JSON (Python's ``json`` reads and writes them
+    anyway): a shape or a length that is not a finite number has no meaning, and read as a float it
+    would be skipped or shown as "?" downstream. One line naming the key instead."""
+    if isinstance(value, float) and not math.isfinite(value):
+        written = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        raise InputError(f"is {written}, which is not a number a model config can use (JSON has no "
+                         f"{written}): write a finite number, or remove the key", where=path, key=key or None)
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _refuse_non_finite(item, path, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _refuse_non_finite(item, path, f"{key}[{i}]")
 
 
 def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:

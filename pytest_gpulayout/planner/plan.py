@@ -279,13 +279,21 @@ class _Evaluator:
                   cached: bool) -> LayoutRow:
         key = (tp, pp, dp, share, self._class_key(gpus))
         if cached and key in self._cache:
-            return replace(self._cache[key], gpus=gpus)
+            return replace(self._cache[key], gpus=gpus, span=self._hosts_of(gpus))
         dep = self.request.deployment(tp, pp, dp, gpus, share=share)
         self.evaluations += 1
         row = layout_row(dep, self.model, evaluate(dep, self.machine, self.model, self.host),
                          self.request.demand, share)
+        row = replace(row, span=self._hosts_of(gpus))  # one deployment on these GPUs: the hosts it spans
         self._cache[key] = row
         return row
+
+    def _hosts_of(self, gpus: Sequence[int]) -> int:
+        """How many hosts these GPUs sit on (``hosts_per_deployment``)."""
+        if len(self.links.hosts) < 2:
+            return 1
+        host_of = self.links.host_of
+        return len({host_of[g] for g in gpus})
 
     def row(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
         gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)

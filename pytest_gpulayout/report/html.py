@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpulayout.evaluate import ALL_CHECKS
-from pytest_gpulayout.findings import Status, worst
+from pytest_gpulayout.findings import Status, verdict_of, worst
 from pytest_gpulayout.machine.facts import Machine, describe_link, link_family
 from pytest_gpulayout.report.text import key_number, per_replica_text, requests_text
 from pytest_gpulayout.report.views import DeploymentView, GpuMemory, plan_views, views_from_report
@@ -63,6 +63,8 @@ STATUS_COLOURS = {
     Status.FAIL: ("#fde2e1", "#b3261e"),
     Status.SKIP: ("#eef0f2", "#5f6368"),
 }
+#: the verdict of a partial run (checks did not run): neither a pass nor a failure
+INCOMPLETE_COLOURS = ("#ede7f6", "#4527a0")
 
 # One outline colour per deployment in the link matrix (cycled).
 OUTLINES = ("#1565c0", "#ad1457", "#00838f", "#6a1b9a", "#ef6c00", "#2e7d32", "#4e342e", "#283593")
@@ -90,9 +92,11 @@ def _css() -> str:
     return resources.files("pytest_gpulayout.report").joinpath("report.css").read_text(encoding="utf-8")
 
 
-def _badge(status: Status) -> str:
-    bg, fg = STATUS_COLOURS[status]
-    return f'<span class="badge" style="background:{bg};color:{fg}">{_e(status.value)}</span>'
+def _badge(status: Status | str) -> str:
+    """A status, or the verdict ``incomplete`` (checks did not run)."""
+    bg, fg = STATUS_COLOURS[status] if isinstance(status, Status) else INCOMPLETE_COLOURS
+    text = status.value if isinstance(status, Status) else status
+    return f'<span class="badge" style="background:{bg};color:{fg}">{_e(text)}</span>'
 
 
 def _header(machine: Machine, title: str, views: Sequence[DeploymentView], plan: Plan | None = None) -> str:
@@ -118,11 +122,19 @@ def _header(machine: Machine, title: str, views: Sequence[DeploymentView], plan:
         parts.append(f'<p class="sub" data-recommends="{_e(plan.candidates[0].layout if plan.candidates else "")}">'
                      f"{_recommendation(plan)}</p>")
     elif views:
+        not_run = {v.name: v.not_run for v in views if v.not_run}
         overall = worst(v.status for v in views)
+        shown = verdict_of(overall, bool(not_run))
         parts.append(
-            f'<p class="sub">overall: {_badge(overall)} over {len(views)} '
-            f"deployment{'s' if len(views) != 1 else ''}</p>"
+            f'<p class="sub" data-overall="{_e(shown)}">overall: {_badge(overall if shown == overall.value else shown)}'
+            f" over {len(views)} deployment{'s' if len(views) != 1 else ''}</p>"
         )
+        if not_run:
+            count = sum(len(m) for m in not_run.values())
+            listed = "; ".join(f"{_e(name)}: {_e(', '.join(m))}" for name, m in not_run.items())
+            parts.append(f'<p class="note" data-not-run="{count}">{count} check{"s" if count != 1 else ""} did not '
+                         f"run (pytest -k, -x, deselected or interrupted), so no deployment with one of them "
+                         f"passed: {listed}</p>")
     for note in machine.notes:
         parts.append(f'<p class="note">{_e(note)}</p>')
     return "\n".join(parts)
@@ -141,7 +153,7 @@ def _recommendation(plan: Plan) -> str:
 
 
 def _verdict_table(views: Sequence[DeploymentView]) -> str:
-    checks = [c for c in CHECKS if any(c in v.findings for v in views)]
+    checks = [c for c in CHECKS if any(c in v.findings or c in v.not_run for v in views)]
     head = "".join(f"<th>{_e(c)}</th>" for c in checks)
     rows = []
     for v in views:
@@ -149,7 +161,8 @@ def _verdict_table(views: Sequence[DeploymentView]) -> str:
         for c in checks:
             f = v.findings.get(c)
             if f is None:
-                cells.append('<td class="st">-</td>')
+                cells.append(f'<td class="st" data-check="{_e(c)}" data-status="not run">not run</td>'
+                             if c in v.not_run else '<td class="st">-</td>')
                 continue
             bg, fg = STATUS_COLOURS[f.status]
             num = key_number(f)
@@ -162,7 +175,8 @@ def _verdict_table(views: Sequence[DeploymentView]) -> str:
         rows.append(
             f'<tr data-deployment="{_e(v.name)}"><td><b>{_e(v.name)}</b><br>'
             f'<span class="sub">{_e(v.engine)} {_e(v.layout)}{(" · " + _e(v.model)) if v.model else ""}'
-            f'</span></td><td class="st" data-verdict="{_e(v.status.value)}">{_badge(v.status)}</td>'
+            f'</span></td><td class="st" data-verdict="{_e(v.verdict)}">'
+            f'{_badge(v.status if v.verdict == v.status.value else v.verdict)}</td>'
             f'{"".join(cells)}</tr>'
         )
     table = (  # the verdict right after the name: the answer stays on screen on a narrow window

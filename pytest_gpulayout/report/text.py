@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_gpulayout.findings import Finding, Status, present, worst
+from pytest_gpulayout.findings import Finding, Status, present, verdict_of, worst
 from pytest_gpulayout.launch.facts import StartupFacts
 from pytest_gpulayout.rules.balance import BalanceFacts
 from pytest_gpulayout.rules.cluster import ClusterFacts
@@ -77,14 +77,21 @@ def cell(f: Finding | None) -> str:
     return f"{_MARK[f.status]} {num}".strip()
 
 
-def summary_table(rows: Mapping[str, Mapping[str, Finding]], checks: Iterable[str]) -> list[str]:
-    """Aligned table: one row per deployment, one column per check, plus the overall verdict."""
+def summary_table(rows: Mapping[str, Mapping[str, Finding]], checks: Iterable[str],
+                  not_run: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """Aligned table: one row per deployment, one column per check, plus the overall verdict.
+
+    ``not_run``: per deployment, the checks that did not run (a partial pytest run): their cells say
+    ``not run`` and the verdict is at best ``incomplete``."""
     checks = list(checks)
+    missing = not_run or {}
     header = ["deployment", *checks, "verdict"]
     body = []
     for name, findings in rows.items():
-        statuses = [f.status for f in findings.values()]
-        body.append([name, *(cell(findings.get(c)) for c in checks), _MARK[worst(statuses)]])
+        status = worst(f.status for f in findings.values())
+        skipped_here = missing.get(name, ())
+        verdict = _MARK[status] if not skipped_here or status is Status.FAIL else verdict_of(status, True)
+        body.append([name, *("not run" if c in skipped_here else cell(findings.get(c)) for c in checks), verdict])
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     lines = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]

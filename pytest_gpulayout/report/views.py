@@ -4,11 +4,12 @@ TP groups and, per GPU, the predicted weights, KV pool, activations and other te
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpulayout.findings import Finding, Status, facts_of, present, worst
+from pytest_gpulayout.findings import Finding, Status, facts_of, present, verdict_of, worst
 from pytest_gpulayout.machine.facts import GIB, Machine
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts
 from pytest_gpulayout.rules.placement import PlacementFacts
@@ -73,10 +74,16 @@ class DeploymentView:
     memory: Mapping[int, GpuMemory] = field(default_factory=dict)
     model: str = ""
     note: str = ""
+    #: checks that did not run (a partial pytest run): the verdict is then at best ``incomplete``
+    not_run: tuple[str, ...] = ()
 
     @property
     def status(self) -> Status:
         return worst(f.status for f in self.findings.values())
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of(self.status, bool(self.not_run))
 
     @property
     def tp_groups(self) -> list[tuple[int, ...]]:
@@ -162,7 +169,8 @@ def deployment_view(
 def views_from_report(report: Any) -> list[DeploymentView]:
     """Views for every deployment of an ``evaluate.Report`` (what ``check`` and the plugin hold)."""
     return [
-        deployment_view(r.deployment, report.machine, r.model, r.findings, name=name)
+        dataclasses.replace(deployment_view(r.deployment, report.machine, r.model, r.findings, name=name),
+                            not_run=tuple(getattr(r, "not_run", ())))
         for name, r in report.results.items()
     ]
 

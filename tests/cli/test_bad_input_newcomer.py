@@ -114,3 +114,20 @@ def test_engine_version_note_in_the_pytest_header(pytester: pytest.Pytester):
     (pytester.path / "machine.yaml").write_text((ROOT / "examples" / "01-two-l4-pcie" / "machine.yaml").read_text())
     result = pytester.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "heads")
     assert f"gpulayout: note: engine_version {newer}" in result.stdout.str()
+
+
+@pytest.mark.parametrize(("key", "written", "path"), [
+    ("max_position_embeddings", "Infinity", "max_position_embeddings"),
+    ("num_key_value_heads", "NaN", "num_key_value_heads"),
+    ("rope_scaling", '{"rope_type": "yarn", "factor": -Infinity}', "rope_scaling.factor"),
+])
+def test_infinity_or_nan_in_a_model_config_is_one_line_naming_the_key(tmp_path, capsys, key, written, path):
+    config = json.loads((DATA / "models" / "tiny-llama" / "config.json").read_text())
+    config[key] = "@@"
+    (tmp_path / "config.json").write_text(json.dumps(config).replace('"@@"', written))
+    manifest = _manifest(tmp_path, "preset:2xL4-pcie", ".")
+    for argv in (["check", str(manifest)], ["plan", str(tmp_path), "--machine", "preset:2xL4-pcie"]):
+        assert main(argv) == 2, argv
+        err = _one_line(capsys.readouterr().err)
+        shown = written if written[0] != "{" else "-Infinity"
+        assert f"config.json: {path}: is {shown}, which is not a number" in err

@@ -152,6 +152,44 @@ def test_example_plan_ranks_layer_splits_first():
     assert even["rank"] is None and even["refused_by"] == "balance"
 
 
+def test_plan_takes_the_build_tag_and_agrees_with_check_about_row_split():
+    """Issue 24 item 14: `plan --engine-version b11434` was refused ("not a version") though the manifest
+    takes it, and plan ranked `row 3,1` among the layouts that serve while `check` fails it on CUDA."""
+    common = ["--engine", "llamacpp", "--machine", str(EXAMPLE / "machine.yaml"), "--max-model-len", "16384"]
+    r = cli("plan", str(EXAMPLE / "qwen2.5-32b-q4_k_m.header.gguf"), *common, "--engine-version", "b11434", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["layouts"]
+    row31 = next(x for x in rows if x["split_mode"] == "row" and x["tensor_split"] == [3.0, 1.0])
+    checked = cli("check", str(EXAMPLE / "gpulayout.yaml"), "--json")
+    assert json.loads(checked.stdout)["deployments"]["row-3-1"]["checks"]["links"]["status"] == "fail"
+    assert row31["status"] == "fail" and row31["rank"] is None     # what check says: it does not start
+    assert "no split buffers" in row31["checks"]["links"]["message"]
+    wrong = cli("plan", str(EXAMPLE / "qwen2.5-32b-q4_k_m.header.gguf"), *common, "--engine-version", "0.11.0")
+    assert wrong.returncode == 2 and "build tags such as b11434" in wrong.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "log-exists"])
+def test_install_llama_server_hint_only_when_the_command_is_missing(case: str, tmp_path: Path):
+    """Issue 24 item 7: every launch error (a planted log file too) used to end in "Install llama-server"."""
+    from pytest_gpulayout.deployment import Deployment, Launch
+    from pytest_gpulayout.engines.llamacpp.flags import LlamaCppFlags
+    from pytest_gpulayout.engines.llamacpp.launch import launch_llamacpp
+
+    command = (str(tmp_path / "no-such-llama-server"),) if case == "missing" else (sys.executable,)
+    dep = Deployment(name="d", model=str(tmp_path / "m.gguf"), engine="llamacpp", llamacpp=LlamaCppFlags(),
+                     launch=Launch(command=command, timeout_s=10), base_dir=tmp_path)
+    log = tmp_path / "startup.log"
+    if case == "log-exists":
+        log.write_text("someone else's file\n")
+    finding, result = launch_llamacpp(dep, None, machine=None, log_path=log)
+    assert finding.status is Status.FAIL and result is None
+    if case == "missing":
+        assert "was not found" in finding.message and "Install llama-server" in finding.message
+    else:
+        assert "already exists" in finding.message and "Install llama-server" not in finding.message
+        assert log.read_text() == "someone else's file\n"
+
+
 # -- manifest -------------------------------------------------------------------------------------
 def _manifest(tmp_path: Path, body: str, model: Path) -> Path:
     p = tmp_path / "gpulayout.yaml"

@@ -410,6 +410,55 @@ def test_a_missing_command_leaves_no_log(fake: Fake) -> None:
     assert before.leaks() == []
 
 
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 3: a NUL byte reached Popen, which raised ValueError: a traceback, and the private
+# TMPDIR and the cgroup made for the launch were left behind every time
+# ------------------------------------------------------------------------------------------------
+def _own_cgroups() -> list[Path]:
+    base = launcher._own_cgroup_dir()
+    return [] if base is None else list(base.glob(f"gpulayout-{os.getpid()}-*"))
+
+
+@pytest.mark.parametrize("where", ["argv", "env"])
+def test_a_nul_byte_is_a_launch_error_and_leaves_nothing(fake: Fake, where: str) -> None:
+    log = fake.tmp / "logs" / "engine.log"
+    argv, env = fake.argv("replay", scale=0.01), fake.env()
+    if where == "argv":
+        argv.append("--max-num-seqs=1\0")
+    else:
+        env["EVIL"] = "a\0b"
+    before = fake.snapshot()
+    with pytest.raises(LaunchError, match="null byte"):
+        fake.run(argv, env=env, log_path=log)
+    assert list(fake.etmp.iterdir()) == []          # the private TMPDIR went
+    assert _own_cgroups() == []                     # and the cgroup made for the launch
+    assert not log.exists()
+    assert before.leaks() == []
+    assert fake.run(fake.argv("replay", scale=0.01), log_path=fake.tmp / "again.log").stopped_by == "kv"
+
+
+def test_whatever_the_spawn_raises_what_the_launch_made_is_removed(
+        fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    real = launcher.make_cgroup
+
+    def recording() -> str:
+        made.append(real())
+        return made[-1]
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("spawn broke")
+
+    monkeypatch.setattr(launcher, "make_cgroup", recording)
+    monkeypatch.setattr(launcher.subprocess, "Popen", broken)
+    fds = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(RuntimeError, match="spawn broke"):
+        fake.run(fake.argv("replay", scale=0.01))
+    assert list(fake.etmp.iterdir()) == []
+    assert made and all(not path or not Path(path).exists() for path in made)
+    assert set(os.listdir("/proc/self/fd")) <= fds  # the pipes to the watchdog were closed too
+
 # ------------------------------------------------------------------------------------------------
 # Case 1 (the launcher's side; the real engine is in test_containment_engine.py): an interrupt stops
 # with the launch's own stop signal and a real grace, a second one escalates, the log is complete

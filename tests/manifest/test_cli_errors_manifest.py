@@ -40,6 +40,21 @@ def test_bad_manifest_exits_2_with_one_line(tmp_path, capsys, body, key, hint):
     assert hint in err
 
 
+@pytest.mark.parametrize(("value", "key"), [
+    ('launch: {args: ["--enforce-eager", "--max-num-seqs=1\\0"]}', "deployments.d.launch.args[1]"),
+    ('launch: {env: {HF_HOME: "/data\\x00/hf"}}', "deployments.d.launch.env.HF_HOME"),
+    ('launch: {command: ["vllm\\0", serve]}', "deployments.d.launch.command[0]"),
+    ('launch: {env: {"A\\0B": x}}', "deployments.d.launch.env.A\\0B"),
+])
+def test_a_nul_byte_is_bad_input_not_a_traceback_at_the_launch(tmp_path, capsys, value, key):
+    path = tmp_path / "gpulayout.yaml"
+    path.write_text(f"version: 1\nmachine: auto\ndeployments:\n  d:\n    model: m\n    {value}\n")
+    code, out, err = run_check(capsys, str(path))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"gpulayout: {path}: {key}: ")
+    assert "NUL byte" in err
+
 def test_yaml_syntax_error_exits_2_with_line(tmp_path, capsys):
     path = tmp_path / "gpulayout.yaml"
     path.write_text("version: 1\ndeployments:\n  d: {model: m\n")

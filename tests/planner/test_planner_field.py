@@ -100,7 +100,7 @@ def test_cli_shows_tp_over_sys_as_starts_slow(capsys):
     argv = ["plan", "meta-llama/Llama-3.1-70B-Instruct", "--machine", "preset:8xL40S-2socket",
             "--max-model-len", "8192", "--concurrency", "30", "--engine-version", "0.33.0"]
     assert main(argv) == 0
-    line = next(ln for ln in capsys.readouterr().out.splitlines() if "TP=8 PP=1 DP=1" in ln and "0,1,2" in ln)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "TP=8 PP=1 DP=1" in ln and "0-7" in ln)
     assert "starts, slow" in line and "TP over SYS" in line and "refused" not in line
 
 
@@ -276,3 +276,57 @@ def test_plan_cost_grows_with_the_host_size_not_the_cluster():
     assert sixty_four / eight < 4, (eight, sixty_four)
     assert five_twelve / eight < 20, (eight, five_twelve)
     assert sixty_four < 1.0
+
+
+# -- issue 24 item 13: what a reader of `gpulayout plan` sees on big machines and refused MoE layouts ----
+def _table_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("#  layout"))
+    end = lines.index("", start)
+    return [ln for ln in lines[start + 1:end] if ln.lstrip()[0].isdigit()]
+
+
+def test_gpu_lists_read_as_ranges_on_a_128_gpu_cluster():
+    from pytest_gpulayout.commands.plan import format_plan, gpu_ranges
+
+    assert gpu_ranges(tuple(range(128))) == "0-127"
+    assert gpu_ranges((*range(8), *range(16, 24))) == "0-7,16-23"
+    assert gpu_ranges((0, 1, 3)) == "0,1,3"
+    text = format_plan(plan(load_model("Qwen/Qwen3-8B"), cluster(16), max_model_len=8192, engine_version="0.33.0"))
+    rows = _table_rows(text)
+    assert rows[0].split()[6] == "0-127"            # "TP=1 PP=1 DP=8 x16 hosts" then its GPUs
+    assert "0,1,2,3" not in text                     # not 128 indices in a cell
+
+
+def test_rows_shown_are_numbered_without_gaps(capsys):
+    argv = ["plan", "Qwen/Qwen3-8B", "--machine", "preset:8xH100-sxm", "--engine-version", "0.33.0",
+            "--max-model-len", "32768"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    numbers = [int(row.split()[0]) for row in _table_rows(out)]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) == 10
+    why = out[out.index("why:"):].splitlines()[1:11]
+    assert [int(ln.split()[0]) for ln in why] == numbers
+    assert "more layouts not shown" in out and "ranks not shown" not in out
+
+
+def test_refused_independent_engines_do_not_read_as_vllm_dp(capsys):
+    argv = ["plan", "Qwen/Qwen3-30B-A3B", "--machine", "preset:2xL4-pcie", "--engine-version", "0.33.0",
+            "--max-model-len", "32768", "--concurrency", "8"]
+    main(argv)
+    refused = capsys.readouterr().out.split("refused (", 1)[1]
+    line = next(ln for ln in refused.splitlines() if "56.87 GiB" in ln)    # each engine holds all the experts
+    assert "TP=1 PP=1 as 2 independent engines" in line and "DP=1,2" not in line
+    line = next(ln for ln in refused.splitlines() if "29.87 GiB" in ln)    # vLLM's DP shards them
+    assert "TP=1 PP=1 DP=2" in line and "engines" not in line
+
+
+def test_json_hosts_per_deployment_counts_the_hosts_one_deployment_spans():
+    machine = cluster(2)
+    big = plan(load_model("meta-llama/Llama-3.1-405B-Instruct"), machine, max_model_len=8192, engine_version="0.33.0")
+    rows = {r["layout"]: r for r in big.to_json()["layouts"]}
+    assert rows["TP=8 PP=2 DP=1"]["hosts_per_deployment"] == 2
+    small = plan(load_model("Qwen/Qwen3-8B"), machine, max_model_len=8192, engine_version="0.33.0")
+    rows = {r["layout"]: r for r in small.to_json()["layouts"]}
+    assert rows["TP=1 PP=1 DP=8 x2 hosts"]["hosts_per_deployment"] == 1
+    assert rows["TP=1 PP=1 DP=8"]["hosts_per_deployment"] == 1

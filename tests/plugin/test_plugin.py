@@ -190,3 +190,67 @@ def test_unwritable_log_dir_is_one_line(project, monkeypatch):
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "GPULAYOUT_LOG_DIR: cannot create the engine log folder" in out and "Traceback" not in out
+
+
+def test_a_log_dir_that_is_a_symlink_is_refused(project, monkeypatch, tmp_path):
+    p = project(TP2.replace("tensor_parallel_size: 2", "tensor_parallel_size: 2\n    launch:\n      enabled: true"))
+    (tmp_path / "target").mkdir()
+    (tmp_path / "logs").symlink_to(tmp_path / "target")
+    monkeypatch.setenv("GPULAYOUT_LOG_DIR", str(tmp_path / "logs"))
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "test_startup")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "GPULAYOUT_LOG_DIR: is a symbolic link" in out and "Traceback" not in out
+    assert list((tmp_path / "target").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 10: a partial run (-k, -x, deselection) reported pass, also for a deployment that cannot fit
+# ------------------------------------------------------------------------------------------------
+BIG = """\
+  too-big:
+    model: Qwen/Qwen3-32B
+    tensor_parallel_size: 2
+"""
+
+
+def test_a_partial_run_is_incomplete_never_pass(project, tmp_path):
+    p = project(PP2, BIG)
+    report, html = tmp_path / "r.json", tmp_path / "r.html"
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "head_divisibility",
+                         f"--gpulayout-report={report}", f"--gpulayout-html={html}")
+    result.assert_outcomes(passed=2)                      # pytest's own outcome is unchanged
+    data = json.loads(report.read_text())
+    assert data["status"] == "incomplete"
+    others = ["placement", "balance", "links", "kv_pool", "cluster", "startup"]
+    assert data["not_run"] == {"qwen3-8b-pp2": others, "too-big": others}
+    big = data["deployments"]["too-big"]
+    assert big["status"] == "incomplete" and big["not_run"] == others
+    assert big["checks"]["heads"]["status"] == "pass"
+    text = html.read_text()
+    assert 'data-overall="incomplete"' in text and 'data-verdict="pass"' not in text
+    assert 'data-status="not run"' in text and "12 checks did not run" in text
+    out = result.stdout.str()
+    summary = out[out.index("= gpulayout ="):]
+    assert "incomplete" in summary and " pass \n" not in summary
+    assert "gpulayout: incomplete: 12 checks did not run" in out
+
+
+def test_a_run_stopped_by_x_keeps_its_fail_and_lists_what_did_not_run(project, tmp_path):
+    p = project(BIG)
+    report = tmp_path / "r.json"
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-x", "-k", "kv_pool or balance or startup",
+                         f"--gpulayout-report={report}")
+    assert result.ret == 1
+    data = json.loads(report.read_text())
+    assert data["status"] == "fail"                       # a failure stays a failure
+    assert "startup" in data["not_run"]["too-big"]
+
+
+def test_a_whole_run_has_no_not_run(project, tmp_path):
+    p = project(PP2)
+    report = tmp_path / "r.json"
+    p.runpytest("--gpulayout", "-p", "no:cacheprovider", f"--gpulayout-report={report}")
+    data = json.loads(report.read_text())
+    assert "not_run" not in data and data["status"] != "incomplete"
+    assert "not_run" not in data["deployments"]["qwen3-8b-pp2"]

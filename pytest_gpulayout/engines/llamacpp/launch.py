@@ -148,8 +148,10 @@ def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machin
                         log_path=log_path, grace_s=grace_s, gpus=plan.lock_keys if plan else (), watcher=watcher,
                         progress=progress)
     except LaunchError as err:
-        msg = (f"{dep.name}: cannot launch {NAME}: {err}. Install llama-server where the check runs (PATH), or set "
-               f"launch.command to its path, e.g. [/opt/llama.cpp/build/bin/llama-server]")
+        msg = f"{dep.name}: cannot launch {NAME}: {err}"
+        if "was not found" in str(err) or "not executable" in str(err):  # the hint only where it is the fix
+            msg += (". Install llama-server where the check runs (PATH), or set launch.command to its path, "
+                    "e.g. [/opt/llama.cpp/build/bin/llama-server]")
         return Finding(CHECK, Status.FAIL, msg, RawFacts({"kv_tokens": None, "max_concurrency": None,
                                                           "seconds_to_kv": None, "error_kind": None,
                                                           "command": cmd})), None

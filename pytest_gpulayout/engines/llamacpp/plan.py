@@ -72,7 +72,10 @@ class LlamaCppRow:
 
 
 def plan_llamacpp(model: GgufSpec, machine: Machine, *, ctx_size: int | None, parallel: int | None,
-                  cache_type_k: str | None = None, cache_type_v: str | None = None) -> list[LlamaCppRow]:
+                  cache_type_k: str | None = None, cache_type_v: str | None = None,
+                  engine_version: str | None = None) -> list[LlamaCppRow]:
+    """The split modes and ratios worth trying, judged by the checks ``check`` runs, for the llama.cpp
+    build ``engine_version`` (``b11434``; None: unknown, as in a manifest without ``engine_version``)."""
     gpus = machine.indices
     base = LlamaCppFlags(ctx_size=ctx_size, parallel=parallel, cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     free = [machine.gpu(g).memory_free_mib for g in gpus]
@@ -103,7 +106,7 @@ def plan_llamacpp(model: GgufSpec, machine: Machine, *, ctx_size: int | None, pa
     rows = []
     for f in cands:
         dep = Deployment(name="plan", model=model.source, engine="llamacpp", gpus=tuple(gpus), llamacpp=f,
-                         require=Require(), base_dir=Path.cwd())
+                         require=Require(), base_dir=Path.cwd(), engine_version=engine_version)
         rows.append(LlamaCppRow(f, tuple(gpus), _judged(dep, machine, model)))
     rows.sort(key=LlamaCppRow.key)
     return rows

@@ -22,7 +22,13 @@ def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machi
     if args.kv_cache_dtype not in (None, "auto"):
         raise InputError("--kv-cache-dtype does not apply to --engine llamacpp (its cache types are "
                          "cache_type_k/cache_type_v in the manifest)", key="--kv-cache-dtype")
-    rows = plan_llamacpp(model, machine, ctx_size=args.max_model_len, parallel=args.concurrency)
+    version = args.engine_version
+    if version is not None and not version.startswith("b"):
+        raise InputError(f"{version} is not a llama.cpp release: llama.cpp versions are build tags such as "
+                         f"b11434", key="--engine-version")
+    # the same release the manifest's engine_version gives `check`, so both judge split modes alike
+    rows = plan_llamacpp(model, machine, ctx_size=args.max_model_len, parallel=args.concurrency,
+                         engine_version=version)
     if args.json:
         json.dump(plan_json(model, machine, rows), sys.stdout, indent=2)
         sys.stdout.write("\n")
