@@ -34,6 +34,7 @@ from pytest_gpulayout.placement import Placement, PlacementError, place
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.generation import GenerationVerdict
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -230,6 +231,13 @@ class Engine(MemoryEngine, Protocol):
     def own_launch(self) -> OwnLaunch | None:
         """Its own ``startup`` launch and verdict, where they differ from ``launch/``'s (llama.cpp: one
         process, its own log lines, a verdict by KV buffer); None: ``launch/startup.py`` answers."""
+        ...
+
+    # -- the GPU generation and the release (``generation.py``) -------------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """What the release refuses to build for ``s`` on its GPUs' compute capability (quantization method,
+        bf16, attention backends) or at all (architectures), in its own words, from the facts extracted from
+        its wheels; ``rules/heads.py`` fails on a refusal and warns on a warning."""
         ...
 
 

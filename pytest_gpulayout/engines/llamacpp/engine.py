@@ -20,6 +20,7 @@ from pytest_gpulayout.engines.llamacpp.flags import (
 )
 from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.generation import GenerationVerdict
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.memory.common import MemoryUnknown
@@ -28,6 +29,7 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -155,6 +157,12 @@ class LlamaCppEngine:
     def own_launch(self) -> OwnLaunch | None:
         """One process, its own log lines, a verdict by KV buffer against the layer split."""
         return launch.launch_llamacpp
+
+    # -- the GPU generation and the release -------------------------------------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """Not modelled: ggml's CUDA kernels build for every generation from Maxwell on; its own checks
+        (``checks``) do not run ``heads``."""
+        return GenerationVerdict(notes=("llama.cpp's compute-capability limits are not modelled",))
 
 
 LLAMACPP = LlamaCppEngine()

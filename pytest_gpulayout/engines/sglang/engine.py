@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.sglang import budget, divisibility, launch
+from pytest_gpulayout.engines.sglang import budget, divisibility, generation, launch
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -27,6 +27,8 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
+    from pytest_gpulayout.generation import GenerationVerdict
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -351,6 +353,10 @@ class SglangEngine:
 
     def own_launch(self) -> OwnLaunch | None:
         return None
+
+    # -- the GPU generation and the release (engines/sglang/generation.py) ----------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        return generation.generation_refusals(s)
 
 
 SGLANG = SglangEngine()

@@ -15,7 +15,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.vllm import divisibility, launch
+from pytest_gpulayout.engines.vllm import divisibility, generation, launch
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
 from pytest_gpulayout.memory.pool import RankBudgets, Replica
@@ -23,6 +23,8 @@ from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_l
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
+    from pytest_gpulayout.generation import GenerationVerdict
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
@@ -180,6 +182,10 @@ class VllmEngine:
 
     def own_launch(self) -> OwnLaunch | None:
         return None
+
+    # -- the GPU generation and the release (engines/vllm/generation.py) ------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        return generation.generation_refusals(s)
 
 
 VLLM = VllmEngine()
