@@ -64,6 +64,16 @@ class FractionDefault:
     why: str
 
 
+@dataclass(frozen=True)
+class GenerationVerdict:
+    """``refusals``: the engine's own words for what stops it starting (the check fails on the first);
+    ``warnings``: it starts, but not as the user may think (the check warns); ``notes``: said, nothing more."""
+
+    refusals: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 #: static checks by name, each a pure function of one resolved deployment
 CheckTable = Mapping[str, "Callable[[Subject], Finding]"]
 
@@ -248,6 +258,12 @@ class Engine(MemoryEngine, Protocol):
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """``args`` read as the engine's own parser reads them (``inputs/engine_args.py``): each flag under its
         canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
+
+    # -- the GPU generation and the release (``generation.py``) -------------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """What the release refuses to build for ``s`` on its GPUs' compute capability (quantization method,
+        bf16, attention backends) or at all (architectures), in its own words, from the facts extracted from
+        its wheels; ``rules/heads.py`` fails on a refusal and warns on a warning."""
         ...
 
 

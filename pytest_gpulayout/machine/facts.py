@@ -124,6 +124,9 @@ class Gpu:
     #: What the driver keeps for itself (NVML's v2 memory struct); None where it was not read. Last,
     #: so positional construction keeps its meaning.
     memory_reserved_mib: int | None = None
+    #: CUDA compute capability ``(major, minor)`` (NVML ``nvmlDeviceGetCudaComputeCapability``, a snapshot's
+    #: ``compute_capability``, or the GPU's name: ``machine/capability.py``); None where nothing said it
+    compute_capability: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:

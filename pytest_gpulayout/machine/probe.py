@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import ProbeError
+from pytest_gpulayout.machine.capability import fill_from_names
 from pytest_gpulayout.machine.facts import MIB, Gpu, GpuProcess, Machine
 from pytest_gpulayout.machine.visible import MigInstance, NvmlGpu, VisibleDevice, resolve
 
@@ -352,6 +353,16 @@ def _read_physical(nv: Any) -> list[_Physical]:
     return out
 
 
+def _capability(nv: Any, h: Any) -> tuple[int, int] | None:
+    """The GPU's CUDA compute capability (``nvmlDeviceGetCudaComputeCapability``: ``(major, minor)``); None
+    where the driver or the bindings do not give it (the machine then derives it from the name)."""
+    try:
+        major, minor = nv.nvmlDeviceGetCudaComputeCapability(h)
+        return int(major), int(minor)
+    except _nvml_error(nv):
+        return None
+
+
 def _no_gpu_error(
     env: Mapping[str, str], physical: list[_Physical], warnings_: tuple[str, ...]
 ) -> ProbeError:
@@ -429,6 +440,7 @@ def _build(nv: Any, env: Mapping[str, str], root: Path) -> Machine:
                 numa_node=_numa_node(nv, phys.handle, phys.pci, root),
                 mig=dev.mig is not None or dev.gpu.mig_enabled,
                 processes=procs,
+                compute_capability=_capability(nv, phys.handle),
             )
         )
     links: dict[tuple[int, int], str] = {}
@@ -447,8 +459,11 @@ def _build(nv: Any, env: Mapping[str, str], root: Path) -> Machine:
                 notes.append(f"GPU{i}-GPU{j}: NVML gave no topology for this pair; link unknown")
             else:
                 links[(i, j)] = kind
+    filled, derived = fill_from_names(gpus)
+    if derived is not None:
+        notes.append(derived.replace("the file does not give it", "NVML did not give it"))
     return Machine(
-        gpus=tuple(gpus),
+        gpus=tuple(filled),
         links=links,
         host=socket.gethostname(),
         driver=driver,

@@ -17,6 +17,10 @@ Format (``version: 1``), the same as ``gpulayout snapshot`` writes::
          numa_node: 0, mig: false, processes: [{pid: 4242, name: python3, used_mib: 3900}]}
     links: {"0-1": PHB}
 
+``compute_capability`` (optional, ``"9.0"``) is the GPU's CUDA compute capability as NVML reports it;
+files without it (older snapshots) get it from the GPU's name (``machine/capability.py``) and a note
+saying so, or leave it unknown for a name the table does not know.
+
 ``memory_reserved_mib`` (optional) is what the driver keeps for itself, from NVML's v2 memory struct:
 CUDA's total, which vLLM multiplies by its fraction, is NVML's total less it. Where it is absent a
 typical 450 MiB is assumed and the finding says so.
@@ -39,6 +43,7 @@ from typing import Any
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import read_text
 from pytest_gpulayout.inputs.suggest import close_matches
+from pytest_gpulayout.machine.capability import fill_from_names, format_capability, parse_capability
 from pytest_gpulayout.machine.facts import PCIE_KINDS, Gpu, GpuProcess, Machine, normalize_link
 from pytest_gpulayout.machine.nodes import nodes_from_dict
 
@@ -54,6 +59,7 @@ GPU_KEYS = (
     "memory_free_mib",
     "memory_reserved_mib",
     "numa_node",
+    "compute_capability",
     "mig",
     "processes",
     "host",
@@ -80,6 +86,8 @@ def machine_to_dict(m: Machine) -> dict[str, Any]:
             "index": g.index,
             "uuid": g.uuid,
             "name": g.name,
+            **({"compute_capability": format_capability(g.compute_capability)}
+               if g.compute_capability is not None else {}),
             "pci_bus_id": g.pci_bus_id,
             "memory_total_mib": g.memory_total_mib,
             "memory_free_mib": g.memory_free_mib,
@@ -227,7 +235,13 @@ def _gpu(d: object, pos: int, where: str) -> Gpu:
     if not isinstance(procs_raw, list):
         raise InputError(f"must be a list, not {_type_name(procs_raw)}", where=where, key=f"{key}.processes")
     processes = tuple(_process(p, where, f"{key}.processes[{k}]") for k, p in enumerate(procs_raw))
+    cc_raw = d.get("compute_capability")
+    cc = parse_capability(cc_raw)
+    if cc_raw is not None and cc is None:
+        raise InputError(f"must be the CUDA compute capability as \"<major>.<minor>\" (e.g. \"9.0\"), not {cc_raw!r}",
+                         where=where, key=f"{key}.compute_capability")
     return Gpu(
+        compute_capability=cc,
         index=index,
         uuid=_str(d.get("uuid", ""), where, f"{key}.uuid", nullable=True) or "",
         name=_str(d.get("name", ""), where, f"{key}.name", nullable=True) or "",
@@ -397,8 +411,11 @@ def machine_from_dict(d: object, where: str, source: str) -> Machine:
     links = _links(d.get("links"), gpus, host, where, tuple(str(n) for n in notes_raw))
 
     nodes = nodes_from_dict(d.get("nodes"), where)
+    filled, derived = fill_from_names(list(gpus.values()))
+    if derived is not None:
+        notes_raw = [*notes_raw, derived]
     return Machine(
-        gpus=tuple(gpus.values()),
+        gpus=tuple(filled),
         links=links,
         host=host,
         driver=driver,

@@ -21,6 +21,13 @@ the engine object (``Engine.expert_layout``, ``Engine.shard_rules``); the releas
 knobs from the ``Subject``.
 
 PP has no divisibility rule: the engines split layers unevenly, and the finding says how.
+
+Before any of these, what the release refuses outright (``Engine.generation_refusals``, ``generation.py``):
+an architecture its registry cannot build (vLLM ``model_executor/models/registry.py``), a quantization method
+below its minimum compute capability (vLLM ``config/vllm.py``, SGLang ``model_loader/loader.py``), bf16 forced on
+a GPU without it (vLLM ``platforms/cuda.py``), sparse MLA (DeepSeek-V3.2) below SM 9.0 and a forced attention
+backend the GPU cannot run (vLLM ``platforms/cuda.py``, SGLang ``layers/attention/attention_registry.py``), each
+quoted from the facts extracted from the release's wheel; a Transformers-backend fallback warns.
 """
 
 from __future__ import annotations
@@ -141,6 +148,11 @@ def check_heads(s: Subject) -> Finding:
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
     )
+    generation = s.engine.generation_refusals(s)
+    if generation.refusals:  # the release refuses the model on these GPUs before any layout question
+        more = f" (and {len(generation.refusals) - 1} more refusal(s): " + "; ".join(generation.refusals[1:]) + ")" \
+            if len(generation.refusals) > 1 else ""
+        return failed(CHECK, f"{dep.name}: {model.name} cannot start: {generation.refusals[0]}{more}.", data)
     problems = tp_problems(model, tp)
     if dep.enable_expert_parallel and not model.is_moe and rules.ep_without_experts_error is not None:
         return failed(CHECK, f"{dep.name}: enable_expert_parallel is set but {model.name} has no experts "
@@ -232,6 +244,10 @@ def check_heads(s: Subject) -> Finding:
                          f"(vLLM flattens DP into the MoE layers)")
         else:
             notes.append(f"{model.num_experts} experts, each sharded over TP={tp}")
+    if generation.warnings:
+        status_warn = True
+    notes.extend(generation.warnings)
+    notes.extend(generation.notes)
     msg = f"{dep.name}: {h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."
     return (warned if status_warn else passed)(CHECK, msg, data)
 

@@ -37,6 +37,15 @@ _KIND_TO_LEVEL = {
 }
 
 
+#: ``nvmlDeviceGetCudaComputeCapability`` of real cards (``nvidia-smi --query-gpu=name,compute_cap``)
+_REAL_CAPABILITIES = (
+    ("H100", (9, 0)), ("H200", (9, 0)), ("GH200", (9, 0)), ("B200", (10, 0)), ("A100", (8, 0)),
+    ("L40S", (8, 9)), ("L4", (8, 9)), ("RTX 4090", (8, 9)), ("RTX 6000 Ada", (8, 9)), ("RTX 5000 Ada", (8, 9)),
+    ("RTX 3090", (8, 6)), ("RTX A4000", (8, 6)), ("RTX A6000", (8, 6)), ("A10", (8, 6)),
+    ("T4", (7, 5)), ("V100", (7, 0)), ("RTX 5090", (12, 0)),
+)
+
+
 def err(code: int) -> pynvml.NVMLError:
     """The exception the real binding raises for an NVML return code (a generated subclass)."""
     return pynvml.NVMLError(code)
@@ -236,6 +245,19 @@ class FakeNvml:
         if not 0 <= index < len(self._gpus):
             raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return _Handle(index)
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: Any) -> tuple[int, int]:
+        """``(major, minor)`` as the binding returns it: the machine's own value, else what NVIDIA lists for
+        the GPU's name (its own table, not the package's); a name it does not know answers NotSupported."""
+        self._enter("nvmlDeviceGetCudaComputeCapability", h)
+        h = self._handle(h)
+        g = self._gpus[h.pos]
+        if g.compute_capability is not None:
+            return g.compute_capability
+        for key, cc in _REAL_CAPABILITIES:
+            if key in g.name:
+                return cc
+        raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     def nvmlDeviceGetName(self, h: Any) -> Any:
         self._enter("nvmlDeviceGetName", h)

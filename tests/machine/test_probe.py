@@ -46,6 +46,7 @@ def pcie_box() -> Machine:
             23034,
             22478,
             0 if i < 4 else 1,
+            compute_capability=(8, 9),
         )
         for i in range(5)
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout
+from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, GenerationVerdict, RayCluster, ShardLayout
 from pytest_gpulayout.engines.llamacpp import cli, launch
 from pytest_gpulayout.engines.llamacpp.checks import CHECKS
 from pytest_gpulayout.engines.llamacpp.flags import (
@@ -28,6 +28,7 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -168,6 +169,12 @@ class LlamaCppEngine:
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """The engine's own spelling rules (``cli.py``)."""
         return cli.parse(args, version)
+
+    # -- the GPU generation and the release -------------------------------------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """Not modelled: ggml's CUDA kernels build for every generation from Maxwell on; its own checks
+        (``checks``) do not run ``heads``."""
+        return GenerationVerdict(notes=("llama.cpp's compute-capability limits are not modelled",))
 
 
 LLAMACPP = LlamaCppEngine()

@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.sglang import budget, cli, divisibility, launch
+from pytest_gpulayout.engine import (
+    CheckTable,
+    Flags,
+    FractionDefault,
+    GenerationVerdict,
+    RayCluster,
+    ShardLayout,
+    parse_version,
+)
+from pytest_gpulayout.engines.sglang import budget, cli, divisibility, generation, launch
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
@@ -28,6 +36,7 @@ from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -365,6 +374,10 @@ class SglangEngine:
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """The engine's own spelling rules (``cli.py``)."""
         return cli.parse(args, version)
+
+    # -- the GPU generation and the release (engines/sglang/generation.py) ----------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        return generation.generation_refusals(s)
 
 
 SGLANG = SglangEngine()

@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.vllm import cli, divisibility, launch
+from pytest_gpulayout.engine import (
+    CheckTable,
+    Flags,
+    FractionDefault,
+    GenerationVerdict,
+    RayCluster,
+    ShardLayout,
+    parse_version,
+)
+from pytest_gpulayout.engines.vllm import cli, divisibility, generation, launch
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
@@ -24,6 +32,7 @@ from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_l
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -196,6 +205,10 @@ class VllmEngine:
     def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
         """The engine's own spelling rules (``cli.py``)."""
         return cli.parse(args, version)
+
+    # -- the GPU generation and the release (engines/vllm/generation.py) ------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        return generation.generation_refusals(s)
 
 
 VLLM = VllmEngine()
