@@ -535,6 +535,9 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         vision_params=vision_params, vision_hidden_size=vision_h, vision_num_layers=vision_layers,
         notes=tuple(notes), attention_chunk_size=chunk, attention_sinks=model_type == "gpt_oss",
         linear_state=state, defaults_filled=filled,
+        # vLLM deepseek_v2.py: ``is_v32 = hasattr(config, "index_topk")``
+        index_head_dim=((r.int_("index_head_dim", minimum=1) or 128)
+                        if kv_lora and r.raw("index_topk")[1] is not _MISSING else None),
     )
 
 
