@@ -170,7 +170,7 @@ def check_heads(s: Subject) -> Finding:
     notes: list[str] = []
     status_warn = False
     version = s.version
-    layout = ShardLayout(s.engine, version, tp, dep.dp, dep.enable_expert_parallel)
+    layout = ShardLayout(s.engine, version, tp, dep.dp, dep.enable_expert_parallel, knobs=s.knobs)
     found, adapted = shard_problems(model, layout)
     if found or adapted:
         data = replace(data, engine_version=str(version),

@@ -259,3 +259,51 @@ def test_gptq_straddled_groups_say_what_is_and_is_not_verified(engine: str, vers
     if engine == "vllm":
         assert "Machete" in f.message and "Humming" in f.message
     assert f.data["shard_problems"][0]["unverified"]
+
+
+# -- issue 19 item 4: switches that choose a kernel -----------------------------------------------------
+
+def test_vllm_deep_gemm_forced_by_the_environment_refuses_refined_fp8_moe_blocks():
+    # vllm 0.33.0 model_executor/layers/fused_moe/oracle/fp8.py: with moe_backend "auto" the scales of
+    # Qwen3-30B-A3B-FP8 at TP=4 are refined to [64, 64] (768 / 4 = 192); VLLM_USE_DEEP_GEMM=1 makes
+    # select_fp8_moe_backend force DEEPGEMM, whose kernel takes 128x128 blocks only: _return_or_raise raises
+    from pytest_gpulayout.deployment import Launch
+
+    m = model("qwen3-30b-a3b-fp8")
+    for env in ({"VLLM_USE_DEEP_GEMM": "1"}, {"VLLM_MOE_USE_DEEP_GEMM": "1"}):
+        f = check_heads(subject(dep(tp=4, engine_version="0.33.0", launch=Launch(env=env)), machine(4), m))
+        assert f.status is Status.FAIL, f.message
+        assert "FP8 MoE backend DEEPGEMM does not support the deployment configuration" in f.message
+        assert "oracle/fp8.py" in f.message
+    off = Launch(env={"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "0"})   # DeepGEMM removed
+    assert check_heads(subject(dep(tp=4, engine_version="0.33.0", launch=off), machine(4), m)).status is Status.PASS
+    # --moe-backend deep_gemm: pad_tp_shard_to_weight_blocks pads the share to whole 128 blocks instead
+    pad = Launch(args=("--moe-backend", "deep_gemm"))
+    f = check_heads(subject(dep(tp=4, engine_version="0.33.0", launch=pad), machine(4), m))
+    assert f.status is Status.PASS and "pads each rank's expert share 192 to 256" in f.message
+
+
+def test_kernel_and_budget_variables_not_modelled_are_named():
+    # sglang 0.5.23 arg_groups/overrides.py: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING sizes the pool after graph
+    # capture, a budget the checks do not model: named, never ignored
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+    from pytest_gpulayout.engines.vllm.engine import VLLM as V
+
+    k = SGLANG.knobs([], {"SGLANG_ENABLE_POST_CAPTURE_KV_SIZING": "1"})
+    assert k.env_not_modelled == ("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING",)
+    assert "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING in the environment" in k.not_modelled_note()
+    kv = V.knobs(["--moe-backend", "triton"], {"VLLM_DISABLED_KERNELS": "MarlinLinearKernel"})
+    assert kv.moe_backend == "triton" and "--moe-backend" not in kv.not_modelled
+    assert "VLLM_DISABLED_KERNELS" in kv.not_modelled_note()
+
+
+def test_the_kv_pool_finding_names_a_budget_variable_it_does_not_model():
+    from pytest_gpulayout.deployment import Launch
+    from pytest_gpulayout.model.load import load_model as load
+    from pytest_gpulayout.rules.kv_pool import check_kv_pool
+
+    d = dep(engine="sglang", engine_version="0.5.23",
+            launch=Launch(env={"SGLANG_ENABLE_POST_CAPTURE_KV_SIZING": "1"}))
+    f = check_kv_pool(subject(d, machine(1), load("Qwen/Qwen3-8B")))
+    assert "Not modelled: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING in the environment" in f.message
+    assert "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING" in f.data["not_modelled"]

@@ -42,10 +42,12 @@ Expert parallel
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from packaging.version import Version
 
 from pytest_gpulayout.engine import ShardLayout
+from pytest_gpulayout.engines.vllm.defaults import DEEP_GEMM_ENV
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.shards import BLOCK_FP8, INT_GROUPS, Linear, ShardRules, WidthProblem, dense_linears
 
@@ -126,7 +128,12 @@ def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
             bad_k = lay.tp > 1 and share % bk != 0
             if bad_n or bad_k:
                 refine = math.gcd(bn, bk, share, model.hidden_size)
-                if lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32:
+                forced = _forced_moe_kernel(lay)
+                if lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32 and forced:
+                    p, n = _forced_kernel_share(model, lay, forced, share, bn, bk, refine)
+                    problems.extend(p)
+                    notes.extend(n)
+                elif lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32:
                     notes.append(f"vLLM {lay.version} refines the MoE block scales from [{bn}, {bk}] to "
                                  f"[{refine}, {refine}] to fit the per-rank expert width {share} "
                                  f"(fused_moe/oracle/fp8.py refine_fp8_moe_block_shape; Triton MoE kernels)")
@@ -141,6 +148,64 @@ def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
                     problems.append(WidthProblem(BLOCK_FP8, "experts.gate_up_proj", share,
                                                  bn if bad_n else bk, err, src))
     return problems, notes
+
+
+ORACLE = "vllm model_executor/layers/fused_moe/oracle/fp8.py"
+
+
+def _env_on(env: Mapping[str, str], var: str) -> bool | None:
+    """An ``envs.py`` int switch: None when unset (``envs.is_set``), else ``bool(int(value))``."""
+    if var not in env:
+        return None
+    try:
+        return bool(int(env[var]))
+    except ValueError:
+        return None
+
+
+def _forced_moe_kernel(lay: ShardLayout) -> str | None:
+    """The FP8 MoE kernel the launch forces (``select_fp8_moe_backend``): ``--moe-backend`` wins, then
+    VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM set (either) with both on (default "1") forces DeepGEMM."""
+    k = lay.knobs
+    if k is None:
+        return None
+    if k.moe_backend and k.moe_backend != "auto":
+        return k.moe_backend
+    use, moe = (_env_on(k.env, v) for v in DEEP_GEMM_ENV)
+    if (use is not None or moe is not None) and use is not False and moe is not False:
+        return "env:deep_gemm"
+    return None
+
+
+def _forced_kernel_share(model: ModelSpec, lay: ShardLayout, forced: str, share: int, bn: int, bk: int,
+                         refine: int) -> tuple[list[WidthProblem], list[str]]:
+    """vLLM >= 0.29 with a forced FP8 MoE kernel and an expert share the checkpoint blocks do not divide.
+
+    ``oracle/fp8.py resolve_fp8_moe_weight_block_shape``: with ``moe_backend`` "auto" (DeepGEMM forced by
+    the variables) the scales are refined to ``[refine, refine]`` and only Triton takes that shape:
+    DeepGEMM's ``_supports_quant_scheme`` takes 128x128 blocks only, and ``_return_or_raise`` raises.
+    With ``--moe-backend`` X that cannot take the refined shape, ``pad_tp_shard_to_weight_blocks``
+    pads each rank's share to whole blocks (square blocks, global widths block-aligned, pure TP, EP 1)
+    or raises "Block-aligned FP8 TP sharding requires ...". Triton takes the refined shape."""
+    if forced == "triton":
+        return [], [f"vLLM {lay.version} refines the MoE block scales from [{bn}, {bk}] to [{refine}, {refine}] "
+                    f"for --moe-backend triton ({ORACLE} refine_fp8_moe_block_shape)"]
+    if forced == "env:deep_gemm":
+        text = (f"FP8 MoE backend DEEPGEMM does not support the deployment configuration since kernel does "
+                f"not support quantization scheme ... (the weight blocks refined to [{refine}, {refine}] to fit "
+                f"the per-rank expert width {share}; DeepGEMM takes 128x128 blocks only)")
+        return [WidthProblem(BLOCK_FP8, "experts.gate_up_proj", share, bn, text,
+                             f"{ORACLE} select_fp8_moe_backend (VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM "
+                             f"force DeepGEMM; resolve_fp8_moe_weight_block_shape refined the scales)")], []
+    inter = model.moe_intermediate_size or 0
+    if bn == bk and lay.ep_size == 1 and inter % bn == 0 and model.hidden_size % bn == 0:
+        return [], [f"--moe-backend {forced} cannot take the refined [{refine}, {refine}] blocks: vLLM "
+                    f"{lay.version} pads each rank's expert share {share} to {-(-share // bn) * bn} "
+                    f"(whole checkpoint blocks; {ORACLE} pad_tp_shard_to_weight_blocks)"]
+    text = (f"Block-aligned FP8 TP sharding requires {bn}-aligned global expert dimensions, pure TP, and no "
+            "LoRA or expert bias.")
+    return [WidthProblem(BLOCK_FP8, "experts.gate_up_proj", share, bn, text,
+                         f"{ORACLE} pad_tp_shard_to_weight_blocks (--moe-backend {forced})")], []
 
 
 # ---------------------------------------------------------------------------------------------
