@@ -88,6 +88,8 @@ class ShardLayout:
     tp: int
     dp: int = 1
     expert_parallel: bool = False
+    #: the launch's flags and variables (kernel switches such as vLLM's DeepGEMM or ``--moe-backend``)
+    knobs: LaunchKnobs | None = None
 
     @property
     def moe_shards(self) -> int:

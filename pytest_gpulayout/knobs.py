@@ -31,17 +31,20 @@ class LaunchKnobs:
     chunked_prefill_size: int | None = None         # SGLang --chunked-prefill-size
     cuda_graph_max_bs: int | None = None            # SGLang --cuda-graph-max-bs
     pp_layer_partition: str | None = None           # VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION
+    moe_backend: str | None = None                  # vLLM --moe-backend (triton, deep_gemm, ...)
     #: the engine variables in effect for the launch (this host's, then launch.env on top)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: flags given that the checks do not model, as written
     not_modelled: tuple[str, ...] = ()
+    #: variables set that choose a kernel or a budget the checks do not model (the engine's list)
+    env_not_modelled: tuple[str, ...] = ()
 
     @property
     def read(self) -> tuple[str, ...]:
         """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
         out = []
         for f in fields(self):
-            if f.name in ("env", "not_modelled"):
+            if f.name in ("env", "not_modelled", "env_not_modelled"):
                 continue
             value = getattr(self, f.name)
             if value not in (None, False):
@@ -50,10 +53,16 @@ class LaunchKnobs:
 
     def not_modelled_note(self) -> str:
         """The sentence findings carry when some flags were not modelled ("" when all were)."""
-        if not self.not_modelled:
+        parts = []
+        if self.not_modelled:
+            parts.append(f"{', '.join(self.not_modelled)} in launch.args")
+        if self.env_not_modelled:
+            parts.append(f"{', '.join(self.env_not_modelled)} in the environment (each chooses a kernel "
+                         f"or a memory budget)")
+        if not parts:
             return ""
-        return (f"Not modelled: {', '.join(self.not_modelled)} in launch.args; the startup check "
-                f"(--gpulayout-launch) measures their effect.")
+        return (f"Not modelled: {'; '.join(parts)}; the startup check (--gpulayout-launch) measures their "
+                f"effect.")
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,7 @@ class KnobFlag:
     """One engine flag the checks model: the ``LaunchKnobs`` field it sets and how."""
 
     knob: str
-    kind: type = int          # int: takes a number; bool: a switch (no value)
+    kind: type = int          # int: takes a number; str: takes a word; bool: a switch (no value)
     #: for bool knobs, the value the flag sets
     value: Any = True
 
@@ -75,7 +84,7 @@ def _int(flag: str, text: str, where: str) -> int:
 
 def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[str, KnobFlag],
                neutral: frozenset[str], value_flags: frozenset[str], env_knobs: Mapping[str, str],
-               where: str = "launch.args") -> LaunchKnobs:
+               env_not_modelled: frozenset[str] = frozenset(), where: str = "launch.args") -> LaunchKnobs:
     """Parse ``args`` (``--flag value`` or ``--flag=value``) with the engine's tables.
 
     ``flags``: modelled flags; ``neutral``: flags that change nothing the checks judge;
@@ -106,9 +115,12 @@ def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[st
             values[spec.knob] = spec.value
         elif value is None:
             raise InputError(f"{name} needs a value", key=where)
+        elif spec.kind is str:
+            values[spec.knob] = value.strip().lower()
         else:
             values[spec.knob] = _int(name, value, where)
     for var, knob in env_knobs.items():
         if env.get(var):
             values[knob] = env[var]
-    return LaunchKnobs(**values, not_modelled=tuple(dict.fromkeys(unknown)))
+    unmodelled_env = tuple(sorted(v for v in env_not_modelled if v in env))
+    return LaunchKnobs(**values, not_modelled=tuple(dict.fromkeys(unknown)), env_not_modelled=unmodelled_env)

@@ -35,11 +35,14 @@ class WidthProblem:
     #: the release that first raises ``engine_error``; set where the deployment's release has no
     #: check and loads the share with scales that do not match its inputs (wrong results)
     checked_from: str | None = None
+    #: where the release neither raises ``engine_error`` nor was read to cope: what was read in the
+    #: engine and what was not verified, said instead of "raises" (None: it raises ``engine_error``)
+    unverified: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"rule": self.rule, "layer": self.layer, "width": self.width, "divisor": self.divisor,
                 "engine_error": self.engine_error, "source": self.source, "fatal": self.fatal,
-                "checked_from": self.checked_from}
+                "checked_from": self.checked_from, "unverified": self.unverified}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,24 @@ KV_DTYPE_BYTES: dict[str, float] = {
 }
 #: vLLM's DeepSeek-specific MLA cache formats: bytes per token per layer (``state_content_bytes``).
 MLA_KV_FORMAT_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+#: fp8 flavours a sparse-MLA model (DeepSeek-V3.2) serves as ``fp8_ds_mla`` on Hopper: vLLM 0.33
+#: ``layers/attention/mla_attention.py`` (FLASHMLA_SPARSE turns any quantized dtype into
+#: ``fp8_ds_mla``; ``platforms/cuda.py`` on SM 9.x tries FLASH_ATTN_MLA_SPARSE, bf16 only, then
+#: FLASHMLA_SPARSE)
+SPARSE_MLA_FP8 = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"})
+#: DeepSeek-V3.2's indexer quantizes its key in blocks of 128 with one 4-byte fp32 scale each
+INDEXER_QUANT_BLOCK = 128
+
+
+def indexer_bytes_per_token(model: ModelSpec) -> int:
+    """The indexer key cache DeepSeek-V3.2 keeps per token per layer beside the MLA latent: uint8,
+    ``index_head_dim + index_head_dim // 128 * 4`` bytes (vLLM 0.33 ``models/deepseek_v2.py``
+    ``DeepseekV32IndexerCache(head_dim=..., dtype=torch.uint8)``: 132 B), whatever the KV dtype, on
+    every rank (not split by TP). 0 for models without the indexer."""
+    d = model.index_head_dim
+    if not model.is_mla or d is None:
+        return 0
+    return d + d // INDEXER_QUANT_BLOCK * 4
 
 
 
@@ -70,13 +88,20 @@ def kv_layer_bytes_per_token(model: ModelSpec, *, tp: int, kv_cache_dtype: str =
     * MLA (vLLM ``MLAAttention.get_kv_cache_spec``; SGLang ``calculate_mla_kv_cache_dim``):
       ``(kv_lora_rank + qk_rope_head_dim) x bytes`` on every rank, not divided by TP and with no
       separate V. vLLM's ``fp8_ds_mla`` is 656 B and ``nvfp4_ds_mla`` 352 B per layer.
+    * Sparse MLA (DeepSeek-V3.2): the latent plus the indexer's 132 B key (``indexer_bytes_per_token``);
+      an fp8 ``kv_cache_dtype`` is served as ``fp8_ds_mla`` (656 B, Hopper's FLASHMLA_SPARSE; Blackwell's
+      FlashInfer sparse backend keeps a flat 576 B fp8 latent: counted as 656, the safe side); ``auto``
+      stays the model dtype (1152 B for bf16).
     """
     d = (kv_cache_dtype or "auto").lower()
     if model.is_mla:
+        extra = indexer_bytes_per_token(model)
+        if model.is_sparse_mla and d in SPARSE_MLA_FP8:
+            d = "fp8_ds_mla"
         if d in MLA_KV_FORMAT_BYTES:
-            return MLA_KV_FORMAT_BYTES[d]
+            return MLA_KV_FORMAT_BYTES[d] + extra
         return math.ceil(((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0))
-                         * kv_element_bytes(model, d))
+                         * kv_element_bytes(model, d)) + extra
     return math.ceil(kv_heads_per_rank(model, tp) * (model.head_dim + model.head_dim_v)
                      * kv_element_bytes(model, d))
 

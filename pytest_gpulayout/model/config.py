@@ -40,6 +40,9 @@ _LAYER_KIND_WORDS = {
 }
 
 _MISSING = object()
+#: a layer count past this is refused at once (issue 19 item 9: every check walks the layers, and an
+#: absurd count must answer in bounded time with one clear error, never hang)
+MAX_LAYERS = 4096
 
 
 class _Reader:
@@ -410,6 +413,11 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
     hidden = r.int_("hidden_size", "d_model", "n_embd", "model_dim", required=True,
                     what="the hidden size decides weight bytes")
     assert layers is not None and hidden is not None
+    if layers > MAX_LAYERS:
+        raise InputError(f"num_hidden_layers {layers:,} is past what any engine builds (none has built a model "
+                         f"of more than {MAX_LAYERS:,} layers; the largest published ones have under 200, and "
+                         f"llama.cpp b11434 asserts n_layer <= LLAMA_MAX_LAYERS = 512, src/llama-model.cpp): "
+                         f"is the config's layer count a typo?", where=r.where, key="num_hidden_layers")
     vocab = r.int_("vocab_size", "padded_vocab_size", required=True, use_fallback=True,
                    what="the vocabulary decides embedding bytes")
     assert vocab is not None
@@ -535,6 +543,9 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         vision_params=vision_params, vision_hidden_size=vision_h, vision_num_layers=vision_layers,
         notes=tuple(notes), attention_chunk_size=chunk, attention_sinks=model_type == "gpt_oss",
         linear_state=state, defaults_filled=filled,
+        # vLLM deepseek_v2.py: ``is_v32 = hasattr(config, "index_topk")``
+        index_head_dim=((r.int_("index_head_dim", minimum=1) or 128)
+                        if kv_lora and r.raw("index_topk")[1] is not _MISSING else None),
     )
 
 

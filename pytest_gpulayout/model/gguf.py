@@ -33,6 +33,9 @@ from typing import Any
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.model.spec import FULL, SLIDING, ModelSpec
 
+#: llama.cpp b11434 ``src/llama-hparams.h``: the most layers it builds (``llama-model.cpp`` asserts it)
+LLAMA_MAX_LAYERS = 512
+
 _BLK_RE = re.compile(r"^blk\.(\d+)\.")
 _SPLIT_RE = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 
@@ -258,6 +261,11 @@ def load_gguf(path: str | Path) -> GgufSpec:
         raise InputError("missing GGUF key general.architecture: is this a llama.cpp model file?", where=p)
     a = arch
     n_layer = _int_key(fields, f"{a}.block_count", p, required=True) or 0
+    if n_layer > LLAMA_MAX_LAYERS:
+        raise InputError(f"{a}.block_count {n_layer:,} is past what llama.cpp builds: b11434 src/llama-model.cpp "
+                         f"asserts \"GGML_ASSERT(hparams.n_layer_all > 0 && hparams.n_layer_all <= "
+                         f"LLAMA_MAX_LAYERS)\" (LLAMA_MAX_LAYERS = {LLAMA_MAX_LAYERS}, src/llama-hparams.h)",
+                         where=p)
     n_embd = _int_key(fields, f"{a}.embedding_length", p, required=True) or 0
     n_ctx_train = _int_key(fields, f"{a}.context_length", p, required=True) or 0
     heads = _per_layer(fields, f"{a}.attention.head_count", n_layer, p) or (0,) * n_layer

@@ -128,6 +128,14 @@ class ModelSpec:
     linear_state: LinearState | None = None
     #: keys the config left out that were filled from transformers' defaults for ``model_type``
     defaults_filled: tuple[str, ...] = ()
+    #: DeepSeek-V3.2's sparse-attention indexer (``index_topk`` in the config): the width of the key it
+    #: caches per token per layer beside the MLA latent (None: no indexer)
+    index_head_dim: int | None = None
+
+    @property
+    def is_sparse_mla(self) -> bool:
+        """DeepSeek-V3.2-style sparse MLA: an indexer picks the tokens each query attends to."""
+        return self.is_mla and self.index_head_dim is not None
 
     @property
     def is_mla(self) -> bool:

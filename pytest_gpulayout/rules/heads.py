@@ -182,7 +182,7 @@ def check_heads(s: Subject) -> Finding:
     notes: list[str] = []
     status_warn = False
     version = s.version
-    layout = ShardLayout(s.engine, version, tp, dep.dp, dep.enable_expert_parallel)
+    layout = ShardLayout(s.engine, version, tp, dep.dp, dep.enable_expert_parallel, knobs=s.knobs)
     found, adapted = shard_problems(model, layout)
     if found or adapted:
         data = replace(data, engine_version=str(version),
@@ -290,7 +290,8 @@ def _shard_message(s: Subject, layout: ShardLayout, p: WidthProblem, limit: int)
             + (f" DP={layout.dp}" if layout.dp > 1 else "")
             + (" and expert parallel" if layout.expert_parallel else "") + ": "
             + _problem_sentence(model, layout, p) + ". "
-            + (f"{engine} raises: \"{p.engine_error}\" ({p.source})." if p.checked_from is None else
+            + (f"{p.unverified}" if p.unverified else
+               f"{engine} raises: \"{p.engine_error}\" ({p.source})." if p.checked_from is None else
                f"{engine} {layout.version} has no check for it and would load each rank's {p.width}-wide "
                f"share with scales that do not match its inputs (wrong outputs); {p.checked_from} refuses "
                f"it: \"{p.engine_error}\" ({p.source})."))

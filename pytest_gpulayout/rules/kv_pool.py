@@ -218,8 +218,8 @@ def _check_pool(s: Subject) -> Finding:
     if knobs.read:
         data = replace(data, launch_settings=knobs.read)
         extra.insert(0, f"From the launch: {', '.join(knobs.read)}.")
-    if knobs.not_modelled:
-        data = replace(data, not_modelled=knobs.not_modelled)
+    if knobs.not_modelled or knobs.env_not_modelled:
+        data = replace(data, not_modelled=knobs.not_modelled + knobs.env_not_modelled)
         extra.append(knobs.not_modelled_note())
     notes = (" " + " ".join(extra)) if extra else ""
     head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"

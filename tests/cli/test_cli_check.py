@@ -199,3 +199,45 @@ def test_a_config_time_refusal_is_not_launched(tmp_path):
                         launch=True, log_dir=tmp_path)
     startup = report.results["long"].findings["startup"]
     assert startup.status.value == "skip" and "not launched (kv_pool fails" in startup.message
+
+
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_an_absurd_layer_count_answers_at_once_with_one_clear_error(capsys, tmp_path, command):
+    # issue 19 item 9: num_hidden_layers 10**9 used to walk every layer (a hang); no engine builds it
+    # (llama.cpp b11434 src/llama-model.cpp asserts n_layer_all <= LLAMA_MAX_LAYERS = 512)
+    import time
+
+    cfg = json.loads((Path(__file__).parents[2] / "pytest_gpulayout/model/catalog/Qwen--Qwen3-8B.json").read_text())
+    cfg["num_hidden_layers"] = 10**9
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:2xL4-pcie\ndeployments:\n  x:\n    model: ./m\n")
+    t = time.monotonic()
+    if command == "check":
+        code = main(["check", str(tmp_path / "gpulayout.yaml")])
+    else:
+        code = main(["plan", str(tmp_path / "m"), "--machine", "preset:2xL4-pcie"])
+    err = capsys.readouterr().err
+    assert time.monotonic() - t < 20
+    assert code == 2
+    assert "num_hidden_layers 1,000,000,000 is past what any engine builds" in err and err.count("\n") == 1
+
+
+def test_a_gguf_past_llama_cpp_max_layers_is_refused_in_its_words(tmp_path):
+    gguf = pytest.importorskip("gguf")
+
+    from pytest_gpulayout.errors import InputError
+    from pytest_gpulayout.model.gguf import load_gguf
+
+    path = tmp_path / "big.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(4096)
+    w.add_embedding_length(64)
+    w.add_block_count(10**6)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(InputError, match="LLAMA_MAX_LAYERS = 512"):
+        load_gguf(path)

@@ -497,3 +497,23 @@ def test_a_deployment_pool_is_predicted_once_per_evaluation(monkeypatch):
     again = evaluate(d, replace(m), model)  # an equal machine, another object: predicted again
     assert len(calls) == 4
     assert again["kv_pool"].message == first["kv_pool"].message
+
+
+# -- issue 19 item 8: DeepSeek-V3.2's KV per token --------------------------------------------------------
+
+def test_deepseek_v32_caches_the_indexer_key_beside_the_latent_and_fp8_is_fp8_ds_mla():
+    # vllm 0.33.0 model_executor/models/deepseek_v2.py: is_v32 = hasattr(config, "index_topk");
+    # DeepseekV32IndexerCache(head_dim=128 + 128 // 128 * 4, dtype=torch.uint8) per layer;
+    # layers/attention/mla_attention.py: FLASHMLA_SPARSE serves any quantized kv dtype as fp8_ds_mla (656 B)
+    from pytest_gpulayout.memory.kv import kv_layer_bytes_per_token
+    from pytest_gpulayout.model.load import load_model
+
+    v32 = load_model("deepseek-ai/DeepSeek-V3.2")
+    assert v32.is_sparse_mla and v32.index_head_dim == 128
+    assert kv_layer_bytes_per_token(v32, tp=8, kv_cache_dtype="auto") == 576 * 2 + 132
+    assert kv_layer_bytes_per_token(v32, tp=8, kv_cache_dtype="fp8") == 656 + 132
+    assert kv_layer_bytes_per_token(v32, tp=8, kv_cache_dtype="fp8_ds_mla") == 656 + 132
+    v3 = load_model("deepseek-ai/DeepSeek-V3")   # no indexer: unchanged
+    assert not v3.is_sparse_mla
+    assert kv_layer_bytes_per_token(v3, tp=8, kv_cache_dtype="auto") == 1152
+    assert kv_layer_bytes_per_token(v3, tp=8, kv_cache_dtype="fp8") == 576

@@ -186,3 +186,124 @@ def test_linear_attention_widths_must_divide_by_tp():
     assert m.linear_state is not None
     odd = replace(m, linear_state=replace(m.linear_state, heads=24))
     assert any("linear-attention heads 24 does not divide by TP=16" in p for p in tp_problems(odd, 16))
+
+
+# -- issue 19 item 3: int groups straddling ranks ------------------------------------------------------
+
+def _awq_fp16_odd():  # type: ignore[no-untyped-def]
+    """The published Llama-3.1-8B AWQ config (fp16 activations) with a 13824-wide MLP: at TP=8 each rank's
+    down_proj input is 1728 = 13.5 groups of 128."""
+    from dataclasses import replace
+    m = model("llama-3.1-8b-awq")
+    assert m.dtype == "float16" and m.quantization is not None and m.quantization.method == "awq"
+    return replace(m, intermediate_size=13824)
+
+
+@pytest.mark.parametrize("engine,version", [("vllm", "0.33.0"), ("vllm", "0.28.0"), ("sglang", "0.5.23")])
+def test_awq_groups_straddling_ranks_fail_on_both_engines_even_in_fp16(engine: str, version: str):
+    # vllm 0.33.0 model_executor/layers/quantization/auto_awq.py: a layer Marlin refuses
+    # (check_marlin_supports_layer) falls back to AutoAWQLinearMethod, whose create_weights raises;
+    # sglang 0.5.23 srt/layers/quantization/awq/schemes/awq_linear.py raises the same words. No AWQ kernel
+    # without the group rule exists, so fp16 activations are no way out.
+    m = _awq_fp16_odd()
+    f = check_heads(subject(dep(tp=8, engine=engine, engine_version=version), machine(8), m))
+    assert f.status is Status.FAIL, f.message
+    assert ("The input size is not aligned with the quantized weight shape. This can be caused by too large "
+            "tensor parallel size.") in f.message
+    assert ("auto_awq.py" if engine == "vllm" else "awq/schemes/awq_linear.py") in f.message
+    assert "TP sizes that start: 1, 2, 4" in f.message
+    ok = check_heads(subject(dep(tp=4, engine=engine, engine_version=version), machine(8), m))
+    assert ok.status is Status.PASS
+
+
+def test_awq_marlin_tiles_alone_fall_back_and_start_on_old_vllm():
+    # before 0.25 Marlin also refused tiles (in % 128); AWQ then falls back to its own kernel, which
+    # has no tile rule (vllm quantization/awq_marlin.py -> awq.py): no refusal
+    from dataclasses import replace
+    m = model("llama-3.1-8b-awq")
+    q = m.quantization
+    assert q is not None
+    odd = replace(m, intermediate_size=3456, quantization=replace(q, group_size=32))
+    assert not int_group_problems(odd, ShardLayout(VLLM, Version("0.22.0"), 4))[0]
+
+
+def test_compressed_tensors_w4a16_quotes_what_0_33_raises():
+    # vllm 0.33.0 compressed_tensors/schemes/compressed_tensors_wNa16.py create_weights: a kernel is always
+    # found (humming-kernels is a dependency), then distributed/utils.py verify_group_size_divides_partition
+    from dataclasses import replace
+    m = model("llama-3.1-8b-instruct-w4a16")
+    odd = replace(m, intermediate_size=13824)
+    f = check_heads(subject(dep(tp=8, engine_version="0.33.0"), machine(8), odd))
+    assert f.status is Status.FAIL
+    assert ("Weight input_size_per_partition=1728 for layer 'model.layers.0.mlp.down_proj' is not divisible by "
+            "group_size=128. This happens when tensor_parallel_size splits the layer input into shards that "
+            "are not a whole number of quant groups. Consider reducing tensor_parallel_size.") in f.message
+    assert "verify_group_size_divides_partition" in f.message
+    assert "Failed to find a kernel" not in f.message
+
+
+@pytest.mark.parametrize("engine,version", [("vllm", "0.33.0"), ("sglang", "0.5.23")])
+def test_gptq_straddled_groups_say_what_is_and_is_not_verified(engine: str, version: str):
+    # vllm 0.33.0: Marlin refuses, choose_mp_linear_kernel takes Machete (SM 9.0) or Humming, and
+    # quantization/auto_gptq.py create_weights sizes the scales without a check; sglang 0.5.23
+    # hardware_backend/gpu/quantization/gptq_kernels.py drops check_marlin_supports_shape's answer
+    from dataclasses import replace
+    m = _awq_fp16_odd()
+    q = m.quantization
+    assert q is not None
+    gptq = replace(m, quantization=replace(q, method="gptq"))
+    f = check_heads(subject(dep(tp=8, engine=engine, engine_version=version), machine(8), gptq))
+    assert f.status is Status.FAIL
+    assert "check for it" in f.message and "1728 // 128 = 13 groups" in f.message
+    assert "Not verified: whether loading or the kernel then raises, or it serves wrong outputs" in f.message
+    if engine == "vllm":
+        assert "Machete" in f.message and "Humming" in f.message
+    assert f.data["shard_problems"][0]["unverified"]
+
+
+# -- issue 19 item 4: switches that choose a kernel -----------------------------------------------------
+
+def test_vllm_deep_gemm_forced_by_the_environment_refuses_refined_fp8_moe_blocks():
+    # vllm 0.33.0 model_executor/layers/fused_moe/oracle/fp8.py: with moe_backend "auto" the scales of
+    # Qwen3-30B-A3B-FP8 at TP=4 are refined to [64, 64] (768 / 4 = 192); VLLM_USE_DEEP_GEMM=1 makes
+    # select_fp8_moe_backend force DEEPGEMM, whose kernel takes 128x128 blocks only: _return_or_raise raises
+    from pytest_gpulayout.deployment import Launch
+
+    m = model("qwen3-30b-a3b-fp8")
+    for env in ({"VLLM_USE_DEEP_GEMM": "1"}, {"VLLM_MOE_USE_DEEP_GEMM": "1"}):
+        f = check_heads(subject(dep(tp=4, engine_version="0.33.0", launch=Launch(env=env)), machine(4), m))
+        assert f.status is Status.FAIL, f.message
+        assert "FP8 MoE backend DEEPGEMM does not support the deployment configuration" in f.message
+        assert "oracle/fp8.py" in f.message
+    off = Launch(env={"VLLM_USE_DEEP_GEMM": "1", "VLLM_MOE_USE_DEEP_GEMM": "0"})   # DeepGEMM removed
+    assert check_heads(subject(dep(tp=4, engine_version="0.33.0", launch=off), machine(4), m)).status is Status.PASS
+    # --moe-backend deep_gemm: pad_tp_shard_to_weight_blocks pads the share to whole 128 blocks instead
+    pad = Launch(args=("--moe-backend", "deep_gemm"))
+    f = check_heads(subject(dep(tp=4, engine_version="0.33.0", launch=pad), machine(4), m))
+    assert f.status is Status.PASS and "pads each rank's expert share 192 to 256" in f.message
+
+
+def test_kernel_and_budget_variables_not_modelled_are_named():
+    # sglang 0.5.23 arg_groups/overrides.py: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING sizes the pool after graph
+    # capture, a budget the checks do not model: named, never ignored
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+    from pytest_gpulayout.engines.vllm.engine import VLLM as V
+
+    k = SGLANG.knobs([], {"SGLANG_ENABLE_POST_CAPTURE_KV_SIZING": "1"})
+    assert k.env_not_modelled == ("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING",)
+    assert "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING in the environment" in k.not_modelled_note()
+    kv = V.knobs(["--moe-backend", "triton"], {"VLLM_DISABLED_KERNELS": "MarlinLinearKernel"})
+    assert kv.moe_backend == "triton" and "--moe-backend" not in kv.not_modelled
+    assert "VLLM_DISABLED_KERNELS" in kv.not_modelled_note()
+
+
+def test_the_kv_pool_finding_names_a_budget_variable_it_does_not_model():
+    from pytest_gpulayout.deployment import Launch
+    from pytest_gpulayout.model.load import load_model as load
+    from pytest_gpulayout.rules.kv_pool import check_kv_pool
+
+    d = dep(engine="sglang", engine_version="0.5.23",
+            launch=Launch(env={"SGLANG_ENABLE_POST_CAPTURE_KV_SIZING": "1"}))
+    f = check_kv_pool(subject(d, machine(1), load("Qwen/Qwen3-8B")))
+    assert "Not modelled: SGLANG_ENABLE_POST_CAPTURE_KV_SIZING in the environment" in f.message
+    assert "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING" in f.data["not_modelled"]

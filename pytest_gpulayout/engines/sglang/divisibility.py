@@ -15,11 +15,16 @@ Block-FP8 (``quantization_config.weight_block_size = [block_n, block_k]``)
     input share ``% block_k`` and a column-parallel output share ``% block_n``; before 0.5.23 every
     output part of a merged layer is checked, the last one too.
 
-Integer group quantization (AWQ, GPTQ, compressed-tensors ``pack-quantized``)
-    ``srt/layers/quantization/marlin_utils.py verify_marlin_supports_shape``: a group straddling
-    ranks fails. compressed-tensors: ``compressed_tensors/schemes/compressed_tensors_wNa16.py``
-    asserts it without a message. SGLang 0.5.23 ``compressed_tensors_wNa16_moe.py`` sizes
-    ``intermediate // group_size`` scale groups without a check, as vLLM did before 0.25.
+Integer group quantization (AWQ, GPTQ, compressed-tensors ``pack-quantized``), a group straddling ranks
+    AWQ: ``awq/awq.py`` sends a layer Marlin cannot take to the plain AWQ scheme, and
+    ``awq/schemes/awq_linear.py`` raises "The input size is not aligned ..." whatever the activation
+    dtype (Marlin's tiles alone fall back and start). compressed-tensors:
+    ``compressed_tensors/schemes/compressed_tensors_wNa16.py`` asserts it without a message. GPTQ
+    (gptq_marlin): ``hardware_backend/gpu/quantization/gptq_kernels.py`` calls
+    ``check_marlin_supports_shape`` and drops its answer, so nothing refuses; the scales cannot line up
+    (what follows at load or run is not verified): a fail either way.
+    SGLang 0.5.23 ``compressed_tensors_wNa16_moe.py`` sizes ``intermediate // group_size``
+    scale groups without a check, as vLLM did before 0.25.
 
 Expert parallel
     ``srt/layers/moe/fused_moe_triton/layer.py`` (0.4.8 - 0.5.23; 0.4.3 ``ep_moe/layer.py``):
@@ -48,11 +53,11 @@ V = Version
 FP8_LAST_PART_SKIPPED_SINCE = V("0.5.23")
 #: the fused Triton MoE layer holds the expert-count assert (before: ``ep_moe/layer.py``)
 FUSED_MOE_LAYER_SINCE = V("0.4.8")
-#: the release from which vLLM's compressed-tensors path checks the groups (``int_group_problems``
-#: compares SGLang's own release with it, as the shared rule always did)
-COMPRESSED_TENSORS_GROUPS_CHECKED_SINCE = V("0.25")
 
 RULES = ShardRules(ep_spans="TP", dp_splits_experts=False)
+
+AWQ_TEXT = ("The input size is not aligned with the quantized weight shape. This can be caused by too large "
+            "tensor parallel size.")
 
 
 def expert_layout(tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
@@ -130,23 +135,37 @@ def int_group_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
     g = q.group_size
     problems: list[WidthProblem] = []
     notes: list[str] = []
-    fp16 = model.dtype.lower() in ("float16", "fp16", "half")
     for lin in dense_linears(model, lay.tp):
         out_pp, in_pp = sum(lin.output_parts), lin.input_pp
         if not (g < lin.input_size and in_pp % g):
             continue
-        text = (f"Weight input_size_per_partition = {in_pp} is not divisible by group_size = {g}. "
-                f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
-        src = "sglang srt/layers/quantization/marlin_utils.py verify_marlin_supports_shape"
-        if q.method == "compressed-tensors":
-            text = "AssertionError (a bare `assert input_size_per_partition % group_size == 0`, no message)"
-            src = "sglang srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py"
-        # fp16 activations may fall back to a kernel that does not test groups: not verified
-        maybe = fp16 and not (q.method == "compressed-tensors"
-                              and lay.version >= COMPRESSED_TENSORS_GROUPS_CHECKED_SINCE)
-        # the width reported is the output share when the group is 64 wide, as the shared rule did
-        problems.append(WidthProblem(INT_GROUPS, lin.name, in_pp if g != 64 else out_pp, g, text, src,
-                                     fatal=not maybe))
+        width = in_pp if g != 64 else out_pp   # the output share when the group is 64 wide, as before
+        if q.method == "awq":
+            # awq/awq.py: a layer Marlin cannot take (check_marlin_supports_layer) falls back to the
+            # plain AWQ scheme, which refuses a straddled group whatever the activation dtype
+            problems.append(WidthProblem(
+                INT_GROUPS, lin.name, width, g, AWQ_TEXT,
+                "sglang srt/layers/quantization/awq/schemes/awq_linear.py create_weights (awq/awq.py "
+                "falls back to it from Marlin: check_marlin_supports_layer)"))
+        elif q.method == "compressed-tensors":
+            problems.append(WidthProblem(
+                INT_GROUPS, lin.name, width, g,
+                "AssertionError (a bare `assert input_size_per_partition % group_size == 0`, no message)",
+                "sglang srt/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py"))
+        else:   # GPTQ
+            src = "sglang srt/hardware_backend/gpu/quantization/gptq_kernels.py process_weights_after_loading"
+            reason = (f"Weight input_size_per_partition = {in_pp} is not divisible by group_size = {g}. "
+                      f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
+            problems.append(WidthProblem(
+                INT_GROUPS, lin.name, width, g, reason, src,
+                unverified=(f"SGLang {lay.version} has no working check for it: GPTQMarlinLinearKernel calls "
+                            f"check_marlin_supports_shape ({src}), which returns (False, \"{reason}\") "
+                            "instead of raising, and the result is dropped; gptq/schemes/gptq_marlin.py sizes "
+                            f"the rank's scales {in_pp} // {g} = {in_pp // g} groups for {in_pp} inputs, which "
+                            "cannot line up with the checkpoint's groups (with --quantization gptq, "
+                            "gptq/schemes/gptq_linear.py raises \"" + AWQ_TEXT + "\"). Not verified: whether "
+                            "loading or the kernel then raises, or it serves wrong outputs. Either way the "
+                            "layout does not serve this checkpoint correctly.")))
         break   # the first layer built raises; the rest would say the same
     inter = model.moe_intermediate_size
     if model.is_moe and inter and inter % lay.moe_shards == 0:

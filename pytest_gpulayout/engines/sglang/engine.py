@@ -229,6 +229,14 @@ VALUE_FLAGS = frozenset({
     "--cpu-offload-gb", "--json-model-override-args",
 })
 ENV_KNOBS: Mapping[str, str] = {"SGLANG_PP_LAYER_PARTITION": "pp_layer_partition"}
+#: SGLang 0.5.23 ``environ.py`` variables that choose a kernel or a memory budget and that the checks do
+#: not model. SGLANG_ENABLE_POST_CAPTURE_KV_SIZING (``arg_groups/overrides.py``): the KV pool is sized
+#: after CUDA-graph capture (hybrid-SWA byte pool, CUDA, no MLA, no DCP ...), not by the reserve this
+#: model computes.
+ENV_NOT_MODELLED = frozenset({
+    "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING", "SGLANG_ENABLE_JIT_DEEPGEMM", "SGLANG_USE_AITER",
+    "SGLANG_MOONCAKE_CUSTOM_MEM_POOL", "SGLANG_FORCE_FP8_MARLIN",
+})
 
 
 class SglangEngine:
@@ -327,7 +335,7 @@ class SglangEngine:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         args = self.parse_args(args).canonical_args()  # every spelling the engine takes, by its name
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS)
+                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED)
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
         return divisibility.expert_layout(tp, dp, expert_parallel)

@@ -168,6 +168,7 @@ KNOB_FLAGS: Mapping[str, KnobFlag] = {
     "--max-num-batched-tokens": KnobFlag("max_num_batched_tokens"),
     "--max-num-seqs": KnobFlag("max_num_seqs"),
     "--block-size": KnobFlag("block_size"),
+    "--moe-backend": KnobFlag("moe_backend", str),
 }
 #: Flags that change nothing the checks judge (names, logging, tokenizer, API surface, weights source).
 NEUTRAL_FLAGS = frozenset({
@@ -190,3 +191,22 @@ VALUE_FLAGS = frozenset({
     "--num-gpu-blocks-override", "--max-lora-rank", "--max-loras", "--lora-modules", "--rope-scaling",
 })
 ENV_KNOBS: Mapping[str, str] = {"VLLM_PP_LAYER_PARTITION": "pp_layer_partition"}
+#: Variables the checks read from ``LaunchKnobs.env`` themselves: VLLM_USE_DEEP_GEMM /
+#: VLLM_MOE_USE_DEEP_GEMM (block-FP8 MoE, ``engines/vllm/divisibility.py``).
+DEEP_GEMM_ENV = ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM")
+#: vLLM 0.33.0 ``envs.py`` variables that choose a kernel, a communication backend or a memory budget and
+#: that the checks do not model: a launch that sets one is told so, never judged as if it were absent.
+#: VLLM_ATTENTION_BACKEND, VLLM_USE_FLASHINFER_MOE_FP8/FP4, VLLM_FLASHINFER_MOE_BACKEND, VLLM_ALL2ALL_BACKEND
+#: and VLLM_FUSED_MOE_CHUNK_SIZE are gone from 0.33's envs.py (flags now) but older releases read them.
+ENV_NOT_MODELLED = frozenset({
+    "VLLM_ATTENTION_BACKEND", "VLLM_DISABLED_KERNELS", "VLLM_MARLIN_USE_ATOMIC_ADD", "VLLM_MARLIN_INPUT_DTYPE",
+    "VLLM_USE_TRITON_AWQ", "VLLM_USE_DEEP_GEMM_E8M0", "VLLM_USE_DEEP_GEMM_TMA_ALIGNED_SCALES",
+    "VLLM_USE_FLASHINFER_MOE_INT4", "VLLM_USE_FLASHINFER_MOE_FP8", "VLLM_USE_FLASHINFER_MOE_FP4",
+    "VLLM_FLASHINFER_MOE_BACKEND", "VLLM_BLOCKSCALE_FP8_GEMM_FLASHINFER", "VLLM_HUMMING_MOE_GEMM_TYPE",
+    "VLLM_HUMMING_USE_F16_ACCUM", "VLLM_MOE_SKIP_PADDING", "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE",
+    "VLLM_MXFP4_EMULATION_DEQUANT_AT_LOAD", "VLLM_MXFP8_EMULATION_DEQUANT_AT_LOAD", "VLLM_GDN_DECODE_KERNEL",
+    "VLLM_ALL2ALL_BACKEND", "VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER",
+    "VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+    "VLLM_USE_BREAKABLE_CUDAGRAPH", "VLLM_USE_V2_MODEL_RUNNER", "VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE",
+    "VLLM_BATCH_INVARIANT", "VLLM_FUSED_MOE_CHUNK_SIZE",
+})

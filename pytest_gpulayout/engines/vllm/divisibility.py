@@ -42,10 +42,12 @@ Expert parallel
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from packaging.version import Version
 
 from pytest_gpulayout.engine import ShardLayout
+from pytest_gpulayout.engines.vllm.defaults import DEEP_GEMM_ENV
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.shards import BLOCK_FP8, INT_GROUPS, Linear, ShardRules, WidthProblem, dense_linears
 
@@ -126,7 +128,12 @@ def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
             bad_k = lay.tp > 1 and share % bk != 0
             if bad_n or bad_k:
                 refine = math.gcd(bn, bk, share, model.hidden_size)
-                if lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32:
+                forced = _forced_moe_kernel(lay)
+                if lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32 and forced:
+                    p, n = _forced_kernel_share(model, lay, forced, share, bn, bk, refine)
+                    problems.extend(p)
+                    notes.extend(n)
+                elif lay.version >= FP8_MOE_REFINE_SINCE and q.method == "fp8" and refine >= 32:
                     notes.append(f"vLLM {lay.version} refines the MoE block scales from [{bn}, {bk}] to "
                                  f"[{refine}, {refine}] to fit the per-rank expert width {share} "
                                  f"(fused_moe/oracle/fp8.py refine_fp8_moe_block_shape; Triton MoE kernels)")
@@ -143,12 +150,109 @@ def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
     return problems, notes
 
 
+ORACLE = "vllm model_executor/layers/fused_moe/oracle/fp8.py"
+
+
+def _env_on(env: Mapping[str, str], var: str) -> bool | None:
+    """An ``envs.py`` int switch: None when unset (``envs.is_set``), else ``bool(int(value))``."""
+    if var not in env:
+        return None
+    try:
+        return bool(int(env[var]))
+    except ValueError:
+        return None
+
+
+def _forced_moe_kernel(lay: ShardLayout) -> str | None:
+    """The FP8 MoE kernel the launch forces (``select_fp8_moe_backend``): ``--moe-backend`` wins, then
+    VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM set (either) with both on (default "1") forces DeepGEMM."""
+    k = lay.knobs
+    if k is None:
+        return None
+    if k.moe_backend and k.moe_backend != "auto":
+        return k.moe_backend
+    use, moe = (_env_on(k.env, v) for v in DEEP_GEMM_ENV)
+    if (use is not None or moe is not None) and use is not False and moe is not False:
+        return "env:deep_gemm"
+    return None
+
+
+def _forced_kernel_share(model: ModelSpec, lay: ShardLayout, forced: str, share: int, bn: int, bk: int,
+                         refine: int) -> tuple[list[WidthProblem], list[str]]:
+    """vLLM >= 0.29 with a forced FP8 MoE kernel and an expert share the checkpoint blocks do not divide.
+
+    ``oracle/fp8.py resolve_fp8_moe_weight_block_shape``: with ``moe_backend`` "auto" (DeepGEMM forced by
+    the variables) the scales are refined to ``[refine, refine]`` and only Triton takes that shape:
+    DeepGEMM's ``_supports_quant_scheme`` takes 128x128 blocks only, and ``_return_or_raise`` raises.
+    With ``--moe-backend`` X that cannot take the refined shape, ``pad_tp_shard_to_weight_blocks``
+    pads each rank's share to whole blocks (square blocks, global widths block-aligned, pure TP, EP 1)
+    or raises "Block-aligned FP8 TP sharding requires ...". Triton takes the refined shape."""
+    if forced == "triton":
+        return [], [f"vLLM {lay.version} refines the MoE block scales from [{bn}, {bk}] to [{refine}, {refine}] "
+                    f"for --moe-backend triton ({ORACLE} refine_fp8_moe_block_shape)"]
+    if forced == "env:deep_gemm":
+        text = (f"FP8 MoE backend DEEPGEMM does not support the deployment configuration since kernel does "
+                f"not support quantization scheme ... (the weight blocks refined to [{refine}, {refine}] to fit "
+                f"the per-rank expert width {share}; DeepGEMM takes 128x128 blocks only)")
+        return [WidthProblem(BLOCK_FP8, "experts.gate_up_proj", share, bn, text,
+                             f"{ORACLE} select_fp8_moe_backend (VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM "
+                             f"force DeepGEMM; resolve_fp8_moe_weight_block_shape refined the scales)")], []
+    inter = model.moe_intermediate_size or 0
+    if bn == bk and lay.ep_size == 1 and inter % bn == 0 and model.hidden_size % bn == 0:
+        return [], [f"--moe-backend {forced} cannot take the refined [{refine}, {refine}] blocks: vLLM "
+                    f"{lay.version} pads each rank's expert share {share} to {-(-share // bn) * bn} "
+                    f"(whole checkpoint blocks; {ORACLE} pad_tp_shard_to_weight_blocks)"]
+    text = (f"Block-aligned FP8 TP sharding requires {bn}-aligned global expert dimensions, pure TP, and no "
+            "LoRA or expert bias.")
+    return [WidthProblem(BLOCK_FP8, "experts.gate_up_proj", share, bn, text,
+                         f"{ORACLE} pad_tp_shard_to_weight_blocks (--moe-backend {forced})")], []
+
+
 # ---------------------------------------------------------------------------------------------
 # Integer group quantization (WNA16)
 # ---------------------------------------------------------------------------------------------
 
+#: ``distributed/utils.py verify_group_size_divides_partition`` (compressed-tensors ``wNa16``), humming-kernels
+#: a hard dependency (a WNA16 kernel without a group rule is always found), the release read
+WNA16_PARTITION_CHECK_SINCE = V("0.33")
+
+AWQ_TEXT = ("The input size is not aligned with the quantized weight shape. This can be caused by too large "
+            "tensor parallel size.")
+
+
+def _vllm_layer_name(model: ModelSpec, lin: Linear) -> str:
+    """The prefix vLLM names the first such layer by (``model.layers.<i>.<module>``)."""
+    first = next((i for i in range(model.num_hidden_layers) if not model.is_moe_layer(i)), 0) \
+        if lin.name.startswith("mlp.") else (model.first_k_dense_layers if lin.name.startswith("shared") else 0)
+    module = {"o_proj": "self_attn.o_proj", "mlp.down_proj": "mlp.down_proj",
+              "shared_expert.down_proj": "mlp.shared_expert.down_proj"}.get(lin.name, lin.name)
+    return f"model.layers.{first}.{module}"
+
+
 def int_group_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
-    """Shares an int4/int8 group-quantized checkpoint cannot be split into on ``lay``."""
+    """Shares an int4/int8 group-quantized checkpoint cannot be split into on ``lay``.
+
+    vLLM 0.33.0 (read in the wheel), a quantization group straddling two ranks:
+
+    - AWQ: ``quantization/auto_awq.py get_quant_method`` sends a layer Marlin cannot take
+      (``check_marlin_supports_layer(..., allow_tile_padding=True)``: only a straddled group) to
+      ``AutoAWQLinearMethod``, whose ``BaseAWQLinearMethod.create_weights`` raises "The input size is
+      not aligned ...". No AWQ kernel without the group rule exists, whatever the activation dtype
+      (tile misalignment alone falls back and starts).
+    - compressed-tensors W4A16: a kernel is always found (humming-kernels is a hard dependency,
+      ``HummingLinearKernel.can_implement`` has no group rule), then ``compressed_tensors_wNa16.py
+      create_weights`` calls ``distributed/utils.py verify_group_size_divides_partition``.
+    - GPTQ: ``choose_mp_linear_kernel`` skips Marlin (its ``can_implement`` refuses the group) and takes
+      Machete on SM 9.0 (``machete.py can_implement``: no group rule), Humming elsewhere;
+      ``AutoGPTQLinearMethod.create_weights`` sizes the rank's scales ``input_size_per_partition //
+      group_size`` without a check. Read: no refusal at create_weights, and scales that cannot line up
+      with the rank's inputs. Not verified: whether the load or the kernel raises later or it serves
+      wrong outputs. A fail either way.
+
+    Before 0.33 (0.25 - 0.29 read for Marlin; the kernel list without Humming) the Marlin refusal is
+    what ``choose_mp_linear_kernel`` raises; with fp16 activations the Exllama kernel (no group rule)
+    may be picked for GPTQ / compressed-tensors before 0.25: not verified.
+    """
     q = model.quantization
     if q is None or not q.is_int_grouped or not q.group_size:
         return [], []
@@ -156,6 +260,8 @@ def int_group_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
     problems: list[WidthProblem] = []
     notes: list[str] = []
     old_marlin = lay.version < MARLIN_GROUPS_ONLY_SINCE
+    new_kernels = lay.version >= WNA16_PARTITION_CHECK_SINCE
+    awq = q.method == "awq"
     fp16 = model.dtype.lower() in ("float16", "fp16", "half")
     kernel_src = ("vllm model_executor/kernels/linear/mixed_precision/marlin.py can_implement"
                   if not old_marlin else "vllm model_executor/layers/quantization/utils/marlin_utils.py "
@@ -163,13 +269,16 @@ def int_group_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
     for lin in dense_linears(model, lay.tp):
         out_pp, in_pp = sum(lin.output_parts), lin.input_pp
         reason = None
-        if g < lin.input_size and in_pp % g:
+        straddle = g < lin.input_size and in_pp % g != 0
+        if straddle:
             if not old_marlin:
                 reason = f"in_features per partition {in_pp} is not divisible by group_size = {g}."
             else:
                 reason = (f"Weight input_size_per_partition = {in_pp} is not divisible by group_size = {g}. "
                           f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
             divisor = g
+        elif awq:
+            continue   # Marlin's tiles: AWQ falls back to its Triton kernel, which has no tile rule
         elif old_marlin and out_pp % 64:
             reason = (f"Weight output_size_per_partition = {out_pp} is not divisible by  min_thread_n = 64. "
                       f"Consider reducing tensor_parallel_size or running with --quantization gptq.")
@@ -180,13 +289,42 @@ def int_group_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthPr
             divisor = 128
         if reason is None:
             continue
+        width = in_pp if divisor != 64 else out_pp
+        if awq:
+            problems.append(WidthProblem(
+                INT_GROUPS, lin.name, width, g, AWQ_TEXT,
+                "vllm model_executor/layers/quantization/auto_awq.py BaseAWQLinearMethod.create_weights "
+                "(the layer Marlin refuses falls back to AutoAWQLinearMethod; before 0.33: awq.py)"))
+            break
+        if new_kernels and q.method == "compressed-tensors":
+            text = (f"Weight input_size_per_partition={in_pp} for layer '{_vllm_layer_name(model, lin)}' is not "
+                    f"divisible by group_size={g}. This happens when tensor_parallel_size splits the layer input "
+                    "into shards that are not a whole number of quant groups. Consider reducing "
+                    "tensor_parallel_size.")
+            problems.append(WidthProblem(
+                INT_GROUPS, lin.name, width, g, text,
+                "vllm distributed/utils.py verify_group_size_divides_partition (called by quantization/"
+                "compressed_tensors/schemes/compressed_tensors_wNa16.py create_weights)"))
+            break
         text = ("Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ... "
                 f"MarlinLinearKernel: {reason}")
-        # fp16 activations may fall back to the Exllama kernel, which does not test groups (< 0.33;
-        # 0.33 compressed-tensors also calls verify_group_size_divides_partition): not verified
+        if new_kernels:   # GPTQ
+            problems.append(WidthProblem(
+                INT_GROUPS, lin.name, width, g, f"MarlinLinearKernel: {reason}", kernel_src,
+                unverified=(f"vLLM {lay.version} has no check for it: Marlin refuses the share "
+                            f"(\"{reason}\", {kernel_src}) but choose_mp_linear_kernel then takes Machete on "
+                            "SM 9.0 (kernels/linear/mixed_precision/machete.py can_implement) or Humming "
+                            "elsewhere (humming.py), neither with a group rule, and quantization/auto_gptq.py "
+                            f"AutoGPTQLinearMethod.create_weights sizes the rank's scales {in_pp} // {g} = "
+                            f"{in_pp // g} groups for {in_pp} inputs, which cannot line up with the "
+                            "checkpoint's groups. Not verified: whether loading or the kernel then raises, "
+                            "or it serves wrong outputs. Either way the layout does not serve this checkpoint "
+                            "correctly.")))
+            break
+        # fp16 activations may fall back to the Exllama kernel, which does not test groups (< 0.33):
+        # not verified
         maybe = fp16 and not (q.method == "compressed-tensors" and lay.version >= MARLIN_GROUPS_ONLY_SINCE)
-        problems.append(WidthProblem(INT_GROUPS, lin.name, in_pp if divisor != 64 else out_pp, divisor, text,
-                                     kernel_src, fatal=not maybe))
+        problems.append(WidthProblem(INT_GROUPS, lin.name, width, divisor, text, kernel_src, fatal=not maybe))
         break   # the first layer built raises; the rest would say the same
     inter = model.moe_intermediate_size
     if model.is_moe and inter and inter % lay.moe_shards == 0:

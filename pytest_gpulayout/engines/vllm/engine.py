@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 from pytest_gpulayout.engines.vllm import budget
 from pytest_gpulayout.engines.vllm.defaults import (
     ENV_KNOBS,
+    ENV_NOT_MODELLED,
     FLASHINFER_SAMPLER_ENV,
     KNOB_FLAGS,
     NEUTRAL_FLAGS,
@@ -152,7 +153,7 @@ class VllmEngine:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         args = self.parse_args(args).canonical_args()  # every spelling the engine takes, by its name
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS)
+                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED)
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
         return divisibility.expert_layout(tp, dp, expert_parallel)
