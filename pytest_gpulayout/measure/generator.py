@@ -4,7 +4,8 @@ run with the Python of an environment that has vLLM (see ``measure/__init__.py``
 Several windows run in one process (``RUNNER`` calls ``main`` once per window, each with its own
 seed and result file): the generator's own start-up (imports, tokenizer: ~8 s on CPU) is paid once
 per concurrency, not per window. It is started through a short runner (``python -c``) that calls
-``vllm.benchmarks.serve`` the way ``vllm bench serve`` does, without the ``vllm`` CLI's start-up (which reads the installed
+``vllm.benchmarks.serve`` the way ``vllm bench serve`` does, without the ``vllm`` CLI's start-up (which reads
+the installed
 distribution's version and fails where vLLM is installed under another distribution name, as the
 CPU build is). Argument vector, never a shell; its own process group; ``PR_SET_PDEATHSIG`` so it
 dies with this process; killed with its group on every way out (:meth:`Generator.kill`).

@@ -35,7 +35,8 @@ class MeasureSpec:
     ``input_tokens``/``output_tokens``: fixed lengths (the output is forced to its length), unless a
     ``trace`` (JSONL: ``input_length``, ``output_length``, ``timestamp`` per request) replays real
     shapes. ``warmup_requests`` (default: the concurrency) run before each window, not counted.
-    ``windows``: the windows measured at first per concurrency; more follow while the verdict's confidence intervals overlap
+    ``windows``: the windows measured at first per concurrency; more follow while the verdict's confidence
+    intervals overlap
     and ``budget_s`` (the whole measurement, all deployments) is not spent. ``tokenizer``: a
     directory with the tokenizer (default: the model's directory; no network at run time).
     ``python``: the Python of an environment with vLLM, whose ``vllm bench serve`` drives the load
