@@ -103,7 +103,8 @@ class ClockSampler:
 
     def stop(self) -> Clocks | None:
         self._stop.set()
-        self._thread.join(5.0)
+        if self._thread.is_alive():
+            self._thread.join(5.0)
         return clocks_of(self.readings)
 
 
