@@ -43,10 +43,9 @@ RUNNER = (
     "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
     "add_cli_args(parser)\n"
     "windows = int(sys.argv[1])\n"
-    "args = parser.parse_args(sys.argv[2:])\n"
-    "stem, seed = args.result_filename[:-len('.json')], args.seed\n"
     "for i in range(windows):\n"
-    "    args.seed, args.result_filename = seed + i, f'{stem}-w{i}.json'\n"
+    "    args = parser.parse_args(sys.argv[2:])  # afresh: main() changes what it is given\n"
+    "    args.seed, args.result_filename = args.seed + i, f'{args.result_filename[:-5]}-w{i}.json'\n"
     "    main(args)\n"
 )
 
