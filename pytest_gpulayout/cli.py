@@ -22,6 +22,7 @@ VERBS = {
     "topo": "the link matrix, like nvidia-smi topo -m, for any machine source",
     "parse-log": "what an engine's startup log says: KV pool, concurrency, error kind",
     "plan": "candidate TP/PP/DP layouts for a model on a machine, ranked",
+    "measure": "launch each deployment, drive a real load against it, and say which layout to choose",
 }
 
 

@@ -328,6 +328,7 @@ def launch(
     on_wait: Callable[[str], None] | None = None,
     watcher: Watcher | None = None,
     progress: Progress | None = None,
+    serve: Callable[[], bool] | None = None,
 ) -> LaunchResult:
     """Run ``argv`` until the log answers, then stop it and its whole tree. See the module docstring.
 
@@ -341,7 +342,17 @@ def launch(
     change (``launch/progress.py``: starting ... cleaned, read from the log as it streams) and about
     once a second in between with the same phase; an exception from it is dropped (and it is not
     called again): progress never fails a launch or its clean-up.
+
+    ``serve`` (with ``stop_when="ready"``): keep the server up once it is ready, for as long as
+    ``serve()`` returns True. It is polled from the launch loop (about every 50 ms, on this thread,
+    so it must return at once: poll a load generator, do not wait for it); the loop goes on reading
+    the engine's output, watching its tree and its exit, and the timeout still counts (give it the
+    startup and the served time). When ``serve()`` returns False the answer is known and the tree is
+    stopped like at the KV pool (``kv_stop``); ``stopped_by`` is ``ready``. An exception from it
+    stops the tree hard and propagates.
     """
+    if serve is not None and stop_when != "ready":
+        raise ValueError("serve needs stop_when='ready'")
     if stop_when not in ("kv", "ready"):
         raise ValueError(f"stop_when must be 'kv' or 'ready', not {stop_when!r}")
     if kv_stop not in ("kill", "signal"):
@@ -358,7 +369,7 @@ def launch(
                       grace_s=adapted_grace(grace_s), stop_when=stop_when, linger_s=linger_s,
                       tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
                       scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held,
-                      progress=progress, progress_clock=(called_at, timeout_s))
+                      progress=progress, progress_clock=(called_at, timeout_s), serve=serve)
         return run.run()
     finally:
         held.release()
@@ -369,8 +380,9 @@ class _Launch:
                  log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
                  max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int,
                  kv_stop: str, locks: HeldLocks, progress: Progress | None = None,
-                 progress_clock: tuple[float, float] | None = None):
+                 progress_clock: tuple[float, float] | None = None, serve: Callable[[], bool] | None = None):
         self.argv = argv
+        self.serve = serve
         self.env = env
         self.watcher = watcher
         self.timeout_s = timeout_s
@@ -749,7 +761,9 @@ class _Launch:
             self.feeding = False  # what it prints while it stops is not part of its startup
             self._phase(STOPPING)
             stop_at = time.monotonic()
-            hard = stopped_by == "kv" and self.kv_stop == "kill"
+            # after a served load the answer is known too: the same stop as at the KV pool
+            hard = (stopped_by == "kv" or (stopped_by == "ready" and self.serve is not None)) \
+                and self.kv_stop == "kill"
             if not hard:
                 grace_used = self.grace_s
                 escalated, note = self._graceful(tree)
@@ -836,7 +850,7 @@ class _Launch:
                     reason, linger_until = "error", now + self.linger_s
                 elif self.stop_when == "kv" and w.kv_complete:
                     reason, linger_until = "kv", now + self.linger_s   # concurrency line, late ranks
-                elif self.stop_when == "ready" and w.ready:
+                elif self.stop_when == "ready" and w.ready and (self.serve is None or not self.serve()):
                     reason, linger_until = "ready", now
                 elif self.exited or self._dog_gone():
                     reason, linger_until = "exit", now + 0.3           # what it printed last

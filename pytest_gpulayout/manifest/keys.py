@@ -20,7 +20,7 @@ DEPLOYMENT_KEYS = (
     "model", "engine", "gpus",
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
     "max_model_len", "memory_fraction", "kv_cache_dtype", "engine_version",
-    "enable_expert_parallel", "require", "launch",
+    "enable_expert_parallel", "require", "launch", "measure",
     *_llamacpp.KEYS,  # engine: llamacpp (manifest/llamacpp.py)
 )
 REQUIRE_KEYS = ("kv_tokens", "concurrency", "tp_links", "balance_headroom_gib")
@@ -80,6 +80,7 @@ DEPLOYMENT_ALIASES: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("backend", "framework", "server", "runtime"), ("engine", "(vllm or sglang)")),
     **dict.fromkeys(("requires", "requirements", "expect", "expects"), ("require", "")),
     **dict.fromkeys(("launcher", "startup", "run"), ("launch", "")),
+    **dict.fromkeys(("benchmark", "bench", "load", "load_test", "measurement"), ("measure", "")),
     # keys that belong one level down
     **{k: (f"require.{k}", "") for k in REQUIRE_KEYS},
     **{k: (f"launch.{k}", "") for k in LAUNCH_KEYS},

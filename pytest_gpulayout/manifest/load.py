@@ -76,6 +76,7 @@ from pytest_gpulayout.manifest.keys import (
     TOP_KEYS,
     check_keys,
 )
+from pytest_gpulayout.measure import manifest as _measure
 
 __all__ = [
     "MANIFEST_NAME",
@@ -546,7 +547,7 @@ def _parse_deployment_fields(ctx: Ctx, raw: Mapping[Any, Any], prefix: str) -> d
     value is in ``defaults``, not each deployment that inherited it.
     """
     check_keys(ctx, raw, DEPLOYMENT_KEYS, DEPLOYMENT_ALIASES, prefix, section="deployment")
-    out = _parse_fields(ctx, {k: v for k, v in raw.items() if k not in ("require", "launch")},
+    out = _parse_fields(ctx, {k: v for k, v in raw.items() if k not in ("require", "launch", "measure")},
                         prefix, _DEPLOYMENT_FIELDS)
     if "require" in raw:
         out["require"] = _parse_section(ctx, raw["require"], f"{prefix}.require", REQUIRE_KEYS,
@@ -554,6 +555,8 @@ def _parse_deployment_fields(ctx: Ctx, raw: Mapping[Any, Any], prefix: str) -> d
     if "launch" in raw:
         out["launch"] = _parse_section(ctx, raw["launch"], f"{prefix}.launch", LAUNCH_KEYS,
                                        LAUNCH_ALIASES, _LAUNCH_FIELDS)
+    if "measure" in raw:
+        out["measure"] = _measure.parse_block(ctx, raw["measure"], f"{prefix}.measure")
     return out
 
 
@@ -565,6 +568,7 @@ def _merge(defaults: Mapping[str, Any], dep: Mapping[str, Any]) -> dict[str, Any
     launch = {**d_launch, **p_launch}
     launch["env"] = {**d_launch.get("env", {}), **p_launch.get("env", {})}
     merged["launch"] = launch
+    merged["measure"] = _measure.merge(defaults.get("measure", {}), dep.get("measure", {}))
     return merged
 
 
@@ -635,7 +639,8 @@ def _build(ctx: Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: P
 
     require = Require(**fields["require"])
     launch = Launch(**{**launch_fields, "env": MappingProxyType(dict(launch_fields["env"]))})
-    scalars = {k: v for k, v in fields.items() if k not in ("require", "launch", *_llamacpp.KEYS)}
+    measure = _measure.build(ctx, fields.get("measure", {}), prefix, base_dir)
+    scalars = {k: v for k, v in fields.items() if k not in ("require", "launch", "measure", *_llamacpp.KEYS)}
     scalars["model"] = _resolve_model(scalars["model"], base_dir)
     return Deployment(name=name, require=require, launch=launch, base_dir=base_dir,
-                      manifest_path=manifest_path, llamacpp=llamacpp, **scalars)
+                      manifest_path=manifest_path, llamacpp=llamacpp, measure=measure, **scalars)

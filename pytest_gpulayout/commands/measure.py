@@ -1,0 +1,92 @@
+"""``gpulayout measure [MANIFEST] [--deployments a,b] [--json] [--html FILE]``: launch each deployment,
+drive a real load against it (``vllm bench serve``), stop it, and say which layout to choose.
+
+The work is ``pytest_gpulayout/measure/``; this verb reads the manifest, prints the table (or the
+JSON of README.md's "gpulayout measure"), and returns 0 (pass), 1 (a deployment could not be
+measured) or 2 (bad input: one line naming the file and key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import Host
+from pytest_gpulayout.inputs.files import writable_path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("manifest", nargs="?", default=None, help="gpulayout.yaml (default: ./gpulayout.yaml)")
+    p.add_argument("--deployments", metavar="A,B", default=None, help="measure only these (comma-separated)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (keys: README.md, gpulayout measure)")
+    p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML page")
+    p.add_argument("--log-dir", metavar="DIR", default=None,
+                   help="where engine logs and the load generator's results go (default: a temporary directory)")
+
+
+def _table(data: dict[str, object]) -> list[str]:
+    deps = data["deployments"]
+    assert isinstance(deps, dict)
+    head = f"{'deployment':<20} {'status':<6} {'out tok/s':>10} {'req/s':>8} {'TTFT p99':>9} {'ITL p99':>8} " \
+           f"{'E2E p99':>9} {'done':>5} {'fail':>5} {'goodput':>8} {'win':>4}"
+    rows = [head, "-" * len(head)]
+
+    def f(v: object, nd: int = 1) -> str:
+        return "-" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+    for name, d in deps.items():
+        rows.append(f"{name:<20} {d['status']:<6} {f(d['output_tokens_per_s']):>10} {f(d['requests_per_s'], 2):>8} "
+                    f"{f(d['ttft_ms']['p99']):>9} {f(d['itl_ms']['p99']):>8} {f(d['e2e_ms']['p99']):>9} "
+                    f"{d['requests']['completed']:>5} {d['requests']['failed']:>5} {f(d['goodput_rps'], 2):>8} "
+                    f"{len(d['windows']):>4}")
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_gpulayout.launch.progress import stderr_reporter
+    from pytest_gpulayout.manifest.load import find_manifest, load_manifest
+    from pytest_gpulayout.measure.run import measure
+    from pytest_gpulayout.measure.spec import MeasureSpec
+
+    if args.html:
+        writable_path(args.html, "--html")
+    path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
+    manifest = load_manifest(path)
+    deps = list(manifest.deployments)
+    if args.deployments:
+        names = [n.strip() for n in args.deployments.split(",") if n.strip()]
+        if not names:
+            raise InputError("--deployments: give deployment names, comma-separated")
+        deps = [manifest.deployment(n) for n in names]
+    deps = [d if d.measure is not None else replace(d, measure=MeasureSpec()) for d in deps]
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-measure-"))
+    reporter = stderr_reporter()
+    result = measure(deps, work_dir=log_dir, host=Host.read(), progress=reporter.for_launch,
+                     on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr))
+    data = result.to_json()
+    data["log_dir"] = str(log_dir)
+    if args.html:
+        from pytest_gpulayout.measure.html import write_html
+
+        write_html(data, Path(args.html))
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        out = sys.stdout
+        out.write("\n".join(_table(data)) + "\n\n")
+        verdict = data["verdict"]
+        assert isinstance(verdict, dict)
+        out.write(f"verdict: {verdict['text']}\n")
+        for name, d in data["deployments"].items():
+            for err in d["errors"]:
+                out.write(f"{name}: {err}\n")
+            if d["clocks_note"]:
+                out.write(f"{name}: {d['clocks_note']}\n")
+        out.write(f"logs and load-generator results: {log_dir}\n")
+    return 1 if result.status == "fail" else 0

@@ -1,0 +1,141 @@
+"""The manifest's ``measure:`` block (in ``defaults`` or a deployment): keys, parsing, merging.
+
+``manifest/load.py`` adds ``measure`` to the deployment keys, parses the block where it is written
+with :func:`parse_block` (so an error names ``defaults.measure.slo`` when the bad value is in
+``defaults``), merges ``defaults`` under each deployment key by key (:func:`merge`, ``slo`` too) and
+builds the :class:`MeasureSpec` with :func:`build`. Every error is one line naming file and key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_gpulayout.inputs.values import Ctx, describe, int_value, number_value, string_list_value, string_value
+from pytest_gpulayout.manifest.keys import check_keys
+from pytest_gpulayout.measure.spec import MeasureSpec, Slo
+
+KEYS = ("concurrency", "requests", "duration_s", "input_tokens", "output_tokens", "trace", "slo",
+        "warmup_requests", "budget_s", "windows", "tokenizer", "python")
+SLO_KEYS = ("ttft_p99_ms", "itl_p99_ms")
+
+ALIASES: Mapping[str, tuple[str, str]] = {
+    **dict.fromkeys(("max_concurrency", "users", "concurrent_requests", "parallel"), ("concurrency", "")),
+    **dict.fromkeys(("num_prompts", "num_requests", "prompts", "n_requests"), ("requests", "")),
+    **dict.fromkeys(("duration", "seconds", "time_s", "duration_sec"), ("duration_s", "")),
+    **dict.fromkeys(("input_len", "input_length", "prompt_tokens", "isl", "random_input_len"),
+                    ("input_tokens", "")),
+    **dict.fromkeys(("output_len", "output_length", "max_tokens", "osl", "random_output_len"),
+                    ("output_tokens", "")),
+    **dict.fromkeys(("trace_file", "dataset", "dataset_path", "workload"), ("trace", "(a JSONL file)")),
+    **dict.fromkeys(("slos", "sla", "target", "targets", "goodput"), ("slo", "")),
+    **dict.fromkeys(("warmup", "warmups", "num_warmups", "warm_up"), ("warmup_requests", "")),
+    **dict.fromkeys(("budget", "timeout_s", "max_seconds", "time_budget_s"), ("budget_s", "")),
+    **dict.fromkeys(("repeats", "repetitions", "runs", "rounds"), ("windows", "")),
+    **{k: (f"slo.{k}", "") for k in SLO_KEYS},
+}
+SLO_ALIASES: Mapping[str, tuple[str, str]] = {
+    **dict.fromkeys(("ttft", "ttft_ms", "ttft_p99", "p99_ttft_ms"), ("ttft_p99_ms", "")),
+    **dict.fromkeys(("itl", "itl_ms", "itl_p99", "p99_itl_ms", "tpot_p99_ms"), ("itl_p99_ms", "")),
+}
+
+
+def _concurrency(ctx: Ctx, v: object, key: str) -> tuple[int, ...]:
+    if isinstance(v, (list, tuple)):
+        if not v:
+            ctx.fail(key, "is an empty list: give one concurrency (8) or a sweep ([1, 4, 16])")
+        out = tuple(int_value(ctx, x, f"{key}[{i}]", minimum=1) for i, x in enumerate(v))
+        if len(set(out)) != len(out):
+            ctx.fail(key, f"lists a concurrency twice: {list(v)}")
+        return tuple(sorted(out))
+    return (int_value(ctx, v, key, minimum=1),)
+
+
+def _positive(what: str) -> Callable[[Ctx, object, str], float]:
+    def parse(ctx: Ctx, v: object, key: str) -> float:
+        x = number_value(ctx, v, key, what=what)
+        if x <= 0:
+            ctx.fail(key, f"must be {what}, not {x:g}")
+        return x
+    return parse
+
+
+def _path(ctx: Ctx, v: object, key: str) -> str:
+    return string_value(ctx, v, key, what="a path")
+
+
+def _slo(ctx: Ctx, v: object, key: str) -> dict[str, float]:
+    if not isinstance(v, Mapping):
+        ctx.fail(key, f"must be a mapping with keys {', '.join(SLO_KEYS)}, not {describe(v)}")
+    check_keys(ctx, v, SLO_KEYS, SLO_ALIASES, key, section="slo")
+    return {k: _positive("a number of milliseconds > 0")(ctx, x, f"{key}.{k}") for k, x in v.items()}
+
+
+def _python(ctx: Ctx, v: object, key: str) -> str:
+    if isinstance(v, (list, tuple)):
+        return string_list_value(ctx, v, key, example="/venv/bin/python", allow_empty=False)[0]
+    return string_value(ctx, v, key, what="the path of a Python with vLLM installed")
+
+
+_FIELDS: dict[str, Callable[[Ctx, object, str], Any]] = {
+    "concurrency": _concurrency,
+    "requests": lambda ctx, v, k: int_value(ctx, v, k, minimum=1),
+    "duration_s": _positive("a number of seconds > 0"),
+    "input_tokens": lambda ctx, v, k: int_value(ctx, v, k, minimum=1),
+    "output_tokens": lambda ctx, v, k: int_value(ctx, v, k, minimum=1),
+    "trace": _path,
+    "slo": _slo,
+    "warmup_requests": lambda ctx, v, k: int_value(ctx, v, k, minimum=0),
+    "budget_s": _positive("a number of seconds > 0"),
+    "windows": lambda ctx, v, k: int_value(ctx, v, k, minimum=2),
+    "tokenizer": _path,
+    "python": _python,
+}
+
+
+def parse_block(ctx: Ctx, raw: object, key: str) -> dict[str, Any]:
+    """The ``measure:`` mapping at ``key``, each value checked where it is written."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        ctx.fail(key, f"must be a mapping with keys {', '.join(KEYS)}, not {describe(raw)}")
+    check_keys(ctx, raw, KEYS, ALIASES, key, section="measure")
+    out = {k: _FIELDS[k](ctx, v, f"{key}.{k}") for k, v in raw.items() if v is not None}
+    if "requests" in out and "duration_s" in out:
+        ctx.fail(f"{key}.duration_s", "set requests or duration_s, not both")
+    return out
+
+
+def merge(defaults: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults``' block under the deployment's, key by key (``slo`` too). A deployment's
+    ``requests`` replaces an inherited ``duration_s`` and the other way round."""
+    base = dict(defaults)
+    if "requests" in own:
+        base.pop("duration_s", None)
+    if "duration_s" in own:
+        base.pop("requests", None)
+    merged = {**base, **own}
+    if "slo" in defaults or "slo" in own:
+        merged["slo"] = {**defaults.get("slo", {}), **own.get("slo", {})}
+    return merged
+
+
+def build(ctx: Ctx, fields: Mapping[str, Any], prefix: str, base_dir: Path) -> MeasureSpec | None:
+    """The :class:`MeasureSpec` of a merged block (None when no ``measure`` was written)."""
+    if not fields:
+        return None
+    values = dict(fields)
+    for k in ("trace", "tokenizer"):
+        if k in values:
+            p = Path(values[k]).expanduser()
+            values[k] = p if p.is_absolute() else (base_dir / p)
+    trace = values.get("trace")
+    if trace is not None and not trace.is_file():
+        ctx.fail(f"{prefix}.measure.trace", f"no such file: {trace}")
+    if "slo" in values:
+        values["slo"] = Slo(**values["slo"])
+    if "python" in values and "/" in values["python"]:
+        p = Path(values["python"]).expanduser()
+        values["python"] = str(p if p.is_absolute() else base_dir / p)
+    return MeasureSpec(**values)

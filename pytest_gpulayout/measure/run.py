@@ -1,0 +1,333 @@
+"""Measure deployments one after the other on the same GPUs: launch to ready, drive the load window
+after window while the server stays up (the launcher's ``serve`` poll), stop the whole tree, next.
+
+The budget (``measure.budget_s``, the largest of the deployments') covers the whole measurement.
+First every deployment gets ``windows`` windows at each concurrency; while the verdict's interval
+still overlaps 1 and the budget allows another launch, the deployments are launched again for two
+more windows each at the deciding concurrency.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.errors import LaunchError
+from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.launch.argv import engine_env, expected_reports, gpu_plan, model_path_for, release
+from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
+from pytest_gpulayout.launch.progress import Progress
+from pytest_gpulayout.launch.verdict import STOP_SIGNAL
+from pytest_gpulayout.measure import clocks as clk
+from pytest_gpulayout.measure import metrics as met
+from pytest_gpulayout.measure.generator import Generator, generator_argv, generator_python
+from pytest_gpulayout.measure.result import MeasureError, Window, read_result
+from pytest_gpulayout.measure.spec import MeasureSpec
+from pytest_gpulayout.measure.stats import mean_ci
+from pytest_gpulayout.measure.verdict import Verdict, decide, deciding_figure
+
+#: how long one generator run may take beyond its share of the budget (its own start-up: ~8 s on CPU)
+_GENERATOR_SLACK_S = 120.0
+_MAX_ROUNDS = 3
+
+
+@dataclass
+class DeploymentMeasure:
+    """What one deployment's launches and windows gave."""
+
+    deployment: Deployment
+    spec: MeasureSpec
+    windows: list[Window] = field(default_factory=list)
+    metrics: list[met.EngineMetrics] = field(default_factory=list)
+    clocks: list[clk.Clocks | None] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    launches: list[LaunchResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def status(self) -> str:
+        return "fail" if self.errors or not self.windows else "pass"
+
+    def at(self, concurrency: int) -> list[Window]:
+        return [w for w in self.windows if w.concurrency == concurrency]
+
+    def merged_clocks(self) -> clk.Clocks | None:
+        return clk.merge(self.clocks)
+
+    def to_json(self, concurrency: int | None, unmatched: str | None = None) -> dict[str, Any]:
+        ws = self.at(concurrency) if concurrency is not None else []
+        if not ws and self.windows:
+            ws = self.at(max(w.concurrency for w in self.windows))
+
+        def mean(name: str) -> float | None:
+            xs = [getattr(w, name) for w in ws if getattr(w, name) is not None]
+            return round(sum(xs) / len(xs), 3) if xs else None
+
+        def pct(name: str) -> dict[str, float | None]:
+            out: dict[str, float | None] = {}
+            for q in ("p50", "p90", "p99"):
+                xs = [getattr(getattr(w, name), q) for w in ws]
+                ys = [x for x in xs if x is not None]
+                out[q] = round(sum(ys) / len(ys), 3) if ys else None
+            return out
+
+        tps = mean_ci([w.output_tokens_per_s for w in ws]) if ws else None
+        merged = met.merge(self.metrics)
+        c = self.merged_clocks()
+        return {
+            "status": self.status,
+            "engine": self.deployment.engine,
+            "layout": self.deployment.layout,
+            "concurrency": ws[0].concurrency if ws else None,
+            "output_tokens_per_s": mean("output_tokens_per_s"),
+            "output_tokens_per_s_ci95": ([round(tps.low, 3), round(tps.high, 3)]
+                                         if tps is not None and tps.n > 1 else None),
+            "requests_per_s": mean("requests_per_s"),
+            "ttft_ms": pct("ttft_ms"), "itl_ms": pct("itl_ms"), "e2e_ms": pct("e2e_ms"),
+            "requests": {"completed": sum(w.completed for w in ws), "failed": sum(w.failed for w in ws)},
+            "goodput_rps": mean("goodput_rps"),
+            "windows": [window_json(w) for w in self.windows],
+            "clocks": c.as_dict() if c is not None else None,
+            "clocks_matched": unmatched is None,
+            "clocks_note": unmatched,
+            "engine_metrics": merged.as_dict() if merged is not None else None,
+            "errors": list(self.errors),
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def window_json(w: Window) -> dict[str, Any]:
+    return {"concurrency": w.concurrency, "duration_s": round(w.duration_s, 3), "completed": w.completed,
+            "failed": w.failed, "output_tokens_per_s": round(w.output_tokens_per_s, 3),
+            "requests_per_s": round(w.requests_per_s, 3), "ttft_ms": w.ttft_ms.as_dict(),
+            "itl_ms": w.itl_ms.as_dict(), "e2e_ms": w.e2e_ms.as_dict(),
+            "goodput_rps": None if w.goodput_rps is None else round(w.goodput_rps, 3), "result": w.result_path}
+
+
+@dataclass
+class Measurement:
+    deployments: dict[str, DeploymentMeasure]
+    verdict: Verdict
+    unmatched: dict[str, str]
+    seconds: float
+
+    @property
+    def status(self) -> str:
+        if any(d.status == "fail" for d in self.deployments.values()):
+            return "fail"
+        return "warn" if self.unmatched else "pass"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "verdict": self.verdict.as_dict(),
+                "deployments": {n: d.to_json(self.verdict.concurrency, self.unmatched.get(n))
+                                for n, d in self.deployments.items()},
+                "seconds": round(self.seconds, 1),
+                "load_generator": "vllm bench serve"}
+
+
+def _tokenizer(dep: Deployment, spec: MeasureSpec) -> str:
+    if spec.tokenizer is not None:
+        return str(spec.tokenizer)
+    return model_path_for(dep)
+
+
+class _Driver:
+    """The launcher's ``serve`` poll: one generator run after another, until the plan is done."""
+
+    def __init__(self, dm: DeploymentMeasure, plan: list[tuple[int, int]], *, port: int, work: Path, deadline: float,
+                 nvml: Any | None, gpu_indices: Sequence[int], seed0: int, on_window: Callable[[str], None] | None):
+        self.dm = dm
+        self.plan = list(plan)
+        self.port = port
+        self.work = work
+        self.deadline = deadline
+        self.nvml = nvml
+        self.gpu_indices = gpu_indices
+        self.seed = seed0
+        self.on_window = on_window
+        self.current: Generator | None = None
+        self.concurrency = 0
+        self.scraper: met.Scraper | None = None
+        self.sampler: clk.ClockSampler | None = None
+        self.result_name = ""
+        self.windows = 1
+        self.python = generator_python(dm.spec, dm.deployment.launch.command)
+
+    def __call__(self) -> bool:
+        if self.current is not None:
+            rc = self.current.poll()
+            if rc is None:
+                return True
+            self._finish(rc)
+        if not self.plan or self.dm.errors or time.monotonic() >= self.deadline:
+            return False
+        self._start(*self.plan.pop(0))
+        return True
+
+    def _start(self, concurrency: int, windows: int) -> None:
+        spec = self.dm.spec
+        self.concurrency = concurrency
+        self.windows = windows
+        self.seed += 10
+        self.result_name = f"{self.dm.deployment.name}-c{concurrency}-s{self.seed}.json"
+        requests = spec.window_requests
+        if spec.duration_s is not None:
+            rates = [w.requests_per_s for w in self.dm.windows if w.concurrency == concurrency]
+            requests = max(concurrency, int(rates[-1] * spec.duration_s)) if rates else max(4 * concurrency, 16)
+        argv = generator_argv(self.python, spec, base_url=f"http://127.0.0.1:{self.port}",
+                              model=model_path_for(self.dm.deployment), tokenizer=_tokenizer(self.dm.deployment, spec),
+                              concurrency=concurrency, requests=requests, result_dir=self.work,
+                              result_name=self.result_name, seed=self.seed, windows=windows)
+        timeout = max(self.deadline - time.monotonic(), 0.0) + _GENERATOR_SLACK_S
+        self.scraper = met.Scraper(f"http://127.0.0.1:{self.port}/metrics").start()
+        self.sampler = clk.ClockSampler(self.nvml, self.gpu_indices).start() if self.nvml is not None else None
+        try:
+            self.current = Generator.start(argv, log_path=self.work / (self.result_name + ".log"), timeout_s=timeout)
+        except OSError as err:
+            self.dm.errors.append(f"cannot start the load generator ({self.python}): {err.strerror or err}")
+            self._stop_samplers()
+
+    def _stop_samplers(self) -> tuple[met.EngineMetrics | None, clk.Clocks | None]:
+        m = self.scraper.stop() if self.scraper is not None else None
+        c = self.sampler.stop() if self.sampler is not None else None
+        self.scraper = self.sampler = None
+        return m, c
+
+    def _finish(self, rc: int) -> None:
+        gen, self.current = self.current, None
+        assert gen is not None
+        m, c = self._stop_samplers()
+        stem = self.result_name[:-len(".json")]
+        paths = [self.work / f"{stem}-w{i}.json" for i in range(self.windows)]
+        if rc != 0 or not all(p.is_file() for p in paths):
+            why = "ran past its time" if rc == -9 else f"exited with {rc}"
+            self.dm.errors.append(f"the load generator {why}: {gen.tail()} (log: {gen.log_path})")
+            return
+        for path in paths:
+            try:
+                w = read_result(path, concurrency=self.concurrency, slo=self.dm.spec.slo)
+            except MeasureError as err:
+                self.dm.errors.append(str(err))
+                return
+            self.dm.windows.append(w)
+            if self.on_window is not None:
+                self.on_window(f"{self.dm.deployment.name}: concurrency {w.concurrency}: "
+                               f"{w.output_tokens_per_s:.1f} output tokens/s, {w.requests_per_s:.2f} requests/s, "
+                               f"{w.completed} done, {w.failed} failed")
+        # the samplers ran through all the windows of this run: one reading for them
+        if m is not None:
+            self.dm.metrics.append(m)
+        self.dm.clocks.append(c)
+
+    def close(self) -> None:
+        """Every way out: the generator and the samplers stop."""
+        if self.current is not None:
+            self.current.kill()
+            self.current = None
+        self._stop_samplers()
+
+
+def _launch_args(dep: Deployment, port: int, host: Host) -> tuple[list[str], dict[str, str], Any, tuple[str, ...],
+                                                                    list[int]]:
+    """argv, env, log watcher, GPU lock keys and the NVML indices of ``dep``'s server on ``port``."""
+    if dep.engine == "llamacpp":
+        from pytest_gpulayout.engines.llamacpp.launch import llamacpp_argv
+        from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
+
+        plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES")) if dep.gpus is not None else None
+        argv = llamacpp_argv(dep, port)
+        if "--metrics" not in argv:
+            argv.append("--metrics")
+        env = dict(os.environ)
+        if plan is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(plan.visible)
+        env.update(dep.launch.env)
+        return (argv, env, StartupLogWatcher(), plan.lock_keys if plan else (),
+                [int(v) for v in plan.visible if v.isdigit()] if plan else [])
+    engine = ENGINES[dep.engine]
+    version = dep.engine_version
+    if version is None and not dep.launch.command:
+        version = host.installed(dep.engine)
+    rel = release(engine, version)
+    plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine)
+    argv = engine.launch_argv(dep, model_path_for(dep), port, rel)
+    engines, ranks = expected_reports(engine, dep, rel)
+    return (argv, engine_env(dep, plan.visible), engine.log_watcher(engines, ranks), plan.lock_keys,
+            [int(v) for v in plan.visible if v.isdigit()])
+
+
+def _measure_once(dm: DeploymentMeasure, plan: list[tuple[int, int]], *, work: Path, deadline: float, nvml: Any | None,
+                  host: Host, progress: Progress | None, on_window: Callable[[str], None] | None, seed0: int) -> None:
+    dep = dm.deployment
+    t0 = time.monotonic()
+    port = free_port()
+    try:
+        argv, env, watcher, locks, indices = _launch_args(dep, port, host)
+    except LaunchError as err:
+        dm.errors.append(f"cannot launch: {err}")
+        return
+    driver = _Driver(dm, plan, port=port, work=work, deadline=deadline, nvml=nvml, gpu_indices=indices,
+                     seed0=seed0, on_window=on_window)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = work / f"engine-{dep.name}-{stamp}-{len(dm.launches)}.log"
+    try:
+        result = launch(argv, env=env, watcher=watcher, timeout_s=dep.launch.timeout_s + max(deadline - t0, 0.0),
+                        log_path=log_path, stop_when="ready", serve=driver, gpus=locks, stop_signal=STOP_SIGNAL,
+                        progress=progress)
+    except LaunchError as err:
+        dm.errors.append(f"cannot launch: {err}")
+        return
+    finally:
+        driver.close()
+        dm.seconds += time.monotonic() - t0
+    dm.launches.append(result)
+    if result.stopped_by != "ready" or not result.log.ready:
+        tail = " | ".join(result.tail[-3:])
+        dm.errors.append(f"the server stopped before the load was done ({result.stopped_by}, exit code "
+                         f"{result.returncode}): {tail} (log: {result.log_path})")
+    if result.leftover_pids:
+        dm.errors.append(f"processes of the engine survived its stop: {list(result.leftover_pids)}")
+
+
+def measure(deployments: Sequence[Deployment], *, work_dir: Path, host: Host = BARE_HOST,
+            progress: Callable[[str], Progress] | None = None, on_window: Callable[[str], None] | None = None,
+            nvml: Any | None = None, use_nvml: bool = True) -> Measurement:
+    """Measure ``deployments`` (each with its ``measure`` block, or the defaults) and decide."""
+    t0 = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    if nvml is None and use_nvml:
+        nvml = clk.load_nvml()
+    dms = {d.name: DeploymentMeasure(d, d.measure or MeasureSpec()) for d in deployments}
+    budget = max(dm.spec.budget_s for dm in dms.values())
+    deadline = t0 + budget
+    for i, dm in enumerate(dms.values()):
+        share = t0 + budget * (i + 1) / len(dms)  # each deployment's first pass fits in its share
+        plan = [(c, dm.spec.windows) for c in dm.spec.concurrency]
+        _measure_once(dm, plan, work=work_dir, deadline=min(share, deadline), nvml=nvml, host=host,
+                      progress=progress(dm.deployment.name) if progress else None, on_window=on_window, seed0=0)
+    figure = deciding_figure({n: dm.spec.slo.set for n, dm in dms.items()})
+
+    def verdict() -> tuple[Verdict, dict[str, str]]:
+        unmatched = clk.unmatched({n: dm.merged_clocks() for n, dm in dms.items()})
+        return decide({n: dm.windows for n, dm in dms.items() if dm.status == "pass"}, figure, unmatched), unmatched
+
+    v, unmatched = verdict()
+    rounds = 0
+    while (not v.decided and v.concurrency is not None and v.ratio is not None and rounds < _MAX_ROUNDS
+           and all(dm.status == "pass" for dm in dms.values())):
+        longest = max(dm.seconds / max(len(dm.launches), 1) for dm in dms.values())
+        if time.monotonic() + 2 * longest > deadline:
+            break
+        rounds += 1
+        for dm in dms.values():
+            _measure_once(dm, [(v.concurrency, 2)], work=work_dir, deadline=deadline, nvml=nvml,
+                          host=host, progress=progress(dm.deployment.name) if progress else None,
+                          on_window=on_window, seed0=100 * rounds)
+        v, unmatched = verdict()
+    return Measurement(dms, v, unmatched, time.monotonic() - t0)

@@ -1,0 +1,265 @@
+"""``gpulayout measure`` without an engine: the load generator's recorded JSON parsed and checked
+against its own aggregates, goodput, the confidence-interval math, the verdict, /metrics parsing,
+the manifest's ``measure:`` block, and clocks and matched-clock flags against the fake NVML."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.fake_pynvml import FakeNvml
+
+from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.manifest.load import parse_manifest
+from pytest_gpulayout.measure import clocks as clk
+from pytest_gpulayout.measure.generator import generator_argv
+from pytest_gpulayout.measure.metrics import parse_prometheus, sample_of, summarize
+from pytest_gpulayout.measure.result import MeasureError, Percentiles, Window, parse_result, percentile, read_result
+from pytest_gpulayout.measure.spec import MeasureSpec, Slo
+from pytest_gpulayout.measure.stats import mean_ci, ratio_ci, separated, t975
+from pytest_gpulayout.measure.verdict import decide, deciding_figure
+
+RECORDED = Path(__file__).parents[1] / "data" / "measure" / "vllm-bench-serve-c8.json"
+
+
+def test_recorded_result_agrees_with_the_generators_own_aggregates() -> None:
+    """Recorded from a real ``vllm bench serve`` against the CPU vLLM (tiny Llama, 16 requests, 8 at once)."""
+    w = read_result(RECORDED, concurrency=8)
+    g = json.loads(RECORDED.read_text())
+    assert (w.completed, w.failed) == (g["completed"], g["failed"]) == (16, 0)
+    assert w.output_tokens_per_s == pytest.approx(g["output_throughput"], rel=1e-9)
+    assert w.requests_per_s == pytest.approx(g["request_throughput"], rel=1e-9)
+    for ours, key in ((w.ttft_ms, "ttft"), (w.itl_ms, "itl"), (w.e2e_ms, "e2el")):
+        for q in ("p50", "p90", "p99"):
+            assert getattr(ours, q) == pytest.approx(g[f"{q}_{key}_ms"], rel=1e-9), (key, q)
+    assert w.goodput_rps is None and w.result_path == str(RECORDED)
+
+
+def test_goodput_holds_each_request_to_the_slo() -> None:
+    g = json.loads(RECORDED.read_text())
+    everyone = parse_result(g, concurrency=8, slo=Slo(ttft_p99_ms=10_000, itl_p99_ms=10_000))
+    assert everyone.goodput_rps == pytest.approx(16 / g["duration"])
+    cut = sorted(g["ttfts"])[7] * 1000  # the 8 fastest first tokens meet it
+    half = parse_result(g, concurrency=8, slo=Slo(ttft_p99_ms=cut))
+    assert half.goodput_rps == pytest.approx(8 / g["duration"])
+    worst_gap = max(max(x) for x in g["itls"]) * 1000
+    nobody = parse_result(g, concurrency=8, slo=Slo(itl_p99_ms=worst_gap / 1e6))
+    assert nobody.goodput_rps == 0.0
+
+
+def test_failed_requests_are_counted_not_timed() -> None:
+    g = json.loads(RECORDED.read_text())
+    g["errors"] = ["boom"] + g["errors"][1:]
+    g["completed"], g["failed"] = 15, 1
+    w = parse_result(g, concurrency=8, slo=Slo(ttft_p99_ms=1e9))
+    assert (w.completed, w.failed) == (15, 1)
+    assert w.output_tokens == sum(g["output_lens"][1:])
+    assert w.goodput_rps == pytest.approx(15 / g["duration"])
+
+
+def test_a_result_without_per_request_times_is_one_clear_error(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    g = json.loads(RECORDED.read_text())
+    del g["itls"]
+    p.write_text(json.dumps(g))
+    with pytest.raises(MeasureError, match="no per-request 'itls'.*--save-detailed"):
+        read_result(p, concurrency=8)
+    p.write_text("[1]")
+    with pytest.raises(MeasureError, match="not a JSON object"):
+        read_result(p, concurrency=8)
+
+
+def test_percentile_is_numpys_linear() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([1, 2, 3, 4], 99) == pytest.approx(3.97)
+    assert percentile([], 50) is None
+
+
+def test_intervals() -> None:
+    assert t975(1) == 12.706 and t975(100) == 1.96
+    ci = mean_ci([10.0, 12.0, 11.0, 13.0])
+    half = 3.182 * statistics.stdev([10, 12, 11, 13]) / 2
+    assert (ci.low, ci.high) == pytest.approx((11.5 - half, 11.5 + half))
+    r = ratio_ci([20.0, 21.0, 19.0, 20.5], [10.0, 10.5, 9.5, 10.2])
+    assert r.mean == pytest.approx(80.5 / 40.2) and 1 < r.low < r.mean < r.high
+    assert separated([20.0, 21.0, 19.0], [10.0, 10.5, 9.5])
+    assert not separated([10.0, 14.0, 8.0], [11.0, 9.0, 12.0])
+    one = ratio_ci([10.0], [5.0])  # a single window: no interval
+    assert one.low == 0.0 and math.isinf(one.high)
+
+
+def _w(tps: float, conc: int = 8, itl99: float = 40.0, goodput: float | None = None) -> Window:
+    p = Percentiles(1.0, 2.0, 3.0)
+    return Window(conc, 10.0, 10, 0, int(tps * 10), tps, 1.0, p, Percentiles(10.0, 20.0, itl99), p, goodput, {})
+
+
+def test_verdict_chooses_the_faster_with_its_ratio_and_interval() -> None:
+    v = decide({"tp2": [_w(134), _w(135), _w(133)], "pp2": [_w(100, itl99=58), _w(101, itl99=58), _w(99, itl99=58)]},
+               "output_tokens_per_s")
+    assert v.choose == "tp2" and v.decided and v.runner_up == "pp2"
+    assert v.text.startswith("choose tp2: 1.34x the output tokens/s of pp2 (95 % CI 1.3")
+    assert "at P99 ITL 40 ms against 58 ms" in v.text
+
+
+def test_verdict_says_no_difference_when_the_intervals_overlap() -> None:
+    v = decide({"a": [_w(100), _w(120), _w(90)], "b": [_w(105), _w(95), _w(110)]}, "output_tokens_per_s")
+    assert v.choose is None and not v.decided
+    assert v.text.startswith("no measurable difference at this load") and "pick on memory (see kv_pool)" in v.text
+
+
+def test_verdict_reads_goodput_when_every_deployment_has_an_slo() -> None:
+    assert deciding_figure({"a": True, "b": True}) == "goodput_rps"
+    assert deciding_figure({"a": True, "b": False}) == "output_tokens_per_s"
+    v = decide({"a": [_w(100, goodput=2.0), _w(100, goodput=2.1)], "b": [_w(200, goodput=1.0), _w(200, goodput=1.05)]},
+               "goodput_rps")
+    assert v.choose == "a" and "goodput" in v.text
+
+
+def test_verdict_at_the_highest_common_concurrency_and_with_one_deployment() -> None:
+    v = decide({"a": [_w(50, 1), _w(51, 1), _w(300, 16), _w(310, 16)], "b": [_w(90, 1), _w(91, 1), _w(100, 16),
+                                                                           _w(101, 16)]}, "output_tokens_per_s")
+    assert v.concurrency == 16 and v.choose == "a"
+    assert decide({"a": [_w(1)]}, "output_tokens_per_s").text == "only a was measured: nothing to compare it with"
+
+
+PROM = """# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.75
+vllm:num_preemptions_total{engine="0",model_name="m"} 3.0
+vllm:num_preemptions_total{engine="1",model_name="m"} 1.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="1",model_name="m"} 0.0
+process_cpu_seconds_total 12.5
+"""
+
+
+def test_metrics_across_dp_engines() -> None:
+    assert parse_prometheus(PROM)["process_cpu_seconds_total"] == [12.5]
+    s = sample_of(PROM)
+    assert (s.kv_usage, s.preemptions, s.waiting) == (0.5, 4.0, 2.0)
+    later = sample_of(PROM.replace("} 3.0", "} 9.0"))
+    m = summarize([s, later])
+    assert m.preemptions == 6.0 and m.kv_usage_max == 0.5 and m.samples == 2
+    old = sample_of("vllm:gpu_cache_usage_perc 0.4\nllamacpp:requests_deferred 1\n")
+    assert (old.kv_usage, old.waiting, old.preemptions) == (0.4, 1.0, None)
+
+
+def test_generator_argv_is_offline_and_forces_lengths(tmp_path: Path) -> None:
+    argv = generator_argv("/venv/bin/python", MeasureSpec(input_tokens=32, output_tokens=64),
+                          base_url="http://127.0.0.1:8000", model="/m", tokenizer="/m", concurrency=8, requests=40,
+                          result_dir=tmp_path, result_name="r.json", seed=10, windows=3)
+    assert argv[:2] == ["/venv/bin/python", "-c"] and argv[3] == "3"
+    flags = dict(zip(argv[4::1], argv[5::1], strict=False))
+    assert flags["--tokenizer"] == "/m" and flags["--max-concurrency"] == "8" and flags["--num-prompts"] == "40"
+    assert flags["--random-output-len"] == "64" and "--ignore-eos" in argv and "--save-detailed" in argv
+    assert flags["--num-warmups"] == "8"  # default: one request per concurrent user
+    trace = tmp_path / "t.jsonl"
+    traced = generator_argv("p", MeasureSpec(trace=trace), base_url="u", model="m", tokenizer="m", concurrency=1,
+                            requests=1, result_dir=tmp_path, result_name="r.json", seed=0)
+    assert traced[traced.index("--dataset-name") + 1] == "timed_trace" and "--ignore-eos" not in traced
+
+
+def _manifest(tmp_path: Path, measure: Any, defaults: Any = None) -> Any:
+    data: dict[str, Any] = {"version": 1, "deployments": {"a": {"model": "Qwen/Qwen3-8B", "measure": measure}}}
+    if defaults is not None:
+        data["defaults"] = {"measure": defaults}
+    return parse_manifest(data, path=tmp_path / "gpulayout.yaml")
+
+
+def test_manifest_measure_block(tmp_path: Path) -> None:
+    m = _manifest(tmp_path, {"concurrency": [16, 1], "slo": {"itl_p99_ms": 50}},
+                  {"requests": 32, "slo": {"ttft_p99_ms": 500}, "windows": 3})
+    spec = m.deployments[0].measure
+    assert spec == MeasureSpec(concurrency=(1, 16), requests=32, windows=3, slo=Slo(500.0, 50.0))
+    assert _manifest(tmp_path, {"duration_s": 30}, {"requests": 32}).deployments[0].measure.requests is None
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"concurency": 8}, "deployments.a.measure.concurency: unknown key 'concurency': did you mean 'concurrency'?"),
+    ({"concurrency": 0}, "deployments.a.measure.concurrency"),
+    ({"concurrency": []}, "deployments.a.measure.concurrency: is an empty list"),
+    ({"slo": {"ttft": 5}}, "deployments.a.measure.slo.ttft: unknown key 'ttft': did you mean 'ttft_p99_ms'?"),
+    ({"requests": 5, "duration_s": 3}, "set requests or duration_s, not both"),
+    ({"windows": 1}, "deployments.a.measure.windows"),
+    ({"trace": "nope.jsonl"}, "deployments.a.measure.trace: no such file"),
+    ("fast", "deployments.a.measure: must be a mapping"),
+])
+def test_manifest_measure_errors_name_the_key(tmp_path: Path, block: Any, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        _manifest(tmp_path, block)
+    assert message in str(err.value) and str(tmp_path) in str(err.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Clocks against the fake NVML
+# ------------------------------------------------------------------------------------------------
+class ClockedNvml(FakeNvml):
+    """The project's fake NVML with SM clocks, temperatures and power per GPU position."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+
+    def __init__(self, machine: Machine, sm: dict[int, list[int]], temp: int = 60, power_mw: int = 300_000):
+        super().__init__(machine)
+        self.sm = {i: list(v) for i, v in sm.items()}
+        self.temp, self.power_mw = temp, power_mw
+
+    def nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:  # noqa: N802 (NVML's name)
+        assert kind == self.NVML_CLOCK_SM
+        rows = self.sm[h.pos]
+        return rows.pop(0) if len(rows) > 1 else rows[0]
+
+    def nvmlDeviceGetTemperature(self, h: Any, kind: int) -> int:  # noqa: N802
+        return self.temp + h.pos
+
+    def nvmlDeviceGetPowerUsage(self, h: Any) -> int:  # noqa: N802
+        return self.power_mw
+
+
+def _two_gpus() -> Machine:
+    gpus = tuple(Gpu(i, name="NVIDIA H100 80GB HBM3", uuid=f"GPU-{i}", memory_total_mib=81559,
+                     memory_free_mib=81000, pci_bus_id=f"00000000:{0x18 + i:02X}:00.0") for i in range(2))
+    return Machine(gpus=gpus, links={(0, 1): "NV18"}, source="snapshot", driver="550.90.07")
+
+
+def test_clock_sampler_reads_each_gpu() -> None:
+    nv = ClockedNvml(_two_gpus(), {0: [1980, 1980, 1700], 1: [1950]})
+    nv.nvmlInit()  # what load_nvml does
+    s = clk.ClockSampler(nv, [0, 1])
+    for _ in range(3):
+        s.sample()
+    c = s.stop()
+    assert c is not None
+    g0, g1 = c.gpus
+    assert (g0.index, g0.samples, g0.sm_mhz_min) == (0, 3, 1700)
+    assert g0.sm_mhz_mean == pytest.approx((1980 + 1980 + 1700) / 3)
+    assert (g1.sm_mhz_mean, g0.temperature_c_max, g1.temperature_c_max, g0.power_w_mean) == (1950, 60, 61, 300)
+    assert c.as_dict()["gpus"][0]["power_w_mean"] == 300.0
+
+
+def test_matched_clocks_flag_a_layout_15_percent_slower() -> None:
+    fast = clk.clocks_of({0: [(1980.0, 60.0, 300.0)], 1: [(1980.0, 61.0, 300.0)]})
+    close = clk.clocks_of({0: [(1800.0, 70.0, 300.0)]})            # 9 % lower: matched
+    slow = clk.clocks_of({0: [(1500.0, 85.0, 250.0)], 1: [(1600.0, 86.0, 250.0)]})  # 22 % lower
+    flags = clk.unmatched({"tp2": fast, "pp2": close, "dp2": slow})
+    assert list(flags) == ["dp2"]
+    assert "1550 MHz" in flags["dp2"] and "22 % below tp2's 1980 MHz" in flags["dp2"]
+    assert clk.unmatched({"cpu-a": None, "cpu-b": None}) == {}     # the CPU build: clocks null, nothing flagged
+    v = decide({"tp2": [_w(134), _w(135), _w(133)], "dp2": [_w(100), _w(101), _w(99)]}, "output_tokens_per_s",
+               flags)
+    assert v.choose == "tp2" and "Clocks not matched" in v.text and "dp2:" in v.text
+
+
+def test_no_nvml_means_no_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pynvml
+
+    def fail() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", fail)
+    assert clk.load_nvml() is None
