@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pytest_gpulayout.measure.spec import MeasureSpec
+from pytest_gpulayout.workload import MeasureSpec
 
 
 @dataclass(frozen=True)
@@ -91,5 +91,5 @@ class Deployment(ParallelShape):
     #: the engine's own options block, parsed by its folder (``engines/llamacpp/manifest.py``: the
     #: ``llamacpp:`` key); engine-neutral code never reads it
     llamacpp: Any = None
-    #: the ``measure:`` block (``gpulayout measure``: measure/spec.py); None when the manifest has none
+    #: the ``measure:`` block (``gpulayout measure``: workload.py); None when the manifest has none
     measure: MeasureSpec | None = None

@@ -137,6 +137,8 @@ class Engine(MemoryEngine, Protocol):
     entry_modules: tuple[str, ...]
     #: whether a command line's flags are read back into manifest keys (artifacts/build.py)
     command_line_keys: bool
+    #: the flags that make it serve Prometheus ``/metrics`` (read by ``gpulayout measure``)
+    metrics_args: tuple[str, ...]
     #: the module run as ``python -m`` to serve
     server_module: str
     flags: Flags

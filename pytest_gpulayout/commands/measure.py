@@ -48,10 +48,11 @@ def _table(data: dict[str, object]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_gpulayout.engines.registry import ENGINES
     from pytest_gpulayout.launch.progress import stderr_reporter
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.measure.run import measure
-    from pytest_gpulayout.measure.spec import MeasureSpec
+    from pytest_gpulayout.workload import MeasureSpec
 
     if args.html:
         writable_path(args.html, "--html")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     deps = [d if d.measure is not None else replace(d, measure=MeasureSpec()) for d in deps]
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-measure-"))
     reporter = stderr_reporter()
-    result = measure(deps, work_dir=log_dir, host=Host.read(), progress=reporter.for_launch,
+    result = measure(deps, work_dir=log_dir, host=Host.read(ENGINES.values()), progress=reporter.for_launch,
                      on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr))
     data = result.to_json()
     data["log_dir"] = str(log_dir)

@@ -804,7 +804,8 @@ class _Launch:
         left = f"; LEFT RUNNING: {leftovers}" if leftovers else ""
         unattributed = (self.final or {}).get("unattributed") or []
         if unattributed:  # new, unheld, engine-named: perhaps the engine's, perhaps a neighbour's
-            shown = ", ".join(unattributed[:3]) + (f" and {len(unattributed) - 3} more" if len(unattributed) > 3 else "")
+            more = f" and {len(unattributed) - 3} more" if len(unattributed) > 3 else ""
+            shown = ", ".join(unattributed[:3]) + more
             left += (f"; left in place (appeared during the launch, held by no process, but not seen used "
                      f"by the engine): {shown}")
         self._write_all(f"[gpulayout: launch ended: {why}; stop: {how}; tree gone {teardown_s:.1f} s later; "

@@ -60,6 +60,7 @@ from pytest_gpulayout.inputs.values import (
 from pytest_gpulayout.inputs.yaml import load_yaml
 from pytest_gpulayout.machine.facts import normalize_link
 from pytest_gpulayout.manifest import launch_args as _launch_args
+from pytest_gpulayout.manifest import measure as _measure
 from pytest_gpulayout.manifest.keys import (
     ARG_LAUNCHER,
     ARG_OWNERS,
@@ -76,7 +77,6 @@ from pytest_gpulayout.manifest.keys import (
     TOP_KEYS,
     check_keys,
 )
-from pytest_gpulayout.measure import manifest as _measure
 
 __all__ = [
     "MANIFEST_NAME",

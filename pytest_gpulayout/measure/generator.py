@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pytest_gpulayout.measure.spec import MeasureSpec
+from pytest_gpulayout.workload import MeasureSpec
 
 #: what ``vllm bench serve`` runs (``vllm/entrypoints/cli/benchmark/serve.py``), with the CLI's
 #: fallback to the CPU platform where none is detected (the generator needs no accelerator)

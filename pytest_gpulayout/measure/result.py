@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import GpuLayoutError
-from pytest_gpulayout.measure.spec import Slo
+from pytest_gpulayout.workload import Slo
 
 PERCENTILES = (50, 90, 99)
 NO_SLO = Slo()

@@ -28,9 +28,9 @@ from pytest_gpulayout.measure import clocks as clk
 from pytest_gpulayout.measure import metrics as met
 from pytest_gpulayout.measure.generator import Generator, generator_argv, generator_python
 from pytest_gpulayout.measure.result import MeasureError, Window, read_result
-from pytest_gpulayout.measure.spec import MeasureSpec
 from pytest_gpulayout.measure.stats import mean_ci
 from pytest_gpulayout.measure.verdict import Verdict, decide, deciding_figure
+from pytest_gpulayout.workload import MeasureSpec
 
 #: how long one generator run may take beyond its share of the budget (its own start-up: ~8 s on CPU)
 _GENERATOR_SLACK_S = 120.0
@@ -236,29 +236,21 @@ class _Driver:
 def _launch_args(dep: Deployment, port: int, host: Host) -> tuple[list[str], dict[str, str], Any, tuple[str, ...],
                                                                     list[int]]:
     """argv, env, log watcher, GPU lock keys and the NVML indices of ``dep``'s server on ``port``."""
-    if dep.engine == "llamacpp":
-        from pytest_gpulayout.engines.llamacpp.launch import llamacpp_argv
-        from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
-
-        plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES")) if dep.gpus is not None else None
-        argv = llamacpp_argv(dep, port)
-        if "--metrics" not in argv:
-            argv.append("--metrics")
-        env = dict(os.environ)
-        if plan is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(plan.visible)
-        env.update(dep.launch.env)
-        return (argv, env, StartupLogWatcher(), plan.lock_keys if plan else (),
-                [int(v) for v in plan.visible if v.isdigit()] if plan else [])
     engine = ENGINES[dep.engine]
     version = dep.engine_version
     if version is None and not dep.launch.command:
         version = host.installed(dep.engine)
     rel = release(engine, version)
-    plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine)
     argv = engine.launch_argv(dep, model_path_for(dep), port, rel)
+    argv += [a for a in engine.metrics_args if a not in argv]  # its /metrics, read during the load
     engines, ranks = expected_reports(engine, dep, rel)
-    return (argv, engine_env(dep, plan.visible), engine.log_watcher(engines, ranks), plan.lock_keys,
+    watcher = engine.log_watcher(engines, ranks)
+    if dep.gpus is None and engine.own_launch() is not None:
+        # an engine with its own launch (llama.cpp) spreads layers over every visible GPU: it inherits them
+        env = {**os.environ, **dep.launch.env}
+        return argv, env, watcher, (), []
+    plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine)
+    return (argv, engine_env(dep, plan.visible), watcher, plan.lock_keys,
             [int(v) for v in plan.visible if v.isdigit()])
 
 

@@ -20,9 +20,9 @@ from pytest_gpulayout.measure import clocks as clk
 from pytest_gpulayout.measure.generator import generator_argv
 from pytest_gpulayout.measure.metrics import parse_prometheus, sample_of, summarize
 from pytest_gpulayout.measure.result import MeasureError, Percentiles, Window, parse_result, percentile, read_result
-from pytest_gpulayout.measure.spec import MeasureSpec, Slo
 from pytest_gpulayout.measure.stats import mean_ci, ratio_ci, separated, t975
 from pytest_gpulayout.measure.verdict import decide, deciding_figure
+from pytest_gpulayout.workload import MeasureSpec, Slo
 
 RECORDED = Path(__file__).parents[1] / "data" / "measure" / "vllm-bench-serve-c8.json"
 

@@ -58,6 +58,7 @@ class LlamaCppEngine:
     entry_modules: tuple[str, ...] = ()
     #: its flags are not yet read back into the manifest's llamacpp: keys from a command line
     command_line_keys = False
+    metrics_args: tuple[str, ...] = ("--metrics",)
     server_module = ""
     #: layers split by memory, no TP groups: answers of its own under the same check names
     checks: CheckTable | None = CHECKS

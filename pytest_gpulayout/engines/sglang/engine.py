@@ -254,6 +254,7 @@ class SglangEngine:
     entry_commands: tuple[tuple[str, ...], ...] = (("sglang", "serve"),)
     entry_modules: tuple[str, ...] = ("sglang.launch_server", "sglang.srt.server")
     command_line_keys = True
+    metrics_args: tuple[str, ...] = ("--enable-metrics",)
     server_module = "sglang.launch_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",

@@ -68,6 +68,8 @@ class VllmEngine:
     entry_commands: tuple[tuple[str, ...], ...] = (("vllm", "serve"),)
     entry_modules: tuple[str, ...] = ("vllm.entrypoints.openai.api_server",)
     command_line_keys = True
+    #: what serves ``/metrics`` (vLLM's API server always does)
+    metrics_args: tuple[str, ...] = ()
     server_module = "vllm.entrypoints.openai.api_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
     flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",

@@ -1,7 +1,7 @@
 """The ``measure:`` block of a deployment (or of ``defaults``): the load one measurement drives.
 
-Plain data, standard library only, so ``deployment.py`` can carry it. ``manifest.py`` beside this
-file parses and validates it; the runner (``run.py``) reads it.
+Plain data, standard library only, so ``deployment.py`` can carry it without importing the measuring
+(``measure/``): ``manifest/measure.py`` parses and validates it; the runner (``measure/run.py``) reads it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_gpulayout.inputs.values import Ctx, describe, int_value, number_value, string_list_value, string_value
 from pytest_gpulayout.manifest.keys import check_keys
-from pytest_gpulayout.measure.spec import MeasureSpec, Slo
+from pytest_gpulayout.workload import MeasureSpec, Slo
 
 KEYS = ("concurrency", "requests", "duration_s", "input_tokens", "output_tokens", "trace", "slo",
         "warmup_requests", "budget_s", "windows", "tokenizer", "python")
