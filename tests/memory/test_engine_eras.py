@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -208,3 +209,25 @@ def test_qwen2_5_vl_vision_tower_has_gated_mlps_and_an_out_hidden_size() -> None
     m = spec_from_config(cfg, name="Qwen2.5-VL-7B-Instruct", source="test")
     assert m.vision_hidden_size == 1280
     assert 8.2e9 < W.total_params(m) < 8.35e9
+
+
+# -- 6. A filled-in default is said ---------------------------------------------------------------
+
+def test_the_kv_pool_verdict_names_the_defaults_a_config_left_out() -> None:
+    """LLaVA-1.5's text_config leaves out the LlamaConfig defaults (heads, layers, width); a truncated
+    config.json leaves out its dtype and MLP width. The pool verdict names each key and the value used."""
+    from builders import dep, subject
+
+    from pytest_gpulayout.machine.facts import Machine
+    from pytest_gpulayout.model.load import load_model
+    from pytest_gpulayout.rules.kv_pool import check_kv_pool
+
+    llava = load_model(str(Path(__file__).resolve().parents[1] / "data" / "models" / "llava-1.5-7b-hf"))
+    machine = Machine(gpus=tuple(_on("NVIDIA L4", 2, 23034)))
+    f = check_kv_pool(subject(dep(tp=2, max_model_len=4096), machine, llava))
+    assert "num_attention_heads=32" in f.message and "hidden_size=4096" in f.message, f.message
+    truncated = {k: v for k, v in CODER_67B.items() if k not in ("torch_dtype", "intermediate_size")}
+    p = _predict(spec_from_config(truncated, name="truncated", source="test"), "0.10.2",
+                 _on("NVIDIA L4", 1, 23034), 4096)
+    assert any("No torch_dtype in the config: bfloat16 assumed" in n for n in p.notes)
+    assert any("llama defaults" in n and "intermediate_size=11008" in n for n in p.notes)  # LlamaConfig's
