@@ -231,3 +231,29 @@ def test_the_kv_pool_verdict_names_the_defaults_a_config_left_out() -> None:
                  _on("NVIDIA L4", 1, 23034), 4096)
     assert any("No torch_dtype in the config: bfloat16 assumed" in n for n in p.notes)
     assert any("llama defaults" in n and "intermediate_size=11008" in n for n in p.notes)  # LlamaConfig's
+
+
+# -- 5. SGLang's multimodal adjustments by era ----------------------------------------------------
+
+@pytest.mark.parametrize(("version", "factor"), [("0.4.3.post4", 0.95), ("0.4.6", 0.90), ("0.4.9", 1.0),
+                                                 ("0.5.2", 1.0)])
+def test_sglang_0_4_runner_shrinks_the_fraction_of_a_multimodal_model(version: str, factor: float) -> None:
+    """0.4.3.post4 ``model_executor/model_runner.py``: ``if self.is_multimodal:
+    self.mem_fraction_static *= 0.95`` (0.90 in 0.4.6), a given fraction included; the pool shrinks by
+    ``pre x (1 - factor) x fraction`` against the same model without a vision tower."""
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+
+    vl = spec_from_config(QWEN2_VL_7B, name="Qwen2-VL-7B-Instruct", source="test")
+    text = spec_from_config({k: v for k, v in QWEN2_VL_7B.items() if k != "vision_config"}, name="t", source="t")
+    gpus = _on("NVIDIA H100 80GB HBM3", 1, 81559)
+
+    def pool(m: ModelSpec) -> PoolPrediction:
+        return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=1, gpus=gpus, max_model_len=32768,
+                            memory_fraction=0.85)
+
+    with_vision, without = pool(vl), pool(text)
+    vision_kv = (W.computed_weight_bytes(vl, on_disk=True) - W.computed_weight_bytes(text, on_disk=True))
+    shrink = without.kv_budget_bytes_per_rank - with_vision.kv_budget_bytes_per_rank - vision_kv
+    pre_gib = (81559 - 500) / 1024 - 0.24
+    assert shrink / GIB == pytest.approx(pre_gib * 0.85 * (1 - factor), abs=0.05)
+    assert any("multimodal model" in n for n in with_vision.notes) is (factor != 1.0)
