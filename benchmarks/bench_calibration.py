@@ -169,7 +169,9 @@ CASES: tuple[Case, ...] = (
          tp=1, pp=1, memory_fraction=None, max_model_len=131072, complete=True),
     Case("vllm/023.txt", "vllm", "0.7.2", "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
          "NVIDIA GeForce RTX 4090", tp=2, pp=1, memory_fraction=0.98, max_model_len=131072, complete=True,
-         assumed="V0 engine (0.7.x era, Feb 2025); every V0 release gives the same prediction"),
+         assumed="V0 engine (0.7.x era, Feb 2025); every 0.7.x release gives the same prediction "
+                 "(0.5.3-0.6.4 chunk 512 tokens and count other tenants: -2.3 %; before 0.5.3 the "
+                 "profile run batches all 131,072 tokens and no pool is predicted)"),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "

@@ -38,6 +38,10 @@ from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import place
 
+#: ``model.notes`` that say a value was filled in rather than read (``model/config.py``): class
+#: defaults for keys a config leaves out, a missing ``intermediate_size`` or ``torch_dtype``.
+FILLED_NOTE_STARTS = ("Filled from", "intermediate_size missing", "No torch_dtype")
+
 # ---------------------------------------------------------------------------------------------
 # Pool prediction
 # ---------------------------------------------------------------------------------------------
@@ -248,7 +252,9 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
                      f"{W.computed_weight_bytes(model, on_disk=True) / GIB:.1f} GiB computed from its "
                      f"config; per-rank weights follow the measured size.")
     notes.extend(e.load_notes(model))
-    notes.extend(n for n in model.notes if "not modelled" in n)
+    # what the model's config left out and the loader filled in (class defaults, a missing width or
+    # dtype) changes every figure above: the verdict names the keys and the values used
+    notes.extend(n for n in model.notes if "not modelled" in n or n.startswith(FILLED_NOTE_STARTS))
 
     w_max = max(w_by_stage)
     return PoolPrediction(

@@ -366,11 +366,36 @@ def _quantization(qc: Mapping[str, Any], where: str, key: str, notes: list[str])
     return Quantization(method, 16, kv_cache_dtype=kv_dtype)
 
 
-def _vision(top: Mapping[str, Any], text_hidden: int, where: str) -> tuple[int, int | None, int | None]:
-    """Estimated vision tower + projector parameters from ``vision_config`` (ViT/SigLIP-shaped).
+#: Vision towers whose ``vision_config`` does not read like CLIP/SigLIP's, by the wrapper's
+#: ``model_type`` (vLLM ``model_executor/models/<name>.py``):
+#:
+#: * ``qwen2_vl``: the ViT is ``embed_dim`` wide with ``embed_dim x mlp_ratio`` fc1/fc2 MLPs and
+#:   ``depth`` blocks; ``vision_config.hidden_size`` is the *merger's output* (the text width), not the
+#:   ViT's (``qwen2_vl.py``: ``Qwen2VisionTransformer(embed_dim=..., depth=...)``,
+#:   ``Qwen2VisionPatchMerger(d_model=hidden_size, context_dim=embed_dim)``).
+#: * ``qwen2_5_vl``: ``hidden_size`` is the ViT width, gated (SiLU) MLPs of ``intermediate_size``,
+#:   merger into ``out_hidden_size`` (``qwen2_5_vl.py``).
+#: * ``qwen3_vl`` / ``qwen3_vl_moe``: ``hidden_size`` wide, fc1/fc2 MLPs, learned position embedding of
+#:   ``num_position_embeddings``, a merger into ``out_hidden_size`` plus one per
+#:   ``deepstack_visual_indexes`` entry (``qwen3_vl.py``).
+#:
+#: Each: ``(width keys, gated MLP, merger)``; the Qwen towers embed patches with a Conv3d over
+#: ``temporal_patch_size`` frames and merge ``spatial_merge_size^2`` patches before projecting.
+_VISION_FAMILIES: dict[str, tuple[tuple[str, ...], bool, bool]] = {
+    "qwen2_vl": (("embed_dim",), False, True),
+    "qwen2_5_vl": (("hidden_size",), True, True),
+    "qwen3_vl": (("hidden_size",), False, True),
+    "qwen3_vl_moe": (("hidden_size",), False, True),
+}
 
-    Per layer ``4 h^2`` attention + ``2 h i`` MLP (+ biases and norms), the patch and position
-    embeddings, and a projector into the text hidden size. Gemma 3's SigLIP comes to ~0.42B.
+
+def _vision(top: Mapping[str, Any], text_hidden: int, where: str) -> tuple[int, int | None, int | None]:
+    """Estimated vision tower + projector parameters from ``vision_config``.
+
+    CLIP/SigLIP-shaped towers (LLaVA, Gemma 3, Llama 4, Pixtral ...): per layer ``4 h^2`` attention +
+    ``2 h i`` MLP (+ biases and norms), the patch and position embeddings, and a projector into the
+    text hidden size. Gemma 3's SigLIP comes to ~0.42B. The Qwen-VL towers read their own keys
+    (``_VISION_FAMILIES``): Qwen2-VL-7B's ViT is 1,280 wide (0.68B with its merger), not 3,584.
     """
     vc = top.get("vision_config")
     if not isinstance(vc, Mapping) or not vc:
@@ -382,6 +407,26 @@ def _vision(top: Mapping[str, Any], text_hidden: int, where: str) -> tuple[int, 
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
                 return v
         return default
+
+    family = _VISION_FAMILIES.get(str(top.get("model_type") or ""))
+    if family is not None:
+        widths, gated, _ = family
+        h = geti(*widths, default=1280)
+        layers = geti("depth", "num_hidden_layers", default=32)
+        inter = geti("intermediate_size", default=h * geti("mlp_ratio", default=4))
+        patch = geti("patch_size", "spatial_patch_size", default=14)
+        frames = geti("temporal_patch_size", default=2)
+        chans = geti("in_chans", "in_channels", default=3)
+        merge = geti("spatial_merge_size", default=2) ** 2 * h
+        out = geti("out_hidden_size", default=text_hidden) if widths != ("embed_dim",) else \
+            geti("hidden_size", default=text_hidden)
+        mlp = (3 if gated else 2) * h * inter + (2 * inter if gated else inter) + h
+        per_layer = 4 * h * h + 4 * h + mlp + 4 * h
+        mergers = 1 + len(vc.get("deepstack_visual_indexes") or ())
+        merger = 2 * h + merge * merge + merge + merge * out + out
+        params = layers * per_layer + chans * frames * patch * patch * h + mergers * merger
+        params += geti("num_position_embeddings", default=0) * h
+        return params, h, layers
 
     h = geti("hidden_size", "embed_dim", "width", "hidden_dim", default=1024)
     layers = geti("num_hidden_layers", "depth", "num_layers", default=24)

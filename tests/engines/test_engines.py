@@ -114,7 +114,9 @@ def test_vllm_v0_batches_a_whole_prompt_without_chunked_prefill():
     # V0 (before 0.8): chunked prefill off up to 32K, so the profile run batches max(max_model_len, 2048)
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=20000)[0] == 20000
     assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=1024)[0] == 2048
-    assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=40960)[0] == 2048
+    # above 32K chunked prefill is on: 512 tokens in 0.6.4 (config.py SchedulerConfig), 2048 from 0.7.0
+    assert vllm_scheduler_defaults(Version("0.6.4"), gpu_total_mib=24576, max_model_len=40960)[0] == 512
+    assert vllm_scheduler_defaults(Version("0.7.2"), gpu_total_mib=24576, max_model_len=40960)[0] == 2048
     # V1 chunks whatever the context
     assert vllm_scheduler_defaults(Version("0.10.1"), gpu_total_mib=24576, max_model_len=20000)[0] == 2048
 

@@ -7,6 +7,8 @@ and communicators). The engine-neutral arithmetic (KV bytes, weights, stages, co
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB
@@ -34,6 +36,20 @@ SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
 #: Why SGLang reserves nothing next to the weights and the pool.
 SGLANG_RESERVE_WHY = "SGLang keeps activations and CUDA graphs in the (1 - mem_fraction_static) slack"
 SGLANG_HYBRID_SWA_ARCHS = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration"})
+#: SGLang's model runner shrinks ``mem_fraction_static`` for every multimodal model, given or default
+#: ("Automatically reduce --mem-fraction-static to ... because this is a multimodal model",
+#: ``model_executor/model_runner.py``): x 0.95 in 0.4.3.post4, x 0.90 in 0.4.6 (0.4.7-0.4.8 not
+#: read). 0.4.9 moved it to ``server_args.py`` where it applies to the default only (x 0.90), and
+#: 0.4.10 replaced it with ``adjust_mem_fraction_for_vlm`` (``engines/sglang/engine.py``).
+SGLANG_RUNNER_VLM_FACTORS = ((Version("0.4.6"), 0.95), (Version("0.4.9"), 0.90))
+
+
+def runner_vlm_factor(version: Version) -> float:
+    """The model runner's multimodal factor on ``mem_fraction_static`` (1.0 where there is none)."""
+    for until, factor in SGLANG_RUNNER_VLM_FACTORS:
+        if version < until:
+            return factor
+    return 1.0
 
 
 def _ranks(r: Replica, notes: list[str]) -> RankBudgets:
@@ -48,6 +64,12 @@ def _ranks(r: Replica, notes: list[str]) -> RankBudgets:
         notes.append(f"SGLang measures free memory after its communicators are set up; "
                      f"{describe_communicators(tp=tp, world=tp * r.pp, link=r.link)}.")
     pre = min(frees_known) * MIB - context * GIB
+    fraction = r.fraction
+    vlm = runner_vlm_factor(r.version) if model.is_multimodal else 1.0
+    if vlm != 1.0:
+        fraction *= vlm
+        notes.append(f"SGLang {r.version} reduces mem_fraction_static for a multimodal model: "
+                     f"{r.fraction:g} x {vlm:g} = {fraction:.3f} (model_executor/model_runner.py).")
     overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
     hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
     per_layer = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
@@ -55,7 +77,7 @@ def _ranks(r: Replica, notes: list[str]) -> RankBudgets:
     out = RankBudgets(block=1, budgets=[], tokens=[], caches=[])
     for rank in range(len(r.gpus)):
         stage = rank // tp
-        rest = int(pre - r.w_by_stage[stage] - overhead - pre * (1 - r.fraction))
+        rest = int(pre - r.w_by_stage[stage] - overhead - pre * (1 - fraction))
         out.budgets.append(rest)
         out.caches.append(None)
         cell: float = r.kv_by_stage[stage]

@@ -18,10 +18,14 @@ from pytest_gpulayout.engines.vllm.defaults import (
     FLASHINFER_SAMPLER_ENV,
     FLASHINFER_SAMPLER_OPT_IN_SINCE,
     KV_CACHE_MEMORY_BYTES_SINCE,
+    V1_DEFAULT_SINCE,
     counts_communicators_in_budget,
     counts_other_tenants,
+    flashinfer_in_engine_image,
     oversubscribes_silently,
+    runs_v0,
     samples_on_driver_only,
+    v0_chunked_prefill,
     warmup_sorts_logits,
 )
 from pytest_gpulayout.engines.vllm.defaults import block_size as vllm_block_size
@@ -31,6 +35,7 @@ from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_ca
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB
+from pytest_gpulayout.memory.capability import compute_capability
 from pytest_gpulayout.memory.common import MemoryEngine, engine_version
 from pytest_gpulayout.memory.communicators import NVLINK_COMMUNICATOR_GIB, TpLink, over_nvlink
 from pytest_gpulayout.memory.kv import kv_heads_per_rank, kv_layer_bytes_per_token
@@ -87,6 +92,7 @@ def activation_reserve_bytes(
     samples: bool = True,
     link: TpLink,
     sampler_sorts: bool,
+    v0: bool | None = None,
 ) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
@@ -104,6 +110,9 @@ def activation_reserve_bytes(
     ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
     does (``engines/vllm/engine.samples_on_driver_only``); the other ranks reserve the forward peak alone.
     ``sampler_sorts``: whether the warm-up takes the PyTorch sort (``engines/vllm/engine.warmup_sorts_logits``).
+    ``v0``: the engine runs V0 (``defaults.runs_v0``: before 0.8, or 0.8-0.10.1 below SM 8.0); None:
+    the release's default engine. V0 batches a whole ``max_model_len`` prompt in its profile run
+    unless it prefills in chunks (``defaults.v0_chunked_prefill``).
 
     with ``ffn`` the dense width, or ``top_k x moe_intermediate`` (+ shared) for MoE, split like the
     weights; ``max_num_batched_tokens``/``max_num_seqs`` default as ``vllm serve`` sets them
@@ -116,9 +125,9 @@ def activation_reserve_bytes(
     SGLang reserves nothing here (``engines/sglang/budget.py``).
     """
     v = engine_version(version, engine)
-    tokens, seqs = vllm_scheduler_defaults(
-        v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name, max_model_len=max_model_len or model.max_position_embeddings
-    )
+    v0 = samples_on_driver_only(v, v0=v0)
+    tokens, seqs = _scheduler(model, v, v0=v0, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name,
+                              max_model_len=max_model_len)
     tokens = max_num_batched_tokens or tokens
     seqs = max_num_seqs or seqs
     h = model.hidden_size
@@ -132,7 +141,6 @@ def activation_reserve_bytes(
     else:
         ffn = -(-model.intermediate_size // tp)
     forward = tokens * 2 * (3 * h + max(3 * ffn, 2 * q + kv))
-    v0 = samples_on_driver_only(v)
     # V1 warms up min(max_num_seqs, max_num_batched_tokens) requests (0.10.1 ``_dummy_run``:
     # ``num_reqs = min(num_tokens, max_num_reqs)``); V0 profiles max_num_seqs sequences
     rows = seqs if v0 else min(seqs, tokens)
@@ -141,7 +149,7 @@ def activation_reserve_bytes(
         if samples or not v0
         else 0
     )
-    base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v) else VLLM_NON_TORCH_GIB
+    base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v, v0=v0) else VLLM_NON_TORCH_GIB
     non_torch = base
     if tp * pp * dp > 1:
         nvlink = counts_communicators_in_budget(v) and over_nvlink(tp, link)
@@ -164,6 +172,17 @@ def activation_reserve_bytes(
     return round(total), why
 
 
+def _scheduler(model: ModelSpec, v: Version, *, v0: bool, gpu_total_mib: int | None, gpu_name: str,
+               max_model_len: int | None) -> tuple[int, int]:
+    """The scheduler's default batch for ``model``: V0's depends on whether it prefills in chunks,
+    which depends on the model (sliding window, vision, MLA: ``defaults.v0_chunked_prefill``)."""
+    max_len = max_model_len or model.max_position_embeddings
+    chunked = v0_chunked_prefill(v, max_model_len=max_len, sliding_window=model.sliding_window is not None,
+                                 multimodal=model.is_multimodal, mla=model.is_mla) if v0 else None
+    return vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name, max_model_len=max_len,
+                                   v0=v0, chunked_prefill=chunked, multimodal=model.is_multimodal and v0)
+
+
 def _sort_fix(v: Version) -> str:
     """What makes a V1 release sample without the sort (``engines/vllm/engine.warmup_sorts_logits``)."""
     if v < FLASHINFER_SAMPLER_OPT_IN_SINCE:
@@ -181,6 +200,7 @@ def _reserves(
     dp: int,
     enable_expert_parallel: bool,
     sampler_sorts: bool,
+    v0: bool,
 ) -> tuple[list[int], str]:
     """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
     driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
@@ -202,10 +222,11 @@ def _reserves(
         max_model_len=r.max_model_len,
         link=r.link,
         sampler_sorts=sampler_sorts,
+        v0=v0,
     )
     reserve, why = reserve_of()
     n = r.tp * r.pp
-    if not samples_on_driver_only(r.version) or n == 1:
+    if not v0 or n == 1:
         return [reserve] * n, why
     sampling_rank = (r.pp - 1) * r.tp
     others, _ = reserve_of(samples=False)
@@ -214,7 +235,8 @@ def _reserves(
     return [reserve if rank == sampling_rank else others for rank in range(n)], why
 
 
-def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, notes: list[str]) -> RankBudgets:
+def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, notes: list[str], *,
+           v0: bool) -> RankBudgets:
     """vLLM, per rank: ``ceil(CUDA total x fraction) - weights - reserve`` (less other tenants where
     the release counts them), in blocks; KV cache groups for stages that mix attention kinds."""
     model, version, tp = r.model, r.version, r.tp
@@ -228,7 +250,7 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
             f"{KV_CACHE_MEMORY_BYTES_SINCE}): the profiled budget is used."
         )
     frees: list[int | None] = [g.memory_free_mib for g in r.gpus]
-    old = counts_other_tenants(version)  # its budget also subtracts other processes' memory
+    old = counts_other_tenants(version, v0=v0)  # its budget also subtracts other processes' memory
     if old and any(f is None for f in frees):
         notes.append(f"vLLM {version} also subtracts other processes' memory; free memory unknown, not counted.")
     guessed = next((g for g in r.gpus if g.memory_reserved_mib is None), None)
@@ -278,7 +300,7 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
         notes.append(
             f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, other tenants included."
         )
-    elif oversubscribes_silently(version):
+    elif oversubscribes_silently(version) or (v0 and version >= V1_DEFAULT_SINCE):
         notes.append(
             f"vLLM {version} sizes from total x fraction as if the GPU were its alone: other "
             f"tenants' memory is not subtracted, and nothing checks that it is free."
@@ -306,6 +328,12 @@ def load_notes(model: ModelSpec) -> list[str]:
     ]
 
 
+def _capability(r: Replica) -> float | None:
+    """The replica's lowest compute capability (``memory/capability.py``; None: unknown)."""
+    known = [cc for g in r.gpus if (cc := compute_capability(g)) is not None]
+    return min(known) if known else None
+
+
 def rank_budgets(
     engine: MemoryEngine,
     r: Replica,
@@ -323,9 +351,20 @@ def rank_budgets(
     """vLLM's ranks: the reserves (the sampler path read from the engine's environment: the host's
     variables with ``launch.env`` on top), the scheduler's batch, then ``_ranks``; where stages mix
     attention kinds, the pool's concurrency is vLLM's own measure over its KV cache groups."""
-    sorts = warmup_sorts_logits(
-        r.version, env={**host.env, **knobs.env}, flashinfer_installed=host.library("flashinfer-python") is not None
+    cc = _capability(r)
+    v0 = runs_v0(r.version, compute_capability=cc)
+    if v0 and r.version >= V1_DEFAULT_SINCE:
+        notes.append(
+            f"vLLM {r.version} falls back to its V0 engine on {r.gpu_name or 'this GPU'} (compute capability "
+            f"{cc:.1f} < 8.0: engine/arg_utils.py _is_v1_supported_oracle): V0's profile run and budget apply."
+        )
+    env = {**host.env, **knobs.env}
+    flashinfer, assumed = flashinfer_in_engine_image(
+        r.version, env=env, host_env=host.env, host_flashinfer=host.library("flashinfer-python")
     )
+    sorts = warmup_sorts_logits(r.version, env=env, flashinfer_installed=flashinfer, v0=v0)
+    if assumed and not v0:
+        notes.append(assumed)
     reserves, why = _reserves(
         engine,
         r,
@@ -335,14 +374,14 @@ def rank_budgets(
         dp=dp,
         enable_expert_parallel=enable_expert_parallel,
         sampler_sorts=sorts,
+        v0=v0,
     )
     batched = (
         max_num_batched_tokens
-        or vllm_scheduler_defaults(
-            r.version, gpu_total_mib=gpu_total_mib, gpu_name=r.gpu_name, max_model_len=r.max_model_len
-        )[0]
+        or _scheduler(r.model, r.version, v0=v0, gpu_total_mib=gpu_total_mib, gpu_name=r.gpu_name,
+                      max_model_len=r.max_model_len)[0]
     )
-    out = _ranks(r, knobs, reserves, batched, notes)
+    out = _ranks(r, knobs, reserves, batched, notes, v0=v0)
     out.reserves.extend(reserves)
     out.reserve_why = why
     caches = [c for c in out.caches if isinstance(c, VllmKvCache)]

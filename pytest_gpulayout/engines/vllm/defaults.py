@@ -37,12 +37,36 @@ V1_DEFAULT_SINCE = Version("0.8")
 SNAPSHOT_AFTER_NCCL_SINCE = Version("0.11")
 
 
-def counts_other_tenants(version: Version) -> bool:
+#: vLLM 0.8.0-0.10.1 run V1 only on compute capability 8.0 or newer: below it the engine falls back to
+#: V0 (0.8.5 and 0.10.1 ``engine/arg_utils.py _is_v1_supported_oracle``: ``_raise_or_fallback(
+#: feature_name="Compute Capability < 8.0")``, logged "Compute Capability < 8.0 is not supported by
+#: the V1 Engine. Falling back to V0"; with ``VLLM_USE_V1=1`` it raises instead). 0.10.2 dropped the
+#: check (read in its ``engine/arg_utils.py``) and 0.11 removed V0.
+V0_FALLBACK_BELOW_SM80_UNTIL = Version("0.10.2")
+
+
+def runs_v0(version: Version, *, compute_capability: float | None = None) -> bool:
+    """Whether the release serves with its V0 engine on a GPU of ``compute_capability``: every
+    release before 0.8, and 0.8.0-0.10.1 below 8.0 (``V0_FALLBACK_BELOW_SM80_UNTIL``). An unknown
+    capability keeps the release's default engine."""
+    if version < V1_DEFAULT_SINCE:
+        return True
+    return version < V0_FALLBACK_BELOW_SM80_UNTIL and compute_capability is not None and compute_capability < 8.0
+
+
+def counts_other_tenants(version: Version, *, v0: bool | None = None) -> bool:
     """Whether the release's profile run subtracts what other processes hold on the GPU from the
     KV budget (``BASELINE_PROFILE_SINCE``, ``V1_DEFAULT_SINCE``, ``FREE_MEMORY_CHECK_SINCE``):
     before 0.6.5 and in 0.8-0.9.0 it does (``total - free`` includes them, and the worker's own CUDA
-    context); 0.6.5-0.7.x and 0.9.1+ measure from a baseline and do not."""
-    return version < BASELINE_PROFILE_SINCE or V1_DEFAULT_SINCE <= version < FREE_MEMORY_CHECK_SINCE
+    context); 0.6.5-0.7.x and 0.9.1+ measure from a baseline and do not. ``v0``: the engine runs V0
+    (``runs_v0``; default: the release's default engine). V0 in 0.8-0.10.1 (the fallback below
+    SM 8.0) measures from the worker's baseline snapshot (0.10.1 ``worker/worker.py``:
+    ``memory_profiling(self.baseline_snapshot, ...)``), so it does not count them."""
+    if v0 is None:
+        v0 = version < V1_DEFAULT_SINCE
+    if v0:
+        return version < BASELINE_PROFILE_SINCE
+    return version < FREE_MEMORY_CHECK_SINCE
 
 
 def counts_communicators_in_budget(version: Version) -> bool:
@@ -75,11 +99,13 @@ def _env_flag(env: Mapping[str, str], name: str) -> bool | None:
     return bool(int(raw))
 
 
-def warmup_sorts_logits(version: Version, *, env: Mapping[str, str], flashinfer_installed: bool) -> bool:
+def warmup_sorts_logits(version: Version, *, env: Mapping[str, str], flashinfer_installed: bool,
+                        v0: bool | None = None) -> bool:
     """Whether the release's sampler warm-up sorts ``max_num_seqs x vocab`` logits (the PyTorch
-    top-k/top-p path), by the rules above; V0 (< 0.8) always does, on its sampling rank. Where
-    FlashInfer or the Triton kernel samples, only the fp32 logits and probabilities are held."""
-    if version < V1_DEFAULT_SINCE:
+    top-k/top-p path), by the rules above; V0 (< 0.8, or ``v0``: ``runs_v0``) always does, on its
+    sampling rank. Where FlashInfer or the Triton kernel samples, only the fp32 logits and
+    probabilities are held."""
+    if version < V1_DEFAULT_SINCE or v0:
         return True
     flag = _env_flag(env, FLASHINFER_SAMPLER_ENV)
     if version < FLASHINFER_SAMPLER_OPT_IN_SINCE:
@@ -89,6 +115,32 @@ def warmup_sorts_logits(version: Version, *, env: Mapping[str, str], flashinfer_
     return False
 
 
+def flashinfer_in_engine_image(version: Version, *, env: Mapping[str, str], host_env: Mapping[str, str],
+                               host_flashinfer: str | None) -> tuple[bool, str]:
+    """Whether FlashInfer is in the *engine's* image (what ``warmup_sorts_logits`` needs in 0.8-0.11,
+    where its presence picks the sampler), and what was assumed, in words ("" outside those releases).
+
+    The deployment states it with ``launch.env``'s ``VLLM_USE_FLASHINFER_SAMPLER`` (``env``: the
+    launch's variables over the host's; a value the host's own ``host_env`` does not explain came from
+    ``launch.env``): ``1`` says FlashInfer is there and samples, ``0`` that PyTorch sorts. Without it
+    the check can only see the host it runs on (``host_flashinfer``: its ``flashinfer-python``), which
+    is the engine's image only when the engine starts from this Python environment; the note says so.
+    """
+    installed = host_flashinfer is not None
+    if not V1_DEFAULT_SINCE <= version < FLASHINFER_SAMPLER_OPT_IN_SINCE:
+        return installed, ""
+    raw = env.get(FLASHINFER_SAMPLER_ENV)
+    flag = _env_flag(env, FLASHINFER_SAMPLER_ENV)
+    if flag is not None and raw != host_env.get(FLASHINFER_SAMPLER_ENV):
+        said = "FlashInfer installed there and sampling" if flag else "PyTorch sorting the logits"
+        return flag, (f"Sampler warm-up: launch.env {FLASHINFER_SAMPLER_ENV}={raw} taken as the engine "
+                      f"image's statement ({said}).")
+    seen = f"flashinfer-python {host_flashinfer} is installed" if installed else "flashinfer-python is not installed"
+    return installed, (f"Sampler warm-up: {seen} where this check runs, and vLLM {version} samples with "
+                       f"FlashInfer when it is installed; assumed the same in the engine's image (state it "
+                       f"with launch.env {FLASHINFER_SAMPLER_ENV}: 1 FlashInfer samples, 0 PyTorch sorts).")
+
+
 def oversubscribes_silently(version: Version) -> bool:
     """0.6.5-0.7.x: the budget ignores other tenants and nothing checks free memory, so with other
     processes on the GPU the engine sizes a pool that is not there and runs out of memory while
@@ -96,12 +148,12 @@ def oversubscribes_silently(version: Version) -> bool:
     return BASELINE_PROFILE_SINCE <= version < V1_DEFAULT_SINCE
 
 
-def samples_on_driver_only(version: Version) -> bool:
-    """V0 (the default before 0.8) gathers the logits to TP rank 0 (0.7.2
+def samples_on_driver_only(version: Version, *, v0: bool | None = None) -> bool:
+    """V0 (the default before 0.8; ``v0``: ``runs_v0``) gathers the logits to TP rank 0 (0.7.2
     ``layers/logits_processor.py``: ``tensor_model_parallel_gather`` unless TPU, V1 or an external
     launcher) and only the driver worker of the last pipeline stage samples (0.7.2
     ``worker/model_runner.py execute_model``: ``if not self.is_driver_worker: return []``)."""
-    return version < V1_DEFAULT_SINCE
+    return version < V1_DEFAULT_SINCE if v0 is None else v0
 
 
 def gpu_memory_utilization(version: Version) -> float:
@@ -109,20 +161,69 @@ def gpu_memory_utilization(version: Version) -> float:
     return 0.92 if version >= Version("0.20") else 0.9
 
 
+#: V0's chunked prefill. Before 0.5.3 it is off unless asked for (0.5.2 ``engine/arg_utils.py``:
+#: ``enable_chunked_prefill: bool = False``). 0.5.3 turns it on by default when ``max_model_len >
+#: 32768`` on CUDA without a sliding window, speculative decoding, LoRA, prompt adapters (and, in
+#: 0.5.3-0.5.4, prefix caching): "Chunked prefill is enabled by default for models with max_model_len
+#: > 32K" (0.5.3 ``engine/arg_utils.py create_engine_config``). Multimodal models keep it off (0.6.4;
+#: absent in 0.6.0), MLA models too (0.8.5 ``_set_default_args_v0``: "Chunked prefill not supported
+#: for Multimodal or MLA in V0").
+CHUNKED_PREFILL_LONG_CONTEXT_SINCE = Version("0.5.3")
+V0_LONG_CONTEXT = 32768
+V0_MULTIMODAL_NO_CHUNKING_SINCE = Version("0.6.4")
+V0_MLA_NO_CHUNKING_SINCE = Version("0.8")
+#: V0's batch with chunked prefill on: 512 tokens (0.5.2-0.6.4 ``config.py SchedulerConfig``: "the
+#: values that have the best balance between ITL and TTFT on A100"), 2048 from 0.7.0 (read in 0.7.0,
+#: 0.7.3, 0.8.5 ``_DEFAULT_MAX_NUM_BATCHED_TOKENS``). Off, the batch holds a whole prompt:
+#: ``max(max_model_len, 2048)``. Multimodal models get at least 5120 (0.6.4+
+#: ``_MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS``; 4096 in 0.6.0).
+V0_CHUNKED_BATCH_2048_SINCE = Version("0.7.0")
+V0_MULTIMODAL_BATCH_SINCE = Version("0.6.0")
+
+
+def v0_chunked_prefill(version: Version, *, max_model_len: int | None, sliding_window: bool = False,
+                       multimodal: bool = False, mla: bool = False) -> bool:
+    """Whether V0 prefills in chunks by default (``CHUNKED_PREFILL_LONG_CONTEXT_SINCE`` and the
+    conditions beside it); the profile run then batches ``max_num_batched_tokens``, not a whole
+    ``max_model_len`` prompt."""
+    if version < CHUNKED_PREFILL_LONG_CONTEXT_SINCE or not max_model_len or max_model_len <= V0_LONG_CONTEXT:
+        return False
+    if multimodal and version >= V0_MULTIMODAL_NO_CHUNKING_SINCE:
+        return False
+    if mla and version >= V0_MLA_NO_CHUNKING_SINCE:
+        return False
+    return not sliding_window
+
+
+def v0_batched_tokens(version: Version, *, max_model_len: int | None, chunked: bool, multimodal: bool = False) -> int:
+    """V0's default ``max_num_batched_tokens``, what its profile run allocates (``profile_run``
+    spreads it over ``max_num_seqs`` dummy sequences): ``V0_CHUNKED_BATCH_2048_SINCE``."""
+    if chunked:
+        tokens = 2048 if version >= V0_CHUNKED_BATCH_2048_SINCE else 512
+    else:
+        tokens = max(max_model_len or 0, 2048)
+    if multimodal and version >= V0_MULTIMODAL_BATCH_SINCE:
+        tokens = max(tokens, 5120 if version >= V0_MULTIMODAL_NO_CHUNKING_SINCE else 4096)
+    return tokens
+
+
 def scheduler_defaults(version: Version, *, gpu_total_mib: int | None,
-                       gpu_name: str = "", max_model_len: int | None = None) -> tuple[int, int]:
+                       gpu_name: str = "", max_model_len: int | None = None, v0: bool | None = None,
+                       chunked_prefill: bool | None = None, multimodal: bool = False) -> tuple[int, int]:
     """``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` (``EngineArgs._set_default_args``).
 
     From 0.9 (PR #17885): GPUs with >= 70 GiB that are not A100s get 8192 tokens and 1024 sequences
     for the API server; others 2048 and 256. From 0.28 GPUs with >= 160 GiB get 16384 tokens
     (read in vllm 0.28.0 and 0.33.0 ``engine/arg_utils.py``; the tier is absent in 0.27).
-    Before 0.8 the default engine was V0, where chunked prefill is off up to a 32K context
-    (0.6.6 ``EngineArgs.create_engine_config``:
-    ``use_long_context = max_model_len > 32768``) and ``SchedulerConfig`` then batches a whole
-    prompt: ``max(max_model_len, 2048)`` tokens, which is what its profile run allocates.
+    V0 (before 0.8, or ``v0``: the fallback below SM 8.0, ``runs_v0``) batches a whole prompt,
+    ``max(max_model_len, 2048)`` tokens, unless chunked prefill is on (``chunked_prefill``; default:
+    ``v0_chunked_prefill`` for a model without sliding window, MLA or vision); 256 sequences.
     """
-    if version < Version("0.8") and max_model_len and max_model_len <= 32768:
-        return max(max_model_len, 2048), 256
+    if version < V1_DEFAULT_SINCE if v0 is None else v0:
+        if chunked_prefill is None:
+            chunked_prefill = v0_chunked_prefill(version, max_model_len=max_model_len, multimodal=multimodal)
+        return v0_batched_tokens(version, max_model_len=max_model_len, chunked=chunked_prefill,
+                                 multimodal=multimodal), 256
     if version >= Version("0.28") and gpu_total_mib is not None and gpu_total_mib >= 160 * GIB_MIB:
         return 16384, 1024  # 0.28+: a >= 160 GiB tier (B200-class) for the API server too
     big = (gpu_total_mib is not None and gpu_total_mib >= 70 * GIB_MIB and "a100" not in gpu_name.lower())

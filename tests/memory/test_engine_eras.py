@@ -1,0 +1,259 @@
+"""What the startup logs nobody tuned to caught (issue 20), each rule read in the released wheels
+(``pip download --no-deps vllm==X``, read with zipfile):
+
+1. Profiled tokens in V0: with chunked prefill off the profile run batches ``max(max_model_len, 2048)``
+   tokens (0.5.2 ``config.py SchedulerConfig``; ``worker/model_runner.py profile_run`` spreads
+   ``max_num_batched_tokens`` over ``max_num_seqs`` dummy sequences). 0.5.3 turns chunked prefill on
+   by default above 32K (``engine/arg_utils.py create_engine_config``) without a sliding window,
+   and then batches 512 tokens (0.5.3-0.6.4 ``config.py``), 2048 from 0.7.0.
+2. The V0 fallback below compute capability 8.0 in 0.8.0-0.10.1 (``engine/arg_utils.py
+   _is_v1_supported_oracle``: "Compute Capability < 8.0"); 0.10.2 has no such check.
+3. The sampler warm-up follows the engine's image: ``launch.env``'s ``VLLM_USE_FLASHINFER_SAMPLER``
+   states it; otherwise the host running the check is assumed, and the note says so.
+4. Vision towers: Qwen2-VL's ViT is ``vision_config.embed_dim`` wide (``models/qwen2_vl.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from packaging.version import Version
+
+from pytest_gpulayout.engines.vllm.defaults import (
+    flashinfer_in_engine_image,
+    runs_v0,
+    scheduler_defaults,
+    v0_chunked_prefill,
+)
+from pytest_gpulayout.engines.vllm.engine import VLLM
+from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.machine.facts import GIB, Gpu
+from pytest_gpulayout.memory.capability import capability_from_name, compute_capability
+from pytest_gpulayout.memory.communicators import TpLink
+from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool
+from pytest_gpulayout.model import weights as W
+from pytest_gpulayout.model.config import spec_from_config
+from pytest_gpulayout.model.spec import ModelSpec
+
+T4_MIB = 15360
+
+#: deepseek-coder-6.7b-instruct's shape (a Llama: 32 x 4096, 32 heads, 32,256 tokens, fp16 on T4s)
+CODER_67B: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+    "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32, "num_hidden_layers": 32,
+    "vocab_size": 32256, "max_position_embeddings": 65536, "torch_dtype": "float16", "tie_word_embeddings": False,
+}
+
+
+def _coder() -> ModelSpec:
+    return spec_from_config(CODER_67B, name="deepseek-coder-6.7b", source="test")
+
+
+def _on(name: str, n: int, total: int) -> list[Gpu]:
+    return [Gpu(i, name=name, memory_total_mib=total, memory_free_mib=total - 500) for i in range(n)]
+
+
+def _predict(model: ModelSpec, version: str, gpus: list[Gpu], max_model_len: int, *, host: Host = BARE_HOST,
+             env: dict[str, str] | None = None) -> PoolPrediction:
+    return predict_pool(model, engine=VLLM, engine_version=version, tp=len(gpus), pp=1, gpus=gpus,
+                        max_model_len=max_model_len, memory_fraction=0.9, link=TpLink.PCIE, host=host,
+                        knobs=LaunchKnobs(env=env or {}))
+
+
+# -- 1. V0's profiled tokens ----------------------------------------------------------------------
+
+def test_before_0_5_3_the_profile_run_batches_the_whole_context() -> None:
+    """0.5.2 ``config.py SchedulerConfig``: ``max_num_batched_tokens = max(max_model_len, 2048)``
+    with chunked prefill off, its only default; 0.5.3 chunks above 32K (512 tokens)."""
+    assert scheduler_defaults(Version("0.5.2"), gpu_total_mib=T4_MIB, max_model_len=65536) == (65536, 256)
+    assert scheduler_defaults(Version("0.5.3"), gpu_total_mib=T4_MIB, max_model_len=65536) == (512, 256)
+    assert scheduler_defaults(Version("0.7.0"), gpu_total_mib=T4_MIB, max_model_len=65536) == (2048, 256)
+    assert scheduler_defaults(Version("0.5.2"), gpu_total_mib=T4_MIB, max_model_len=1024) == (2048, 256)
+
+
+def test_6_7b_at_64k_on_two_t4s_on_0_5_2_keeps_the_profile_peak_out_of_the_pool() -> None:
+    """The +208 % case: a 6.7B model at a 64K context on two T4s. On 0.5.2 the profile run's 65,536
+    tokens take GiBs the pool does not get; 0.5.3 chunks them and the pool is more than twice as big."""
+    old = _predict(_coder(), "0.5.2", _on("Tesla T4", 2, T4_MIB), 65536)
+    new = _predict(_coder(), "0.5.3", _on("Tesla T4", 2, T4_MIB), 65536)
+    assert "max_num_batched_tokens 65536" in old.activation_reserve_why
+    assert old.activation_reserve_gib > 3.0
+    assert new.kv_tokens > 2 * old.kv_tokens
+
+
+@pytest.mark.parametrize(("version", "kwargs", "chunked"), [
+    ("0.5.2", {}, False),                                  # no default before 0.5.3
+    ("0.5.3", {}, True),
+    ("0.6.4", {"sliding_window": True}, False),            # "not use_sliding_window"
+    ("0.5.4", {"multimodal": True}, True),                 # multimodal kept only from 0.6.4
+    ("0.6.4", {"multimodal": True}, False),
+    ("0.7.3", {"mla": True}, True),
+    ("0.8.5", {"mla": True}, False),                       # "not supported for Multimodal or MLA in V0"
+])
+def test_which_v0_releases_chunk_a_long_context(version: str, kwargs: dict[str, bool], chunked: bool) -> None:
+    assert v0_chunked_prefill(Version(version), max_model_len=65536, **kwargs) is chunked
+    assert v0_chunked_prefill(Version(version), max_model_len=32768, **kwargs) is False
+
+
+def test_a_sliding_window_model_at_64k_on_0_6_4_batches_the_whole_context() -> None:
+    """Mistral-7B-v0.1 (a 4,096-token window): 0.6.4 leaves chunked prefill off, so the profile run
+    batches all 65,536 tokens (it assumed 2,048 before)."""
+    cfg = dict(CODER_67B, architectures=["MistralForCausalLM"], model_type="mistral", num_key_value_heads=8,
+               intermediate_size=14336, vocab_size=32000, sliding_window=4096, max_position_embeddings=65536)
+    m = spec_from_config(cfg, name="mistral-7b-v0.1", source="test")
+    p = _predict(m, "0.6.4", _on("NVIDIA GeForce RTX 3090", 2, 24576), 65536)
+    assert "max_num_batched_tokens 65536" in p.activation_reserve_why
+
+
+# -- 2. V0 below compute capability 8.0 -----------------------------------------------------------
+
+@pytest.mark.parametrize(("version", "cc", "v0"), [
+    ("0.7.3", 9.0, True), ("0.8.0", 7.5, True), ("0.9.2", 7.0, True), ("0.10.1", 7.5, True),
+    ("0.10.1", 8.0, False), ("0.10.1", None, False), ("0.10.2", 7.5, False), ("0.11.0", 7.5, False),
+])
+def test_v1_falls_back_to_v0_below_sm80_until_0_10_2(version: str, cc: float | None, v0: bool) -> None:
+    assert runs_v0(Version(version), compute_capability=cc) is v0
+
+
+def test_gpu_names_give_their_compute_capability() -> None:
+    assert capability_from_name("Tesla T4") == 7.5
+    assert capability_from_name("NVIDIA GeForce RTX 2080 Ti") == 7.5
+    assert capability_from_name("Tesla V100-SXM2-32GB") == 7.0
+    assert capability_from_name("Tesla P100-PCIE-16GB") == 6.0
+    assert capability_from_name("NVIDIA RTX A6000") == 8.6
+    assert capability_from_name("NVIDIA H100 80GB HBM3") == 9.0
+    assert capability_from_name("some accelerator") is None
+    # the machine's own reading wins once ``Gpu.compute_capability`` exists
+    assert compute_capability(cast(Gpu, SimpleNamespace(name="Tesla T4", compute_capability=(8, 0)))) == 8.0
+
+
+def test_0_10_1_on_t4s_is_predicted_as_v0_and_says_so() -> None:
+    """On T4s 0.10.1 runs V0: its budget is 0.7.x's (baseline snapshot, the sampler on rank 0, and at
+    16K chunked prefill off, so the profile run batches all 16,384 tokens), not V1's 2,048; 0.10.2
+    runs V1 there."""
+    t4 = _on("Tesla T4", 2, T4_MIB)
+    fallback, v0, v1 = (_predict(_coder(), v, t4, 16384) for v in ("0.10.1", "0.7.3", "0.10.2"))
+    assert fallback.kv_tokens == v0.kv_tokens < v1.kv_tokens
+    assert "max_num_batched_tokens 16384" in fallback.activation_reserve_why
+    assert "max_num_batched_tokens 2048" in v1.activation_reserve_why
+    assert any("falls back to its V0 engine on Tesla T4" in n and "7.5" in n for n in fallback.notes)
+    assert not any("V0 engine" in n for n in v1.notes)
+    a10 = _on("NVIDIA A10G", 2, 23028)                     # 8.6: V1 on 0.10.1 too
+    assert not any("V0 engine" in n for n in _predict(_coder(), "0.10.1", a10, 16384).notes)
+
+
+# -- 3. The sampler follows the engine's image ----------------------------------------------------
+
+def test_launch_env_states_flashinfer_in_the_engine_image() -> None:
+    v = Version("0.10.1")
+    # nothing said: the host running the check is all there is, and the note says it was assumed
+    installed, why = flashinfer_in_engine_image(v, env={}, host_env={}, host_flashinfer="0.2.11")
+    assert installed and "where this check runs" in why and "launch.env VLLM_USE_FLASHINFER_SAMPLER" in why
+    # launch.env says the image samples with FlashInfer, even where the check's host lacks it
+    installed, why = flashinfer_in_engine_image(v, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"}, host_env={},
+                                                host_flashinfer=None)
+    assert installed and "launch.env VLLM_USE_FLASHINFER_SAMPLER=1" in why
+    # outside 0.8-0.11 installation decides nothing: no note
+    assert flashinfer_in_engine_image(Version("0.16.0"), env={}, host_env={}, host_flashinfer=None)[1] == ""
+
+
+def test_a_laptop_without_flashinfer_does_not_charge_the_engines_sort() -> None:
+    """gpt-oss-120b on one H100 with 0.10.1: the preflight host has no FlashInfer, the deployment
+    states the engine's image samples with it; the 7.3 GiB sort is not charged, and the note says
+    which was assumed."""
+    from pytest_gpulayout.model.load import load_model
+
+    h100 = _on("NVIDIA H100 80GB HBM3", 1, 81559)
+    oss = load_model("openai/gpt-oss-120b")
+    laptop = _predict(oss, "0.10.1", h100, 131072)
+    stated = _predict(oss, "0.10.1", h100, 131072, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    assert laptop.activation_reserve_gib - stated.activation_reserve_gib > 5.0
+    assert any("flashinfer-python is not installed where this check runs" in n for n in laptop.notes)
+    assert any("taken as the engine image's statement" in n for n in stated.notes)
+
+
+# -- 4. Vision towers -----------------------------------------------------------------------------
+
+QWEN2_VL_7B: dict[str, Any] = {
+    "architectures": ["Qwen2VLForConditionalGeneration"], "model_type": "qwen2_vl", "hidden_size": 3584,
+    "intermediate_size": 18944, "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
+    "vocab_size": 152064, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "sliding_window": 32768, "use_sliding_window": False, "max_window_layers": 28,
+    "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3,
+                      "hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
+}
+
+
+def test_qwen2_vl_vision_tower_is_embed_dim_wide() -> None:
+    """Qwen/Qwen2-VL-7B-Instruct (8.29B on the Hub): ``vision_config.hidden_size`` 3,584 is the
+    merger's output; the ViT is 1,280 wide (``models/qwen2_vl.py``). Read as 3,584 the weights came
+    to 23.4 GiB and the check failed a model that loads in 15.5."""
+    m = spec_from_config(QWEN2_VL_7B, name="Qwen2-VL-7B-Instruct", source="test")
+    assert m.vision_hidden_size == 1280 and m.vision_num_layers == 32
+    assert 0.66e9 < m.vision_params < 0.69e9
+    assert 8.2e9 < W.total_params(m) < 8.35e9
+    assert W.computed_weight_bytes(m, on_disk=True) / GIB < 16.0
+
+
+def test_qwen2_5_vl_vision_tower_has_gated_mlps_and_an_out_hidden_size() -> None:
+    """Qwen/Qwen2.5-VL-7B-Instruct (8.29B): ``hidden_size`` 1,280 is the ViT's, gated MLPs of 3,420
+    (``models/qwen2_5_vl.py``), merged into ``out_hidden_size`` 3,584."""
+    cfg = dict(QWEN2_VL_7B, architectures=["Qwen2_5_VLForConditionalGeneration"], model_type="qwen2_5_vl",
+               vision_config={"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                              "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2,
+                              "temporal_patch_size": 2, "fullatt_block_indexes": [7, 15, 23, 31]})
+    m = spec_from_config(cfg, name="Qwen2.5-VL-7B-Instruct", source="test")
+    assert m.vision_hidden_size == 1280
+    assert 8.2e9 < W.total_params(m) < 8.35e9
+
+
+# -- 6. A filled-in default is said ---------------------------------------------------------------
+
+def test_the_kv_pool_verdict_names_the_defaults_a_config_left_out() -> None:
+    """LLaVA-1.5's text_config leaves out the LlamaConfig defaults (heads, layers, width); a truncated
+    config.json leaves out its dtype and MLP width. The pool verdict names each key and the value used."""
+    from builders import dep, subject
+
+    from pytest_gpulayout.machine.facts import Machine
+    from pytest_gpulayout.model.load import load_model
+    from pytest_gpulayout.rules.kv_pool import check_kv_pool
+
+    llava = load_model(str(Path(__file__).resolve().parents[1] / "data" / "models" / "llava-1.5-7b-hf"))
+    machine = Machine(gpus=tuple(_on("NVIDIA L4", 2, 23034)))
+    f = check_kv_pool(subject(dep(tp=2, max_model_len=4096), machine, llava))
+    assert "num_attention_heads=32" in f.message and "hidden_size=4096" in f.message, f.message
+    truncated = {k: v for k, v in CODER_67B.items() if k not in ("torch_dtype", "intermediate_size")}
+    p = _predict(spec_from_config(truncated, name="truncated", source="test"), "0.10.2",
+                 _on("NVIDIA L4", 1, 23034), 4096)
+    assert any("No torch_dtype in the config: bfloat16 assumed" in n for n in p.notes)
+    assert any("llama defaults" in n and "intermediate_size=11008" in n for n in p.notes)  # LlamaConfig's
+
+
+# -- 5. SGLang's multimodal adjustments by era ----------------------------------------------------
+
+@pytest.mark.parametrize(("version", "factor"), [("0.4.3.post4", 0.95), ("0.4.6", 0.90), ("0.4.9", 1.0),
+                                                 ("0.5.2", 1.0)])
+def test_sglang_0_4_runner_shrinks_the_fraction_of_a_multimodal_model(version: str, factor: float) -> None:
+    """0.4.3.post4 ``model_executor/model_runner.py``: ``if self.is_multimodal:
+    self.mem_fraction_static *= 0.95`` (0.90 in 0.4.6), a given fraction included; the pool shrinks by
+    ``pre x (1 - factor) x fraction`` against the same model without a vision tower."""
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+
+    vl = spec_from_config(QWEN2_VL_7B, name="Qwen2-VL-7B-Instruct", source="test")
+    text = spec_from_config({k: v for k, v in QWEN2_VL_7B.items() if k != "vision_config"}, name="t", source="t")
+    gpus = _on("NVIDIA H100 80GB HBM3", 1, 81559)
+
+    def pool(m: ModelSpec) -> PoolPrediction:
+        return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=1, gpus=gpus, max_model_len=32768,
+                            memory_fraction=0.85)
+
+    with_vision, without = pool(vl), pool(text)
+    vision_kv = (W.computed_weight_bytes(vl, on_disk=True) - W.computed_weight_bytes(text, on_disk=True))
+    shrink = without.kv_budget_bytes_per_rank - with_vision.kv_budget_bytes_per_rank - vision_kv
+    pre_gib = (81559 - 500) / 1024 - 0.24
+    assert shrink / GIB == pytest.approx(pre_gib * 0.85 * (1 - factor), abs=0.05)
+    assert any("multimodal model" in n for n in with_vision.notes) is (factor != 1.0)
