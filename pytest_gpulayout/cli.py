@@ -31,7 +31,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"gpulayout: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb, or, with ``only`` (a verb), of that verb alone: a verb's module is
+    imported only when it is run (or ``--help`` lists them), so ``gpulayout topo`` does not pay for the
+    engines, the memory model and the launcher that ``check`` needs."""
     parser = _Parser(prog="gpulayout", description="Preflight checks for multi-GPU LLM serving layouts.")
     from pytest_gpulayout import __version__
 
@@ -39,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
     for verb, help_text in VERBS.items():
-        module = importlib.import_module(f".commands.{verb.replace('-', '_')}", __package__)
         p = sub.add_parser(verb, help=help_text, description=help_text)
+        if only is not None and verb != only:
+            continue  # listed for the usage line; its arguments are read only when it runs
+        module = importlib.import_module(f".commands.{verb.replace('-', '_')}", __package__)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -91,8 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    verb = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(verb if verb in VERBS and "-h" not in words and "--help" not in words else None)
+    args = parser.parse_args(words)
     try:
         return int(args._run(args))
     except GpuLayoutError as err:
