@@ -27,7 +27,7 @@ from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
-from pytest_gpulayout.memory.common import MemoryEngine
+from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
@@ -276,24 +276,6 @@ def parse_version(text: str, *, key: str = "engine_version") -> Version:
         return Version(str(text).strip())
     except InvalidVersion:
         raise InputError(f"not a version: {text!r} (e.g. 0.11.0)", key=key) from None
-
-
-def resolve_version(engine: Engine, pinned: str | None, host: Host) -> tuple[Version, str]:
-    """The engine version defaults are taken for, and where it came from.
-
-    ``pinned`` (the deployment's ``engine_version``) wins: it lets a CI machine without the engine
-    check what the GPU host will run. Then the package installed on ``host``. Else the newest release we know,
-    which the source string says, so a report never hides that it assumed.
-    """
-    if pinned is not None and str(pinned).strip():
-        return engine.parse_version(str(pinned)), "pinned"
-    found = host.installed(engine.name)
-    if found is not None:
-        try:
-            return engine.parse_version(found), "installed"
-        except InputError:
-            pass
-    return engine.parse_version(engine.latest_known), "assumed latest known"
 
 
 # ------------------------------------------------------------------------------------------------

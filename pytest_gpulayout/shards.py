@@ -112,3 +112,26 @@ def dense_linears(model: ModelSpec, tp: int) -> list[Linear]:
         out.append(Linear(f"{what}.gate_up_proj", h, 2 * inter, h, (share, share), False))
         out.append(Linear(f"{what}.down_proj", inter, h, share, (h,), True))
     return out
+
+
+def fp8_linear_error(lin: Linear, tp: int, bn: int, bk: int, *, last_part_checked: bool,
+                     merged_mismatch_allowed: bool = False) -> str | None:
+    """The block-FP8 shape check both engines run on a linear layer's shares (vLLM
+    ``model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape``; SGLang's copy in
+    ``srt/layers/quantization/fp8_utils.py``), in their words. What differs by engine and release comes
+    in: ``last_part_checked`` (older releases also check a merged layer's last part),
+    ``merged_mismatch_allowed`` (vLLM's ``allow_fp8_block_shape_mismatch`` for merged layers)."""
+    parts = lin.output_parts
+    if merged_mismatch_allowed and len(parts) > 1 and any(p % bn for p in parts):
+        return None
+    if tp > 1 and lin.input_size // lin.input_pp == tp and lin.input_pp % bk:
+        return (f"Weight input_size_per_partition = {lin.input_pp} is not divisible by weight "
+                f"quantization block_k = {bk}.")
+    is_split = tp > 1 and lin.output_size // sum(parts) == tp
+    if is_split or len(parts) > 1:
+        sizes = parts if (is_split or last_part_checked) else parts[:-1]
+        for size in sizes:
+            if size % bn:
+                return (f"Weight output_partition_size = {size} is not divisible by weight quantization "
+                        f"block_n = {bn}.")
+    return None

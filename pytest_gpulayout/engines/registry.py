@@ -14,13 +14,13 @@ from types import MappingProxyType
 from packaging.version import Version
 
 from pytest_gpulayout.engine import Engine, parse_version
-from pytest_gpulayout.engine import resolve_version as _resolve_version
 from pytest_gpulayout.engines.llamacpp.engine import LLAMACPP
 from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.logparse import LogGrammar
+from pytest_gpulayout.memory.common import resolve_version as _resolve_version
 
 #: Every engine by its manifest name, in the order they are documented.
 ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from packaging.version import Version
 
+from pytest_gpulayout.errors import InputError
+
 if TYPE_CHECKING:
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.knobs import LaunchKnobs
@@ -84,3 +86,21 @@ def engine_version(v: Version | str | None, engine: MemoryEngine) -> Version:
     if v is None:
         return engine.parse_version(engine.latest_known)
     return v if isinstance(v, Version) else engine.parse_version(v)
+
+
+def resolve_version(engine: MemoryEngine, pinned: str | None, host: Host) -> tuple[Version, str]:
+    """The engine version defaults are taken for, and where it came from.
+
+    ``pinned`` (the deployment's ``engine_version``) wins: it lets a CI machine without the engine
+    check what the GPU host will run. Then the package installed on ``host``. Else the newest release we
+    know, which the source string says, so a report never hides that it assumed.
+    """
+    if pinned is not None and str(pinned).strip():
+        return engine.parse_version(str(pinned)), "pinned"
+    found = host.installed(engine.name)
+    if found is not None:
+        try:
+            return engine.parse_version(found), "installed"
+        except InputError:
+            pass
+    return engine.parse_version(engine.latest_known), "assumed latest known"

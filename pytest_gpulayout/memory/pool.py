@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
-from pytest_gpulayout.memory.common import MemoryEngine, MemoryUnknown
+from pytest_gpulayout.memory.common import MemoryEngine, MemoryUnknown, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, tp_link
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage
 from pytest_gpulayout.memory.reserves import default_memory_fraction
@@ -182,7 +181,7 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     if len(gpus) != tp * pp:
         raise ValueError(f"predict_pool needs one replica's {tp * pp} GPUs (TP={tp} x PP={pp}), "
                          f"got {len(gpus)}")
-    version, vsource = _version(e, engine_version, host)
+    version, vsource = resolve_version(e, engine_version, host)
     notes: list[str] = []
     if vsource == "assumed latest known":
         notes.append(f"{e.name} is not installed here: defaults of {e.name} {version} assumed (pin engine_version).")
@@ -289,19 +288,6 @@ def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: 
         for d in range(dep.dp)
     ]
     return predicted
-
-
-def _version(engine: MemoryEngine, pinned: str | None, host: Host) -> tuple[Version, str]:
-    """The release judged: pinned, else installed on ``host``, else the newest read (``engine.resolve_version``)."""
-    if pinned is not None and str(pinned).strip():
-        return engine.parse_version(str(pinned)), "pinned"
-    found = host.installed(engine.name)
-    if found is not None:
-        try:
-            return engine.parse_version(found), "installed"
-        except InputError:
-            pass
-    return engine.parse_version(engine.latest_known), "assumed latest known"
 
 
 def host_min_total_mib(machine: Machine, gpus: Sequence[int]) -> int | None:

@@ -31,7 +31,7 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Subject, resolve_version
+from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.sglang import engine as sglang
 from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.defaults import (
@@ -41,7 +41,7 @@ from pytest_gpulayout.engines.vllm.defaults import (
 )
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
-from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.common import MemoryUnknown, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
 from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank

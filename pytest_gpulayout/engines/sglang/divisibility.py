@@ -45,6 +45,7 @@ from pytest_gpulayout.shards import (
     ShardRules,
     WidthProblem,
     dense_linears,
+    fp8_linear_error,
 )
 
 V = Version
@@ -70,20 +71,7 @@ def expert_layout(tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 
 def _fp8_linear_error(lin: Linear, lay: ShardLayout, bn: int, bk: int) -> str | None:
-    tp = lay.tp
-    parts = lin.output_parts
-    if tp > 1 and lin.input_size // lin.input_pp == tp and lin.input_pp % bk:
-        return (f"Weight input_size_per_partition = {lin.input_pp} is not divisible by weight "
-                f"quantization block_k = {bk}.")
-    is_split = tp > 1 and lin.output_size // sum(parts) == tp
-    if is_split or len(parts) > 1:
-        old = lay.version < FP8_LAST_PART_SKIPPED_SINCE
-        sizes = parts if (is_split or old) else parts[:-1]
-        for s in sizes:
-            if s % bn:
-                return (f"Weight output_partition_size = {s} is not divisible by weight quantization "
-                        f"block_n = {bn}.")
-    return None
+    return fp8_linear_error(lin, lay.tp, bn, bk, last_part_checked=lay.version < FP8_LAST_PART_SKIPPED_SINCE)
 
 
 def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:

@@ -49,7 +49,15 @@ from packaging.version import Version
 from pytest_gpulayout.engine import ShardLayout
 from pytest_gpulayout.engines.vllm.defaults import DEEP_GEMM_ENV
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.shards import BLOCK_FP8, INT_GROUPS, Linear, ShardRules, WidthProblem, dense_linears
+from pytest_gpulayout.shards import (
+    BLOCK_FP8,
+    INT_GROUPS,
+    Linear,
+    ShardRules,
+    WidthProblem,
+    dense_linears,
+    fp8_linear_error,
+)
 
 V = Version
 
@@ -84,22 +92,8 @@ def expert_layout(tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 
 def _fp8_linear_error(lin: Linear, lay: ShardLayout, bn: int, bk: int) -> str | None:
-    tp = lay.tp
-    parts = lin.output_parts
-    if lay.version >= MERGED_FP8_SKIP_SINCE and len(parts) > 1 and any(p % bn for p in parts):
-        return None   # allow_fp8_block_shape_mismatch: merged layers are not checked
-    if tp > 1 and lin.input_size // lin.input_pp == tp and lin.input_pp % bk:
-        return (f"Weight input_size_per_partition = {lin.input_pp} is not divisible by weight "
-                f"quantization block_k = {bk}.")
-    is_split = tp > 1 and lin.output_size // sum(parts) == tp
-    if is_split or len(parts) > 1:
-        old = lay.version < FP8_LAST_PART_SKIPPED_SINCE
-        sizes = parts if (is_split or old) else parts[:-1]
-        for s in sizes:
-            if s % bn:
-                return (f"Weight output_partition_size = {s} is not divisible by weight quantization "
-                        f"block_n = {bn}.")
-    return None
+    return fp8_linear_error(lin, lay.tp, bn, bk, last_part_checked=lay.version < FP8_LAST_PART_SKIPPED_SINCE,
+                            merged_mismatch_allowed=lay.version >= MERGED_FP8_SKIP_SINCE)
 
 
 def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
