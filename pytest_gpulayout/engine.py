@@ -54,6 +54,11 @@ class Flags:
     kv_cache_dtype: str = "--kv-cache-dtype"
     #: aliases the engine also accepts for the same settings (refused in ``launch.args``)
     aliases: Mapping[str, tuple[str, ...]] | None = None
+    #: how a command line spans nodes (artifacts/build.py reads them): the node count, the data-parallel
+    #: ranks on this node, and the address the nodes meet at ("": the engine has no such flag)
+    nnodes: str = ""
+    data_parallel_size_local: str = ""
+    node_address: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,9 @@ class Engine(MemoryEngine, Protocol):
     #: the commands and ``python -m`` modules that start it, as deployment artifacts write them
     entry_commands: tuple[tuple[str, ...], ...]
     entry_modules: tuple[str, ...]
+    #: container images whose entry point serves it, so that a container's or compose service's bare
+    #: arguments are its arguments (``vllm/vllm-openai``)
+    entry_images: tuple[str, ...]
     #: whether a command line's flags are read back into manifest keys (artifacts/build.py)
     command_line_keys: bool
     #: the flags that make it serve Prometheus ``/metrics`` (read by ``gpulayout measure``)

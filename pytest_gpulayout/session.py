@@ -70,7 +70,14 @@ class GpuLayoutState:
             path = find_manifest(self.config.getoption("gpulayout_manifest", None),
                                  self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath),
                                  also=Path(self.config.invocation_params.dir))
-            self.manifest = load_manifest(path)
+            from pytest_gpulayout.artifacts import load as artifacts
+
+            if artifacts.is_manifest(path) or path.name == "gpulayout.yaml":
+                self.manifest = load_manifest(path)
+            else:  # a deployment artifact (issue 22): its engine command lines are the deployments
+                machine = _opt(self.config, "gpulayout_machine", "gpulayout_machine")
+                found = artifacts.load_artifact(path, machine)
+                self.manifest = artifacts.as_manifest(found, machine, path.resolve())
             self.models = load_models(self.manifest.deployments)
         return self.manifest
 

@@ -34,6 +34,40 @@ class Found:
     invocation: Invocation
     #: the pod around it (Kubernetes): what the ``deploy`` check reads; None for bare command lines
     pod: Any = None
+    machine: str = ""
+    #: how the command line spans nodes: ``--nnodes`` (None: not given or not a number), the data-parallel
+    #: ranks on this node (``--data-parallel-size-local``), the address the nodes meet at
+    nodes: int | None = None
+    local_dp: int | None = None
+    master: str | None = None
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What a command line says about the nodes it spans (read before the flags are dropped)."""
+
+    nodes: int | None = None
+    local_dp: int | None = None
+    master: str | None = None
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def spread(inv: Invocation) -> Spread:
+    engine = get_engine(inv.engine)
+    parsed = engine.parse_args(list(inv.args))
+    table, flags = parsed.table, engine.flags
+
+    def value(spelling: str) -> str | None:
+        return parsed.value(table.canonical(spelling) or spelling) if spelling else None
+
+    master = value(flags.node_address)
+    if master is not None:
+        master = master.rsplit(":", 1)[0] if master.count(":") == 1 else master
+    return Spread(_int(value(flags.nnodes)), _int(value(flags.data_parallel_size_local)),
+                  master or inv.env.get("MASTER_ADDR"))
 
 
 def _number(text: str | None, flag: str, source: str) -> int | float | str | None:
@@ -116,7 +150,9 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
     for inv, pod in invocations:
         if not get_engine(inv.engine).command_line_keys:
             continue  # its flags are not read back into manifest keys yet (llama.cpp)
-        entry = manifest_entry(inv)
+        entry = manifest_entry(inv)  # a worker's command line is read (its typos fail) ...
+        if getattr(pod, "role", "") == "worker":
+            continue  # ... but it is the leader's engine, not one of its own
         if version:
             entry["engine_version"] = version
         name = safe_name(inv.source, taken)
@@ -129,5 +165,6 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
     out = []
     for dep in manifest.deployments:
         inv, pod = by_name[dep.name]
-        out.append(Found(replace(dep, name=inv.source), inv.source, inv, pod))
+        s = spread(inv)
+        out.append(Found(replace(dep, name=inv.source), inv.source, inv, pod, machine, s.nodes, s.local_dp, s.master))
     return out

@@ -71,9 +71,26 @@ def _commands(tokens: Sequence[str]) -> Iterator[list[str]]:
         yield cmd
 
 
-def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None = None) -> list[Invocation]:
-    """Engine invocations in one argument vector (``sh -c "..."`` is read as shell text)."""
+def image_entry(image: str) -> tuple[str, ...] | None:
+    """The entry point of an engine's own image (``vllm/vllm-openai:v0.8.5`` runs ``vllm serve``), or None."""
+    image = image.removeprefix("docker.io/")
+    for engine in ENGINES.values():  # each engine names its own images
+        for name in engine.entry_images:
+            if image == name or image.startswith((name + ":", name + "-", name + "@")):
+                if engine.entry_commands:
+                    return engine.entry_commands[0]
+                return ("python3", "-m", engine.entry_modules[0])
+    return None
+
+
+def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None = None,
+                 image: str = "") -> list[Invocation]:
+    """Engine invocations in one argument vector (``sh -c "..."`` is read as shell text). A container of an
+    engine's own image whose arguments start with a flag (or that has none) runs that image's entry point."""
     env = dict(env or {})
+    served = image_entry(image) if image else None
+    if served is not None and (not argv or argv[0].startswith("-")):
+        argv = [*served, *argv]
     out: list[Invocation] = []
     for j, a in enumerate(argv):
         if a == "-c" and j > 0 and argv[j - 1].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") \

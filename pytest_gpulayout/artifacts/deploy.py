@@ -1,14 +1,71 @@
-"""The ``deploy`` check: what only the artifact can get wrong. GPUs a pod asks for against what the layout
-needs on it (TP x PP x DP on one pod; over a LeaderWorkerSet group, the world over its ``size`` pods),
-a multi-node group smaller than the world, ``/dev/shm`` as a memory ``emptyDir`` (or a host mount) at TP > 1."""
+"""The ``deploy`` check: what only the artifact can get wrong, each failure one line naming the object and
+the field.
+
+* GPUs a pod asks for against what the layout needs on it: TP x PP x DP on one pod; over a group (LWS
+  ``size``, KServe's head + workers, a StatefulSet's replicas under ``--nnodes``) the world over its pods, or
+  TP x PP x the data-parallel ranks on the node (``--data-parallel-size-local``); over a Ray cluster the
+  world against the cluster's GPUs.
+* A group smaller than the world (its pods x GPUs per pod), or fewer replicas than ``--nnodes``.
+* ``/dev/shm`` as a memory ``emptyDir`` (or a host mount, host IPC, compose ``shm_size`` / ``ipc: host``) at
+  TP > 1, unless the operator mounts one itself (KubeRay).
+* ``hostNetwork`` with a DNS policy that cannot resolve the master: a host-network pod resolves through the
+  node's ``resolv.conf`` unless ``dnsPolicy: ClusterFirstWithHostNet``, so a Service name as the address the
+  nodes meet at does not resolve.
+* A group that crosses nodes with no RDMA device (``rdma/*``, host devices, or privileged on the host
+  network): a warning naming the NCCL variables set, since NCCL then falls back to TCP sockets."""
 
 from __future__ import annotations
+
+import ipaddress
 
 from pytest_gpulayout.artifacts.build import Found
 from pytest_gpulayout.artifacts.kubernetes import Pod
 from pytest_gpulayout.findings import Finding, Status
 
 CHECK = "deploy"
+_NCCL_NET = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "NCCL_NET", "NCCL_IB_DISABLE")
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _fail(message: str) -> Finding:
+    return Finding(CHECK, Status.FAIL, message)
+
+
+def _group_failure(found: Found, pod: Pod, pods: int, need: int, shape: str, where: str) -> Finding | None:
+    """The group (its pods x GPUs, or a Ray cluster's GPUs) smaller than the world."""
+    if pod.group_gpus is not None:  # a Ray cluster: the world over all its GPUs
+        if pod.group_gpus < need:
+            return _fail(f"{where}: {pod.group_field} give the Ray cluster {pod.group_gpus} GPU(s), but {shape}: "
+                         "the engine's placement group never fits")
+    elif (pods > 1 or pod.group_is_world) and pod.gpus is not None and pod.gpus * pods < need:
+        return _fail(f"{where}: {pod.group_field} {pods} x {pod.gpus} GPUs per pod = {pod.gpus * pods}, but "
+                     f"{shape}: the group is too small for the world size")
+    return None
+
+
+def _pod_failure(found: Found, pod: Pod, per_pod: int, pods: int, shape: str, where: str,
+                 gpus_field: str) -> Finding | None:
+    """The GPUs one pod asks for below what the layout puts on it."""
+    dep = found.deployment
+    if pod.group_gpus is not None:
+        return None  # Ray places the workers over the cluster
+    if pod.gpus is None:
+        if pod.obj.startswith("services/"):
+            return None  # compose's count: all: every GPU of the machine
+        return _fail(f"{where}: {gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this pod")
+    if pod.gpus < per_pod:
+        return _fail(f"{where}: {gpus_field} is {pod.gpus}, but " +
+                     (f"TP x PP x local DP = {per_pod} ({dep.tp} x {dep.pp} x {found.local_dp})" if found.local_dp
+                      else shape if pods == 1 else f"{shape} over {pods} pods = {per_pod}") + " on this pod: ask for "
+                     f"{per_pod}")
+    return None
 
 
 def check(found: Found) -> Finding | None:
@@ -19,28 +76,48 @@ def check(found: Found) -> Finding | None:
     dep = found.deployment
     need = dep.tp * dep.pp * dep.dp
     where = f"{pod.obj} container {pod.container}"
-    gpus_field = f"{pod.field}.containers[{pod.container}].resources.limits.nvidia.com/gpu"
-    if pod.role:  # a LeaderWorkerSet group: the world over size pods
-        per_pod = -(-need // pod.group_size)
-        if pod.gpus is not None and pod.gpus * pod.group_size < need:
-            return Finding(CHECK, Status.FAIL,
-                           f"{where}: spec.leaderWorkerTemplate.size {pod.group_size} x {pod.gpus} GPUs per pod = "
-                           f"{pod.gpus * pod.group_size}, but TP x PP x DP = {need} ({dep.tp} x {dep.pp} x {dep.dp}): "
-                           f"the group is too small for the world size")
+    gpus_field = pod.gpus_field or f"{pod.field}.containers[{pod.container}].resources.limits.nvidia.com/gpu"
+    shape = f"TP x PP x DP = {need} ({dep.tp} x {dep.pp} x {dep.dp})"
+    nodes = found.nodes if found.nodes and found.nodes > 1 else None
+    if pod.group_is_world:
+        pods = pod.group_size
+    elif nodes:
+        pods = nodes
+        if pod.group_field and pod.group_size < nodes:
+            return _fail(f"{where}: {pod.group_field} is {pod.group_size}, but --nnodes {nodes}: the engine waits "
+                         f"for {nodes - pod.group_size} node(s) that never start")
     else:
-        per_pod = need
-        if pod.gpus is not None and pod.gpus < need:
-            return Finding(CHECK, Status.FAIL,
-                           f"{where}: {gpus_field} is {pod.gpus}, but TP x PP x DP = {need} "
-                           f"({dep.tp} x {dep.pp} x {dep.dp}) on this pod: ask for {need}")
-    if pod.gpus is None:
-        return Finding(CHECK, Status.FAIL, f"{where}: {gpus_field} is not set, but the layout needs {per_pod} "
-                                           "GPU(s) on this pod")
-    if dep.tp > 1 and not pod.shm:
-        return Finding(CHECK, Status.FAIL,
-                       f"{where}: {pod.field}.volumes has no /dev/shm (an emptyDir with medium: Memory mounted at "
-                       f"/dev/shm) but TP={dep.tp}: NCCL's shared memory transport runs out of the container's "
-                       "64 MiB default")
-    return Finding(CHECK, Status.PASS, f"{where}: {pod.gpus} GPU(s) per pod for TP x PP x DP = {need}"
-                   + (f" over {pod.group_size} pods" if pod.group_size > 1 else "")
-                   + ("; /dev/shm is memory-backed" if dep.tp > 1 else ""))
+        pods = 1
+    per_pod = dep.tp * dep.pp * found.local_dp if found.local_dp else -(-need // pods)
+    group = _group_failure(found, pod, pods, need, shape, where)
+    one = _pod_failure(found, pod, per_pod, pods, shape, where, gpus_field)
+    for failure in ((one, group) if found.local_dp else (group, one)):
+        if failure is not None:
+            return failure
+    if dep.tp > 1 and not pod.shm and not pod.shm_by:
+        shm_field = pod.shm_field or f"{pod.field}.volumes"
+        return _fail(f"{where}: {shm_field} has no /dev/shm (an emptyDir with medium: Memory mounted at /dev/shm) "
+                     f"but TP={dep.tp}: NCCL's shared memory transport runs out of the container's 64 MiB default")
+    crosses = pods > 1 and (pod.gpus is None or pod.gpus < need)  # the world does not fit on one pod
+    if crosses and pod.host_network and pod.dns_policy != "ClusterFirstWithHostNet" and found.master \
+            and not _is_ip(found.master) and not found.master.startswith("$"):
+        return _fail(f"{where}: {pod.field}.hostNetwork is true with dnsPolicy {pod.dns_policy or 'ClusterFirst'} "
+                     f"(the node's resolv.conf), so the master address {found.master!r} does not resolve: set "
+                     f"{pod.field}.dnsPolicy: ClusterFirstWithHostNet")
+    notes = []
+    if pod.shm_by and dep.tp > 1:
+        notes.append(f"{pod.shm_by} mounts /dev/shm itself")
+    elif dep.tp > 1:
+        notes.append("/dev/shm is memory-backed")
+    if crosses and not pod.rdma:
+        nccl = sorted(k for k in pod.env if k in _NCCL_NET)
+        return Finding(CHECK, Status.WARN,
+                       f"{where}: the engine spans {pods} pods but {pod.field} requests no RDMA device (rdma/* or "
+                       "a host device, or privileged on the host network) and sets "
+                       + (", ".join(nccl) if nccl else "no NCCL_IB_HCA / NCCL_SOCKET_IFNAME")
+                       + ": NCCL falls back to TCP sockets between the nodes")
+    have = pod.group_gpus if pod.group_gpus is not None else pod.gpus
+    return Finding(CHECK, Status.PASS,
+                   f"{where}: {'all' if have is None else have} GPU(s) "
+                   f"{'in the cluster' if pod.group_gpus is not None else 'per pod'} for {shape}"
+                   + (f" over {pods} pods" if pods > 1 else "") + (f"; {'; '.join(notes)}" if notes else ""))

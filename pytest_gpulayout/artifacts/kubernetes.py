@@ -1,58 +1,60 @@
 """Kubernetes objects that run an engine: Pod, Deployment, StatefulSet, Job, LeaderWorkerSet (any number of
-YAML documents). Each container whose command and args run an engine is an invocation named
-``Kind/name/container``; the pod around it (GPU limits, ``/dev/shm``, LWS group size) is kept for the
-``deploy`` check (``deploy.py``)."""
+YAML documents); KubeRay's and KServe's objects are read by ``kuberay.py`` and ``kserve.py`` with the same
+``Pod`` record. Each container whose command and args run an engine is an invocation named
+``Kind/name/container``; the pod around it (GPU limits, ``/dev/shm``, the group it belongs to, host network,
+RDMA devices, the GPU product its node selector asks for) is kept for the ``deploy`` check (``deploy.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dc_field
+from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
 
 KINDS = ("Pod", "Deployment", "StatefulSet", "Job", "LeaderWorkerSet")
+#: the node label GPU Feature Discovery sets to the GPU's product name (``NVIDIA-H100-80GB-HBM3``)
+PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 @dataclass(frozen=True)
 class Pod:
-    """What the ``deploy`` check reads of the pod that runs an engine."""
+    """What the ``deploy`` check reads of the pod (or compose service) that runs an engine."""
 
-    obj: str                       # Kind/name
+    obj: str                       # Kind/name (compose: services/name)
     container: str
-    field: str                     # the dotted path of the pod template (``spec.template.spec``)
-    gpus: int | None               # resources.limits nvidia.com/gpu (None: not requested)
-    shm: bool                      # /dev/shm is a memory emptyDir or a host path
-    group_size: int = 1            # LeaderWorkerSet size (pods per group)
-    role: str = ""                 # leader | worker (LWS)
+    field: str                     # the dotted path of the pod spec (``spec.template.spec``)
+    gpus: int | None               # GPUs one pod gets (None: not requested)
+    shm: bool                      # /dev/shm is a memory emptyDir, a host path, or the host's IPC
+    #: pods that make one engine: LWS size, a Ray cluster's pods, KServe's head + workers (1: the pod alone)
+    group_size: int = 1
+    role: str = ""                 # leader | worker (LWS, KServe workers)
+    #: the field that says the group size (``spec.leaderWorkerTemplate.size``); "" for one pod
+    group_field: str = ""
+    #: GPUs over the whole group where its pods differ (a Ray cluster: head plus worker groups)
+    group_gpus: int | None = None
+    gpus_field: str = ""           # the field the GPU count is read from (default: resources.limits)
+    shm_field: str = ""            # where /dev/shm would be declared (default: the pod's volumes)
+    shm_by: str = ""               # the operator that mounts /dev/shm itself (KubeRay)
+    #: whether the pods of the group are always one engine (LWS, Ray, KServe) or replicas that become one
+    #: only when the command line says so (--nnodes over a StatefulSet's replicas)
+    group_is_world: bool = False
+    host_network: bool = False
+    dns_policy: str = ""
+    rdma: bool = False             # an RDMA device is requested (or the host's, privileged on its network)
+    env: Mapping[str, str] = dc_field(default_factory=lambda: MappingProxyType({}))
+    product: str = ""              # the nvidia.com/gpu.product the node selector asks for
 
 
 def is_kubernetes(doc: object) -> bool:
     return isinstance(doc, Mapping) and "apiVersion" in doc and "kind" in doc
 
 
-def _pod_specs(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], int, str]]:
-    """``(field path, pod spec, group size, role)`` of each pod template of ``doc``."""
-    kind = doc.get("kind")
-    spec = doc.get("spec") or {}
-    if kind == "Pod":
-        return [("spec", spec, 1, "")]
-    if kind in ("Deployment", "StatefulSet", "Job"):
-        return [("spec.template.spec", (spec.get("template") or {}).get("spec") or {}, 1, "")]
-    if kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
-        size = int(lwt.get("size", 1) or 1)
-        out = []
-        for role, key in (("leader", "leaderTemplate"), ("worker", "workerTemplate")):
-            t = lwt.get(key)
-            if isinstance(t, Mapping):
-                out.append((f"spec.leaderWorkerTemplate.{key}.spec", t.get("spec") or {}, size, role))
-        return out
-    return []
-
-
-def _gpus(container: Mapping[str, Any]) -> int | None:
-    res = container.get("resources") or {}
+def gpus_of(resources: object) -> int | None:
+    """``nvidia.com/gpu`` of a resources block (limits first, then requests)."""
+    res = resources if isinstance(resources, Mapping) else {}
     for part in ("limits", "requests"):
         value = (res.get(part) or {}).get("nvidia.com/gpu")
         if value is not None:
@@ -61,6 +63,17 @@ def _gpus(container: Mapping[str, Any]) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+def _rdma(pod: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
+    res = container.get("resources") or {}
+    for part in ("limits", "requests"):
+        for key in (res.get(part) or {}):
+            k = str(key).lower()
+            if "rdma" in k or "infiniband" in k or "hostdev" in k or k.endswith("/ib") or "/hca" in k:
+                return True
+    privileged = bool((container.get("securityContext") or {}).get("privileged"))
+    return privileged and bool(pod.get("hostNetwork"))
 
 
 def _shm(pod: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
@@ -74,8 +87,66 @@ def _shm(pod: Mapping[str, Any], container: Mapping[str, Any]) -> bool:
     return bool(pod.get("hostIPC"))
 
 
-def _argv(container: Mapping[str, Any]) -> list[str]:
+def _product(pod: Mapping[str, Any]) -> str:
+    selector = pod.get("nodeSelector") or {}
+    if isinstance(selector, Mapping) and selector.get(PRODUCT_LABEL):
+        return str(selector[PRODUCT_LABEL])
+    affinity = ((pod.get("affinity") or {}).get("nodeAffinity") or {})
+    required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in (term or {}).get("matchExpressions") or []:
+            if isinstance(expr, Mapping) and expr.get("key") == PRODUCT_LABEL and expr.get("operator") == "In" \
+                    and expr.get("values"):
+                return str(expr["values"][0])
+    return ""
+
+
+def env_of(container: Mapping[str, Any]) -> dict[str, str]:
+    """The container's literal environment (``valueFrom`` entries are not known here)."""
+    return {str(e["name"]): str(e["value"]) for e in container.get("env") or []
+            if isinstance(e, Mapping) and "name" in e and "value" in e}
+
+
+def argv_of(container: Mapping[str, Any]) -> list[str]:
     return [str(a) for a in (container.get("command") or [])] + [str(a) for a in (container.get("args") or [])]
+
+
+def pod_info(obj: str, field_path: str, pod: Mapping[str, Any], container: Mapping[str, Any],
+             **kw: Any) -> Pod:
+    """The ``Pod`` record of one container of a pod spec (``kw``: the group it belongs to)."""
+    name = str(container.get("name", "?"))
+    return Pod(obj, name, field_path, kw.pop("gpus", gpus_of(container.get("resources"))), _shm(pod, container),
+               host_network=bool(pod.get("hostNetwork")), dns_policy=str(pod.get("dnsPolicy") or ""),
+               rdma=_rdma(pod, container), env=MappingProxyType(env_of(container)), product=_product(pod), **kw)
+
+
+def containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in pod.get("containers") or [] if isinstance(c, Mapping)]
+
+
+def _pod_specs(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], dict[str, Any]]]:
+    """``(field path, pod spec, group of the Pod record)`` of each pod template of ``doc``."""
+    kind = doc.get("kind")
+    spec = doc.get("spec") or {}
+    if kind == "Pod":
+        return [("spec", spec, {})]
+    if kind in ("Deployment", "StatefulSet", "Job"):
+        group: dict[str, Any] = {}
+        if kind == "StatefulSet":  # its replicas become one engine when the command line spans nodes
+            group = {"group_size": int(spec.get("replicas", 1) or 1), "group_field": "spec.replicas"}
+        return [("spec.template.spec", (spec.get("template") or {}).get("spec") or {}, group)]
+    if kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        size = int(lwt.get("size", 1) or 1)
+        out = []
+        for role, key in (("leader", "leaderTemplate"), ("worker", "workerTemplate")):
+            t = lwt.get(key)
+            if isinstance(t, Mapping):
+                out.append((f"spec.leaderWorkerTemplate.{key}.spec", t.get("spec") or {},
+                            {"group_size": size, "role": role, "group_field": "spec.leaderWorkerTemplate.size",
+                             "group_is_world": True}))
+        return out
+    return []
 
 
 def find(docs: Sequence[object], where: str) -> tuple[list[tuple[Invocation, Pod]], list[str]]:
@@ -89,14 +160,11 @@ def find(docs: Sequence[object], where: str) -> tuple[list[tuple[Invocation, Pod
         kind = str(doc.get("kind"))
         name = str((doc.get("metadata") or {}).get("name", "?"))
         seen.append(f"{kind}/{name}")
-        for field, pod, size, role in _pod_specs(doc):
-            for c in pod.get("containers") or []:
-                if not isinstance(c, Mapping):
-                    continue
-                env = {str(e["name"]): str(e["value"]) for e in c.get("env") or []
-                       if isinstance(e, Mapping) and "name" in e and "value" in e}
+        for field_path, pod, group in _pod_specs(doc):
+            for c in containers(pod):
+                role = group.get("role", "")
                 source = f"{kind}/{name}/{c.get('name', '?')}" + (f"[{role}]" if role else "")
-                info = Pod(f"{kind}/{name}", str(c.get("name", "?")), field, _gpus(c), _shm(pod, c), size, role)
-                for inv in find_in_argv(_argv(c), source, env):
+                info = pod_info(f"{kind}/{name}", field_path, pod, c, **group)
+                for inv in find_in_argv(argv_of(c), source, env_of(c), str(c.get("image", ""))):
                     found.append((inv, info))
     return found, seen

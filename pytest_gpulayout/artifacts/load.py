@@ -6,11 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_gpulayout.artifacts import commands, kubernetes
+from pytest_gpulayout.artifacts import commands, compose, helm, kserve, kuberay, kubernetes
 from pytest_gpulayout.artifacts.build import Found, build
 from pytest_gpulayout.artifacts.deploy import check
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.machine.presets import list_presets, load_preset
 from pytest_gpulayout.manifest.load import Manifest
+
+_READ = ("Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, RayCluster, RayService, RayJob, InferenceService, "
+         "ServingRuntime, LLMInferenceService; docker-compose services; production-stack values "
+         "(servingEngineSpec.modelSpec); shell text with vllm serve / python -m sglang.launch_server / llama-server")
 
 #: the manifest's own top-level keys: a YAML mapping with any of them is a manifest
 _MANIFEST_KEYS = ("deployments", "version", "defaults")
@@ -31,11 +36,38 @@ def is_manifest(path: Path) -> bool:
     return any(k in docs[0] for k in _MANIFEST_KEYS) and not kubernetes.is_kubernetes(docs[0])
 
 
-def _need_machine(machine: str | None, where: str) -> str:
-    if not machine:
-        raise InputError("an artifact names no machine: give --machine (a snapshot, topo -m text, "
-                         "preset:<name> or auto)", where=where)
-    return machine
+def _label_name(gpu_name: str) -> str:
+    return gpu_name.replace(" ", "-").lower()
+
+
+def preset_for_product(product: str, gpus: int) -> str | None:
+    """The smallest bundled preset of the GPU a ``nvidia.com/gpu.product`` label names (GPU Feature
+    Discovery writes the NVML name with ``-`` for spaces, ``-SHARED`` / ``-MIG-...`` appended) with at
+    least ``gpus`` GPUs, or None."""
+    label = product.lower().removesuffix("-shared").split("-mig-")[0]
+    best: tuple[int, str] | None = None
+    for name in list_presets():
+        m = load_preset(name)
+        if m.gpus and _label_name(m.gpus[0].name) == label and len(m.gpus) >= gpus:
+            if best is None or len(m.gpus) < best[0]:
+                best = (len(m.gpus), name)
+    return f"preset:{best[1]}" if best else None
+
+
+def _need_machine(machine: str | None, where: str, found: list[tuple[commands.Invocation, Any]] | None = None) -> str:
+    """``--machine``, else the preset the node selector's GPU product names (one line when neither)."""
+    if machine:
+        return machine
+    for _inv, pod in found or []:
+        product = getattr(pod, "product", "")
+        if product:
+            preset = preset_for_product(product, getattr(pod, "gpus", None) or 1)
+            if preset is None:
+                raise InputError(f"{pod.obj}: {pod.field}.nodeSelector {kubernetes.PRODUCT_LABEL}={product} matches "
+                                 f"no bundled preset ({', '.join(list_presets())}): give --machine", where=where)
+            return preset
+    raise InputError("an artifact names no machine (no --machine, no nvidia.com/gpu.product node selector): give "
+                     "--machine (a snapshot, topo -m text, preset:<name> or auto)", where=where)
 
 
 def load_command(line: str, machine: str | None) -> list[Found]:
@@ -61,23 +93,36 @@ def load_artifact(path: Path, machine: str | None) -> list[Found]:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as err:
             raise InputError(f"not valid YAML: {str(err).splitlines()[0]}", where=where) from None
-        k8s, seen = kubernetes.find(docs, where)
+        k8s, k8s_seen = kubernetes.find(docs, where)
         found.extend(k8s)
-        kinds = sorted({str(d.get("kind")) for d in docs if isinstance(d, dict) and "kind" in d})
-        what = (f"Kubernetes objects {', '.join(seen)}" if seen else
+        seen = [f"Kubernetes objects {', '.join(k8s_seen)}"] if k8s_seen else []
+        maps = [d for d in docs if isinstance(d, dict)]
+        for d in maps:
+            if kubernetes.is_kubernetes(d) and d.get("kind") in kuberay.KINDS:
+                found.extend(kuberay.find(d))
+            elif compose.is_compose(d):
+                found.extend(compose.find(d, where))
+                seen.append(f"docker-compose services {', '.join(map(str, d['services']))}")
+            elif helm.is_values(d):
+                found.extend(helm.find(d))
+                seen.append("production-stack values")
+        found.extend(kserve.find([d for d in maps if kubernetes.is_kubernetes(d)]))
+        kinds = sorted({str(d.get("kind")) for d in maps if "kind" in d})
+        what = ("; ".join(seen) if seen else
                 f"kinds {', '.join(kinds)}" if kinds else "a YAML file that is neither a gpulayout manifest "
-                "(no 'deployments') nor a Kubernetes object (no apiVersion/kind)")
+                "(no 'deployments'), a Kubernetes object (no apiVersion/kind), docker-compose services nor "
+                "production-stack values")
     else:
         found.extend((i, None) for i in commands.find_in_text(text, path.name))
     if not found:
-        raise InputError(f"found no engine command line in {what} (read: Pod, Deployment, StatefulSet, Job, "
-                         "LeaderWorkerSet; shell text with vllm serve / python -m sglang.launch_server / "
-                         "llama-server)", where=where)
-    return build(found, machine=_need_machine(machine, where), path=path)
+        raise InputError(f"found no engine command line in {what} (read: {_READ})", where=where)
+    return build(found, machine=_need_machine(machine, where, found), path=path)
 
 
-def as_manifest(found: list[Found], machine: str, path: Path) -> Any:
-    """The ``Manifest`` the check verb runs, from what was found."""
+def as_manifest(found: list[Found], machine: str | None, path: Path) -> Any:
+    """The ``Manifest`` the check verb runs, from what was found (its machine: ``machine``, else the one the
+    artifact's node selector named)."""
+    machine = machine or (found[0].machine if found else "")
     return Manifest(path=path, machine=machine, base_dir=path.parent, deployments=tuple(f.deployment for f in found),
                     notes=())
 

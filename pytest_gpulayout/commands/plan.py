@@ -150,6 +150,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="KV cache dtype (auto | fp8 | ...; default auto)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object: model, machine, layouts")
+    p.add_argument("--emit", choices=("cmd", "k8s", "lws", "compose"), default=None,
+                   help="print the top layout as a ready artifact (a command line, a Deployment, a LeaderWorkerSet, "
+                        "a compose file) that gpulayout check reads back")
     p.add_argument("--html", metavar="FILE", default=None, help="write a self-contained HTML report to FILE")
     p.add_argument(
         "--all",
@@ -203,6 +206,17 @@ def run(args: argparse.Namespace) -> int:
         from pytest_gpulayout.report.html import render_plan_html
 
         html.write_text(render_plan_html(result), encoding="utf-8")
+    if args.emit:
+        from pytest_gpulayout.artifacts.emit import emit
+
+        top = next((r for r in result.layouts if r.refused is None), None)
+        if top is None:
+            sys.stderr.write("gpulayout: no layout serves: nothing to emit\n")
+            return 1
+        sys.stdout.write(emit(args.emit, engine=args.engine, model=args.model, tp=top.tensor_parallel_size,
+                              pp=top.pipeline_parallel_size, dp=top.data_parallel_size, gpus=top.gpus,
+                              max_model_len=top.max_model_len, version=args.engine_version))
+        return 0 if result.serving else 1
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -16,7 +16,6 @@ from pytest_gpulayout.findings import Status
 
 DATA = Path(__file__).parents[1] / "data" / "deploy"
 MACHINE = "preset:8xH100-sxm"
-LWS_MODEL = "meta-llama/Llama-3.1-405B-Instruct"  # the catalog's id for the example's Meta-Llama-3.1-405B-Instruct
 
 
 def test_cmd_reads_flags_as_vllm_does() -> None:
@@ -64,23 +63,101 @@ def test_vllm_docs_kubernetes_example_passes() -> None:
 
 
 def _planted(tmp_path: Path, name: str, old: str, new: str, count: int = 1) -> Path:
-    text = (DATA / name).read_text().replace("Meta-Llama-3.1-405B-Instruct", LWS_MODEL.split("/")[1])
+    text = (DATA / name).read_text()
     assert old in text
     p = tmp_path / name
     p.write_text(text.replace(old, new, count))
     return p
 
 
-def test_lws_example(tmp_path: Path) -> None:
-    found = load_artifact(_planted(tmp_path, "lws-vllm.yaml", "size: 2", "size: 2"), MACHINE)
-    [f] = found  # the worker runs Ray only: one engine invocation, the leader's
+def test_lws_example() -> None:
+    [f] = load_artifact(DATA / "lws-vllm.yaml", MACHINE)  # the worker runs Ray only: the leader's invocation
     assert f.source == "LeaderWorkerSet/vllm/vllm-leader[leader]"
-    assert (f.deployment.tp, f.deployment.pp) == (8, 2)
+    assert (f.deployment.model, f.deployment.tp, f.deployment.pp) == ("meta-llama/Llama-3.1-405B-Instruct", 8, 2)
+    finding = check(f)  # the official example spans two nodes on the pod network: a warning, no failure
+    assert finding is not None and finding.status is Status.WARN
+    assert finding.message == ("LeaderWorkerSet/vllm container vllm-leader: the engine spans 2 pods but "
+                               "spec.leaderWorkerTemplate.leaderTemplate.spec requests no RDMA device (rdma/* or a "
+                               "host device, or privileged on the host network) and sets no NCCL_IB_HCA / "
+                               "NCCL_SOCKET_IFNAME: NCCL falls back to TCP sockets between the nodes")
+
+
+#: each real artifact: (source, engine, model, TP, PP, DP, the deploy verdict)
+REAL = {
+    "vllm-docs-deployment.yaml": ("Deployment/mistral-7b/mistral-7b", "vllm", "mistralai/Mistral-7B-Instruct-v0.3",
+                                  1, 1, 1, "pass"),
+    "lws-vllm.yaml": ("LeaderWorkerSet/vllm/vllm-leader[leader]", "vllm", "meta-llama/Llama-3.1-405B-Instruct",
+                      8, 2, 1, "warn"),
+    "lws-sglang.yaml": ("LeaderWorkerSet/sglang/sglang-leader[leader]", "sglang",
+                        "meta-llama/Meta-Llama-3.1-8B-Instruct", 2, 1, 1, "warn"),
+    "kuberay-rayservice-vllm.yaml": ("RayService/llama-3-8b/serveConfigV2/applications[llm]", "vllm",
+                                     "meta-llama/Meta-Llama-3-8B-Instruct", 2, 1, 1, "pass"),
+    "kserve-llmisvc-dp-ep-qwen3.yaml": ("LLMInferenceService/qwen3-coder-30b-a3b-instruct/main", "vllm",
+                                        "Qwen/Qwen3-Coder-30B-A3B-Instruct", 1, 1, 8, "pass"),
+    "kserve-isvc-huggingface-multinode.yaml": ("InferenceService/huggingface-llama3/predictor", "vllm",
+                                               "pvc://llama-3-8b-pvc/hf/8b_instruction_tuned", 1, 2, 1, "warn"),
+    "production-stack-values-15-a-raycluster.yaml": ("servingEngineSpec.modelSpec[distilgpt2-raycluster]", "vllm",
+                                                     "distilbert/distilgpt2", 1, 2, 1, "warn"),
+    "sglang-compose.yaml": ("services/sglang", "sglang", "meta-llama/Meta-Llama-3.1-8B-Instruct", 1, 1, 1, "pass"),
+    "sglang-distributed-sts.yaml": ("StatefulSet/distributed-sglang/sglang-container", "sglang", "/llm-folder",
+                                    16, 1, 1, "fail"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_artifacts(name: str) -> None:
+    [f] = load_artifact(DATA / name, MACHINE)
+    d = f.deployment
+    assert (f.source, d.engine, d.model, d.tp, d.pp, d.dp, getattr(check(f), "status", None)) == \
+        (*REAL[name][:6], Status(REAL[name][6]))
+
+
+def test_sglang_statefulset_on_the_host_network_cannot_resolve_its_master() -> None:
+    [f] = load_artifact(DATA / "sglang-distributed-sts.yaml", MACHINE)
+    assert (f.nodes, f.master) == (2, "sglang-master-pod")
     finding = check(f)
-    assert finding is not None and finding.status is Status.PASS
+    assert finding is not None and finding.message == (
+        "StatefulSet/distributed-sglang container sglang-container: spec.template.spec.hostNetwork is true with "
+        "dnsPolicy ClusterFirst (the node's resolv.conf), so the master address 'sglang-master-pod' does not "
+        "resolve: set spec.template.spec.dnsPolicy: ClusterFirstWithHostNet")
+
+
+def test_production_stack_values_with_a_flag_the_release_dropped() -> None:
+    """values-02 passes --disable-log-requests, which vLLM's latest release no longer has."""
+    with pytest.raises(InputError) as err:
+        load_artifact(DATA / "production-stack-values-02-basic.yaml", MACHINE)
+    assert str(err.value).startswith("servingEngineSpec.modelSpec[llama3]: vllm serve: error: unrecognized "
+                                     "arguments: --disable-log-requests")
+
+
+def test_lws_sglang_worker_is_read_but_is_the_leaders_engine(tmp_path: Path) -> None:
+    p = _planted(tmp_path, "lws-sglang.yaml", "- --trust-remote-code\n            resources",
+                 "- --trust-remot-code\n            resources")
+    with pytest.raises(InputError) as err:
+        load_artifact(p, MACHINE)
+    assert str(err.value).startswith("LeaderWorkerSet/sglang/sglang-worker[worker]: ")
+    assert "unrecognized arguments: --trust-remot-code" in str(err.value)
 
 
 @pytest.mark.parametrize(("name", "old", "new", "words"), [
+    ("lws-sglang.yaml", "size: 2", "size: 1",
+     "LeaderWorkerSet/sglang container sglang-leader: spec.leaderWorkerTemplate.size 1 x 1 GPUs per pod = 1, but "
+     "TP x PP x DP = 2"),
+    ("kserve-llmisvc-dp-ep-qwen3.yaml", "tensor: 1", "tensor: 4",
+     "LLMInferenceService/qwen3-coder-30b-a3b-instruct container main: spec.template.containers[main].resources."
+     "limits.nvidia.com/gpu is 8, but TP x PP x local DP = 32 (4 x 1 x 8) on this pod"),
+    ("kuberay-rayservice-vllm.yaml", 'TENSOR_PARALLELISM: "2"', 'TENSOR_PARALLELISM: "4"',
+     "RayService/llama-3-8b container llm: spec.rayClusterConfig.workerGroupSpecs[*].replicas give the Ray cluster "
+     "2 GPU(s), but TP x PP x DP = 4"),
+    ("sglang-compose.yaml", "--host 0.0.0.0", "--tp 2 --host 0.0.0.0",
+     "services/sglang container sglang: services.sglang.deploy.resources.reservations.devices is 1, but "
+     "TP x PP x DP = 2"),
+    ("sglang-distributed-sts.yaml", "replicas: 2   #", "replicas: 1   #",
+     "StatefulSet/distributed-sglang container sglang-container: spec.replicas is 1, but --nnodes 2"),
+    ("production-stack-values-15-a-raycluster.yaml", "pipelineParallelSize: 2", "pipelineParallelSize: 4",
+     "modelSpec/distilgpt2-raycluster container distilgpt2-raycluster: servingEngineSpec.modelSpec[distilgpt2-"
+     "raycluster].replicaCount (Ray workers) + raySpec.headNode.requestGPU give the Ray cluster 2 GPU(s), but "
+     "TP x PP x DP = 4"),
     ("vllm-docs-deployment.yaml", "--max_num_batched_tokens 1024", "--max_num_batched_tokens 1024 -tp 2",
      "Deployment/mistral-7b container mistral-7b: spec.template.spec.containers[mistral-7b].resources.limits."
      "nvidia.com/gpu is 1, but TP x PP x DP = 2"),
@@ -135,3 +212,29 @@ def test_cli_json_names_the_source(capsys: pytest.CaptureFixture[str]) -> None:
     dep = data["deployments"]["Deployment/mistral-7b/mistral-7b"]
     assert code == 0 and dep["source"] == "Deployment/mistral-7b/mistral-7b"
     assert dep["checks"]["deploy"]["status"] == "pass"
+
+
+def test_cluster_first_with_host_net_resolves_the_master(tmp_path: Path) -> None:
+    p = _planted(tmp_path, "sglang-distributed-sts.yaml", "      hostNetwork: true\n",
+                 "      hostNetwork: true\n      dnsPolicy: ClusterFirstWithHostNet\n")
+    [f] = load_artifact(p, MACHINE)
+    finding = check(f)  # privileged on the host network: the host's RDMA devices, so no warning either
+    assert finding is not None and finding.status is Status.PASS
+
+
+def test_kuberay_mounts_dev_shm_itself(tmp_path: Path) -> None:
+    [f] = load_artifact(DATA / "kuberay-rayservice-vllm.yaml", MACHINE)
+    finding = check(f)
+    assert finding is not None and "KubeRay mounts /dev/shm itself" in finding.message
+
+
+def test_gpu_product_label_names_the_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    label = "      nodeSelector:\n        nvidia.com/gpu.product: {}\n      containers:\n"
+    p = _planted(tmp_path, "vllm-docs-deployment.yaml", "      containers:\n", label.format("NVIDIA-H100-80GB-HBM3"))
+    [f] = load_artifact(p, None)
+    assert f.machine == "preset:8xH100-sxm"
+    p.write_text(p.read_text().replace("NVIDIA-H100-80GB-HBM3", "NVIDIA-B200"))
+    assert main(["check", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nvidia.com/gpu.product=NVIDIA-B200 matches no bundled preset" in err \
+        and "give --machine" in err

@@ -254,3 +254,18 @@ def test_a_whole_run_has_no_not_run(project, tmp_path):
     data = json.loads(report.read_text())
     assert "not_run" not in data and data["status"] != "incomplete"
     assert "not_run" not in data["deployments"]["qwen3-8b-pp2"]
+
+
+def test_manifest_option_accepts_a_deployment_artifact(pytester: pytest.Pytester):
+    """``--gpulayout-manifest`` takes a Kubernetes artifact as ``gpulayout check`` does (issue 22)."""
+    (pytester.path / "two-l4.yaml").write_text((DATA / "snapshots" / "two-l4.yaml").read_text())
+    (pytester.path / "k8s.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: qwen}\nspec:\n  template:\n    spec:\n"
+        "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.33.0\n"
+        "        args: [--model, Qwen/Qwen3-8B, -tp, '2', --max-model-len, '8192']\n"
+        "        resources: {limits: {nvidia.com/gpu: 2}}\n")
+    result = pytester.runpytest("--gpulayout", "--gpulayout-manifest", "k8s.yaml", "--gpulayout-machine",
+                                "two-l4.yaml", "-v", "-p", "no:cacheprovider", "-k", "head_divisibility")
+    out = result.stdout.str()
+    assert "test_head_divisibility[Deployment/qwen/vllm] PASSED" in out
+    assert result.ret == 0

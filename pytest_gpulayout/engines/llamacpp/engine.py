@@ -56,6 +56,7 @@ class LlamaCppEngine:
     env_vars: tuple[str, ...] = ()  # none of its variables changes a verdict
     entry_commands: tuple[tuple[str, ...], ...] = (("llama-server",), ("llama.cpp-server",))
     entry_modules: tuple[str, ...] = ()
+    entry_images: tuple[str, ...] = ("ghcr.io/ggml-org/llama.cpp:server", "ghcr.io/ggerganov/llama.cpp:server")
     #: its flags are not yet read back into the manifest's llamacpp: keys from a command line
     command_line_keys = False
     metrics_args: tuple[str, ...] = ("--metrics",)

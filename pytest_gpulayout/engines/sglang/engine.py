@@ -253,6 +253,7 @@ class SglangEngine:
     env_vars: tuple[str, ...] = (long_context_env, BALANCE_SWITCH_NEW, BALANCE_SWITCH_OLD, pp_partition_env)
     entry_commands: tuple[tuple[str, ...], ...] = (("sglang", "serve"),)
     entry_modules: tuple[str, ...] = ("sglang.launch_server", "sglang.srt.server")
+    entry_images: tuple[str, ...] = ()  # lmsysorg/sglang's entry point is a shell
     command_line_keys = True
     metrics_args: tuple[str, ...] = ("--enable-metrics",)
     server_module = "sglang.launch_server"
@@ -262,7 +263,8 @@ class SglangEngine:
                   memory_fraction="--mem-fraction-static",
                   aliases={"tensor_parallel_size": ("--tp", "--tensor-parallel-size"),
                            "pipeline_parallel_size": ("--pp", "--pipeline-parallel-size"),
-                           "data_parallel_size": ("--dp", "--data-parallel-size")})
+                           "data_parallel_size": ("--dp", "--data-parallel-size")},
+                  nnodes="--nnodes", node_address="--dist-init-addr")
 
     too_long_text = "User-specified context_length ... is greater than the derived context_length"
     short_pool = (False, "KV pool holds ... fewer than --context-length")

@@ -67,6 +67,7 @@ class VllmEngine:
     #: how a command line starts it (``vllm serve``; ``python -m vllm.entrypoints.openai.api_server``)
     entry_commands: tuple[tuple[str, ...], ...] = (("vllm", "serve"),)
     entry_modules: tuple[str, ...] = ("vllm.entrypoints.openai.api_server",)
+    entry_images: tuple[str, ...] = ("vllm/vllm-openai", "lmcache/vllm-openai")
     command_line_keys = True
     #: what serves ``/metrics`` (vLLM's API server always does)
     metrics_args: tuple[str, ...] = ()
@@ -77,7 +78,9 @@ class VllmEngine:
                   max_model_len="--max-model-len", memory_fraction="--gpu-memory-utilization",
                   aliases={"tensor_parallel_size": ("-tp",), "pipeline_parallel_size": ("-pp",),
                            "data_parallel_size": ("-dp",), "enable_expert_parallel": ("--enable-expert-parallel",
-                                                                                      "-ep")})
+                                                                                      "-ep")},
+                  nnodes="--nnodes", data_parallel_size_local="--data-parallel-size-local",
+                  node_address="--data-parallel-address")
 
     too_long_text = "User-specified max_model_len ... is greater than the derived max_model_len"
     #: ``v1/core/kv_cache_utils.py check_enough_kv_cache_memory``
