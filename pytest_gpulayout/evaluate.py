@@ -249,6 +249,7 @@ def run_startup_check(dep: Deployment, machine: Machine, model: ModelSpec, findi
                                     f"{blocking[0].message}")
     predicted = pool_facts.predicted_kv_tokens if pool_facts is not None else None
     finding = run_startup(dep, model, engine=get_engine(dep.engine), machine=machine, prediction_tokens=predicted,
+                          prediction=pool_facts.smallest if pool_facts is not None else None,
                           log_dir=log_dir or _run_log_dir(), host=host,
                           progress=progress(dep.name) if progress is not None else None)
     return finding if log_dir is not None else _drop_passed_log(finding)

@@ -24,6 +24,8 @@ class StartupFacts(Facts):
     error_numbers: dict[str, float] | Absent = ABSENT
     predicted_kv_tokens: int | None | Absent = ABSENT
     ratio: float | None | Absent = ABSENT
+    engine_config: dict[str, str] | Absent = ABSENT      # what the engine's log said it ran with (StartupLog.config)
+    contradictions: tuple[str, ...] | Absent = ABSENT   # where that contradicts the deployment (verdict.cross_examine)
     log_path: str | None | Absent = ABSENT
     stopped_by: str | None | Absent = ABSENT
     returncode: int | None | Absent = ABSENT

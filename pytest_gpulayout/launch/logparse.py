@@ -54,6 +54,12 @@ JSON_KEYS = ("engine", "kv_tokens", "kv_tokens_all", "gpu_blocks", "max_concurre
 
 _MAX_ERROR_LINE = 600
 
+#: The neutral names of what an engine's log says about its own configuration (``StartupLog.config``):
+#: its release, the model it loaded, its layout, its context length, memory fraction and KV dtype, and the
+#: device it ran on ("cpu": a pool not sized from GPU memory).
+CONFIG_KEYS = ("version", "model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+               "max_model_len", "memory_fraction", "kv_cache_dtype", "split_mode", "device")
+
 
 @dataclass(frozen=True)
 class StartupLog:
@@ -76,6 +82,9 @@ class StartupLog:
     error_numbers: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     error_line: str | None = None
     ready: bool = False
+    #: what the engine printed about its own configuration (``LogGrammar.config``; keys ``CONFIG_KEYS``),
+    #: the first value of each key: the settings it actually ran with, to hold the deployment to
+    config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def has_pool(self) -> bool:
@@ -153,6 +162,15 @@ class LogGrammar(Protocol):
 
     def mentions(self, msg: str, line: LogLine) -> bool:
         """A line that names it (prose, a module path, a flag): only a guess."""
+        ...
+
+    @property
+    def config_words(self) -> tuple[str, ...]:
+        """Substrings of the lines where it prints its own configuration (a cheap test before ``config``)."""
+        ...
+
+    def config(self, msg: str) -> dict[str, str]:
+        """What this line says about the engine's own configuration, by ``CONFIG_KEYS`` name (empty: nothing)."""
         ...
 
 
@@ -419,6 +437,8 @@ class LogWatcher:
         self._last_code_line = ""
         self._validation_open = False           # the last exception summary was a pydantic ValidationError
         self._cause: str | None = None          # the line under that summary that says what went wrong
+        self._config: dict[str, dict[str, str]] = {}  # engine name -> what its config lines said
+        self._config_words = tuple(sorted({w for g in self._grammars for w in g.config_words}))
 
     @property
     def engine(self) -> str | None:
@@ -459,6 +479,8 @@ class LogWatcher:
     # -- feeding -------------------------------------------------------------------------------------
     def feed(self, raw: str) -> None:
         self.lines += 1
+        if any(w in raw for w in self._config_words):
+            self._config_facts(raw)
         if not _INTERESTING_RE.search(raw.lower()) and not self._needs_context(raw):
             return
         line = _split(raw)
@@ -486,6 +508,15 @@ class LogWatcher:
                 return
         if self.grammar is None:
             self.grammar = next((g for g in self._grammars if g.mentions(msg, line)), None)
+
+    def _config_facts(self, raw: str) -> None:
+        """The engine's own configuration line(s): the first value of each key is kept, per engine."""
+        msg = _split(raw).message
+        for g in self._grammars:
+            if any(w in raw for w in g.config_words):
+                said = self._config.setdefault(g.name, {})
+                for key, value in g.config(msg).items():
+                    said.setdefault(key, value)
 
     def _pool_facts(self, msg: str, line: LogLine) -> None:
         m = _V1_SIZE_RE.search(msg)
@@ -657,6 +688,7 @@ class LogWatcher:
             error_numbers=MappingProxyType(dict(numbers)),
             error_line=line,
             ready=self.ready,
+            config=MappingProxyType(dict(self._config.get(self.engine or "", {}))),
         )
 
 

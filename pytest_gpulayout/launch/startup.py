@@ -35,6 +35,7 @@ from pytest_gpulayout.launch.served import Served
 from pytest_gpulayout.launch.verdict import _LOG_COUNTER, CHECK, STOP_SIGNAL, judge
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.machine.probe import probe
+from pytest_gpulayout.memory.pool import PoolPrediction
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import PlacementError, resolve_gpus
 
@@ -72,6 +73,7 @@ def launch_deployment(
     engine: Served,
     machine: Machine | None = None,
     prediction_tokens: int | None = None,
+    prediction: PoolPrediction | None = None,
     log_dir: Path,
     engine_version: str | None = None,
     stop_when: str = "kv",
@@ -86,7 +88,12 @@ def launch_deployment(
     machine (``machine.source == "nvml"``, or with ``reprobe`` given) the GPUs' free memory is read
     before the launch and again after the tree is gone: memory that did not come back means something
     of the engine survives outside its process tree (or another tenant arrived), and is reported.
+    ``prediction``: the static checks' pool with its terms (``KvPoolFacts.smallest``): a real pool more
+    than 10 % away is a warning that names the term most likely off. The engine's own account of its
+    configuration is held to the deployment (``verdict.cross_examine``): a contradiction fails.
     """
+    if prediction is not None and prediction_tokens is None:
+        prediction_tokens = prediction.kv_tokens
     own = engine.own_launch()
     if own is not None:  # its own argv, log lines and verdict (llama.cpp: engines/llamacpp/launch.py)
         finding, res = own(dep, model, machine=machine, log_path=_log_path(Path(log_dir), dep), grace_s=grace_s,
@@ -132,7 +139,8 @@ def launch_deployment(
                                                   error_kind=None, predicted_kv_tokens=prediction_tokens,
                                                   ratio=None, log_path=None, command=tuple(cmd)))
         return StartupReport(None, (), None, None, None, None, finding, None)
-    finding = judge(dep, model, result, name=name, prediction_tokens=prediction_tokens)
+    finding = judge(dep, model, result, name=name, prediction_tokens=prediction_tokens, prediction=prediction,
+                    engine_version=engine_version or dep.engine_version)
     if before is not None and reprobe is not None:
         try:
             short = memory_not_released(before, reprobe, resolve_gpus(dep, before))
@@ -175,8 +183,8 @@ def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *
 
 
 def run_startup(dep: Deployment, model: ModelSpec | None = None, *, engine: Served, machine: Machine | None = None,
-                prediction_tokens: int | None = None, log_dir: Path, host: Host = BARE_HOST,
-                progress: Progress | None = None) -> Finding:
+                prediction_tokens: int | None = None, prediction: PoolPrediction | None = None, log_dir: Path,
+                host: Host = BARE_HOST, progress: Progress | None = None) -> Finding:
     """The ``startup`` check's finding for ``dep`` (launches the engine; see ``launch_deployment``)."""
     return launch_deployment(dep, model, engine=engine, machine=machine, prediction_tokens=prediction_tokens,
-                             log_dir=log_dir, host=host, progress=progress).finding
+                             prediction=prediction, log_dir=log_dir, host=host, progress=progress).finding
