@@ -64,15 +64,31 @@ class GpuLayoutState:
 
     # -- loading (errors become one-line usage errors / exit 3 in the plugin) ---------------------
     def load_manifest(self) -> Manifest:
+        """--gpulayout-manifest, else a ``gpulayout.yaml`` named on the command line (``pytest --gpulayout
+        deploy/gpulayout.yaml::qwen3-8b-tp2``), else ini ``gpulayout_manifest``, else the rootdir's."""
         if self.manifest is None:
             from pytest_gpulayout.manifest.load import find_manifest, load_manifest
 
-            path = find_manifest(self.config.getoption("gpulayout_manifest", None),
-                                 self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath),
-                                 also=Path(self.config.invocation_params.dir))
+            explicit = self.config.getoption("gpulayout_manifest", None) or self._manifest_argument()
+            path = find_manifest(explicit, self.config.getini("gpulayout_manifest") or None,
+                                 Path(self.config.rootpath), also=Path(self.config.invocation_params.dir))
             self.manifest = load_manifest(path)
             self.models = load_models(self.manifest.deployments)
         return self.manifest
+
+    def _manifest_argument(self) -> str | None:
+        """The one ``gpulayout.yaml`` among pytest's collection arguments (``path`` or ``path::node``).
+        Two different ones are refused: a run checks one manifest."""
+        from pytest_gpulayout.errors import InputError
+        from pytest_gpulayout.manifest.load import MANIFEST_NAME
+
+        here = Path(self.config.invocation_params.dir)
+        found = {os.path.abspath(here / part) for arg in self.config.args
+                 if Path(part := arg.split("::", 1)[0]).name == MANIFEST_NAME and (here / part).is_file()}
+        if len(found) > 1:
+            raise InputError(f"one manifest per run: the arguments name {len(found)} ({', '.join(sorted(found))}); "
+                             "run pytest once for each")
+        return found.pop() if found else None
 
     def discover_manifest(self) -> Manifest | None:
         """The manifest for fixtures in a user's own tests under plain ``pytest`` (no ``--gpulayout``):
