@@ -37,7 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="collect the manifest (gpulayout.yaml) as tests: one per deployment and check, "
                          "node ids gpulayout.yaml::<deployment>::<check>")
     group.addoption("--gpulayout-manifest", metavar="PATH", default=None,
-                    help="deployment manifest (default: ini gpulayout_manifest, then <rootdir>/gpulayout.yaml)")
+                    help="deployment manifest (default: a gpulayout.yaml among the paths given, ini "
+                         "gpulayout_manifest, then <rootdir>/gpulayout.yaml)")
     group.addoption("--gpulayout-machine", metavar="M", default=None,
                     help="machine: auto (live NVML), ray[:ADDRESS] (a Ray cluster), a snapshot .yaml/.json, "
                          "nvidia-smi topo -m text, or preset:<name>")
@@ -88,8 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_ActivePlugin(state), "gpulayout-active")
     assert state.manifest is not None
     if not _covers(config.args, state.manifest.path, Path(config.invocation_params.dir)):
-        # the manifest outside the paths given (or testpaths), or not collected by its name: its checks
-        # run all the same, as they did when --gpulayout added a suite folder
+        # no path given (nor testpaths) reaches the manifest: its checks run beside whatever else is collected
         config.args.append(str(state.manifest.path))
 
 
@@ -138,8 +138,12 @@ class _ActivePlugin:
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ManifestFile | None:
         """The manifest is a test file (whatever its name), its deployments and checks the tests in it."""
         manifest = self.state.manifest
-        if manifest is not None and _same_file(file_path, manifest.path):
-            return ManifestFile.from_parent(parent, path=file_path)
+        # by name first: a stat for every file pytest walks would be a cost; and a symlink to the
+        # manifest under another name is not collected a second time
+        if manifest is not None and file_path.name == manifest.path.name and _same_file(file_path, manifest.path):
+            node = ManifestFile.from_parent(parent, path=file_path)
+            node.add_marker("gpulayout")  # -m "not gpulayout" leaves the checks out
+            return node
         return None
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -259,7 +263,6 @@ class ManifestFile(pytest.File):
     def collect(self) -> Iterator[DeploymentNode]:
         from pytest_gpulayout.session import get_state
 
-        self.add_marker("gpulayout")
         manifest = get_state(self.config).manifest
         for dep in manifest.deployments if manifest is not None else ():
             yield DeploymentNode.from_parent(self, name=dep.name)

@@ -53,6 +53,8 @@ class GpuLayoutState:
     findings: dict[str, dict[str, Finding]] = field(default_factory=dict)
     #: the installed engines and engine variables, read once for the whole run
     host: Host = field(default_factory=_read_host)
+    #: the manifest's line of each key under ``deployments:`` (``manifest_location``)
+    _key_lines: dict[str, int] | None = None
 
     @property
     def strict(self) -> bool:
@@ -133,16 +135,25 @@ class GpuLayoutState:
         return self.findings[name]
 
     def manifest_location(self, name: str) -> tuple[str, int]:
-        """(manifest path, line of the deployment's key) for warnings; line 1 when not found."""
+        """(manifest path, line of the deployment's key) for warnings and each item's location; line 1
+        when not found. The file is read once (every check item asks)."""
         if self.manifest is None:
             return "gpulayout", 1
-        try:
-            for no, text in enumerate(self.manifest.path.read_text().splitlines(), 1):
-                if text.strip().rstrip(":").strip("'\"") == name and text.rstrip().endswith(":"):
-                    return str(self.manifest.path), no
-        except OSError:
-            pass
-        return str(self.manifest.path), 1
+        if self._key_lines is None:
+            self._key_lines = {}
+            try:
+                lines = self.manifest.path.read_text().splitlines()
+            except OSError:
+                lines = []
+            under = False  # the first line of each key below the top-level ``deployments:``
+            for no, text in enumerate(lines, 1):
+                if text[:1] not in ("", " ", "\t", "#"):
+                    under = text.split("#", 1)[0].rstrip() == "deployments:"
+                    continue
+                key, colon, _ = text.strip().partition(":")
+                if under and colon:
+                    self._key_lines.setdefault(key.strip().strip("'\""), no)
+        return str(self.manifest.path), self._key_lines.get(name, 1)
 
     def named_log_dir(self) -> Path | None:
         """The log folder the user named: --gpulayout-log-dir, else $GPULAYOUT_LOG_DIR (checked, created)."""

@@ -108,6 +108,7 @@ def test_junit_properties_and_report_file(project, tmp_path):
     p.runpytest("--gpulayout", "-p", "no:cacheprovider", f"--junitxml={xml}", f"--gpulayout-report={report}")
     text = xml.read_text()
     assert 'name="gpulayout.links.worst_link" value="PHB"' in text
+    assert '<testcase classname="gpulayout.yaml.qwen3-8b-tp2" name="links"' in text  # the deployment, the check
     assert 'name="gpulayout.heads.kv_heads_per_rank" value="4"' in text
     assert 'name="gpulayout.kv_pool.predicted_kv_tokens_per_replica" value="[' in text
     data = json.loads(report.read_text())
