@@ -3,13 +3,19 @@
 Inert without ``--gpulayout``: this module imports only pytest and the standard library; the
 manifest, the NVML probe and the checks load in ``pytest_configure`` when the flag is given, or when
 a user's own test asks for one of the fixtures below.
+
+With the flag the manifest is collected as a test file, the way YAML-test plugins collect theirs:
+``gpulayout.yaml`` (a ``pytest.File``) -> one collector per deployment -> one item per check, so a
+check's node id is ``gpulayout.yaml::qwen3-8b-tp2::kv_pool``, which ``pytest``, ``--lf``, ``-k`` and
+``--deselect`` take back as they take any other.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,22 +31,14 @@ if TYPE_CHECKING:
     from pytest_gpulayout.model.spec import ModelSpec
     from pytest_gpulayout.session import GpuLayoutState
 
-SUITE_DIR_NAME = "checks"
-_PKG_DIR = Path(__file__).resolve().parent
-
-
-def suite_dir() -> Path:
-    """``checks/`` shipped inside the wheel, else the source checkout's top-level ``checks/``."""
-    inside = _PKG_DIR / SUITE_DIR_NAME
-    return inside if inside.is_dir() else _PKG_DIR.parent / SUITE_DIR_NAME
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpulayout", "GPU layout preflight (pytest-gpulayout)")
     group.addoption("--gpulayout", action="store_true", default=False,
-                    help="run the GPU layout preflight suite for the deployments in gpulayout.yaml")
+                    help="collect the manifest (gpulayout.yaml) as tests: one per deployment and check, "
+                         "node ids gpulayout.yaml::<deployment>::<check>")
     group.addoption("--gpulayout-manifest", metavar="PATH", default=None,
-                    help="deployment manifest (default: ini gpulayout_manifest, then <rootdir>/gpulayout.yaml)")
+                    help="deployment manifest (default: a gpulayout.yaml among the paths given, ini "
+                         "gpulayout_manifest, then <rootdir>/gpulayout.yaml)")
     group.addoption("--gpulayout-machine", metavar="M", default=None,
                     help="machine: auto (live NVML), ray[:ADDRESS] (a Ray cluster), a snapshot .yaml/.json, "
                          "nvidia-smi topo -m text, or preset:<name>")
@@ -89,16 +87,31 @@ def pytest_configure(config: pytest.Config) -> None:
             except GpuLayoutError as err:
                 raise pytest.UsageError(f"gpulayout: {err}") from None
     config.pluginmanager.register(_ActivePlugin(state), "gpulayout-active")
-    suite = str(suite_dir())
-    if suite not in config.args:
-        config.args.append(suite)
+    assert state.manifest is not None
+    if not _covers(config.args, state.manifest.path, Path(config.invocation_params.dir)):
+        # no path given (nor testpaths) reaches the manifest: its checks run beside whatever else is collected
+        config.args.append(str(state.manifest.path))
 
 
-def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Keep the shipped suite out of plain runs (it needs the manifest's deployments)."""
-    if not _enabled(config) and collection_path == suite_dir():
-        return True
-    return None
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _covers(args: Iterable[str], manifest: Path, invocation_dir: Path) -> bool:
+    """Whether one of pytest's collection arguments reaches the manifest already: the file itself
+    (``gpulayout.yaml``, ``gpulayout.yaml::dep``, ``gpulayout.yaml::dep::check``) or a folder that holds
+    it. Adding it again beside ``gpulayout.yaml::dep`` would widen the run to the whole file."""
+    for arg in args:
+        path = Path(arg.split("::", 1)[0])
+        path = path if path.is_absolute() else invocation_dir / path
+        if _same_file(path, manifest):
+            return True
+        if path.is_dir() and Path(os.path.abspath(manifest)).is_relative_to(os.path.abspath(path)):
+            return True
+    return False
 
 
 class _ActivePlugin:
@@ -122,7 +135,19 @@ class _ActivePlugin:
             lines.extend(f"gpulayout: note: {note}" for note in manifest.notes)
         return lines
 
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ManifestFile | None:
+        """The manifest is a test file (whatever its name), its deployments and checks the tests in it."""
+        manifest = self.state.manifest
+        # by name first: a stat for every file pytest walks would be a cost; and a symlink to the
+        # manifest under another name is not collected a second time
+        if manifest is not None and file_path.name == manifest.path.name and _same_file(file_path, manifest.path):
+            node = ManifestFile.from_parent(parent, path=file_path)
+            node.add_marker("gpulayout")  # -m "not gpulayout" leaves the checks out
+            return node
+        return None
+
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        # a user's own test that asks for ``gpulayout_deployment`` runs once per deployment
         if "gpulayout_deployment" in metafunc.fixturenames and self.state.manifest is not None:
             names = [d.name for d in self.state.manifest.deployments]
             metafunc.parametrize("gpulayout_deployment", names, ids=names, indirect=True)
@@ -229,6 +254,79 @@ class _ActivePlugin:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
+# -- the manifest as a test file: gpulayout.yaml -> deployment -> check ---------------------------
+
+class ManifestFile(pytest.File):
+    """The manifest, collected by ``--gpulayout``: one :class:`DeploymentNode` per deployment, in the
+    manifest's order. Its items carry the ``gpulayout`` marker (``-m "not gpulayout"`` leaves them out)."""
+
+    def collect(self) -> Iterator[DeploymentNode]:
+        from pytest_gpulayout.session import get_state
+
+        manifest = get_state(self.config).manifest
+        for dep in manifest.deployments if manifest is not None else ():
+            yield DeploymentNode.from_parent(self, name=dep.name)
+
+
+class DeploymentNode(pytest.Collector):
+    """One deployment of the manifest: one :class:`CheckItem` per check its engine is judged by."""
+
+    def collect(self) -> Iterator[CheckItem]:
+        from pytest_gpulayout.evaluate import expected_checks
+        from pytest_gpulayout.session import get_state
+
+        for check in expected_checks(get_state(self.config).deployment(self.name)):
+            yield CheckItem.from_parent(self, name=check)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        from pytest_gpulayout.session import get_state
+
+        _, line = get_state(self.config).manifest_location(self.name)
+        return self.path, line - 1, self.name
+
+
+class CheckItem(pytest.Item):
+    """One check of one deployment: ``gpulayout.yaml::<deployment>::<check>``."""
+
+    @property
+    def deployment(self) -> str:
+        assert self.parent is not None
+        return self.parent.name
+
+    def runtest(self) -> None:
+        from pytest_gpulayout.session import get_state
+
+        _judge(get_state(self.config), self, self.deployment, self.name)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        from pytest_gpulayout.session import get_state
+
+        _, line = get_state(self.config).manifest_location(self.deployment)
+        # where the fix goes; the failure's heading (not "deployment::check": pytest's verbose line
+        # turns the dots of a domain into "::", and deployment names may hold dots)
+        return self.path, line - 1, f"{self.deployment}: {self.name}"
+
+
+def _judge(state: GpuLayoutState, node: pytest.Item, deployment: str, check: str) -> Finding:
+    """Run ``check`` for ``deployment`` as the test ``node``: its finding goes to the report (through
+    xdist too: ``pytest_runtest_makereport``) and JUnit, and becomes the test's outcome."""
+    from pytest_gpulayout.errors import GpuLayoutError
+    from pytest_gpulayout.report.text import junit_properties
+
+    problem = None
+    try:
+        finding = state.finding(deployment, check)
+    except GpuLayoutError as err:
+        problem = f"gpulayout: {err}"
+    if problem:  # outside the except: one line, not "During handling of the above exception"
+        pytest.fail(problem, pytrace=False)
+    node._gpulayout_finding = finding  # type: ignore[attr-defined]
+    node._gpulayout_deployment = deployment  # type: ignore[attr-defined]
+    node.user_properties.extend(junit_properties(finding))
+    _outcome(state, finding, deployment)
+    return finding
+
+
 def _outcome(state: GpuLayoutState, finding: Finding, deployment: str) -> None:
     """fail -> test failure with the message; warn -> GpuLayoutWarning (fails under --gpulayout-strict);
     skip -> skipped with the reason; pass -> nothing."""
@@ -315,7 +413,8 @@ def gpulayout_manifest(request: pytest.FixtureRequest) -> Manifest:
 
 @pytest.fixture
 def gpulayout_deployment(request: pytest.FixtureRequest) -> Deployment:
-    """The deployment under test (the suite is parametrized over the manifest's deployments)."""
+    """The deployment under test, in a user's own test: with ``--gpulayout`` such a test runs once per
+    deployment of the manifest (the plugin's checks themselves are the manifest's items)."""
     if not hasattr(request, "param"):
         pytest.fail("gpulayout_deployment is parametrized by `pytest --gpulayout` over the manifest's "
                     "deployments; use gpulayout_manifest.deployment(name) in your own tests", pytrace=False)
@@ -324,24 +423,12 @@ def gpulayout_deployment(request: pytest.FixtureRequest) -> Deployment:
 
 @pytest.fixture
 def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -> Callable[[str], Finding]:
-    """Run one check for the current deployment and turn its finding into the test's outcome."""
+    """Run one check for the current deployment and turn its finding into the test's outcome (as the
+    manifest's own ``<deployment>::<check>`` item does)."""
     state = _state(request)
 
     def run(check: str) -> Finding:
-        from pytest_gpulayout.errors import GpuLayoutError
-
-        try:
-            finding = state.finding(gpulayout_deployment.name, check)
-        except GpuLayoutError as err:
-            pytest.fail(f"gpulayout: {err}", pytrace=False)
-        node = request.node
-        node._gpulayout_finding = finding
-        node._gpulayout_deployment = gpulayout_deployment.name
-        from pytest_gpulayout.report.text import junit_properties
-
-        node.user_properties.extend(junit_properties(finding))
-        _outcome(state, finding, gpulayout_deployment.name)
-        return finding
+        return _judge(state, request.node, gpulayout_deployment.name, check)
 
     return run
 

@@ -53,6 +53,8 @@ class GpuLayoutState:
     findings: dict[str, dict[str, Finding]] = field(default_factory=dict)
     #: the installed engines and engine variables, read once for the whole run
     host: Host = field(default_factory=_read_host)
+    #: the manifest's line of each key under ``deployments:`` (``manifest_location``)
+    _key_lines: dict[str, int] | None = None
 
     @property
     def strict(self) -> bool:
@@ -64,12 +66,14 @@ class GpuLayoutState:
 
     # -- loading (errors become one-line usage errors / exit 3 in the plugin) ---------------------
     def load_manifest(self) -> Manifest:
+        """--gpulayout-manifest, else a ``gpulayout.yaml`` named on the command line (``pytest --gpulayout
+        deploy/gpulayout.yaml::qwen3-8b-tp2``), else ini ``gpulayout_manifest``, else the rootdir's."""
         if self.manifest is None:
             from pytest_gpulayout.manifest.load import find_manifest, load_manifest
 
-            path = find_manifest(self.config.getoption("gpulayout_manifest", None),
-                                 self.config.getini("gpulayout_manifest") or None, Path(self.config.rootpath),
-                                 also=Path(self.config.invocation_params.dir))
+            explicit = self.config.getoption("gpulayout_manifest", None) or self._manifest_argument()
+            path = find_manifest(explicit, self.config.getini("gpulayout_manifest") or None,
+                                 Path(self.config.rootpath), also=Path(self.config.invocation_params.dir))
             from pytest_gpulayout.artifacts import load as artifacts
 
             if artifacts.is_manifest(path) or path.name == "gpulayout.yaml":
@@ -80,6 +84,20 @@ class GpuLayoutState:
                 self.manifest = artifacts.as_manifest(found, machine, path.resolve())
             self.models = load_models(self.manifest.deployments)
         return self.manifest
+
+    def _manifest_argument(self) -> str | None:
+        """The one ``gpulayout.yaml`` among pytest's collection arguments (``path`` or ``path::node``).
+        Two different ones are refused: a run checks one manifest."""
+        from pytest_gpulayout.errors import InputError
+        from pytest_gpulayout.manifest.load import MANIFEST_NAME
+
+        here = Path(self.config.invocation_params.dir)
+        found = {os.path.abspath(here / part) for arg in self.config.args
+                 if Path(part := arg.split("::", 1)[0]).name == MANIFEST_NAME and (here / part).is_file()}
+        if len(found) > 1:
+            raise InputError(f"one manifest per run: the arguments name {len(found)} ({', '.join(sorted(found))}); "
+                             "run pytest once for each")
+        return found.pop() if found else None
 
     def discover_manifest(self) -> Manifest | None:
         """The manifest for fixtures in a user's own tests under plain ``pytest`` (no ``--gpulayout``):
@@ -124,16 +142,25 @@ class GpuLayoutState:
         return self.findings[name]
 
     def manifest_location(self, name: str) -> tuple[str, int]:
-        """(manifest path, line of the deployment's key) for warnings; line 1 when not found."""
+        """(manifest path, line of the deployment's key) for warnings and each item's location; line 1
+        when not found. The file is read once (every check item asks)."""
         if self.manifest is None:
             return "gpulayout", 1
-        try:
-            for no, text in enumerate(self.manifest.path.read_text().splitlines(), 1):
-                if text.strip().rstrip(":").strip("'\"") == name and text.rstrip().endswith(":"):
-                    return str(self.manifest.path), no
-        except OSError:
-            pass
-        return str(self.manifest.path), 1
+        if self._key_lines is None:
+            self._key_lines = {}
+            try:
+                lines = self.manifest.path.read_text().splitlines()
+            except OSError:
+                lines = []
+            under = False  # the first line of each key below the top-level ``deployments:``
+            for no, text in enumerate(lines, 1):
+                if text[:1] not in ("", " ", "\t", "#"):
+                    under = text.split("#", 1)[0].rstrip() == "deployments:"
+                    continue
+                key, colon, _ = text.strip().partition(":")
+                if under and colon:
+                    self._key_lines.setdefault(key.strip().strip("'\""), no)
+        return str(self.manifest.path), self._key_lines.get(name, 1)
 
     def named_log_dir(self) -> Path | None:
         """The log folder the user named: --gpulayout-log-dir, else $GPULAYOUT_LOG_DIR (checked, created)."""

@@ -171,14 +171,14 @@ def test_pytest_suite_runs_the_cluster_check_against_the_cluster(cluster, manife
     env = {**os.environ, **LOOPBACK_ENV, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpulayout",
                         "--gpulayout-manifest", str(manifest), "--gpulayout-machine", f"ray:{cluster.address}",
-                        "-k", "test_cluster", "-v"], capture_output=True, text=True, env=env, timeout=240,
+                        "-k", "cluster", "-v"], capture_output=True, text=True, env=env, timeout=240,
                        cwd=manifest.parent)
     out = r.stdout
     assert r.returncode == 1, out + r.stderr
     for name in ("right-tp2-pp2", "tp-across", "pp-across"):
-        assert f"test_cluster.py::test_cluster[{name}] PASSED" in out, out
+        assert f"gpulayout.yaml::{name}::cluster PASSED" in out, out
     for name in ("onto-c-missing", "onto-c-differs"):
-        assert f"test_cluster.py::test_cluster[{name}] FAILED" in out, out
+        assert f"gpulayout.yaml::{name}::cluster FAILED" in out, out
     assert f"is missing on {C}: copy it there" in out    # the finding's message is the failure text
     assert "2 failed, 3 passed" in out
 

@@ -63,10 +63,14 @@ def test_header_ids_and_summary(project):
     out = result.stdout.str()
     assert "gpulayout: machine snapshot:" in out
     assert "2 x NVIDIA L4, driver 580.95.05" in out
-    assert "test_links.py::test_tp_link[qwen3-8b-tp2]" in out
-    assert "test_heads.py::test_head_divisibility[qwen3-8b-pp2] PASSED" in out
+    # the checks are items of the manifest: <manifest>::<deployment>::<check>, in the manifest's order
+    assert "gpulayout.yaml::qwen3-8b-tp2::links PASSED" in out
+    assert "gpulayout.yaml::qwen3-8b-pp2::heads PASSED" in out
     # startup is opt-in: skipped with the reason
-    assert "test_startup.py::test_startup[qwen3-8b-tp2] SKIPPED" in out
+    assert "gpulayout.yaml::qwen3-8b-tp2::startup SKIPPED" in out
+    ids = [line.split(" ")[0] for line in out.splitlines() if line.startswith("gpulayout.yaml::") and "%]" in line]
+    checks = ["placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
+    assert ids == [f"gpulayout.yaml::{d}::{c}" for d in ("qwen3-8b-tp2", "qwen3-8b-pp2") for c in checks]
     # terminal summary: one table, deployment x check
     summary = out[out.index("= gpulayout ="):]
     assert "qwen3-8b-tp2" in summary and "WARN PHB" in summary and "kv/rank 4" in summary
@@ -75,25 +79,27 @@ def test_header_ids_and_summary(project):
 
 def test_warn_is_a_warning_and_strict_fails(project):
     p = project(TP2)
-    relaxed = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "tp_link")
+    relaxed = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "links")
     relaxed.assert_outcomes(passed=1, warnings=1)
     assert "GpuLayoutWarning" in relaxed.stdout.str()
     assert "gpulayout.yaml:9: GpuLayoutWarning: qwen3-8b-tp2" in relaxed.stdout.str()  # points at the fix
-    strict = p.runpytest("--gpulayout", "--gpulayout-strict", "-p", "no:cacheprovider", "-k", "tp_link")
+    strict = p.runpytest("--gpulayout", "--gpulayout-strict", "-p", "no:cacheprovider", "-k", "links")
     strict.assert_outcomes(failed=1)
     assert "[--gpulayout-strict] qwen3-8b-tp2: TP group GPU0-GPU1 is joined by PHB" in strict.stdout.str()
-    werror = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "tp_link",
+    werror = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "links",
                          "-W", "error::pytest_gpulayout.GpuLayoutWarning")
     werror.assert_outcomes(failed=1)
 
 
 def test_fail_carries_the_message_without_traceback(project):
     p = project(TP2.replace("tensor_parallel_size: 2", "tensor_parallel_size: 2\n    data_parallel_size: 2"))
-    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "test_gpus")
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "placement")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "needs 4 GPUs; the machine shows 2" in out
-    assert "def test_gpus" not in out  # pytrace=False: the message, not the suite's source
+    assert "Traceback" not in out and "plugin.py" not in out  # pytrace=False: the message, not the plugin's source
+    assert "_ qwen3-8b-tp2: placement _" in out  # the failure's heading names the deployment and the check
+    assert "FAILED gpulayout.yaml::qwen3-8b-tp2::placement - " in out  # an id pytest can be given back
 
 
 def test_junit_properties_and_report_file(project, tmp_path):
@@ -102,6 +108,7 @@ def test_junit_properties_and_report_file(project, tmp_path):
     p.runpytest("--gpulayout", "-p", "no:cacheprovider", f"--junitxml={xml}", f"--gpulayout-report={report}")
     text = xml.read_text()
     assert 'name="gpulayout.links.worst_link" value="PHB"' in text
+    assert '<testcase classname="gpulayout.yaml.qwen3-8b-tp2" name="links"' in text  # the deployment, the check
     assert 'name="gpulayout.heads.kv_heads_per_rank" value="4"' in text
     assert 'name="gpulayout.kv_pool.predicted_kv_tokens_per_replica" value="[' in text
     data = json.loads(report.read_text())
@@ -179,14 +186,14 @@ def test_manifest_found_in_the_invocation_dir_when_an_option_value_moves_the_roo
     elsewhere.mkdir()
     (elsewhere / "m.yaml").write_text((DATA / "snapshots" / "two-l4.yaml").read_text())
     result = p.runpytest_subprocess("--gpulayout", "-p", "no:cacheprovider", "--gpulayout-machine",
-                                    str(elsewhere / "m.yaml"), "-k", "tp_link")
+                                    str(elsewhere / "m.yaml"), "-k", "links")
     result.assert_outcomes(passed=1, warnings=1)
 
 
 def test_unwritable_log_dir_is_one_line(project, monkeypatch):
     p = project(TP2.replace("tensor_parallel_size: 2", "tensor_parallel_size: 2\n    launch:\n      enabled: true"))
     monkeypatch.setenv("GPULAYOUT_LOG_DIR", "/proc/no-such-dir/logs")
-    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "test_startup")
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "startup")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "GPULAYOUT_LOG_DIR: cannot create the engine log folder" in out and "Traceback" not in out
@@ -197,7 +204,7 @@ def test_a_log_dir_that_is_a_symlink_is_refused(project, monkeypatch, tmp_path):
     (tmp_path / "target").mkdir()
     (tmp_path / "logs").symlink_to(tmp_path / "target")
     monkeypatch.setenv("GPULAYOUT_LOG_DIR", str(tmp_path / "logs"))
-    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "test_startup")
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "startup")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "GPULAYOUT_LOG_DIR: is a symbolic link" in out and "Traceback" not in out
@@ -217,7 +224,7 @@ BIG = """\
 def test_a_partial_run_is_incomplete_never_pass(project, tmp_path):
     p = project(PP2, BIG)
     report, html = tmp_path / "r.json", tmp_path / "r.html"
-    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "head_divisibility",
+    result = p.runpytest("--gpulayout", "-p", "no:cacheprovider", "-k", "heads",
                          f"--gpulayout-report={report}", f"--gpulayout-html={html}")
     result.assert_outcomes(passed=2)                      # pytest's own outcome is unchanged
     data = json.loads(report.read_text())
@@ -265,7 +272,7 @@ def test_manifest_option_accepts_a_deployment_artifact(pytester: pytest.Pytester
         "        args: [--model, Qwen/Qwen3-8B, -tp, '2', --max-model-len, '8192']\n"
         "        resources: {limits: {nvidia.com/gpu: 2}}\n")
     result = pytester.runpytest("--gpulayout", "--gpulayout-manifest", "k8s.yaml", "--gpulayout-machine",
-                                "two-l4.yaml", "-v", "-p", "no:cacheprovider", "-k", "head_divisibility")
+                                "two-l4.yaml", "-v", "-p", "no:cacheprovider", "-k", "heads")
     out = result.stdout.str()
-    assert "test_head_divisibility[Deployment/qwen/vllm] PASSED" in out
+    assert "k8s.yaml::Deployment/qwen/vllm::heads PASSED" in out
     assert result.ret == 0

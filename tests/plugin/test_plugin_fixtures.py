@@ -6,19 +6,12 @@ manifest without ``--gpulayout`` and failed with "NVML could not be loaded" on a
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parents[1] / "data"
-ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(autouse=True)
-def this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plain ``pytest`` subprocess imports the plugin from this checkout, not an installed copy."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
 
 MANIFEST = """\
 version: 1

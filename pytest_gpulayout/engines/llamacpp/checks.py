@@ -1,6 +1,6 @@
 """The static checks for ``engine: llamacpp``, under the same five names as for vLLM and SGLang.
 
-Why the same names: the pytest suite (``checks/test_<name>.py``), the summary table, JUnit properties
+Why the same names: the pytest items (``gpulayout.yaml::<deployment>::<name>``), the summary table, JUnit properties
 and ``check --json`` all key on them, and each question has a llama.cpp answer:
 
 - ``placement``: are the GPUs there, whole (no MIG slice), and do ``main_gpu`` / ``tensor_split`` name
