@@ -7,8 +7,9 @@ ranks first is one the preflight passes, and a refusal carries the reason the ch
 Ranking, best first (each rule applies only where the ones above it tie):
 
 1. PP across hosts comes after every layout that stays inside one host; TP over the socket
-   interconnect (SYS) comes after every layout that keeps TP inside a socket: the engines start it
-   ("starts, slow"), the ``links`` check fails it as a policy, so it is listed, not refused.
+   interconnect (SYS) or across hosts (NET) comes after every layout that keeps TP inside a socket:
+   the engines start it ("starts, slow"), the ``links`` check warns, so it is listed, not refused
+   (``require.tp_links`` makes it a refusal).
 2. The need, with the ``kv_pool`` check's margin (``rules.kv_pool.TIGHT_MARGIN``). With
    ``--concurrency`` / ``--kv-tokens`` a layout short of it is refused, and one that meets it by less
    than the margin (the check warns) ranks after the layouts that meet it with room: two copies
@@ -27,11 +28,12 @@ Ranking, best first (each rule applies only where the ones above it tie):
 
 Which layouts are listed is ``space``'s: every one on a single host; on several, the layouts
 of one host, each shape that fits a host deployed on every host (``xN hosts``), replicas over whole
-hosts with TP inside and PP across, and one TP across hosts (refused). Each distinct (TP, PP, DP,
+hosts with TP inside and PP across, and one TP across hosts (starts, slow). Each distinct (TP, PP, DP,
 placement class) is evaluated once: alike GPUs and hosts give the same verdicts.
 
-Layouts a check refuses (heads do not divide, the weights or the pool do not fit, TP across sockets,
-an engine start-up check that would fail) are listed after the candidates with that reason.
+Layouts a check refuses (heads do not divide, the weights or the pool do not fit, a link
+``require.tp_links`` does not accept, an engine start-up check that would fail) are listed after the
+candidates with that reason.
 
 GPUs are chosen per layout, not taken in index order: each replica gets the set of GPUs whose
 slowest internal link is fastest (then the most free memory), and inside it each TP group gets the
@@ -393,7 +395,7 @@ def _notes(
     if len(links.hosts) > 1:
         big = max(len(h) for h in links.hosts)
         notes.append(
-            f"{len(links.hosts)} hosts: TP stays inside a host (larger TP is listed once, refused), PP "
+            f"{len(links.hosts)} hosts: TP stays inside a host (larger TP is listed once: it starts, slow), PP "
             f"crosses hosts, copies go per host; layouts up to {big} GPUs are shown on one host and "
             f"copied onto every host"
         )

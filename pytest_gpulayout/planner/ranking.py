@@ -252,9 +252,12 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
             room += f", {requests_number(sum(full))} in all)" if row.dp > 1 else ")"
     if row.slow_link:
         kind = row.slow_link
+        inside = "a host" if kind == "NET" else "a socket"
+        what, keeps = ((f"TP={row.tp} all-reduces after every layer", "TP") if row.tp > 1
+                       else (f"the {row.dp} DP ranks exchange every MoE layer's tokens", "that traffic"))
         parts.append(
-            f"starts, slow: TP={row.tp} all-reduces after every layer over {kind} ({describe_link(kind)}); "
-            f"the engine starts it, but it is ranked after every layout that keeps TP inside a socket"
+            f"starts, slow: {what} over {kind} ({describe_link(kind)}); "
+            f"the engine starts it, but it is ranked after every layout that keeps {keeps} inside {inside}"
         )
     if row.group_size == 1:
         what = "one GPU holds the model" if known and not below and not narrow else "one GPU per replica"
@@ -341,8 +344,10 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
         parts.append(idle)
     if not row.pool_predicted:
         parts.append("KV pool NOT predicted (GPU memory unknown): whether it fits is not known")
-    unknown_memory = {"balance", "kv_pool"} if not row.pool_predicted else set()
-    warns = [c for c, s in row.verdicts.items() if s is Status.WARN and c not in unknown_memory]
+    said = {"balance", "kv_pool"} if not row.pool_predicted else set()
+    if row.slow_link:
+        said.add("links")  # "starts, slow" above is the links warning
+    warns = [c for c, s in row.verdicts.items() if s is Status.WARN and c not in said]
     if warns:
         parts.append("warns: " + ", ".join(warns))
     return "; ".join(parts)

@@ -54,7 +54,7 @@ class LayoutRow(ParallelShape):
     #: one engine per replica behind a load balancer (a MoE model under vLLM, whose own DP makes one
     #: expert-parallel group): each engine is its own deployment on its replica's GPUs
     engines: bool = False
-    #: the engine starts, but a TP group all-reduces over this link (SYS: across CPU sockets)
+    #: the engine starts, but a TP (or MoE) group talks over this link (SYS: across CPU sockets; NET: hosts)
     slow_link: str | None = None
     #: how the layout meets the need it was ranked against: "with room", "narrowly" (under the
     #: kv_pool check's margin), "short" (fewer than the assumed requests), None (pool not predicted)
