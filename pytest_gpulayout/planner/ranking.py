@@ -271,9 +271,17 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
         else:
             parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")
     else:
+        if row.expert_parallel:
+            ep = facts_of(row.findings.get("heads"), HeadsFacts)
+            ep_size = present(ep.expert_parallel_size) if ep else None
+            over = f" over {ep_size} ranks" if ep_size else ""
+            parts.append(
+                f"expert parallel: the {_num_experts(row)} experts spread whole{over} instead of each split "
+                f"across them; every MoE layer sends its tokens to the experts' ranks (all-to-all)"
+            )
         if row.shared_experts:
             parts.append(
-                f"vLLM shards the {_num_experts(row)} experts over all "
+                f"vLLM {'spreads' if row.expert_parallel else 'shards'} the {_num_experts(row)} experts over all "
                 f"TP x DP = {row.tp * row.dp} ranks (DP attention): the {row.dp} DP ranks exchange "
                 f"activations in every MoE layer, one group rather than independent copies"
             )

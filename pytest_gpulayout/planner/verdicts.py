@@ -204,6 +204,7 @@ def layout_row(
         deployment=dep,
         shared_experts=engine_of(dep.engine).plan_dp_shares_moe_experts() and model.is_moe and dep.dp > 1,
         slow_link=slow,
+        expert_parallel=dep.enable_expert_parallel,
     )
 
 
@@ -234,6 +235,7 @@ def engines_row(parts: Sequence[LayoutRow], model: ModelSpec, hosts: int = 1) ->
         shared_experts=limiting.shared_experts if hosts > 1 else False,
         engines=hosts == 1 and model.is_moe,
         hosts=hosts,
+        expert_parallel=first.expert_parallel,
         slow_link=next((p.slow_link for p in parts if p.slow_link), None),
     )
 

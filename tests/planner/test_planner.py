@@ -496,3 +496,26 @@ def test_unknown_memory_never_reads_as_pass_and_exits_1(tmp_path, capsys):
     assert (3, 1) in refused
     order = [(r["tensor_parallel_size"], r["pipeline_parallel_size"], r["data_parallel_size"]) for r in cands]
     assert order.index((1, 2, 2)) < order.index((2, 1, 2))
+
+
+# -- expert parallel, a layout of its own for MoE models (issue 19 item 7) ----------------------------------
+
+def test_moe_plans_offer_expert_parallel_as_its_own_layout():
+    """SGLang 0.5.23 ``model_runner_components/moe_ep_setup.py``: ``moe_tp_size = tp_size // ep_size``, so
+    with EP each rank holds whole experts; without it TP=8 splits Qwen3-30B-A3B-FP8's 768-wide experts into
+    96-wide shares its 128-wide FP8 blocks refuse. The plan lists both; only EP serves."""
+    model = load_model(str(DATA / "models" / "qwen3-30b-a3b-fp8"))
+    p = plan(model, load_preset("8xH100-sxm"), engine="sglang", engine_version="0.5.23", max_model_len=8192)
+    split, ep = p.find(8), p.find(8, ep=True)
+    assert split is not None and split.refused_by == "heads"
+    assert ep is not None and ep.refused is None and ep.layout == "TP=8 PP=1 DP=1 EP"
+    assert ep.deployment is not None and ep.deployment.enable_expert_parallel
+    assert ep.why.startswith("expert parallel: the 128 experts spread whole over 8 ranks")
+    assert ep.to_json()["expert_parallel"] is True and "expert_parallel" not in split.to_json()
+    # TP=1 without DP: SGLang's EP is inside the TP group, so there is no EP layout of one GPU
+    assert p.find(1, ep=True) is None
+
+
+def test_dense_plans_list_no_expert_parallel_layout():
+    p = plan(load_model("Qwen/Qwen3-8B"), load_preset("2xL4-pcie"), max_model_len=8192)
+    assert not any(r.expert_parallel for r in p.layouts)
