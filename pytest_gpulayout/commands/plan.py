@@ -281,7 +281,7 @@ def _refused_label(tp: int, pp: int, kind: tuple[str, int], sizes: Sequence[int]
         return f"TP={tp} PP={pp} as {listed} independent engines"
     if kind[0] == "hosts":
         return f"TP={tp} PP={pp} DP={listed} x{kind[1]} hosts"
-    return f"TP={tp} PP={pp} DP={listed}"
+    return f"TP={tp} PP={pp} DP={listed}" + (" EP" if kind[0] == "ep" else "")
 
 
 def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
@@ -300,7 +300,8 @@ def _group_refused(refused: Sequence[LayoutRow]) -> list[tuple[str, str]]:
         ),
     )
     for r in order:
-        kind = ("engines", 1) if r.engines else ("hosts", r.hosts) if r.hosts > 1 else ("dp", 1)
+        kind = (("engines", 1) if r.engines else ("hosts", r.hosts) if r.hosts > 1
+                else ("ep", 1) if r.expert_parallel else ("dp", 1))
         size = r.dp // r.hosts if kind[0] == "hosts" else r.dp
         by_reason.setdefault(r.refused or "", {}).setdefault((r.tp, r.pp, kind), []).append(size)
     out = []

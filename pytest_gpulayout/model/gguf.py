@@ -8,8 +8,10 @@ rule. What is read:
 - ``general.architecture`` and, under that prefix, ``block_count``, ``context_length``,
   ``embedding_length``, ``feed_forward_length``, ``attention.head_count``, ``attention.head_count_kv``
   (a number or one per layer; llama.cpp defaults it to ``head_count``), ``attention.key_length`` /
-  ``value_length`` (default ``embedding_length / head_count``), ``attention.sliding_window`` and
-  ``expert_count``.
+  ``value_length`` (default ``embedding_length / head_count``), ``attention.sliding_window``,
+  ``expert_count``, and for MLA models (deepseek2 and kin) ``attention.key_length_mla`` /
+  ``value_length_mla``: ``hparams.is_mla()`` (``src/llama-hparams.cpp``) is both being non-zero, and
+  then ``key_length`` is the cached latent (kv_lora_rank + rope dims) with one KV head.
 - Each tensor's name, ggml type and size in bytes. ``blk.<i>.*`` belongs to layer ``i``;
   ``token_embd.*`` is the input layer (llama.cpp keeps it on the CPU); ``output*`` is the output
   layer. Without an ``output.weight`` the output layer re-uses the token embedding
@@ -75,6 +77,13 @@ class GgufSpec(ModelSpec):
     n_ctx_train: int = 0
     swa_pattern: int = 0                            # 0: no sliding-window layers
     files: tuple[str, ...] = field(default_factory=tuple)
+    head_dim_k_mla: int = 0                         # attention.key_length_mla (0: not an MLA GGUF)
+    head_dim_v_mla: int = 0                         # attention.value_length_mla
+
+    @property
+    def is_mla(self) -> bool:
+        """``llama_hparams::is_mla``: both MLA head sizes given (the cache then keeps the latent only)."""
+        return self.head_dim_k_mla != 0 and self.head_dim_v_mla != 0
 
     # -- bytes from the tensor table ------------------------------------------------------------
     def layer_weight_bytes(self, il: int) -> int:
@@ -274,6 +283,8 @@ def load_gguf(path: str | Path) -> GgufSpec:
     n_head = max(heads) if heads else 0
     head_k = _int_key(fields, f"{a}.attention.key_length", p, default=n_embd // n_head if n_head else 0) or 0
     head_v = _int_key(fields, f"{a}.attention.value_length", p, default=n_embd // n_head if n_head else 0) or 0
+    k_mla = _int_key(fields, f"{a}.attention.key_length_mla", p) or 0
+    v_mla = _int_key(fields, f"{a}.attention.value_length_mla", p) or 0
     window = _int_key(fields, f"{a}.attention.sliding_window", p)
     pattern = SWA_PATTERNS.get(a, 0) if window else 0
     experts = _int_key(fields, f"{a}.expert_count", p)
@@ -323,6 +334,8 @@ def load_gguf(path: str | Path) -> GgufSpec:
         n_ctx_train=n_ctx_train,
         swa_pattern=pattern,
         files=tuple(str(f) for f in files),
+        head_dim_k_mla=k_mla,
+        head_dim_v_mla=v_mla,
     )
 
 

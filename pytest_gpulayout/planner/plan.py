@@ -7,8 +7,9 @@ ranks first is one the preflight passes, and a refusal carries the reason the ch
 Ranking, best first (each rule applies only where the ones above it tie):
 
 1. PP across hosts comes after every layout that stays inside one host; TP over the socket
-   interconnect (SYS) comes after every layout that keeps TP inside a socket: the engines start it
-   ("starts, slow"), the ``links`` check fails it as a policy, so it is listed, not refused.
+   interconnect (SYS) or across hosts (NET) comes after every layout that keeps TP inside a socket:
+   the engines start it ("starts, slow"), the ``links`` check warns, so it is listed, not refused
+   (``require.tp_links`` makes it a refusal).
 2. The need, with the ``kv_pool`` check's margin (``rules.kv_pool.TIGHT_MARGIN``). With
    ``--concurrency`` / ``--kv-tokens`` a layout short of it is refused, and one that meets it by less
    than the margin (the check warns) ranks after the layouts that meet it with room: two copies
@@ -25,13 +26,19 @@ Ranking, best first (each rule applies only where the ones above it tie):
    sizes, the least TP first.
 6. Cleaner verdicts.
 
+For a MoE model each layout whose experts the engine would spread over more than one rank with
+expert parallel on (``Engine.expert_layout``: vLLM over TP x DP, SGLang inside the TP group) is also
+listed with it on (``TP=4 PP=1 DP=2 EP``): whole experts per rank and an all-to-all per MoE layer
+instead of each expert split, so a width the split refuses can still serve.
+
 Which layouts are listed is ``space``'s: every one on a single host; on several, the layouts
 of one host, each shape that fits a host deployed on every host (``xN hosts``), replicas over whole
-hosts with TP inside and PP across, and one TP across hosts (refused). Each distinct (TP, PP, DP,
+hosts with TP inside and PP across, and one TP across hosts (starts, slow). Each distinct (TP, PP, DP,
 placement class) is evaluated once: alike GPUs and hosts give the same verdicts.
 
-Layouts a check refuses (heads do not divide, the weights or the pool do not fit, TP across sockets,
-an engine start-up check that would fail) are listed after the candidates with that reason.
+Layouts a check refuses (heads do not divide, the weights or the pool do not fit, a link
+``require.tp_links`` does not accept, an engine start-up check that would fail) are listed after the
+candidates with that reason.
 
 GPUs are chosen per layout, not taken in index order: each replica gets the set of GPUs whose
 slowest internal link is fastest (then the most free memory), and inside it each TP group gets the
@@ -163,7 +170,8 @@ def _plan(
     else:
         inside, every, across = multi_host(sizes, n)
         shapes = inside + across
-    engines = engine_of(request.engine).plan_dp_shares_moe_experts() and model.is_moe
+    serving = engine_of(request.engine)
+    engines = serving.plan_dp_shares_moe_experts() and model.is_moe
 
     def say(what: str, stage: str) -> None:
         if progress is not None:
@@ -176,6 +184,11 @@ def _plan(
             row = ev.row(tp, pp, dp)
             if row is not None:
                 out.append(row)
+            if model.is_moe and serving.expert_layout(tp, dp, True)[0] > 1:
+                # expert parallel, a layout of its own: whole experts per rank, all-to-all per MoE layer
+                ep_row = ev.row(tp, pp, dp, ep=True)
+                if ep_row is not None:
+                    out.append(ep_row)
             if engines and dp > 1:
                 eng = ev.engines(tp, pp, dp)
                 if eng is not None:
@@ -276,11 +289,11 @@ class _Evaluator:
         return tuple(out)
 
     def _evaluate(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...], share: int,
-                  cached: bool) -> LayoutRow:
-        key = (tp, pp, dp, share, self._class_key(gpus))
+                  cached: bool, ep: bool = False) -> LayoutRow:
+        key = (tp, pp, dp, share, ep, self._class_key(gpus))
         if cached and key in self._cache:
             return replace(self._cache[key], gpus=gpus, span=self._hosts_of(gpus))
-        dep = self.request.deployment(tp, pp, dp, gpus, share=share)
+        dep = self.request.deployment(tp, pp, dp, gpus, share=share, expert_parallel=ep)
         self.evaluations += 1
         row = layout_row(dep, self.model, evaluate(dep, self.machine, self.model, self.host),
                          self.request.demand, share)
@@ -295,11 +308,11 @@ class _Evaluator:
         host_of = self.links.host_of
         return len({host_of[g] for g in gpus})
 
-    def row(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
+    def row(self, tp: int, pp: int, dp: int, ep: bool = False) -> LayoutRow | None:
         gpus = self.chooser(self.machine, tp, pp, dp, self.links, None)
         if gpus is None:
             return None
-        return self._evaluate(tp, pp, dp, gpus, dp, cached=False)
+        return self._evaluate(tp, pp, dp, gpus, dp, cached=False, ep=ep)
 
     def per_host(self, tp: int, pp: int, dp: int) -> LayoutRow | None:
         """The in-host layout ``(tp, pp, dp)`` deployed on every host that has the GPUs, one
@@ -393,7 +406,7 @@ def _notes(
     if len(links.hosts) > 1:
         big = max(len(h) for h in links.hosts)
         notes.append(
-            f"{len(links.hosts)} hosts: TP stays inside a host (larger TP is listed once, refused), PP "
+            f"{len(links.hosts)} hosts: TP stays inside a host (larger TP is listed once: it starts, slow), PP "
             f"crosses hosts, copies go per host; layouts up to {big} GPUs are shown on one host and "
             f"copied onto every host"
         )

@@ -252,9 +252,12 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
             room += f", {requests_number(sum(full))} in all)" if row.dp > 1 else ")"
     if row.slow_link:
         kind = row.slow_link
+        inside = "a host" if kind == "NET" else "a socket"
+        what, keeps = ((f"TP={row.tp} all-reduces after every layer", "TP") if row.tp > 1
+                       else (f"the {row.dp} DP ranks exchange every MoE layer's tokens", "that traffic"))
         parts.append(
-            f"starts, slow: TP={row.tp} all-reduces after every layer over {kind} ({describe_link(kind)}); "
-            f"the engine starts it, but it is ranked after every layout that keeps TP inside a socket"
+            f"starts, slow: {what} over {kind} ({describe_link(kind)}); "
+            f"the engine starts it, but it is ranked after every layout that keeps {keeps} inside {inside}"
         )
     if row.group_size == 1:
         what = "one GPU holds the model" if known and not below and not narrow else "one GPU per replica"
@@ -268,9 +271,17 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
         else:
             parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")
     else:
+        if row.expert_parallel:
+            ep = facts_of(row.findings.get("heads"), HeadsFacts)
+            ep_size = present(ep.expert_parallel_size) if ep else None
+            over = f" over {ep_size} ranks" if ep_size else ""
+            parts.append(
+                f"expert parallel: the {_num_experts(row)} experts spread whole{over} instead of each split "
+                f"across them; every MoE layer sends its tokens to the experts' ranks (all-to-all)"
+            )
         if row.shared_experts:
             parts.append(
-                f"vLLM shards the {_num_experts(row)} experts over all "
+                f"vLLM {'spreads' if row.expert_parallel else 'shards'} the {_num_experts(row)} experts over all "
                 f"TP x DP = {row.tp * row.dp} ranks (DP attention): the {row.dp} DP ranks exchange "
                 f"activations in every MoE layer, one group rather than independent copies"
             )
@@ -341,8 +352,10 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
         parts.append(idle)
     if not row.pool_predicted:
         parts.append("KV pool NOT predicted (GPU memory unknown): whether it fits is not known")
-    unknown_memory = {"balance", "kv_pool"} if not row.pool_predicted else set()
-    warns = [c for c, s in row.verdicts.items() if s is Status.WARN and c not in unknown_memory]
+    said = {"balance", "kv_pool"} if not row.pool_predicted else set()
+    if row.slow_link:
+        said.add("links")  # "starts, slow" above is the links warning
+    warns = [c for c, s in row.verdicts.items() if s is Status.WARN and c not in said]
     if warns:
         parts.append("warns: " + ", ".join(warns))
     return "; ".join(parts)

@@ -84,12 +84,15 @@ class PlanRequest:
     memory_fraction: float | None = None
     kv_cache_dtype: str = "auto"
 
-    def deployment(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...], share: int | None = None) -> Deployment:
+    def deployment(self, tp: int, pp: int, dp: int, gpus: tuple[int, ...], share: int | None = None,
+                   expert_parallel: bool = False) -> Deployment:
         """The deployment the checks evaluate for one layout on ``gpus``, with each replica's share
         (of ``share`` replicas, default ``dp``: an independent engine is a DP=1 deployment holding
-        its share of the users of all the engines)."""
+        its share of the users of all the engines); ``expert_parallel``: the MoE layers' experts spread
+        whole over the engine's EP ranks (``enable_expert_parallel``)."""
+        name = f"tp{tp}-pp{pp}-dp{dp}" if share in (None, dp) else f"tp{tp}-pp{pp}-x{share}"
         return Deployment(
-            name=f"tp{tp}-pp{pp}-dp{dp}" if share in (None, dp) else f"tp{tp}-pp{pp}-x{share}",
+            name=name + ("-ep" if expert_parallel else ""),
             model=self.model_ref,
             engine=self.engine,
             tensor_parallel_size=tp,
@@ -101,6 +104,7 @@ class PlanRequest:
             kv_cache_dtype=self.kv_cache_dtype,
             engine_version=self.engine_version,
             require=self.demand.per_replica(dp if share is None else share),
+            enable_expert_parallel=expert_parallel,
         )
 
 

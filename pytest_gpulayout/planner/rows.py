@@ -54,7 +54,7 @@ class LayoutRow(ParallelShape):
     #: one engine per replica behind a load balancer (a MoE model under vLLM, whose own DP makes one
     #: expert-parallel group): each engine is its own deployment on its replica's GPUs
     engines: bool = False
-    #: the engine starts, but a TP group all-reduces over this link (SYS: across CPU sockets)
+    #: the engine starts, but a TP (or MoE) group talks over this link (SYS: across CPU sockets; NET: hosts)
     slow_link: str | None = None
     #: how the layout meets the need it was ranked against: "with room", "narrowly" (under the
     #: kv_pool check's margin), "short" (fewer than the assumed requests), None (pool not predicted)
@@ -66,9 +66,16 @@ class LayoutRow(ParallelShape):
     hosts: int = 1
     #: hosts each of those deployments spans (PP across hosts); 1: each fits one host
     span: int = 1
+    #: the MoE layers' experts spread whole over the engine's EP ranks (``enable_expert_parallel``), a
+    #: layout of its own for MoE models; the JSON carries ``expert_parallel: true`` on these rows only
+    expert_parallel: bool = False
 
     @property
     def layout(self) -> str:
+        return self._layout + (" EP" if self.expert_parallel else "")
+
+    @property
+    def _layout(self) -> str:
         if self.engines:
             return f"TP={self.tp} PP={self.pp} x{self.dp} engines"
         if self.hosts > 1 and self.span > 1:
@@ -102,6 +109,10 @@ class LayoutRow(ParallelShape):
     @property
     def name(self) -> str:
         """Deployment name usable in a manifest and in test ids."""
+        return self._name + ("-ep" if self.expert_parallel else "")
+
+    @property
+    def _name(self) -> str:
         if self.engines:
             return f"tp{self.tp}-pp{self.pp}-x{self.dp}"
         if self.hosts > 1:
@@ -115,6 +126,12 @@ class LayoutRow(ParallelShape):
         return split_ranks(self.gpus, self.tp, self.pp, self.dp).replicas
 
     def to_json(self) -> dict[str, Any]:
+        out = self._json()
+        if self.expert_parallel:
+            out = {**{k: out[k] for k in ("rank", "layout")}, "expert_parallel": True, **out}
+        return out
+
+    def _json(self) -> dict[str, Any]:
         return {
             "rank": self.rank,
             "layout": self.layout,
@@ -243,9 +260,10 @@ class Plan:
         short += [r for r in self.refused if r.layout in self.noted and r not in short]
         return short
 
-    def find(self, tp: int, pp: int = 1, dp: int = 1, *, engines: bool = False, hosts: int = 1) -> LayoutRow | None:
+    def find(self, tp: int, pp: int = 1, dp: int = 1, *, engines: bool = False, hosts: int = 1,
+             ep: bool = False) -> LayoutRow | None:
         for r in self.layouts:
-            if (r.tp, r.pp, r.dp, r.engines, r.hosts) == (tp, pp, dp, engines, hosts):
+            if (r.tp, r.pp, r.dp, r.engines, r.hosts, r.expert_parallel) == (tp, pp, dp, engines, hosts, ep):
                 return r
         return None
 

@@ -2,7 +2,7 @@
 
 On one host the plan lists every ``(tp, pp, dp)`` with ``tp * pp * dp`` at most the GPUs planned on
 (38 on 8 GPUs, 110 on 16). Across hosts that count grows as ``n log^2 n`` (12,599 on 512 GPUs) while
-the field's rules settle most of it: TP never crosses hosts (every layer's all-reduce would wait on
+the field's rules settle most of it: TP stays inside a host (every layer's all-reduce would wait on
 the network), PP does (it sends activations only at stage boundaries), and copies go per host. So
 on several hosts the plan lists:
 
@@ -12,7 +12,8 @@ on several hosts the plan lists:
 * replicas spanning ``k`` whole hosts, TP inside each host and PP across them, for ``k = 2, 3, ...``
   until one meets the need with room (more hosts per replica only make fewer replicas; the
   caller stops the walk, ``cross_host``);
-* one TP group across two hosts, so that the refusal is on the table.
+* one TP group across two hosts, which the engines start (the vendors' guides serve TP=16 on two
+  nodes) and the plan ranks "starts, slow", after every layout that keeps TP inside a host.
 
 The count is then bounded by the host size, not the cluster's: about 65 layouts on 8 x 8 GPUs
 and as many on 64 x 8.
@@ -35,7 +36,7 @@ def single_host(n: int) -> list[Shape]:
 def multi_host(host_sizes: Sequence[int], n: int) -> tuple[list[Shape], list[Shape], list[Shape]]:
     """``(in one host, on every host, TP across hosts)``: every layout inside one host; each in-host
     shape that fills a host, deployed on every host (``(tp, pp, dp per host)``: one deployment per
-    host behind a load balancer); one TP group across two hosts (refused, so the table says why).
+    host behind a load balancer); one TP group across two hosts (it starts, slow: ranked last).
     The cross-host PP walk is ``cross_host``."""
     big = max(host_sizes)
     hosts = len(host_sizes)

@@ -22,7 +22,7 @@ from pytest_gpulayout.planner.rows import LayoutRow
 from pytest_gpulayout.rules.balance import BalanceFacts
 from pytest_gpulayout.rules.heads import tp_problems
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts
-from pytest_gpulayout.rules.links import LinksFacts
+from pytest_gpulayout.rules.links import SLOW_FAMILIES, LinksFacts
 
 #: Order the checks are shown in (the static checks of ``evaluate``).
 CHECK_ORDER = tuple(STATIC_CHECKS)
@@ -52,18 +52,20 @@ def _shorten(text: str, limit: int = 150) -> str:
 
 
 def slow_link(row_findings: Mapping[str, Finding], dep: Deployment) -> str | None:
-    """The link a TP group crosses when ``links`` fails only for the socket interconnect (SYS).
+    """The link a TP (or MoE) group crosses when ``links`` warns for the socket interconnect (SYS) or the
+    network between hosts (NET).
 
-    The ``links`` check fails TP over SYS as a policy (every layer's all-reduce crosses the CPU
-    interconnect), but neither engine refuses it: vLLM and SGLang start and serve, slowly. The plan
-    lists such a layout as "starts, slow" rather than refused; across hosts (NET) stays refused.
+    Neither engine refuses a TP group over SYS or across hosts: vLLM and SGLang start and serve, slowly
+    (every layer's all-reduce crosses it), so ``links`` warns and the plan lists such a layout as
+    "starts, slow", after every layout that keeps TP on faster links. Under ``require.tp_links`` the
+    team's policy decides: a link it refuses fails the row, one it accepts is not "slow".
     """
     links = facts_of(row_findings.get("links"), LinksFacts)
     f = row_findings.get("links")
-    if links is None or f is None or f.status is not Status.FAIL or dep.require.tp_links:
+    if links is None or f is None or f.status is not Status.WARN or dep.require.tp_links:
         return None
     kind = links.worst_link
-    return kind if kind and link_family(kind) == "SYS" else None
+    return kind if kind and link_family(kind) in SLOW_FAMILIES else None
 
 
 def refusal(
@@ -80,12 +82,7 @@ def refusal(
     that the reason reads the same for every DP size. ``replicas``: how many share it (default the
     deployment's DP; independent engines are each a DP=1 deployment).
     """
-    slow = slow_link(row_findings, dep)
-    fails = [
-        row_findings[c]
-        for c in CHECK_ORDER
-        if c in row_findings and row_findings[c].status is Status.FAIL and not (c == "links" and slow)
-    ]
+    fails = [row_findings[c] for c in CHECK_ORDER if c in row_findings and row_findings[c].status is Status.FAIL]
     if not fails:
         # SGLang starts with a pool smaller than one request (warn); a plan cannot recommend it
         kv = facts_of(row_findings.get("kv_pool"), KvPoolFacts)
@@ -110,7 +107,8 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand,
     if links is not None:
         kind = links.worst_link
         if kind:
-            return f"links: a TP group crosses {kind} ({describe_link(kind)}); keep TP inside a socket, PP across"
+            return (f"links: a TP group crosses {kind} ({describe_link(kind)}), which require.tp_links does not "
+                    f"accept; keep TP on faster links, PP across")
     kv = facts_of(f, KvPoolFacts)
     if kv is not None:
         tokens, max_len = kv.predicted_kv_tokens, present(kv.max_model_len)
@@ -186,8 +184,7 @@ def layout_row(
     verdicts = {c: findings[c].status for c in CHECK_ORDER if c in findings}
     refused = refusal(findings, dep, model, demand, replicas)
     slow = slow_link(findings, dep) if refused is None else None
-    # the links check's fail stays in ``verdicts``; the row's status says "starts" (a warning)
-    status = worst(Status.WARN if (c == "links" and slow) else v for c, v in verdicts.items())
+    status = worst(verdicts.values())
     return LayoutRow(
         tensor_parallel_size=dep.tp,
         pipeline_parallel_size=dep.pp,
@@ -207,6 +204,7 @@ def layout_row(
         deployment=dep,
         shared_experts=engine_of(dep.engine).plan_dp_shares_moe_experts() and model.is_moe and dep.dp > 1,
         slow_link=slow,
+        expert_parallel=dep.enable_expert_parallel,
     )
 
 
@@ -237,6 +235,7 @@ def engines_row(parts: Sequence[LayoutRow], model: ModelSpec, hosts: int = 1) ->
         shared_experts=limiting.shared_experts if hosts > 1 else False,
         engines=hosts == 1 and model.is_moe,
         hosts=hosts,
+        expert_parallel=first.expert_parallel,
         slow_link=next((p.slow_link for p in parts if p.slow_link), None),
     )
 

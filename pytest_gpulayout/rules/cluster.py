@@ -20,7 +20,7 @@ from the engines or the libraries under them:
 
 One host: ``skip``. Facts come from ``Machine.nodes`` (``machine/nodes.py``), gathered on every node
 by the Ray machine source or replayed from a snapshot's ``nodes:`` section; a rule never looks at the
-machine it runs on. TP across hosts stays a ``links`` failure; PP across hosts passes there.
+machine it runs on. TP across hosts is a ``links`` warning (the engines start it); PP across hosts passes there.
 """
 
 from __future__ import annotations

@@ -207,7 +207,8 @@ def test_tp_groups_stay_inside_a_socket_and_tp8_across_sockets_starts_slow():
     tp8 = p.find(8, 1, 1)
     # the engines start TP over SYS: listed as "starts, slow" after every layout that keeps TP in a socket
     assert tp8 is not None and tp8.refused is None and tp8.slow_link == "SYS"
-    assert tp8.verdicts["links"] is Status.FAIL and tp8.why.startswith("starts, slow")
+    # check and plan agree (issue 19 item 6): links warns for what the plan lists as "starts, slow"
+    assert tp8.verdicts["links"] is Status.WARN and tp8.status is Status.WARN and tp8.why.startswith("starts, slow")
     assert all(r.slow_link for r in p.candidates[p.candidates.index(tp8):])
     for tp, pp, dp in ((4, 1, 2), (4, 2, 1), (2, 2, 2)):
         row = p.find(tp, pp, dp)
@@ -264,8 +265,10 @@ def test_pp_across_hosts_only_after_layouts_inside_one_host():
     p = plan(load_model("meta-llama/Llama-3.1-70B-Instruct"), m, max_model_len=8192)
     assert p.best is not None and shape(p.best) == (2, 1, 2)  # one replica per host
     assert all(len({m.gpu(g).host for g in rep[0]}) == 1 for rep in p.best.replicas)
-    tp4 = p.find(4, 1, 1)
-    assert tp4 is not None and tp4.refused and "NET" in tp4.refused
+    tp4 = p.find(4, 1, 1)  # TP across hosts: the engines start it; listed "starts, slow", after the rest
+    assert tp4 is not None and tp4.refused is None and tp4.slow_link == "NET"
+    assert tp4.why.startswith("starts, slow") and "inside a host" in tp4.why
+    assert p.candidates[-1] is tp4
     cross = p.find(2, 2, 1)  # TP inside each host, PP across
     assert cross is not None and cross.refused is None
     assert p.candidates.index(cross) > p.candidates.index(p.best)
@@ -493,3 +496,26 @@ def test_unknown_memory_never_reads_as_pass_and_exits_1(tmp_path, capsys):
     assert (3, 1) in refused
     order = [(r["tensor_parallel_size"], r["pipeline_parallel_size"], r["data_parallel_size"]) for r in cands]
     assert order.index((1, 2, 2)) < order.index((2, 1, 2))
+
+
+# -- expert parallel, a layout of its own for MoE models (issue 19 item 7) ----------------------------------
+
+def test_moe_plans_offer_expert_parallel_as_its_own_layout():
+    """SGLang 0.5.23 ``model_runner_components/moe_ep_setup.py``: ``moe_tp_size = tp_size // ep_size``, so
+    with EP each rank holds whole experts; without it TP=8 splits Qwen3-30B-A3B-FP8's 768-wide experts into
+    96-wide shares its 128-wide FP8 blocks refuse. The plan lists both; only EP serves."""
+    model = load_model(str(DATA / "models" / "qwen3-30b-a3b-fp8"))
+    p = plan(model, load_preset("8xH100-sxm"), engine="sglang", engine_version="0.5.23", max_model_len=8192)
+    split, ep = p.find(8), p.find(8, ep=True)
+    assert split is not None and split.refused_by == "heads"
+    assert ep is not None and ep.refused is None and ep.layout == "TP=8 PP=1 DP=1 EP"
+    assert ep.deployment is not None and ep.deployment.enable_expert_parallel
+    assert ep.why.startswith("expert parallel: the 128 experts spread whole over 8 ranks")
+    assert ep.to_json()["expert_parallel"] is True and "expert_parallel" not in split.to_json()
+    # TP=1 without DP: SGLang's EP is inside the TP group, so there is no EP layout of one GPU
+    assert p.find(1, ep=True) is None
+
+
+def test_dense_plans_list_no_expert_parallel_layout():
+    p = plan(load_model("Qwen/Qwen3-8B"), load_preset("2xL4-pcie"), max_model_len=8192)
+    assert not any(r.expert_parallel for r in p.layouts)

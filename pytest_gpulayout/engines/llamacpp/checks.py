@@ -7,7 +7,9 @@ and ``check --json`` all key on them, and each question has a llama.cpp answer:
   devices that exist (``llama_prepare_model_devices`` in ``src/llama.cpp`` refuses an out-of-range
   ``main_gpu``)?
 - ``heads``: a quantized cache type's block (32 values for q8_0/q4_0 ...) must divide the head size
-  (``llama_init_from_model`` in ``src/llama-context.cpp`` refuses otherwise); ``split_mode: tensor``
+  (``llama_init_from_model`` in ``src/llama-context.cpp`` refuses otherwise), and an MLA model
+  (deepseek2 and kin: one latent cache whose V is a view of K) or deepseek4 takes one cache type for K
+  and V (the same function refuses two); ``split_mode: tensor``
   needs an architecture on llama.cpp's list (``llm_arch_supports_sm_tensor``, ``src/llama-arch.cpp``);
   ``layer``/``row``/``none`` split nothing that must divide.
 - ``balance``: weights + KV + compute per device against its free memory, with the ``tensor_split``
@@ -71,6 +73,11 @@ def deployment_gpus(dep: Deployment, machine: Machine) -> tuple[int, ...]:
             raise ValueError(f"gpus lists {ref!r}, which is not a visible GPU on this machine "
                              f"(visible: {', '.join(map(str, machine.indices)) or 'none'})") from None
     return tuple(out)
+
+
+#: ``llama_init_from_model`` (``src/llama-context.cpp``): ``hparams.is_mla() || arch == LLM_ARCH_DEEPSEEK4``
+#: refuse different K and V cache types
+ONE_CACHE_TYPE_ARCHS = frozenset(("deepseek4",))
 
 
 def _spec(model: ModelSpec) -> GgufSpec | None:
@@ -140,6 +147,12 @@ def check_heads(s: Subject) -> Finding:
     per_rank = model.num_key_value_heads // n if flags.mode == "tensor" else model.num_key_value_heads
     data = {"num_attention_heads": model.num_attention_heads, "num_key_value_heads": model.num_key_value_heads,
             "kv_heads_per_rank": per_rank, "split_mode": flags.mode, "architecture": arch}
+    if spec is not None and (spec.is_mla or arch in ONE_CACHE_TYPE_ARCHS) and flags.type_k != flags.type_v:
+        why = "an MLA model: its cache keeps one latent row, read as V too" if spec.is_mla else f"'{arch}'"
+        return _finding("heads", Status.FAIL,
+                        f"{dep.name}: cache_type_k {flags.type_k} and cache_type_v {flags.type_v} differ, which "
+                        f"llama.cpp refuses for {why} (llama.cpp: 'model does not support different K "
+                        f"({flags.type_k}) and V ({flags.type_v}) cache types'); give both the same type", **data)
     for which, ctype, dim in (("K", flags.type_k, model.head_dim), ("V", flags.type_v, model.head_dim_v)):
         block = CACHE_TYPES[ctype][0]
         if dim and dim % block:

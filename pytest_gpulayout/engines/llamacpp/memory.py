@@ -16,6 +16,9 @@ llama.cpp b11434:
 - ``none``: ``llama_prepare_model_devices`` (``src/llama.cpp``) keeps only ``main_gpu``.
 - KV: ``llama_kv_cache`` (``src/llama-kv-cache.cpp``) allocates per layer ``ggml_row_size(type_k,
   n_embd_k_gqa) x cells x streams`` (and the same for V) in the buffer of the device holding the layer;
+  an MLA model (``hparams.is_mla()``: deepseek2 and kin) gets no V tensor (``has_v = !is_mla``): its K
+  row is the compressed latent, ``kv_lora_rank + n_rot`` values of its one KV head, and V is read as a
+  view of it (``llama-graph.cpp`` decompresses it with ``wv_b``, ``v_mla``);
   sliding-window layers get ``GGML_PAD(min(cells, n_swa x (unified ? n_seq_max : 1) + n_ubatch), 256)``
   cells (``src/llama-kv-cache-iswa.cpp``).
 - ``row`` (``common/arg.cpp``'s help for ``--main-gpu``): the matrix weights of every layer are split by
@@ -97,8 +100,13 @@ def kv_layer_bytes(model: GgufSpec, il: int, flags: LlamaCppFlags, ctx: ContextS
     if model.n_head_kv_per_layer[il] == 0:
         return 0
     cells = ctx.swa_cells if model.is_swa(il) else ctx.cells
-    per_cell = row_bytes(flags.type_k, model.n_embd_k_gqa(il)) + row_bytes(flags.type_v, model.n_embd_v_gqa(il))
-    return per_cell * cells * ctx.streams
+    return _cell_bytes(model, il, flags) * cells * ctx.streams
+
+
+def _cell_bytes(model: GgufSpec, il: int, flags: LlamaCppFlags) -> int:
+    """K (+ V, none for MLA: ``has_v = !is_mla`` in ``llama_kv_cache``) bytes of one cell of layer ``il``."""
+    k = row_bytes(flags.type_k, model.n_embd_k_gqa(il))
+    return k if model.is_mla else k + row_bytes(flags.type_v, model.n_embd_v_gqa(il))
 
 
 def kv_total_bytes(model: GgufSpec, flags: LlamaCppFlags, ctx: ContextSize) -> int:
@@ -107,8 +115,7 @@ def kv_total_bytes(model: GgufSpec, flags: LlamaCppFlags, ctx: ContextSize) -> i
 
 def kv_bytes_per_token(model: GgufSpec, flags: LlamaCppFlags) -> int:
     """K + V bytes one full-attention token takes over all layers."""
-    return sum(row_bytes(flags.type_k, model.n_embd_k_gqa(il)) + row_bytes(flags.type_v, model.n_embd_v_gqa(il))
-               for il in range(model.num_hidden_layers) if model.n_head_kv_per_layer[il])
+    return sum(_cell_bytes(model, il, flags) for il in range(model.num_hidden_layers) if model.n_head_kv_per_layer[il])
 
 
 def split_points(proportions: Sequence[float]) -> list[float]:
