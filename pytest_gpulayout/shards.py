@@ -135,3 +135,19 @@ def fp8_linear_error(lin: Linear, tp: int, bn: int, bk: int, *, last_part_checke
                 return (f"Weight output_partition_size = {size} is not divisible by weight quantization "
                         f"block_n = {bn}.")
     return None
+
+
+def dense_fp8_problems(model: ModelSpec, tp: int, bn: int, bk: int, *, last_part_checked: bool,
+                       merged_mismatch_allowed: bool = False, source: str) -> list[WidthProblem]:
+    """Each dense linear layer whose TP shares break the block-FP8 shape (``fp8_linear_error``), once
+    per distinct error, with the width and block that break and the engine file it was read in."""
+    problems: list[WidthProblem] = []
+    seen: set[str] = set()
+    for lin in dense_linears(model, tp):
+        err = fp8_linear_error(lin, tp, bn, bk, last_part_checked=last_part_checked,
+                               merged_mismatch_allowed=merged_mismatch_allowed)
+        if err and err not in seen:
+            seen.add(err)
+            width = lin.input_pp if "input_size" in err else next(p for p in lin.output_parts if p % bn)
+            problems.append(WidthProblem(BLOCK_FP8, lin.name, width, bk if "block_k" in err else bn, err, source))
+    return problems

@@ -55,8 +55,8 @@ from pytest_gpulayout.shards import (
     Linear,
     ShardRules,
     WidthProblem,
+    dense_fp8_problems,
     dense_linears,
-    fp8_linear_error,
 )
 
 V = Version
@@ -91,28 +91,16 @@ def expert_layout(tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
 # Block FP8
 # ---------------------------------------------------------------------------------------------
 
-def _fp8_linear_error(lin: Linear, lay: ShardLayout, bn: int, bk: int) -> str | None:
-    return fp8_linear_error(lin, lay.tp, bn, bk, last_part_checked=lay.version < FP8_LAST_PART_SKIPPED_SINCE,
-                            merged_mismatch_allowed=lay.version >= MERGED_FP8_SKIP_SINCE)
-
-
 def block_fp8_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
     """Shares a block-FP8 checkpoint cannot be split into on ``lay``, and notes (refined scales)."""
     q = model.quantization
     if q is None or not q.weight_block_size or len(q.weight_block_size) != 2:
         return [], []
     bn, bk = q.weight_block_size
-    problems: list[WidthProblem] = []
     notes: list[str] = []
     dense_src = "vllm model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape"
-    seen: set[str] = set()
-    for lin in dense_linears(model, lay.tp):
-        err = _fp8_linear_error(lin, lay, bn, bk)
-        if err and err not in seen:
-            seen.add(err)
-            width = lin.input_pp if "input_size" in err else next(p for p in lin.output_parts if p % bn)
-            problems.append(WidthProblem(BLOCK_FP8, lin.name, width, bk if "block_k" in err else bn, err,
-                                         dense_src))
+    problems = dense_fp8_problems(model, lay.tp, bn, bk, last_part_checked=lay.version < FP8_LAST_PART_SKIPPED_SINCE,
+                                  merged_mismatch_allowed=lay.version >= MERGED_FP8_SKIP_SINCE, source=dense_src)
     inter = model.moe_intermediate_size
     if model.is_moe and inter:
         shards = lay.moe_shards
