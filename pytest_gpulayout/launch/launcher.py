@@ -13,7 +13,12 @@ This is the only module that starts processes. Its promises:
   SIGKILLed by the OOM killer or a CI timeout) the watchdog freezes the tree, reads the
   ``/dev/shm`` names it maps, SIGKILLs it, waits until it is gone, unlinks those names, removes the
   private ``TMPDIR`` and only then releases the GPU locks. ``LaunchResult.cleaned`` says what it
-  removed, ``leftover_pids`` what survived (it must be empty).
+  removed, ``leftover_pids`` what survived (it must be empty). **Each finishes alone**: when the
+  watchdog itself is killed (from outside), the engine's tree is orphaned to init, and the launcher
+  does the watchdog's work: it remembers every pid of the tree it saw with its start time, and its
+  fallback (``ProcessTree.sweep``) freezes and SIGKILLs those, their children, the members of their
+  process groups and sessions, and every process whose environment carries the launch's private
+  ``TMPDIR`` (what a worker that left the group and the session before we saw it still inherited).
 - It stops the engine as soon as the log answers the question: every expected engine has reported
   its KV pool, a recognised error has happened (after a short linger, so the traceback's last line
   is in the log), the process exited, or the timeout passed.
@@ -747,7 +752,8 @@ class _Launch:
 
     def _run(self, t0: float, started_at: float) -> LaunchResult:
         assert self.dog is not None
-        tree = ProcessTree(self.dog.pid)
+        # the private TMPDIR marks every process of the tree, also one orphaned when the watchdog is killed
+        tree = ProcessTree(self.dog.pid, marker=f"TMPDIR={self.tmpdir}" if self.tmpdir else "")
         stopped_by: StopReason = "timeout"
         kv_at: float | None = None
         stop_at = time.monotonic()
@@ -897,13 +903,17 @@ class _Launch:
         dog_pid = self.dog.pid if self.dog is not None else -1
         final = self.final
         if final is None:  # the watchdog died before its report (killed from outside): fall back
-            if self.cgroup:
-                with contextlib.suppress(OSError):
-                    Path(self.cgroup, "cgroup.kill").write_text("1")
-            tree.scan()
-            for _ in range(3):
-                tree.signal(signal.SIGKILL)
-                time.sleep(0.1)
+            def frozen(pids: list[int]) -> None:  # what the frozen tree maps is what it may have made
+                for pid in pids:
+                    if pid != dog_pid:
+                        self.shm_sent.update(shm_names(pid))
+                if self.cgroup:
+                    with contextlib.suppress(OSError):
+                        Path(self.cgroup, "cgroup.kill").write_text("1")
+
+            # its orphans are init's now: find them by what they were seen as and by the TMPDIR they
+            # inherited, freeze them, SIGKILL them (``ProcessTree.sweep``)
+            tree.sweep(_FINAL_WAIT_S / 2, frozen)
             if not [p for p in tree.alive() if p != dog_pid] and not (self.cgroup and cgroup_procs(self.cgroup)):
                 for name in shm_to_remove(self.shm_sent, self.shm_before, set(tree.alive()))[0]:
                     with contextlib.suppress(OSError):

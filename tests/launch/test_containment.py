@@ -556,3 +556,42 @@ def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 2: without a cgroup, a killed watchdog let the processes that left the group and the
+# session escape: the launcher's fallback walked the tree it had seen and missed those it had not
+# ------------------------------------------------------------------------------------------------
+def _kill_the_watchdog_when(fake: Fake, roles: set[str], limit_s: float = 30) -> threading.Thread:
+    """A thread that SIGKILLs the launch's watchdog (the session leader of the engine's main process)
+    as soon as every role in ``roles`` has written its pid file."""
+
+    def body() -> None:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if roles <= set(fake.processes()):
+                main = next(fake.pids.glob("main-*.pid")).read_text().split()
+                os.kill(int(main[2]), signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "subreaper-only"])
+def test_a_killed_watchdog_leaves_nothing_the_launcher_finishes_alone(fake: Fake, cgroup: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher, "USE_CGROUP", cgroup, raising=False)
+    before = replace(fake.snapshot(), lock_keys=("index-0",), lock_dir=fake.locks)
+    roles = {"main", "child", "escaped", "escaped-grandchild", "daemon"}
+    killer = _kill_the_watchdog_when(fake, roles)
+    # the launcher looks at the tree once at the start, never again: what left the group and the
+    # session after that is found by the TMPDIR it inherited
+    result = fake.run(fake.argv("never-reports,shm,fork,daemon"), scan_interval_s=600, gpus=["index-0"])
+    killer.join()
+    assert roles <= set(fake.processes()), fake.processes()
+    assert fake.alive() == {}, f"escaped: {fake.alive()}"
+    assert result.leftover_pids == ()
+    assert before.wait_clean(5) == []
