@@ -42,7 +42,9 @@ This is the only module that starts processes. Its promises:
   last ``tail_lines`` are kept, and the log file is capped.
 - Launches that share a GPU never overlap, also across pytest-xdist workers: a ``flock`` per
   physical GPU (``gpu_locks``), waited for within ``timeout_s`` with a "waiting for GPU 0 held by
-  pid N" line, and held by the watchdog until the tree is gone.
+  pid N" line, and held by the watchdog until the tree is gone. When something survives SIGKILL
+  (``leftover_pids``), the lock stays held until it is gone too: the watchdog stays for it, or, when
+  the watchdog was killed, a keeper (``watchdog.py --hold``) the launcher starts.
 
 The tree walk lives in ``proctree`` and ``watchdog``, the GPU locks and the free port in
 ``gpu_locks``. This module re-exports ``process_table``, ``pid_alive``, ``gpu_locks``,
@@ -725,6 +727,8 @@ class _Launch:
         deadline = time.monotonic() + _FINAL_WAIT_S
         while self.final is None and self.status_fd >= 0 and time.monotonic() < deadline:
             self._pump(0.05)
+        if self.final is not None and self.final.get("leftover"):
+            return  # it stays, holding the GPU locks, until the survivors of SIGKILL are gone
         if self.dog is not None:
             try:
                 self.dog.wait(max(deadline - time.monotonic(), 1.0))
@@ -921,4 +925,20 @@ class _Launch:
                 self._cleanup_self()
         alive = set(final.get("leftover", ()) if final else ())
         alive.update(p for p in tree.alive() if p != dog_pid)
-        return sorted(p for p in alive if pid_alive(p))
+        left = sorted(p for p in alive if pid_alive(p))
+        if left and not (final and final.get("leftover") and not self._dog_gone()):
+            self._keep_locks(left)
+        return left
+
+    def _keep_locks(self, survivors: list[int]) -> None:
+        """Survivors of SIGKILL and no watchdog to hold the GPU locks until they are gone: a keeper does
+        (``watchdog.py --hold``), so the next launch never starts beside them."""
+        if not self.locks.fds:
+            return
+        table = process_table()
+        held = ",".join(f"{p}:{table[p].start}" for p in survivors if p in table)
+        with contextlib.suppress(OSError, ValueError):
+            subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, "--hold", held,
+                              "--keep", ",".join(map(str, self.locks.fds))],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, pass_fds=self.locks.fds)

@@ -595,3 +595,134 @@ def test_a_killed_watchdog_leaves_nothing_the_launcher_finishes_alone(fake: Fake
     assert fake.alive() == {}, f"escaped: {fake.alive()}"
     assert result.leftover_pids == ()
     assert before.wait_clean(5) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 9: the engine's process group was signalled by the engine's pid after the engine was
+# reaped (a reused pid names another group), and the GPU lock was released although processes
+# survived SIGKILL
+# ------------------------------------------------------------------------------------------------
+def _state(pid: int) -> str:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return "gone"
+    return data[data.rindex(b")") + 2:].split()[0].decode()
+
+
+def test_the_engines_pid_names_its_group_until_the_tree_is_gone(fake: Fake) -> None:
+    # the engine exits at once and leaves its group's children running (they ignore SIGTERM): while the
+    # tree is being stopped, the group's id must stay the engine's (an unreaped zombie), never free for reuse
+    seen: list[str] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "child" not in fake.processes():
+            time.sleep(0.01)
+        main = fake.processes().get("main")
+        while main is not None and time.monotonic() < deadline and "child" in fake.alive():
+            seen.append(_state(main))
+            time.sleep(0.02)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    result = fake.run(fake.argv("never-reports,exits-early,fork", scale=0.01, exit_code=3), grace_s=1)
+    t.join()
+    assert result.stopped_by == "exit" and result.returncode == 3
+    after_exit = seen[seen.index("Z"):] if "Z" in seen else seen[-1:]
+    assert after_exit and set(after_exit) == {"Z"}, f"the engine's pid was freed while its group lived: {seen[-5:]}"
+    assert _state(fake.processes()["main"]) == "gone"   # reaped in the end
+    assert fake.alive() == {} and result.leftover_pids == ()
+
+
+HOLDING_WATCHDOG = textwrap.dedent("""
+    import fcntl, os, signal, subprocess, sys
+    sys.path.insert(0, sys.argv[2])
+    import watchdog
+    watchdog.KILL_WAIT_S = 0.5
+    lock = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    real_kill = os.kill
+    def kill(pid, sig):   # it "survives SIGKILL", as a process stuck in uninterruptible sleep does
+        if not (pid == survivor.pid and sig == signal.SIGKILL):
+            real_kill(pid, sig)
+    watchdog.os.kill = kill
+    ctl_r, ctl_w = os.pipe()
+    st_r, st_w = os.pipe()
+    os.close(ctl_w)   # the launcher is gone
+    dog = watchdog.Watchdog(ctl_r, st_w, "", "", [lock])
+    print("survivor", survivor.pid, flush=True)
+    dog.finish()
+    print("finished", flush=True)
+    signal.pause()
+""")
+
+
+def _lock_free(path: Path) -> bool:
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_the_watchdog_holds_the_gpu_lock_while_a_survivor_of_sigkill_lives(tmp_path: Path) -> None:
+    lock = tmp_path / "index-0.lock"
+    here = str(REPO / "pytest_gpulayout" / "launch")
+    dog = subprocess.Popen([sys.executable, "-c", HOLDING_WATCHDOG, str(lock), here],
+                           stdout=subprocess.PIPE, text=True)
+    survivor = -1
+    try:
+        assert dog.stdout is not None
+        survivor = int(dog.stdout.readline().split()[1])
+        time.sleep(2.0)   # its kill loop (0.5 s) is long over
+        assert pid_alive(survivor)
+        assert not _lock_free(lock), "the GPU lock was released while a process of the tree still ran"
+        os.kill(survivor, signal.SIGKILL)
+        assert dog.stdout.readline().strip() == "finished"
+        assert _lock_free(lock)
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(survivor, signal.SIGKILL)
+        dog.kill()
+        dog.wait()
+
+
+def test_without_its_watchdog_the_launcher_keeps_the_lock_while_a_survivor_lives(
+        fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpulayout.launch import proctree
+
+    monkeypatch.setattr(launcher, "USE_CGROUP", False, raising=False)
+    real = proctree.signal_checked
+    spared: list[int] = []
+
+    def signal_checked(pid: int, start: int, sig: int) -> bool:
+        if sig == signal.SIGKILL and fake.processes().get("child") == pid:   # it "survives SIGKILL"
+            spared.append(pid)
+            return False
+        return real(pid, start, sig)
+
+    monkeypatch.setattr(proctree, "signal_checked", signal_checked)
+    killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped", "daemon"})
+    result = fake.run(fake.argv("never-reports,fork,daemon"), gpus=["index-0"])
+    killer.join()
+    child = fake.processes()["child"]
+    try:
+        assert spared and result.leftover_pids == (child,)
+        time.sleep(0.5)
+        assert not _lock_free(fake.locks / "index-0.lock"), "the GPU lock was released beside a survivor"
+        os.kill(child, signal.SIGCONT)
+        os.kill(child, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while not _lock_free(fake.locks / "index-0.lock") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _lock_free(fake.locks / "index-0.lock")
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
