@@ -726,3 +726,95 @@ def test_without_its_watchdog_the_launcher_keeps_the_lock_while_a_survivor_lives
     finally:
         with contextlib.suppress(OSError):
             os.kill(child, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 7 (rest): the engine's own stop signal, SIGKILL said in the verdict, no compounding
+# grace, Ctrl-Z stops the engine with the launcher, a killed watchdog said as such
+# ------------------------------------------------------------------------------------------------
+def test_a_launch_sends_the_stop_signal_its_engine_honours(fake: Fake, fresh_grace: None,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    dep = _dep(fake, "replay", scale=0.01)
+    engine = ENGINES[dep.engine]
+    assert engine.stop_signal == signal.SIGTERM   # vLLM's API server does not end on SIGINT before ready
+    report = launch_deployment(dep, None, engine=engine, log_dir=fake.tmp / "logs", stop_when="ready")
+    assert report.log_path is not None
+    text = report.log_path.read_text()
+    assert f"fake engine: stopping on signal {int(engine.stop_signal)}" in text
+    assert f"stop: {signal.Signals(engine.stop_signal).name}, grace" in text
+
+
+def test_the_verdict_says_when_sigkill_was_needed(fake: Fake, fresh_grace: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    dep = _dep(fake, "never-reports,ignore-term", scale=0.01)
+    dep = replace(dep, launch=replace(dep.launch, timeout_s=2))
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs", grace_s=1)
+    assert report.finding.status is Status.FAIL
+    assert report.finding.data["escalated"] is True
+    assert "did not report its KV pool within 2 s" in report.finding.message
+    assert "Its stop needed SIGKILL: the engine did not stop within its 1 s grace" in report.finding.message
+
+
+def test_stops_that_need_sigkill_do_not_compound_the_grace(fake: Fake, fresh_grace: None) -> None:
+    graces = []
+    for i in range(3):
+        r = fake.run(fake.argv("replay,ignore-term", scale=0.01), grace_s=1, stop_when="ready",
+                     log_path=fake.tmp / f"engine{i}.log")
+        assert r.escalated
+        graces.append(r.grace_s)
+    assert graces == [1, 3, 3]   # was 1, 3, 9 (and 10 -> 30 -> 90 s with the default grace)
+    assert launcher.adapted_grace(10, [20, 60, 180]) == 30
+
+
+def test_a_killed_watchdog_is_said_in_the_verdict(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    dep = _dep(fake, "never-reports,fork")
+    killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped"})
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs")
+    killer.join()
+    result = report.result
+    assert result is not None and result.stopped_by == "watchdog"
+    assert result.watchdog_returncode == -signal.SIGKILL and result.returncode is None
+    assert report.finding.status is Status.FAIL
+    assert "watchdog was killed from outside (by SIGKILL)" in report.finding.message
+    assert "exited with code" not in report.finding.message
+    assert fake.alive() == {}
+
+
+def test_ctrl_z_stops_the_engine_with_the_launcher_and_sigcont_resumes_both(fake: Fake) -> None:
+    log = fake.tmp / "driver.log"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(log), *fake.argv("never-reports,shm,fork")],
+                              process_group=0, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**fake.env(), "PYTHONPATH": str(REPO)})
+
+    def states() -> dict[str, str]:
+        return {role: _state(pid) for role, pid in fake.processes().items()}
+
+    def wait_for(want: str, limit_s: float = 10) -> dict[str, str]:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            now = states()
+            if now and all(s == want for s in now.values()):
+                return now
+            time.sleep(0.05)
+        return states()
+
+    try:
+        deadline = time.monotonic() + 30
+        while not {"main", "child", "escaped", "escaped-grandchild"} <= set(fake.processes()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        driver.send_signal(signal.SIGTSTP)   # what Ctrl-Z in its terminal sends
+        assert set(wait_for("T").values()) == {"T"}, "the engine went on while its launcher was stopped"
+        assert _state(driver.pid) == "T"
+        driver.send_signal(signal.SIGCONT)   # fg
+        assert "T" not in set(wait_for("S").values()), "the engine stayed stopped after the launcher went on"
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert fake.alive() == {}
