@@ -818,3 +818,48 @@ def test_ctrl_z_stops_the_engine_with_the_launcher_and_sigcont_resumes_both(fake
         if driver.poll() is None:
             driver.kill()
     assert fake.alive() == {}
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 5: one GPU had a lock name per machine source (a live probe's UUID, a snapshot's or
+# preset's index-0, a UUID in CUDA_VISIBLE_DEVICES as index-GPU-...), and llama.cpp without gpus took none
+# ------------------------------------------------------------------------------------------------
+def test_one_gpu_has_one_lock_name_whatever_describes_the_machine() -> None:
+    from pytest_gpulayout.launch.argv import gpu_plan
+
+    real = "GPU-6c5a3f1e-0000-4000-8000-000000000000"
+    live = Machine(gpus=(Gpu(0, uuid=real),), source="nvml")   # NVML at launch time
+    dep = Deployment(name="d", model="m", gpus=(0,))
+    keys = {
+        "live probe": gpu_plan(dep, live, None).lock_keys,
+        "preset": gpu_plan(dep, Machine(gpus=(Gpu(0, uuid="GPU-from-a-preset"),), source="preset:a"), None,
+                           live=live).lock_keys,
+        "snapshot": gpu_plan(dep, Machine(gpus=(Gpu(0),), source="snapshot:b.json"), None, live=live).lock_keys,
+        "no machine": gpu_plan(dep, None, None, live=live).lock_keys,
+        "UUID in CUDA_VISIBLE_DEVICES": gpu_plan(dep, None, real, live=live).lock_keys,
+    }
+    assert set(keys.values()) == {(real,)}, keys
+    # without NVML a UUID entry is named by the UUID (it was "index-GPU-..."), an index by the index
+    assert gpu_plan(dep, None, real, live=None).lock_keys == (real,)
+    assert gpu_plan(dep, Machine(gpus=(Gpu(0, uuid="GPU-from-a-preset"),), source="preset:a"), None,
+                    live=None).lock_keys == ("index-0",)
+
+
+def test_llamacpp_without_gpus_locks_what_it_sees(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpulayout.engines.llamacpp import launch as llamacpp_launch
+
+    seen: list[tuple[str, ...]] = []
+
+    def recording(argv: list[str], **kw: object) -> LaunchResult:
+        seen.append(tuple(kw["gpus"]))  # type: ignore[arg-type,call-overload]
+        raise LaunchError("recorded")
+
+    monkeypatch.setattr(llamacpp_launch, "launch", recording)
+    monkeypatch.setattr("pytest_gpulayout.launch.argv.live_machine", lambda: None)
+    dep = Deployment(name="l", model="m.gguf", engine="llamacpp", base_dir=fake.tmp,
+                     launch=Launch(command=(sys.executable, str(FAKE))))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    llamacpp_launch.launch_llamacpp(dep, None, machine=None, log_path=fake.tmp / "l.log")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    llamacpp_launch.launch_llamacpp(dep, None, machine=None, log_path=fake.tmp / "l2.log")
+    assert seen == [("host",), ("index-1", "index-3")]
