@@ -97,7 +97,7 @@ class HeldLocks:
                 os.close(fd)
 
 
-def _print_wait(line: str) -> None:
+def print_wait(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
@@ -115,7 +115,7 @@ def acquire(keys: Iterable[str], lock_dir: Path | None = None, timeout_s: float 
         by_name.setdefault(_lock_name(k), k)
     names = sorted(by_name)
     directory = lock_dir if lock_dir is not None else default_lock_dir()
-    say = on_wait or _print_wait
+    say = on_wait or print_wait
     t0 = time.monotonic()
     deadline = None if timeout_s is None else t0 + timeout_s
     fds: list[int] = []

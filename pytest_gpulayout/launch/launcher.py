@@ -44,10 +44,14 @@ This is the only module that starts processes. Its promises:
 - Memory stays bounded however much the engine prints: lines are parsed as they stream, only the
   last ``tail_lines`` are kept, and the log file is capped.
 - Launches that share a GPU never overlap, also across pytest-xdist workers: a ``flock`` per
-  physical GPU (``gpu_locks``), waited for within ``timeout_s`` with a "waiting for GPU 0 held by
-  pid N" line, and held by the watchdog until the tree is gone. When something survives SIGKILL
-  (``leftover_pids``), the lock stays held until it is gone too: the watchdog stays for it, or, when
-  the watchdog was killed, a keeper (``watchdog.py --hold``) the launcher starts.
+  physical GPU (``gpu_locks``), held by the watchdog until the tree is gone. The wait for it is
+  not the engine's time: it has a limit of its own (``lock_timeout_s``, default
+  ``lock_wait_limit``), the engine gets its whole ``timeout_s`` after it, and it is said
+  ("waiting for GPU 0 held by pid N") through ``progress`` (also from pytest-xdist workers:
+  ``launch/progress.py``), else ``on_wait``, else on stderr; ``LaunchResult.lock_wait_s`` is how
+  long. When something survives SIGKILL (``leftover_pids``), the lock stays held until it is gone
+  too: the watchdog stays for it, or, when the watchdog was killed, a keeper (``watchdog.py
+  --hold``) the launcher starts.
 
 The tree walk lives in ``proctree`` and ``watchdog``, the GPU locks and the free port in
 ``gpu_locks``. This module re-exports ``process_table``, ``pid_alive``, ``gpu_locks``,
@@ -78,7 +82,14 @@ from types import FrameType
 from typing import Any, Literal, Protocol
 
 from pytest_gpulayout.errors import LaunchError
-from pytest_gpulayout.launch.gpu_locks import HeldLocks, acquire, default_lock_dir, free_port, gpu_locks
+from pytest_gpulayout.launch.gpu_locks import (
+    HeldLocks,
+    acquire,
+    default_lock_dir,
+    free_port,
+    gpu_locks,
+    print_wait,
+)
 from pytest_gpulayout.launch.logparse import LogGrammar, LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
 from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
@@ -99,6 +110,12 @@ _FINAL_WAIT_S = 20.0
 #: how often the launcher reads the tree's memory maps for ``/dev/shm`` names
 _MAPS_INTERVAL_S = 1.0
 _GRACE_CAP_S = 120.0
+def lock_wait_limit(timeout_s: float, grace_s: float) -> float:
+    """How long a launch waits for its GPU locks by default: long enough for another launch's whole
+    run (its timeout and a stop at the longest grace), twice, and a minute."""
+    return 2 * (timeout_s + _GRACE_GROWTH * grace_s) + 60.0
+
+
 #: the adapted grace is at most this many times the grace asked for: stops that needed SIGKILL do not
 #: compound (10 -> 30 -> 90 s across the deployments of one run)
 _GRACE_GROWTH = 3.0
@@ -377,8 +394,9 @@ def launch(
     """Run ``argv`` until the log answers, then stop it and its whole tree. See the module docstring.
 
     ``env`` is the complete environment of the engine (its ``TMPDIR`` is replaced by a private
-    directory inside it). ``gpus`` are the lock keys of the GPUs it uses; the wait for them counts
-    against ``timeout_s`` (and ``lock_timeout_s`` when given). ``kv_stop``: ``kill`` (hard stop at the
+    directory inside it). ``gpus`` are the lock keys of the GPUs it uses; the wait for them has its own
+    limit (``lock_timeout_s``, default ``lock_wait_limit``) and does not count against ``timeout_s``.
+    ``kv_stop``: ``kill`` (hard stop at the
     pool) or ``signal`` (graceful, like every other stop). Raises ``LaunchError`` when the command
     cannot be started at all, its log file cannot be created, or the GPUs stay taken.
 
@@ -403,17 +421,26 @@ def launch(
         raise ValueError(f"kv_stop must be 'kill' or 'signal', not {kv_stop!r}")
     if not argv:
         raise LaunchError("empty engine command")
-    called_at = time.monotonic()  # progress counts the wait for the GPUs, as the timeout does
-    wait = timeout_s if lock_timeout_s is None else min(lock_timeout_s, timeout_s)
-    held = acquire(gpus, lock_dir, wait, on_wait)
+    called_at = time.monotonic()
+    wait = lock_wait_limit(timeout_s, grace_s) if lock_timeout_s is None else lock_timeout_s
+
+    def waiting(line: str) -> None:
+        """The wait for a GPU, said through ``progress`` (a phase of its own), else ``on_wait``/stderr."""
+        if on_wait is not None or progress is None:
+            (on_wait or print_wait)(line)
+        if progress is not None:
+            with contextlib.suppress(Exception):  # progress never fails a launch
+                progress(line.removeprefix("gpulayout: "), round(time.monotonic() - called_at, 1), wait, log_path)
+
+    held = acquire(gpus, lock_dir, wait, waiting)
     try:
         w: Watcher = watcher if watcher is not None else LogWatcher(grammars, expected_engines, ranks_per_engine)
         run = _Launch(tuple(str(a) for a in argv), dict(env), w,
-                      timeout_s=max(timeout_s - held.waited_s, 1.0), log_path=log_path,
+                      timeout_s=timeout_s, log_path=log_path,
                       grace_s=adapted_grace(grace_s), base_grace_s=grace_s, stop_when=stop_when, linger_s=linger_s,
                       tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
                       scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held,
-                      progress=progress, progress_clock=(called_at, timeout_s), serve=serve)
+                      progress=progress, progress_clock=(time.monotonic(), timeout_s), serve=serve)
         return run.run()
     finally:
         held.release()

@@ -76,10 +76,12 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         stopped_by=result.stopped_by, returncode=result.returncode,
         leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
         stop=result.stop, escalated=result.escalated, stop_note=result.stop_note,
-        cleaned=tuple(result.cleaned), containment=result.containment,
+        cleaned=tuple(result.cleaned), containment=result.containment, lock_wait_s=result.lock_wait_s,
     )
     where = f" Log: {result.log_path}." if result.log_path else ""
     tail = _tail_text(result.tail)
+    waited = (f" It waited {result.lock_wait_s:.0f} s for its GPUs (held by another launch) before it "
+              f"started; that time was not its own." if result.lock_wait_s >= 1 else "")
     killed = ""
     if result.escalated:  # the stop it was asked for did not end it: say so, whatever the verdict
         killed = f" Its stop needed SIGKILL: {result.stop_note or 'it did not stop within its grace'}."
@@ -109,7 +111,7 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         else:
             msg = (f"{dep.name}: {name} exited with code {result.returncode} before reporting its KV pool, "
                    f"and its log names no known cause.{where}{leftover}")
-        msg += killed
+        msg += killed + waited
         if tail:
             msg += f"\n  last lines:\n{tail}"
         return failed(CHECK, msg, data)
@@ -131,6 +133,8 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     said += f" = {conc_text}" if conc_text else ""
     said += f" after {result.seconds_to_kv:.0f} s" if result.seconds_to_kv is not None else ""
     said += pred
+    if result.lock_wait_s >= 1:
+        said += f" (it waited {result.lock_wait_s:.0f} s for its GPUs first)"
 
     problems: list[str] = []
     if length and kv < length:

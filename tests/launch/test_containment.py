@@ -316,7 +316,8 @@ def test_a_stopped_lock_holder_is_named_and_waited_for_within_the_timeout(
                               stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        err, took = _launch_in_thread(lambda: fake.run(fake.argv("replay"), gpus=["index-0"], timeout_s=2), 15)
+        err, took = _launch_in_thread(lambda: fake.run(fake.argv("replay"), gpus=["index-0"], timeout_s=30,
+                                                          lock_timeout_s=2), 15)
         assert isinstance(err, LaunchError), err
         assert f"GPU 0 is still held by pid {holder.pid}" in str(err)
         assert took < 8
@@ -863,3 +864,65 @@ def test_llamacpp_without_gpus_locks_what_it_sees(fake: Fake, monkeypatch: pytes
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
     llamacpp_launch.launch_llamacpp(dep, None, machine=None, log_path=fake.tmp / "l2.log")
     assert seen == [("host",), ("index-1", "index-3")]
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 6: the wait for a GPU ate the engine's timeout (and a wait as long as it failed the
+# check), it was silent under pytest -n 2, and the verdict did not say it
+# ------------------------------------------------------------------------------------------------
+def _hold_lock(path: Path, seconds: float) -> threading.Thread:
+    import fcntl
+
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    t = threading.Timer(seconds, os.close, (fd,))
+    t.start()
+    return t
+
+
+def test_a_wait_for_the_gpu_is_reported_and_not_the_engines_time(fake: Fake,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    monkeypatch.setattr("pytest_gpulayout.launch.argv.live_machine", lambda: None)
+    dep = _dep(fake, "replay", scale=0.01)
+    dep = replace(dep, launch=replace(dep.launch, timeout_s=4))
+    phases: list[str] = []
+    holder = _hold_lock(fake.locks / "index-0.lock", 5)   # longer than the engine's whole timeout
+    try:
+        report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs",
+                                   progress=lambda phase, *rest: phases.append(phase))
+    finally:
+        holder.join()
+    assert report.result is not None and report.result.stopped_by == "kv", report.finding.message
+    assert report.result.lock_wait_s >= 4.5
+    assert any(p.startswith(f"waiting for GPU 0 held by pid {os.getpid()}") for p in phases), phases
+    assert phases.index(next(p for p in phases if p.startswith("waiting"))) < phases.index("starting")
+    assert report.finding.status is Status.PASS
+    assert "waited 5 s for its GPUs" in report.finding.message, report.finding.message
+    assert report.finding.data["lock_wait_s"] >= 4.5
+
+
+def test_an_xdist_worker_says_its_waits_for_gpus_on_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_gpulayout.launch.progress import pytest_reporter
+
+    class Plugins:
+        def get_plugin(self, name: str) -> None:
+            return None
+
+    class WorkerConfig:
+        workerinput = {"workerid": "gw1"}
+        pluginmanager = Plugins()
+
+        def get_verbosity(self) -> int:
+            return 0
+
+    reporter = pytest_reporter(WorkerConfig())
+    assert reporter is not None, "an xdist worker's waits were silent"
+    report = reporter.for_launch("qwen-tp2")
+    report("waiting for GPU 0 held by pid 4242 (up to 660 s)", 0.0, 660.0, None)
+    report("starting", 3.0, 600.0, None)   # its phases stay off the controller's line of dots
+    report("cleaned", 9.0, 600.0, None)
+    err = capsys.readouterr().err
+    assert err == "[gw1] gpulayout: startup qwen-tp2: waiting for GPU 0 held by pid 4242 (up to 660 s), 0 s of 660 s\n"
