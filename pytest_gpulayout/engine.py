@@ -278,6 +278,11 @@ class Engine(MemoryEngine, Protocol):
         its wheels; ``rules/heads.py`` fails on a refusal and warns on a warning."""
         ...
 
+    # -- the stop ------------------------------------------------------------------------------------
+    #: the signal that asks its server to shut down at any phase of its startup (``launch()``'s
+    #: ``stop_signal``: the first Ctrl-C to the launcher sends it to the tree, then a grace, then SIGKILL)
+    stop_signal: int
+
 
 def parse_version(text: str, *, key: str = "engine_version") -> Version:
     try:

@@ -53,7 +53,7 @@ from pytest_gpulayout.launch.nccl import parse_transports, transport_verdict
 from pytest_gpulayout.launch.proctree import pid_alive, process_table
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.served import Served
-from pytest_gpulayout.launch.verdict import CHECK, STOP_SIGNAL, judge
+from pytest_gpulayout.launch.verdict import CHECK, judge
 from pytest_gpulayout.machine import ray as rsrc
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.placement import PlacementError, resolve_gpus
@@ -368,7 +368,7 @@ def _ray_head(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Ma
     try:
         result = launch(argv, env=env, watcher=engine.log_watcher(engines, ranks), timeout_s=dep.launch.timeout_s,
                         log_path=log_path, grace_s=grace_s, stop_when=stop_when, gpus=locks,
-                        stop_signal=STOP_SIGNAL, progress=progress)
+                        stop_signal=engine.stop_signal, progress=progress)
     except LaunchError as err:
         sweep_nodes(ray, _alive_nodes(ray), launch_id, 2.0)
         return _not_launched(dep, f"{engine.display}: {err}", argv), None

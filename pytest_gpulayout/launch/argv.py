@@ -11,14 +11,15 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.served import Served
-from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.machine.probe import probe
 from pytest_gpulayout.placement import PlacementError, resolve_gpus
 
 
@@ -109,8 +110,47 @@ class GpuPlan:
     lock_keys: tuple[str, ...]
 
 
+#: ``gpu_plan``'s default for ``live``: read the machine through NVML at launch time
+PROBE: Literal["probe"] = "probe"
+#: the lock key of a launch that sees no GPU anyone could name (no NVML, no machine, no
+#: ``CUDA_VISIBLE_DEVICES``): the host, so such launches never overlap either
+HOST_KEY = "host"
+
+
+def live_machine() -> Machine | None:
+    """The machine as NVML shows it now (numbered as this process's CUDA sees it), or None without NVML."""
+    try:
+        return probe()
+    except Exception:  # no bindings, no driver, no GPU: the keys fall back to indices
+        return None
+
+
+def _uuid_like(entry: str) -> bool:
+    return entry.startswith(("GPU-", "MIG-"))
+
+
+def _physical(gpu: Gpu) -> str:
+    """A live GPU's lock key: its NVML UUID, else its PCI bus id."""
+    if gpu.uuid:
+        return gpu.uuid
+    return f"pci-{gpu.pci_bus_id}" if gpu.pci_bus_id else f"index-{gpu.index}"
+
+
+def _lock_key(ref: int | str, entry: str, live: Machine | None) -> str:
+    """The name of the physical card behind ``ref`` (a CUDA index as we see it, or a UUID) whose
+    ``CUDA_VISIBLE_DEVICES`` entry is ``entry``: its NVML UUID when NVML answers now (PCI bus id
+    where it has no UUID), else the UUID the entry gives, else its index as the system numbers it."""
+    if live is not None:
+        for g in live.gpus:
+            if (isinstance(ref, int) and g.index == ref) or (isinstance(ref, str) and g.uuid == ref):
+                return _physical(g)
+    if isinstance(ref, str) or _uuid_like(entry):
+        return entry
+    return f"index-{entry}"
+
+
 def gpu_plan(dep: Deployment, machine: Machine | None = None, parent_visible: str | None = None, *,
-             engine: Served | None = None) -> GpuPlan:
+             engine: Served | None = None, live: Machine | None | Literal["probe"] = PROBE) -> GpuPlan:
     """Which GPUs the engine gets, as it will see them, and the lock key of each.
 
     Indices are CUDA indices as this process sees them, so when our own ``CUDA_VISIBLE_DEVICES`` is
@@ -118,9 +158,11 @@ def gpu_plan(dep: Deployment, machine: Machine | None = None, parent_visible: st
     ``engine.cuda_indices_only()``) gets indices (a UUID in the manifest is resolved through the
     machine); the others are given indices too.
 
-    The lock key names the physical card: its NVML UUID when the machine was probed live, else the
-    CUDA index it runs on (``index-N``). Two manifests that describe GPU 0 with different presets or
-    snapshots (and so different made-up UUIDs) still take the same lock.
+    The lock key names the physical card, whatever described the machine (a live probe, a snapshot, a
+    preset, nothing): its NVML UUID read at launch time (``live``: default, probe NVML now; a live
+    ``machine`` is used as it is), else the UUID a ``CUDA_VISIBLE_DEVICES`` entry or the manifest
+    gives, else its index as the system numbers it (``index-N``, through our ``CUDA_VISIBLE_DEVICES``).
+    A snapshot's or preset's made-up UUIDs never name a lock.
     """
     if machine is not None:
         try:
@@ -129,31 +171,48 @@ def gpu_plan(dep: Deployment, machine: Machine | None = None, parent_visible: st
             raise LaunchError(f"cannot place {dep.layout}: {err}") from None
     else:
         indices = list(dep.gpus) if dep.gpus is not None else list(range(dep.gpu_count))
+    if machine is not None and machine.source == "nvml":
+        live = machine
+    elif live == PROBE:
+        live = live_machine()
     parent = [e.strip() for e in (parent_visible or "").split(",") if e.strip()] if parent_visible else []
     visible: list[str] = []
     keys: list[str] = []
     for ref in indices:
-        uuid = ""
         if isinstance(ref, str):
             if engine is not None and engine.cuda_indices_only():
                 raise LaunchError(f"gpus lists {ref!r}: {engine.display} needs CUDA indices in "
                                   f"CUDA_VISIBLE_DEVICES; give the index, or a machine (snapshot/live) that maps "
                                   f"the UUID to one")
             entry = ref
-            uuid = ref
+        elif parent:
+            if ref >= len(parent):
+                raise LaunchError(f"GPU {ref} is not visible: CUDA_VISIBLE_DEVICES={parent_visible}")
+            entry = parent[ref]
         else:
-            if parent:
-                if ref >= len(parent):
-                    raise LaunchError(f"GPU {ref} is not visible: CUDA_VISIBLE_DEVICES={parent_visible}")
-                entry = parent[ref]
-            else:
-                entry = str(ref)
-            if machine is not None and machine.source == "nvml":  # a snapshot's or preset's UUIDs name
-                with_uuid = [g.uuid for g in machine.gpus if g.index == ref and g.uuid]  # no real card
-                uuid = with_uuid[0] if with_uuid else ""
+            entry = str(ref)
         visible.append(entry)
-        keys.append(uuid or f"index-{entry}")
+        keys.append(_lock_key(ref, entry, live if isinstance(live, Machine) else None))
     return GpuPlan(tuple(visible), tuple(keys))
+
+
+def visible_lock_keys(machine: Machine | None = None, parent_visible: str | None = None, *,
+                      live: Machine | None | Literal["probe"] = PROBE) -> tuple[str, ...]:
+    """The lock keys of every GPU an engine that takes all it sees (llama.cpp without ``gpus``) uses:
+    each live GPU, else each entry of our ``CUDA_VISIBLE_DEVICES``, else each GPU of ``machine``;
+    ``HOST_KEY`` when none is known (such a launch still never overlaps another like it)."""
+    if machine is not None and machine.source == "nvml":
+        live = machine
+    elif live == PROBE:
+        live = live_machine()
+    if isinstance(live, Machine) and live.gpus:
+        return tuple(sorted({_physical(g) for g in live.gpus}))
+    parent = [e.strip() for e in (parent_visible or "").split(",") if e.strip()]
+    if parent:
+        return tuple(sorted({_lock_key(i, e, None) for i, e in enumerate(parent)}))
+    if machine is not None and machine.gpus:
+        return tuple(sorted({f"index-{g.index}" for g in machine.gpus}))
+    return (HOST_KEY,)
 
 
 def engine_env(dep: Deployment, visible: Sequence[str],

@@ -43,6 +43,7 @@ class StartupFacts(Facts):
     transport: dict[str, Any] | Absent = ABSENT    # NCCL's transport lines (launch/nccl.py) and the verdict
     node_leftovers: dict[str, tuple[int, ...]] | Absent = ABSENT  # host -> pids of this launch left after the stop
     launch_marker: str | Absent = ABSENT           # GPULAYOUT_LAUNCH_ID: how its processes were found on each node
+    lock_wait_s: float | Absent = ABSENT           # seconds it waited for its GPU locks before the engine started
 
 
 #: The facts of a startup check that launched nothing.

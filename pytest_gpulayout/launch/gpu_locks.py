@@ -2,7 +2,7 @@
 
 Two launches that share a GPU must never overlap, also across pytest-xdist workers and separate
 pytest runs, because each measures the memory the other is using. So every launch holds an
-exclusive ``flock`` per physical GPU (its NVML UUID on a live machine, else its CUDA index) until
+exclusive ``flock`` per physical GPU (its NVML UUID read at launch time, else its index; ``launch/argv.py``) until
 its whole tree is gone, in a 0700 directory of the user, taken in sorted order so two launches
 wanting overlapping sets cannot deadlock, and waited for with a limit and a message.
 The engine listens on 127.0.0.1 only, on a port that is free when it is chosen.
@@ -50,7 +50,9 @@ def _lock_name(key: str) -> str:
 
 
 def gpu_label(key: str) -> str:
-    """``index-0`` -> ``GPU 0``; a UUID stays as it is (``GPU GPU-8f3c...``)."""
+    """``index-0`` -> ``GPU 0``; a UUID stays as it is (``GPU GPU-8f3c...``); ``host``: no GPU was known."""
+    if key == "host":
+        return "the host (no GPU known)"
     return f"GPU {key[len('index-'):]}" if key.startswith("index-") else f"GPU {key}"
 
 
@@ -95,7 +97,7 @@ class HeldLocks:
                 os.close(fd)
 
 
-def _print_wait(line: str) -> None:
+def print_wait(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
@@ -113,7 +115,7 @@ def acquire(keys: Iterable[str], lock_dir: Path | None = None, timeout_s: float 
         by_name.setdefault(_lock_name(k), k)
     names = sorted(by_name)
     directory = lock_dir if lock_dir is not None else default_lock_dir()
-    say = on_wait or _print_wait
+    say = on_wait or print_wait
     t0 = time.monotonic()
     deadline = None if timeout_s is None else t0 + timeout_s
     fds: list[int] = []

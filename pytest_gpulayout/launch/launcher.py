@@ -13,22 +13,30 @@ This is the only module that starts processes. Its promises:
   SIGKILLed by the OOM killer or a CI timeout) the watchdog freezes the tree, reads the
   ``/dev/shm`` names it maps, SIGKILLs it, waits until it is gone, unlinks those names, removes the
   private ``TMPDIR`` and only then releases the GPU locks. ``LaunchResult.cleaned`` says what it
-  removed, ``leftover_pids`` what survived (it must be empty).
+  removed, ``leftover_pids`` what survived (it must be empty). **Each finishes alone**: when the
+  watchdog itself is killed (from outside), the engine's tree is orphaned to init, and the launcher
+  does the watchdog's work: it remembers every pid of the tree it saw with its start time, and its
+  fallback (``ProcessTree.sweep``) freezes and SIGKILLs those, their children, the members of their
+  process groups and sessions, and every process whose environment carries the launch's private
+  ``TMPDIR`` (what a worker that left the group and the session before we saw it still inherited).
 - It stops the engine as soon as the log answers the question: every expected engine has reported
   its KV pool, a recognised error has happened (after a short linger, so the traceback's last line
   is in the log), the process exited, or the timeout passed.
   At the KV pool the verdict is known and the rest is teardown; with the containment and clean-up
   above a hard stop is safe, so the tree is SIGKILLed at once (``kv_stop="kill"``, the default:
   gone within a second of the KV line instead of vLLM's 7-9 s shutdown on CPU, and on GPUs no
-  CUDA-graph capture). Every other stop is graceful: ``stop_signal`` (SIGTERM, or SIGINT: what a
-  Ctrl-C in the engine's terminal sends) to the tree, a grace, SIGKILL. The grace is
-  ``max(grace_s, 1.5 x the longest stop measured in this process)``: a machine where engines take
-  longer to stop gets more. A graceful stop that ran out of grace is reported (``escalated``,
-  ``stop_note``), never silently passed.
+  CUDA-graph capture). Every other stop is graceful: ``stop_signal`` (the engine's own,
+  ``Engine.stop_signal``: the one its server honours at every phase of its startup) to the tree, a
+  grace, SIGKILL. The grace is ``max(grace_s, 1.5 x the longest stop measured in this process)``, at
+  most 3 x ``grace_s``: a machine where engines take longer to stop gets more, and stops that needed
+  SIGKILL do not compound across the launches of a run. A graceful stop that ran out of grace is
+  reported (``escalated``, ``stop_note``; the verdict says so), never silently passed.
 - **Interrupts.** The first Ctrl-C/SIGTERM/SIGHUP to this process stops every active launch the
   graceful way (its own stop signal, its full grace), a second one escalates to SIGKILL; then the
   signal does what it would have done (KeyboardInterrupt, or the default action). A signal this
-  process ignores (a job started with ``&`` ignores SIGINT) stays ignored. The first launch
+  process ignores (a job started with ``&`` ignores SIGINT) stays ignored. Ctrl-Z (SIGTSTP) stops
+  the engines' trees with this process (SIGSTOP through their watchdogs), and SIGCONT resumes them;
+  the time stopped does not count against their timeouts. The first launch
   installs the handlers and an ``atexit`` hook; importing this module changes nothing.
 - The log is created ``O_CREAT | O_EXCL | O_NOFOLLOW`` with mode 0600 (a planted symlink or file
   in a shared ``--log-dir`` is refused, never followed), only once the command could be started
@@ -36,8 +44,14 @@ This is the only module that starts processes. Its promises:
 - Memory stays bounded however much the engine prints: lines are parsed as they stream, only the
   last ``tail_lines`` are kept, and the log file is capped.
 - Launches that share a GPU never overlap, also across pytest-xdist workers: a ``flock`` per
-  physical GPU (``gpu_locks``), waited for within ``timeout_s`` with a "waiting for GPU 0 held by
-  pid N" line, and held by the watchdog until the tree is gone.
+  physical GPU (``gpu_locks``), held by the watchdog until the tree is gone. The wait for it is
+  not the engine's time: it has a limit of its own (``lock_timeout_s``, default
+  ``lock_wait_limit``), the engine gets its whole ``timeout_s`` after it, and it is said
+  ("waiting for GPU 0 held by pid N") through ``progress`` (also from pytest-xdist workers:
+  ``launch/progress.py``), else ``on_wait``, else on stderr; ``LaunchResult.lock_wait_s`` is how
+  long. When something survives SIGKILL (``leftover_pids``), the lock stays held until it is gone
+  too: the watchdog stays for it, or, when the watchdog was killed, a keeper (``watchdog.py
+  --hold``) the launcher starts.
 
 The tree walk lives in ``proctree`` and ``watchdog``, the GPU locks and the free port in
 ``gpu_locks``. This module re-exports ``process_table``, ``pid_alive``, ``gpu_locks``,
@@ -68,7 +82,14 @@ from types import FrameType
 from typing import Any, Literal, Protocol
 
 from pytest_gpulayout.errors import LaunchError
-from pytest_gpulayout.launch.gpu_locks import HeldLocks, acquire, default_lock_dir, free_port, gpu_locks
+from pytest_gpulayout.launch.gpu_locks import (
+    HeldLocks,
+    acquire,
+    default_lock_dir,
+    free_port,
+    gpu_locks,
+    print_wait,
+)
 from pytest_gpulayout.launch.logparse import LogGrammar, LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
 from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
@@ -78,7 +99,7 @@ __all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_l
            "process_table"]
 
 #: Why a launch stopped (``LaunchResult.stopped_by``).
-StopReason = Literal["kv", "ready", "error", "exit", "timeout", "interrupt"]
+StopReason = Literal["kv", "ready", "error", "exit", "timeout", "interrupt", "watchdog"]
 _READ_CHUNK = 1 << 16
 _LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
 WATCHDOG = str(Path(__file__).with_name("watchdog.py"))
@@ -89,6 +110,15 @@ _FINAL_WAIT_S = 20.0
 #: how often the launcher reads the tree's memory maps for ``/dev/shm`` names
 _MAPS_INTERVAL_S = 1.0
 _GRACE_CAP_S = 120.0
+def lock_wait_limit(timeout_s: float, grace_s: float) -> float:
+    """How long a launch waits for its GPU locks by default: long enough for another launch's whole
+    run (its timeout and a stop at the longest grace), twice, and a minute."""
+    return 2 * (timeout_s + _GRACE_GROWTH * grace_s) + 60.0
+
+
+#: the adapted grace is at most this many times the grace asked for: stops that needed SIGKILL do not
+#: compound (10 -> 30 -> 90 s across the deployments of one run)
+_GRACE_GROWTH = 3.0
 _SOCKET_PATH_MAX = 100   # sizeof(sockaddr_un.sun_path) is 108 with its NUL; leave a margin
 _TMP_NAME_LEN = len("/gpulayout-") + 8
 #: graceful stops measured in this process (seconds from the stop signal until the tree was gone)
@@ -101,8 +131,10 @@ class LaunchResult:
 
     ``stopped_by``: ``kv`` (every expected pool reported), ``ready`` (server up, with
     ``stop_when="ready"``), ``error`` (recognised error), ``exit`` (the engine exited by itself),
-    ``timeout``, ``interrupt`` (a signal to this process, when its previous handler does not raise).
-    ``returncode`` is the engine's own code for ``exit``, else our signal (``-9`` after a hard stop).
+    ``timeout``, ``interrupt`` (a signal to this process, when its previous handler does not raise),
+    ``watchdog`` (the watchdog was killed from outside: ``watchdog_returncode`` says how; the launcher
+    stopped the tree itself). ``returncode`` is the engine's own code for ``exit``, else our signal
+    (``-9`` after a hard stop); None when the watchdog died before it could say.
     ``seconds_to_kv``: from start until the last expected pool was reported;
     ``seconds_to_stop``: until the stop began (the answer was known); ``seconds_total``: until the
     whole tree was gone. The difference of the last two is the teardown.
@@ -136,6 +168,8 @@ class LaunchResult:
     cleaned: tuple[str, ...] = ()
     containment: str = ""
     lock_wait_s: float = 0.0
+    watchdog_returncode: int | None = None
+    suspended_s: float = 0.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -178,6 +212,27 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         run.interrupt(signum, escalate)
 
 
+def _on_suspend(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-Z (SIGTSTP): the engines are stopped with us (SIGSTOP to each tree), or they would go on
+    holding their GPUs and locks and running out their clocks; on SIGCONT they go on, and the time
+    spent stopped does not count against their timeouts."""
+    runs = list(_ACTIVE.values())
+    for run in runs:
+        run.suspend()
+    t = time.monotonic()
+    prev = _PREVIOUS.get(signum, signal.SIG_DFL)
+    if callable(prev):
+        prev(signum, frame)
+    elif prev == signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.kill(os.getpid(), signum)   # stopped here until SIGCONT
+        finally:
+            signal.signal(signum, _on_suspend)
+    for run in runs:
+        run.resume(time.monotonic() - t)
+
+
 def _redeliver() -> None:
     """After the last active launch is cleaned up: do what the pending signal would have done."""
     if not _PENDING or _ACTIVE:
@@ -213,6 +268,11 @@ def _install_handlers() -> None:
             except (ValueError, OSError):
                 continue
             _PREVIOUS[sig] = current if current is not None else signal.SIG_DFL
+        current = signal.getsignal(signal.SIGTSTP)
+        if current is not _on_suspend and current != signal.SIG_IGN:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(signal.SIGTSTP, _on_suspend)
+                _PREVIOUS[signal.SIGTSTP] = current if current is not None else signal.SIG_DFL
 
 
 class Watcher(Protocol):
@@ -231,11 +291,12 @@ class Watcher(Protocol):
 
 
 def adapted_grace(grace_s: float, measured: Sequence[float] | None = None) -> float:
-    """The grace for the next graceful stop: at least ``grace_s``, and 1.5 x the longest measured stop."""
+    """The grace for the next graceful stop: at least ``grace_s``, and 1.5 x the longest measured stop,
+    but at most ``_GRACE_GROWTH`` x ``grace_s`` (and ``_GRACE_CAP_S``)."""
     stops = _MEASURED_STOPS if measured is None else measured
     if not stops:
         return grace_s
-    return round(max(grace_s, min(_GRACE_CAP_S, 1.5 * max(stops))), 1)
+    return round(max(grace_s, min(_GRACE_CAP_S, _GRACE_GROWTH * grace_s, 1.5 * max(stops))), 1)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,8 +394,9 @@ def launch(
     """Run ``argv`` until the log answers, then stop it and its whole tree. See the module docstring.
 
     ``env`` is the complete environment of the engine (its ``TMPDIR`` is replaced by a private
-    directory inside it). ``gpus`` are the lock keys of the GPUs it uses; the wait for them counts
-    against ``timeout_s`` (and ``lock_timeout_s`` when given). ``kv_stop``: ``kill`` (hard stop at the
+    directory inside it). ``gpus`` are the lock keys of the GPUs it uses; the wait for them has its own
+    limit (``lock_timeout_s``, default ``lock_wait_limit``) and does not count against ``timeout_s``.
+    ``kv_stop``: ``kill`` (hard stop at the
     pool) or ``signal`` (graceful, like every other stop). Raises ``LaunchError`` when the command
     cannot be started at all, its log file cannot be created, or the GPUs stay taken.
 
@@ -359,17 +421,26 @@ def launch(
         raise ValueError(f"kv_stop must be 'kill' or 'signal', not {kv_stop!r}")
     if not argv:
         raise LaunchError("empty engine command")
-    called_at = time.monotonic()  # progress counts the wait for the GPUs, as the timeout does
-    wait = timeout_s if lock_timeout_s is None else min(lock_timeout_s, timeout_s)
-    held = acquire(gpus, lock_dir, wait, on_wait)
+    called_at = time.monotonic()
+    wait = lock_wait_limit(timeout_s, grace_s) if lock_timeout_s is None else lock_timeout_s
+
+    def waiting(line: str) -> None:
+        """The wait for a GPU, said through ``progress`` (a phase of its own), else ``on_wait``/stderr."""
+        if on_wait is not None or progress is None:
+            (on_wait or print_wait)(line)
+        if progress is not None:
+            with contextlib.suppress(Exception):  # progress never fails a launch
+                progress(line.removeprefix("gpulayout: "), round(time.monotonic() - called_at, 1), wait, log_path)
+
+    held = acquire(gpus, lock_dir, wait, waiting)
     try:
         w: Watcher = watcher if watcher is not None else LogWatcher(grammars, expected_engines, ranks_per_engine)
         run = _Launch(tuple(str(a) for a in argv), dict(env), w,
-                      timeout_s=max(timeout_s - held.waited_s, 1.0), log_path=log_path,
-                      grace_s=adapted_grace(grace_s), stop_when=stop_when, linger_s=linger_s,
+                      timeout_s=timeout_s, log_path=log_path,
+                      grace_s=adapted_grace(grace_s), base_grace_s=grace_s, stop_when=stop_when, linger_s=linger_s,
                       tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
                       scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held,
-                      progress=progress, progress_clock=(called_at, timeout_s), serve=serve)
+                      progress=progress, progress_clock=(time.monotonic(), timeout_s), serve=serve)
         return run.run()
     finally:
         held.release()
@@ -378,6 +449,7 @@ def launch(
 class _Launch:
     def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: Watcher, *, timeout_s: float,
                  log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
+                 base_grace_s: float | None = None,
                  max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int,
                  kv_stop: str, locks: HeldLocks, progress: Progress | None = None,
                  progress_clock: tuple[float, float] | None = None, serve: Callable[[], bool] | None = None):
@@ -388,7 +460,9 @@ class _Launch:
         self.timeout_s = timeout_s
         self.log_path = log_path
         self.grace_s = grace_s
+        self.base_grace_s = grace_s if base_grace_s is None else base_grace_s
         self.stop_when = stop_when
+        self.suspended_s = 0.0   # time stopped by Ctrl-Z: not counted against the timeout
         self.linger_s = linger_s
         self.tail: deque[str] = deque(maxlen=max(1, tail_lines))
         self.max_log_bytes = max_log_bytes
@@ -492,6 +566,15 @@ class _Launch:
         if escalate:
             self.escalate = True
             self._send("kill second interrupt")
+
+    def suspend(self) -> None:
+        """From the SIGTSTP handler: stop the tree with us."""
+        self._send(f"signal {int(signal.SIGSTOP)}")
+
+    def resume(self, stopped_s: float) -> None:
+        """From the SIGTSTP handler, after SIGCONT: the tree goes on; its clock did not run meanwhile."""
+        self._send(f"signal {int(signal.SIGCONT)}")
+        self.suspended_s += stopped_s
 
     def abort(self) -> None:
         """At exit: let the watchdog kill and clean the tree, and wait for it (no pipe reading)."""
@@ -720,6 +803,8 @@ class _Launch:
         deadline = time.monotonic() + _FINAL_WAIT_S
         while self.final is None and self.status_fd >= 0 and time.monotonic() < deadline:
             self._pump(0.05)
+        if self.final is not None and self.final.get("leftover"):
+            return  # it stays, holding the GPU locks, until the survivors of SIGKILL are gone
         if self.dog is not None:
             try:
                 self.dog.wait(max(deadline - time.monotonic(), 1.0))
@@ -747,7 +832,8 @@ class _Launch:
 
     def _run(self, t0: float, started_at: float) -> LaunchResult:
         assert self.dog is not None
-        tree = ProcessTree(self.dog.pid)
+        # the private TMPDIR marks every process of the tree, also one orphaned when the watchdog is killed
+        tree = ProcessTree(self.dog.pid, marker=f"TMPDIR={self.tmpdir}" if self.tmpdir else "")
         stopped_by: StopReason = "timeout"
         kv_at: float | None = None
         stop_at = time.monotonic()
@@ -778,8 +864,10 @@ class _Launch:
             self._close_log()
             self._phase(CLEANED)
         final = self.final or {}
+        lost = stopped_by == "watchdog"
         return LaunchResult(
-            argv=self.argv, pid=self.engine_pid, returncode=self.exit_code if self.exited else -signal.SIGKILL,
+            argv=self.argv, pid=self.engine_pid,
+            returncode=self.exit_code if self.exited else None if lost else -signal.SIGKILL,
             seconds_to_kv=None if kv_at is None else round(kv_at - t0, 3),
             seconds_total=round(t_end - t0, 3), log=self.watcher.result(), log_path=self.log_path,
             tail=tuple(self.tail), timed_out=stopped_by == "timeout", leftover_pids=tuple(leftovers),
@@ -788,6 +876,8 @@ class _Launch:
             stop="kill" if hard else "signal", escalated=escalated, stop_note=note, grace_s=grace_used,
             cleaned=tuple(final.get("cleaned", ())), containment="cgroup" if self.in_cgroup else "subreaper",
             lock_wait_s=round(self.locks.waited_s, 3),
+            watchdog_returncode=self.dog.returncode if lost and self.dog is not None else None,
+            suspended_s=round(self.suspended_s, 3),
         )
 
     def _log_end(self, stopped_by: str, hard: bool, escalated: bool, teardown_s: float, leftovers: list[int]) -> None:
@@ -797,6 +887,11 @@ class _Launch:
         why = stopped_by
         if self.interrupted is not None:
             why = f"interrupt (signal {_signal_name(self.interrupted)} to the launcher)"
+        elif stopped_by == "watchdog" and self.dog is not None:
+            code = self.dog.returncode
+            how_dog = _signal_name(-code) if code is not None and code < 0 else f"exit code {code}"
+            why = (f"the watchdog (pid {self.dog.pid}) was killed from outside ({how_dog}); the launcher "
+                   f"stopped the tree")
         how = "SIGKILL at once (verdict known)" if hard else (
             f"{_signal_name(self.stop_signal)}, grace {self.grace_s:g} s"
             + (", then SIGKILL" if escalated else ""))
@@ -823,7 +918,6 @@ class _Launch:
                 self._send(f"shm {name}")
 
     def _watch(self, tree: ProcessTree, t0: float) -> tuple[StopReason, float | None]:
-        deadline = t0 + self.timeout_s
         next_scan = 0.0
         next_maps = time.monotonic() + 0.5
         reason: StopReason | None = None
@@ -832,6 +926,7 @@ class _Launch:
         w = self.watcher
         while True:
             now = time.monotonic()
+            deadline = t0 + self.timeout_s + self.suspended_s
             if now >= next_scan:
                 maps = now >= next_maps
                 self._scan(tree, maps)
@@ -853,8 +948,10 @@ class _Launch:
                     reason, linger_until = "kv", now + self.linger_s   # concurrency line, late ranks
                 elif self.stop_when == "ready" and w.ready and (self.serve is None or not self.serve()):
                     reason, linger_until = "ready", now
-                elif self.exited or self._dog_gone():
+                elif self.exited:
                     reason, linger_until = "exit", now + 0.3           # what it printed last
+                elif self._dog_gone():  # killed from outside: it never said the engine exited
+                    reason, linger_until = "watchdog", now + 0.3
                 elif now >= deadline:
                     reason, linger_until = "timeout", now
             if reason is not None:
@@ -872,9 +969,9 @@ class _Launch:
             return False, None
         t = time.monotonic()
         self._send(f"signal {self.stop_signal}")
-        deadline = t + self.grace_s
         next_scan = 0.0
-        while not self.empty and not self.escalate and time.monotonic() < deadline and not self._dog_gone():
+        while not self.empty and not self.escalate and not self._dog_gone() \
+                and time.monotonic() < t + self.grace_s + self.suspended_s:
             self._pump(0.05)
             self._tick()
             if time.monotonic() >= next_scan:  # late shm names (workers map segments while they shut down)
@@ -884,7 +981,8 @@ class _Launch:
         if self.empty:
             _MEASURED_STOPS.append(took)
             return False, None
-        _MEASURED_STOPS.append(2 * self.grace_s)  # it took longer than the grace: back off
+        # it took longer than the grace: back off, from the grace asked for (never compounding)
+        _MEASURED_STOPS.append(2 * self.base_grace_s)
         if self.escalate:
             return True, (f"a second interrupt cut the stop short after {took:.1f} s: the engine was "
                           f"SIGKILLed")
@@ -897,13 +995,17 @@ class _Launch:
         dog_pid = self.dog.pid if self.dog is not None else -1
         final = self.final
         if final is None:  # the watchdog died before its report (killed from outside): fall back
-            if self.cgroup:
-                with contextlib.suppress(OSError):
-                    Path(self.cgroup, "cgroup.kill").write_text("1")
-            tree.scan()
-            for _ in range(3):
-                tree.signal(signal.SIGKILL)
-                time.sleep(0.1)
+            def frozen(pids: list[int]) -> None:  # what the frozen tree maps is what it may have made
+                for pid in pids:
+                    if pid != dog_pid:
+                        self.shm_sent.update(shm_names(pid))
+                if self.cgroup:
+                    with contextlib.suppress(OSError):
+                        Path(self.cgroup, "cgroup.kill").write_text("1")
+
+            # its orphans are init's now: find them by what they were seen as and by the TMPDIR they
+            # inherited, freeze them, SIGKILL them (``ProcessTree.sweep``)
+            tree.sweep(_FINAL_WAIT_S / 2, frozen)
             if not [p for p in tree.alive() if p != dog_pid] and not (self.cgroup and cgroup_procs(self.cgroup)):
                 for name in shm_to_remove(self.shm_sent, self.shm_before, set(tree.alive()))[0]:
                     with contextlib.suppress(OSError):
@@ -911,4 +1013,20 @@ class _Launch:
                 self._cleanup_self()
         alive = set(final.get("leftover", ()) if final else ())
         alive.update(p for p in tree.alive() if p != dog_pid)
-        return sorted(p for p in alive if pid_alive(p))
+        left = sorted(p for p in alive if pid_alive(p))
+        if left and not (final and final.get("leftover") and not self._dog_gone()):
+            self._keep_locks(left)
+        return left
+
+    def _keep_locks(self, survivors: list[int]) -> None:
+        """Survivors of SIGKILL and no watchdog to hold the GPU locks until they are gone: a keeper does
+        (``watchdog.py --hold``), so the next launch never starts beside them."""
+        if not self.locks.fds:
+            return
+        table = process_table()
+        held = ",".join(f"{p}:{table[p].start}" for p in survivors if p in table)
+        with contextlib.suppress(OSError, ValueError):
+            subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, "--hold", held,
+                              "--keep", ",".join(map(str, self.locks.fds))],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, pass_fds=self.locks.fds)

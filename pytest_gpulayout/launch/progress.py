@@ -206,19 +206,29 @@ def status_text(name: str, phase: str, elapsed_s: float, timeout_s: float, log_p
     return f"gpulayout: startup {name}: {phase}, {elapsed_s:.0f} s of {timeout_s:g} s{log}"
 
 
-class Reporter:
-    """Where progress goes: one ``StatusLine`` per launch (``for_launch``) or slow task (``task``)."""
+#: How a launch's wait for its GPUs shows as its phase (``waiting for GPU 0 held by pid N``): it
+#: comes before ``starting`` and is not one of ``PHASES``.
+WAITING = "waiting for "
 
-    def __init__(self, new_line: Callable[[], StatusLine]) -> None:
+
+class Reporter:
+    """Where progress goes: one ``StatusLine`` per launch (``for_launch``) or slow task (``task``).
+
+    ``waits_only``: a launch shows only its waits for GPUs (an xdist worker: the controller's line of
+    dots stays whole, but a launch that cannot start because another holds its GPU says so)."""
+
+    def __init__(self, new_line: Callable[[], StatusLine], *, waits_only: bool = False) -> None:
         self._new_line = new_line
+        self._waits_only = waits_only
 
     def for_launch(self, name: str) -> Progress:
         """The ``progress`` callback for the launch of deployment ``name``."""
         line = self._new_line()
         ended = [False]
+        waits_only = self._waits_only
 
         def report(phase: str, elapsed_s: float, timeout_s: float, log_path: Path | None) -> None:
-            if ended[0]:
+            if ended[0] or (waits_only and not phase.startswith(WAITING)):
                 return  # the line was closed at ``cleaned``
             text = status_text(name, phase, elapsed_s, timeout_s, log_path)
             if phase == CLEANED:
@@ -322,11 +332,30 @@ class _TerminalReporterStream:
         pass  # each write flushed while the capture was suspended
 
 
+class _WorkerStream:
+    """An xdist worker's way to the terminal: the stderr it inherited, written with capture suspended."""
+
+    def __init__(self, capman: Any, worker: str) -> None:
+        self.capman = capman
+        self.worker = worker
+
+    def write(self, text: str, /) -> None:
+        ctx = self.capman.global_and_fixture_disabled() if self.capman is not None else contextlib.nullcontext()
+        with ctx:
+            sys.stderr.write("".join(f"[{self.worker}] {ln}" for ln in text.splitlines(keepends=True)))
+            sys.stderr.flush()
+
+    def flush(self) -> None:
+        pass
+
+
 def pytest_reporter(config: Any) -> Reporter | None:
     """The reporter for a pytest run, or None where progress must not be written.
 
-    - Only through the terminal reporter, and only where there is one: an xdist worker has none that
-      reaches the terminal (its stdout is the channel to the controller), ``-p no:terminal`` none at all.
+    - Through the terminal reporter, where there is one (``-p no:terminal``: none at all). An xdist
+      worker has none that reaches the terminal (its stdout is the channel to the controller): it
+      says only its waits for GPUs, one line each, on the stderr it inherited from the controller
+      (the terminal), with pytest's capture suspended, naming the worker (``[gw0]``).
     - On a terminal: a live line per launch. pytest's current line (the file's dots, or ``-v``'s test
       id) is ended first, as live logging does; the line is kept with its final phase.
     - Not on a terminal (CI): one line per phase.
@@ -334,8 +363,16 @@ def pytest_reporter(config: Any) -> Reporter | None:
       for its ``[ NN%]`` column: a line rewritten among the dots would shift it. Who wants to watch a
       launch drops ``-q`` (or runs ``gpulayout check --launch``); the startup finding names the log.
     """
-    if hasattr(config, "workerinput") or config.get_verbosity() < 0:
+    if config.get_verbosity() < 0:
         return None
+    if hasattr(config, "workerinput"):
+        worker = str(config.workerinput.get("workerid", "worker"))
+        capman = config.pluginmanager.get_plugin("capturemanager")
+
+        def worker_line() -> StatusLine:
+            return StatusLine(_WorkerStream(capman, worker), tty=False)
+
+        return Reporter(worker_line, waits_only=True)
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
         return None

@@ -32,7 +32,7 @@ from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.reprobe import _try_probe, memory_not_released
 from pytest_gpulayout.launch.served import Served
-from pytest_gpulayout.launch.verdict import _LOG_COUNTER, CHECK, STOP_SIGNAL, judge
+from pytest_gpulayout.launch.verdict import _LOG_COUNTER, CHECK, judge
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.machine.probe import probe
 from pytest_gpulayout.memory.pool import PoolPrediction
@@ -123,7 +123,7 @@ def launch_deployment(
         before = _try_probe(reprobe)
         result = launch(argv, env=engine_env(dep, plan.visible), watcher=engine.log_watcher(engines, ranks),
                         timeout_s=dep.launch.timeout_s, log_path=log_path,
-                        grace_s=grace_s, stop_when=stop_when, gpus=plan.lock_keys, stop_signal=STOP_SIGNAL,
+                        grace_s=grace_s, stop_when=stop_when, gpus=plan.lock_keys, stop_signal=engine.stop_signal,
                         progress=progress)
     except LaunchError as err:
         cmd = (list(dep.launch.command) if dep.launch.command

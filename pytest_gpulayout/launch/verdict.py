@@ -28,9 +28,8 @@ from pytest_gpulayout.memory.pool import PoolPrediction
 from pytest_gpulayout.model.spec import ModelSpec
 
 CHECK = "startup"
-#: How an engine is asked to stop: Ctrl-C, as in the terminal it was started from. vLLM 0.32's API
-#: server does not exit on SIGTERM before uvicorn is up (it hangs until SIGKILL, measured: 10 s of
-#: grace lost per launch); on SIGINT the API server, engine core and workers all exit in seconds.
+#: How an engine is asked to stop when the caller has no engine object to ask (``Engine.stop_signal``
+#: is each engine's own): Ctrl-C, as in the terminal it was started from.
 STOP_SIGNAL = signal.SIGINT
 TAIL_IN_MESSAGE = 12
 #: a real pool further than this from the prediction warns, naming both figures and the term most
@@ -176,10 +175,15 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         stopped_by=result.stopped_by, returncode=result.returncode,
         leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
         stop=result.stop, escalated=result.escalated, stop_note=result.stop_note,
-        cleaned=tuple(result.cleaned), containment=result.containment,
+        cleaned=tuple(result.cleaned), containment=result.containment, lock_wait_s=result.lock_wait_s,
     )
     where = f" Log: {result.log_path}." if result.log_path else ""
     tail = _tail_text(result.tail)
+    waited = (f" It waited {result.lock_wait_s:.0f} s for its GPUs (held by another launch) before it "
+              f"started; that time was not its own." if result.lock_wait_s >= 1 else "")
+    killed = ""
+    if result.escalated:  # the stop it was asked for did not end it: say so, whatever the verdict
+        killed = f" Its stop needed SIGKILL: {result.stop_note or 'it did not stop within its grace'}."
     leftover = ""
     if result.leftover_pids:
         leftover = (f" Engine processes {', '.join(map(str, result.leftover_pids))} survived SIGKILL and are "
@@ -194,10 +198,19 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
             msg = (f"{dep.name}: {name} did not report its KV pool within {dep.launch.timeout_s:.0f} s "
                    f"(launch.timeout_s); raise the timeout if the model is large, else see the log."
                    f"{where}{leftover}")
+        elif result.stopped_by == "watchdog":
+            code = result.watchdog_returncode
+            how = (f"by {signal.Signals(-code).name}" if code is not None and code < 0
+                   and -code in signal.valid_signals() else f"with code {code}")
+            msg = (f"{dep.name}: the launch's watchdog was killed from outside ({how}) before {name} reported "
+                   f"its KV pool; the launcher stopped {name}'s process tree itself. Nothing is known of "
+                   f"{name}'s own fate: run the check again.{where}{leftover}")
+        elif result.stopped_by == "interrupt":
+            msg = (f"{dep.name}: the launch was interrupted before {name} reported its KV pool.{where}{leftover}")
         else:
             msg = (f"{dep.name}: {name} exited with code {result.returncode} before reporting its KV pool, "
                    f"and its log names no known cause.{where}{leftover}")
-        msg += disagree
+        msg += disagree + killed + waited
         if tail:
             msg += f"\n  last lines:\n{tail}"
         return failed(CHECK, msg, data)
@@ -230,6 +243,8 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     said += f" = {conc_text}" if conc_text else ""
     said += f" after {result.seconds_to_kv:.0f} s" if result.seconds_to_kv is not None else ""
     said += pred
+    if result.lock_wait_s >= 1:
+        said += f" (it waited {result.lock_wait_s:.0f} s for its GPUs first)"
 
     problems: list[str] = []
     if length and kv < length:
@@ -249,9 +264,9 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     if result.leftover_pids:
         problems.append(leftover.strip())
     if problems:
-        return failed(CHECK, f"{said}; " + "; ".join(problems) + f".{disagree}{where}", data)
+        return failed(CHECK, f"{said}; " + "; ".join(problems) + f".{disagree}{killed}{where}", data)
     if contradictions:
-        return failed(CHECK, f"{said}.{disagree}{where}", data)
+        return failed(CHECK, f"{said}.{disagree}{killed}{where}", data)
     warnings: list[str] = []
     if result.escalated:  # the pool is right, but the engine did not stop the way it was asked to
         cleaned = (f" Cleaned up after it: {', '.join(result.cleaned)}." if result.cleaned else "")

@@ -28,6 +28,15 @@ and the watchdog starts the engine. Why a process of its own:
   segments when the name was taken as proof). The launch's private ``TMPDIR`` (vLLM puts its ZMQ IPC
   sockets and ``vllm_dist_*`` files there: ``vllm/utils/network_utils.py get_open_zmq_ipc_path``,
   ``vllm/v1/executor``) is removed.
+- **A signal to the engine's process group never reaches another group.** The group's id is the
+  engine's pid. The watchdog reads the engine's exit without reaping it (``waitid(WNOWAIT)``), so its
+  pid stays taken (a zombie) until the tree is gone, and ``killpg`` cannot hit a group that reused
+  the number; it is reaped last. Signals to single pids go through ``os.kill`` right after the walk
+  that found them as descendants of this subreaper.
+- **The GPU locks outlive every survivor.** When something of the tree survives SIGKILL (a process
+  stuck in the kernel, in uninterruptible sleep), the report says so and the watchdog stays, holding
+  the GPU locks, until the survivors are gone: the next launch never starts beside them. The launcher
+  does the same through a small keeper (``--hold``) when it had to finish without the watchdog.
 - **The engine starts clean.** SIGINT, SIGTERM, SIGHUP and SIGPIPE at their defaults and no signal
   blocked, whatever the launcher inherited (a job started with ``&`` ignores SIGINT, and vLLM's
   API server would then ignore the Ctrl-C it is stopped with); stdin is ``/dev/null``.
@@ -205,6 +214,62 @@ def shm_to_remove(used: set[str], before: ShmListing | None, tree: set[int]) -> 
     return sorted(candidates & used), sorted(candidates - used)
 
 
+def _children() -> list[int]:
+    """This process's children (zombies included), from ``/proc/self/task/*/children``, else a walk."""
+    me = os.getpid()
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{tid}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        return out
+    except (OSError, ValueError):
+        pass
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None and st[0] == me:
+                out.append(int(name))
+    return out
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (tells it from a process that reuses its pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        return None if fields[0] in (b"Z", b"X", b"x") else int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def hold(keep: list[int], pids: dict[int, int], poll_s: float = 0.2, kill_every_s: float = 5.0) -> None:
+    """Keep the GPU lock descriptors ``keep`` open while any of ``pids`` (pid -> start ticks) lives,
+    SIGKILLing them again now and then (a process out of uninterruptible sleep dies at once)."""
+    next_kill = time.monotonic() + kill_every_s
+    while True:
+        live = {p: s for p, s in pids.items() if _start_ticks(p) == s}
+        if not live:
+            break
+        if time.monotonic() >= next_kill:
+            for pid in live:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            next_kill = time.monotonic() + kill_every_s
+        with contextlib.suppress(ChildProcessError, OSError):
+            for child in _children():
+                os.waitpid(child, os.WNOHANG)
+        time.sleep(poll_s)
+    for fd in keep:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def cgroup_procs(path: str) -> list[int]:
     try:
         with open(os.path.join(path, "cgroup.procs")) as f:
@@ -224,6 +289,7 @@ class Watchdog:
         self.tmpdir = tmpdir
         self.keep = keep
         self.engine = -1
+        self.engine_reaped = False
         self.exit_reported = False
         self.empty_reported = False
         self.shm: set[str] = set()
@@ -243,7 +309,7 @@ class Watchdog:
         return sorted(pids)
 
     def signal_tree(self, sig: int) -> list[int]:
-        if self.engine > 0:
+        if self.engine > 0 and not self.engine_reaped:  # its unreaped pid keeps the group's id ours
             with contextlib.suppress(OSError):
                 os.killpg(self.engine, sig)
         pids = self.tree()
@@ -253,20 +319,38 @@ class Watchdog:
         return pids
 
     def reap(self) -> bool:
-        """Reap every exited child; True when no child is left (the tree is gone)."""
-        while True:
+        """Reap every exited child but the engine, whose exit is read without reaping it (``WNOWAIT``:
+        its pid, the id of its process group, stays taken); True when the tree is gone."""
+        for pid in _children():
+            if pid != self.engine:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+        running = False
+        if self.engine > 0 and not self.engine_reaped:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                info = os.waitid(os.P_PID, self.engine, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
-                if not self.empty_reported and self.engine > 0 and not (self.cgroup and cgroup_procs(self.cgroup)):
-                    self.send(empty=True)
-                    self.empty_reported = True
-                return True
-            if pid == 0:
-                return False
-            if pid == self.engine and not self.exit_reported:
-                self.send(exit=os.waitstatus_to_exitcode(status))
+                info = None
+                self.engine_reaped = True
+            if info is None:
+                running = not self.engine_reaped
+            elif not self.exit_reported:
+                code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+                self.send(exit=code)
                 self.exit_reported = True
+        if running or [p for p in _children() if p != self.engine]:
+            return False
+        if not self.empty_reported and self.engine > 0 and not (self.cgroup and cgroup_procs(self.cgroup)):
+            self.send(empty=True)
+            self.empty_reported = True
+        return True
+
+    def reap_engine(self) -> None:
+        """Reap the engine's zombie, last (the tree is gone, nothing is signalled any more)."""
+        if self.engine > 0 and not self.engine_reaped:
+            with contextlib.suppress(ChildProcessError, OSError):
+                if os.waitpid(self.engine, os.WNOHANG)[0] == self.engine:
+                    self.engine_reaped = True
 
     def spawn(self, argv: list[str]) -> bool:
         cgroup = self.cgroup
@@ -397,9 +481,17 @@ class Watchdog:
                         time.sleep(0.01)
         self.send(final=self.stop_requested, killed=sorted(killed), cleaned=cleaned, leftover=leftover,
                   unattributed=[os.path.join(SHM_DIR, n) for n in unattributed])
+        if leftover:  # survivors of SIGKILL: the GPU locks stay held until they are gone too
+            starts = {p: t for p in leftover if (t := _start_ticks(p)) is not None}
+            for fd in (self.status, self.control):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            hold(self.keep, starts)
+            self.reap()
         for fd in self.keep:  # the GPU locks: released only now that the tree is gone
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self.reap_engine()
 
 
 def _fds(text: str) -> list[int]:
@@ -413,6 +505,16 @@ def main(args: Iterable[str]) -> int:
         key = argv.pop(0)
         opts[key.lstrip("-")] = argv.pop(0) if argv else ""
     engine = argv[1:]
+    if "hold" in opts:  # the launcher's keeper: hold the GPU locks while the survivors it names live
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        pids: dict[int, int] = {}
+        for item in opts["hold"].split(","):
+            pid, _, start = item.partition(":")
+            if pid.isdigit() and start.isdigit():
+                pids[int(pid)] = int(start)
+        hold(_fds(opts.get("keep", "")), pids)
+        return 0
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):  # a terminal's signals are the launcher's to act on
         signal.signal(sig, signal.SIG_IGN)
     dog = Watchdog(int(opts["control"]), int(opts["status"]), opts.get("cgroup", ""), opts.get("tmpdir", ""),

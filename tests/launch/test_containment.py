@@ -316,7 +316,8 @@ def test_a_stopped_lock_holder_is_named_and_waited_for_within_the_timeout(
                               stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-        err, took = _launch_in_thread(lambda: fake.run(fake.argv("replay"), gpus=["index-0"], timeout_s=2), 15)
+        err, took = _launch_in_thread(lambda: fake.run(fake.argv("replay"), gpus=["index-0"], timeout_s=30,
+                                                          lock_timeout_s=2), 15)
         assert isinstance(err, LaunchError), err
         assert f"GPU 0 is still held by pid {holder.pid}" in str(err)
         assert took < 8
@@ -556,3 +557,372 @@ def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 2: without a cgroup, a killed watchdog let the processes that left the group and the
+# session escape: the launcher's fallback walked the tree it had seen and missed those it had not
+# ------------------------------------------------------------------------------------------------
+def _kill_the_watchdog_when(fake: Fake, roles: set[str], limit_s: float = 30) -> threading.Thread:
+    """A thread that SIGKILLs the launch's watchdog (the session leader of the engine's main process)
+    as soon as every role in ``roles`` has written its pid file."""
+
+    def body() -> None:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            if roles <= set(fake.processes()):
+                main = next(fake.pids.glob("main-*.pid")).read_text().split()
+                os.kill(int(main[2]), signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-if-allowed", "subreaper-only"])
+def test_a_killed_watchdog_leaves_nothing_the_launcher_finishes_alone(fake: Fake, cgroup: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher, "USE_CGROUP", cgroup, raising=False)
+    before = replace(fake.snapshot(), lock_keys=("index-0",), lock_dir=fake.locks)
+    roles = {"main", "child", "escaped", "escaped-grandchild", "daemon"}
+    killer = _kill_the_watchdog_when(fake, roles)
+    # the launcher looks at the tree once at the start, never again: what left the group and the
+    # session after that is found by the TMPDIR it inherited
+    result = fake.run(fake.argv("never-reports,shm,fork,daemon"), scan_interval_s=600, gpus=["index-0"])
+    killer.join()
+    assert roles <= set(fake.processes()), fake.processes()
+    assert fake.alive() == {}, f"escaped: {fake.alive()}"
+    assert result.leftover_pids == ()
+    assert before.wait_clean(5) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 9: the engine's process group was signalled by the engine's pid after the engine was
+# reaped (a reused pid names another group), and the GPU lock was released although processes
+# survived SIGKILL
+# ------------------------------------------------------------------------------------------------
+def _state(pid: int) -> str:
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return "gone"
+    return data[data.rindex(b")") + 2:].split()[0].decode()
+
+
+def test_the_engines_pid_names_its_group_until_the_tree_is_gone(fake: Fake) -> None:
+    # the engine exits at once and leaves its group's children running (they ignore SIGTERM): while the
+    # tree is being stopped, the group's id must stay the engine's (an unreaped zombie), never free for reuse
+    seen: list[str] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "child" not in fake.processes():
+            time.sleep(0.01)
+        main = fake.processes().get("main")
+        while main is not None and time.monotonic() < deadline and "child" in fake.alive():
+            seen.append(_state(main))
+            time.sleep(0.02)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    result = fake.run(fake.argv("never-reports,exits-early,fork", scale=0.01, exit_code=3), grace_s=1)
+    t.join()
+    assert result.stopped_by == "exit" and result.returncode == 3
+    after_exit = seen[seen.index("Z"):] if "Z" in seen else seen[-1:]
+    assert after_exit and set(after_exit) == {"Z"}, f"the engine's pid was freed while its group lived: {seen[-5:]}"
+    assert _state(fake.processes()["main"]) == "gone"   # reaped in the end
+    assert fake.alive() == {} and result.leftover_pids == ()
+
+
+HOLDING_WATCHDOG = textwrap.dedent("""
+    import fcntl, os, signal, subprocess, sys
+    sys.path.insert(0, sys.argv[2])
+    import watchdog
+    watchdog.KILL_WAIT_S = 0.5
+    lock = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    real_kill = os.kill
+    def kill(pid, sig):   # it "survives SIGKILL", as a process stuck in uninterruptible sleep does
+        if not (pid == survivor.pid and sig == signal.SIGKILL):
+            real_kill(pid, sig)
+    watchdog.os.kill = kill
+    ctl_r, ctl_w = os.pipe()
+    st_r, st_w = os.pipe()
+    os.close(ctl_w)   # the launcher is gone
+    dog = watchdog.Watchdog(ctl_r, st_w, "", "", [lock])
+    print("survivor", survivor.pid, flush=True)
+    dog.finish()
+    print("finished", flush=True)
+    signal.pause()
+""")
+
+
+def _lock_free(path: Path) -> bool:
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_the_watchdog_holds_the_gpu_lock_while_a_survivor_of_sigkill_lives(tmp_path: Path) -> None:
+    lock = tmp_path / "index-0.lock"
+    here = str(REPO / "pytest_gpulayout" / "launch")
+    dog = subprocess.Popen([sys.executable, "-c", HOLDING_WATCHDOG, str(lock), here],
+                           stdout=subprocess.PIPE, text=True)
+    survivor = -1
+    try:
+        assert dog.stdout is not None
+        survivor = int(dog.stdout.readline().split()[1])
+        time.sleep(2.0)   # its kill loop (0.5 s) is long over
+        assert pid_alive(survivor)
+        assert not _lock_free(lock), "the GPU lock was released while a process of the tree still ran"
+        os.kill(survivor, signal.SIGKILL)
+        assert dog.stdout.readline().strip() == "finished"
+        assert _lock_free(lock)
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(survivor, signal.SIGKILL)
+        dog.kill()
+        dog.wait()
+
+
+def test_without_its_watchdog_the_launcher_keeps_the_lock_while_a_survivor_lives(
+        fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpulayout.launch import proctree
+
+    monkeypatch.setattr(launcher, "USE_CGROUP", False, raising=False)
+    real = proctree.signal_checked
+    spared: list[int] = []
+
+    def signal_checked(pid: int, start: int, sig: int) -> bool:
+        if sig == signal.SIGKILL and fake.processes().get("child") == pid:   # it "survives SIGKILL"
+            spared.append(pid)
+            return False
+        return real(pid, start, sig)
+
+    monkeypatch.setattr(proctree, "signal_checked", signal_checked)
+    killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped", "daemon"})
+    result = fake.run(fake.argv("never-reports,fork,daemon"), gpus=["index-0"])
+    killer.join()
+    child = fake.processes()["child"]
+    try:
+        assert spared and result.leftover_pids == (child,)
+        time.sleep(0.5)
+        assert not _lock_free(fake.locks / "index-0.lock"), "the GPU lock was released beside a survivor"
+        os.kill(child, signal.SIGCONT)
+        os.kill(child, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while not _lock_free(fake.locks / "index-0.lock") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _lock_free(fake.locks / "index-0.lock")
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 7 (rest): the engine's own stop signal, SIGKILL said in the verdict, no compounding
+# grace, Ctrl-Z stops the engine with the launcher, a killed watchdog said as such
+# ------------------------------------------------------------------------------------------------
+def test_a_launch_sends_the_stop_signal_its_engine_honours(fake: Fake, fresh_grace: None,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    dep = _dep(fake, "replay", scale=0.01)
+    engine = ENGINES[dep.engine]
+    assert engine.stop_signal == signal.SIGTERM   # vLLM's API server does not end on SIGINT before ready
+    report = launch_deployment(dep, None, engine=engine, log_dir=fake.tmp / "logs", stop_when="ready")
+    assert report.log_path is not None
+    text = report.log_path.read_text()
+    assert f"fake engine: stopping on signal {int(engine.stop_signal)}" in text
+    assert f"stop: {signal.Signals(engine.stop_signal).name}, grace" in text
+
+
+def test_the_verdict_says_when_sigkill_was_needed(fake: Fake, fresh_grace: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    dep = _dep(fake, "never-reports,ignore-term", scale=0.01)
+    dep = replace(dep, launch=replace(dep.launch, timeout_s=2))
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs", grace_s=1)
+    assert report.finding.status is Status.FAIL
+    assert report.finding.data["escalated"] is True
+    assert "did not report its KV pool within 2 s" in report.finding.message
+    assert "Its stop needed SIGKILL: the engine did not stop within its 1 s grace" in report.finding.message
+
+
+def test_stops_that_need_sigkill_do_not_compound_the_grace(fake: Fake, fresh_grace: None) -> None:
+    graces = []
+    for i in range(3):
+        r = fake.run(fake.argv("replay,ignore-term", scale=0.01), grace_s=1, stop_when="ready",
+                     log_path=fake.tmp / f"engine{i}.log")
+        assert r.escalated
+        graces.append(r.grace_s)
+    assert graces == [1, 3, 3]   # was 1, 3, 9 (and 10 -> 30 -> 90 s with the default grace)
+    assert launcher.adapted_grace(10, [20, 60, 180]) == 30
+
+
+def test_a_killed_watchdog_is_said_in_the_verdict(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    dep = _dep(fake, "never-reports,fork")
+    killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped"})
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs")
+    killer.join()
+    result = report.result
+    assert result is not None and result.stopped_by == "watchdog"
+    assert result.watchdog_returncode == -signal.SIGKILL and result.returncode is None
+    assert report.finding.status is Status.FAIL
+    assert "watchdog was killed from outside (by SIGKILL)" in report.finding.message
+    assert "exited with code" not in report.finding.message
+    assert fake.alive() == {}
+
+
+def test_ctrl_z_stops_the_engine_with_the_launcher_and_sigcont_resumes_both(fake: Fake) -> None:
+    log = fake.tmp / "driver.log"
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(log), *fake.argv("never-reports,shm,fork")],
+                              process_group=0, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**fake.env(), "PYTHONPATH": str(REPO)})
+
+    def states() -> dict[str, str]:
+        return {role: _state(pid) for role, pid in fake.processes().items()}
+
+    def wait_for(want: str, limit_s: float = 10) -> dict[str, str]:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            now = states()
+            if now and all(s == want for s in now.values()):
+                return now
+            time.sleep(0.05)
+        return states()
+
+    try:
+        deadline = time.monotonic() + 30
+        while not {"main", "child", "escaped", "escaped-grandchild"} <= set(fake.processes()) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        driver.send_signal(signal.SIGTSTP)   # what Ctrl-Z in its terminal sends
+        assert set(wait_for("T").values()) == {"T"}, "the engine went on while its launcher was stopped"
+        assert _state(driver.pid) == "T"
+        driver.send_signal(signal.SIGCONT)   # fg
+        assert "T" not in set(wait_for("S").values()), "the engine stayed stopped after the launcher went on"
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert fake.alive() == {}
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 5: one GPU had a lock name per machine source (a live probe's UUID, a snapshot's or
+# preset's index-0, a UUID in CUDA_VISIBLE_DEVICES as index-GPU-...), and llama.cpp without gpus took none
+# ------------------------------------------------------------------------------------------------
+def test_one_gpu_has_one_lock_name_whatever_describes_the_machine() -> None:
+    from pytest_gpulayout.launch.argv import gpu_plan
+
+    real = "GPU-6c5a3f1e-0000-4000-8000-000000000000"
+    live = Machine(gpus=(Gpu(0, uuid=real),), source="nvml")   # NVML at launch time
+    dep = Deployment(name="d", model="m", gpus=(0,))
+    keys = {
+        "live probe": gpu_plan(dep, live, None).lock_keys,
+        "preset": gpu_plan(dep, Machine(gpus=(Gpu(0, uuid="GPU-from-a-preset"),), source="preset:a"), None,
+                           live=live).lock_keys,
+        "snapshot": gpu_plan(dep, Machine(gpus=(Gpu(0),), source="snapshot:b.json"), None, live=live).lock_keys,
+        "no machine": gpu_plan(dep, None, None, live=live).lock_keys,
+        "UUID in CUDA_VISIBLE_DEVICES": gpu_plan(dep, None, real, live=live).lock_keys,
+    }
+    assert set(keys.values()) == {(real,)}, keys
+    # without NVML a UUID entry is named by the UUID (it was "index-GPU-..."), an index by the index
+    assert gpu_plan(dep, None, real, live=None).lock_keys == (real,)
+    assert gpu_plan(dep, Machine(gpus=(Gpu(0, uuid="GPU-from-a-preset"),), source="preset:a"), None,
+                    live=None).lock_keys == ("index-0",)
+
+
+def test_llamacpp_without_gpus_locks_what_it_sees(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpulayout.engines.llamacpp import launch as llamacpp_launch
+
+    seen: list[tuple[str, ...]] = []
+
+    def recording(argv: list[str], **kw: object) -> LaunchResult:
+        seen.append(tuple(kw["gpus"]))  # type: ignore[arg-type,call-overload]
+        raise LaunchError("recorded")
+
+    monkeypatch.setattr(llamacpp_launch, "launch", recording)
+    monkeypatch.setattr("pytest_gpulayout.launch.argv.live_machine", lambda: None)
+    dep = Deployment(name="l", model="m.gguf", engine="llamacpp", base_dir=fake.tmp,
+                     launch=Launch(command=(sys.executable, str(FAKE))))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    llamacpp_launch.launch_llamacpp(dep, None, machine=None, log_path=fake.tmp / "l.log")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    llamacpp_launch.launch_llamacpp(dep, None, machine=None, log_path=fake.tmp / "l2.log")
+    assert seen == [("host",), ("index-1", "index-3")]
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 24 item 6: the wait for a GPU ate the engine's timeout (and a wait as long as it failed the
+# check), it was silent under pytest -n 2, and the verdict did not say it
+# ------------------------------------------------------------------------------------------------
+def _hold_lock(path: Path, seconds: float) -> threading.Thread:
+    import fcntl
+
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    t = threading.Timer(seconds, os.close, (fd,))
+    t.start()
+    return t
+
+
+def test_a_wait_for_the_gpu_is_reported_and_not_the_engines_time(fake: Fake,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
+    monkeypatch.setattr("pytest_gpulayout.launch.argv.live_machine", lambda: None)
+    dep = _dep(fake, "replay", scale=0.01)
+    dep = replace(dep, launch=replace(dep.launch, timeout_s=4))
+    phases: list[str] = []
+    holder = _hold_lock(fake.locks / "index-0.lock", 5)   # longer than the engine's whole timeout
+    try:
+        report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs",
+                                   progress=lambda phase, *rest: phases.append(phase))
+    finally:
+        holder.join()
+    assert report.result is not None and report.result.stopped_by == "kv", report.finding.message
+    assert report.result.lock_wait_s >= 4.5
+    assert any(p.startswith(f"waiting for GPU 0 held by pid {os.getpid()}") for p in phases), phases
+    assert phases.index(next(p for p in phases if p.startswith("waiting"))) < phases.index("starting")
+    assert report.finding.status is Status.PASS
+    assert "waited 5 s for its GPUs" in report.finding.message, report.finding.message
+    assert report.finding.data["lock_wait_s"] >= 4.5
+
+
+def test_an_xdist_worker_says_its_waits_for_gpus_on_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_gpulayout.launch.progress import pytest_reporter
+
+    class Plugins:
+        def get_plugin(self, name: str) -> None:
+            return None
+
+    class WorkerConfig:
+        workerinput = {"workerid": "gw1"}
+        pluginmanager = Plugins()
+
+        def get_verbosity(self) -> int:
+            return 0
+
+    reporter = pytest_reporter(WorkerConfig())
+    assert reporter is not None, "an xdist worker's waits were silent"
+    report = reporter.for_launch("qwen-tp2")
+    report("waiting for GPU 0 held by pid 4242 (up to 660 s)", 0.0, 660.0, None)
+    report("starting", 3.0, 600.0, None)   # its phases stay off the controller's line of dots
+    report("cleaned", 9.0, 600.0, None)
+    err = capsys.readouterr().err
+    assert err == "[gw1] gpulayout: startup qwen-tp2: waiting for GPU 0 held by pid 4242 (up to 660 s), 0 s of 660 s\n"

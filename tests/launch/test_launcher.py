@@ -213,7 +213,11 @@ def test_flood_of_output_keeps_memory_bounded(fake: Fake) -> None:
     assert peak < 6 << 20, f"peak {peak / 2**20:.1f} MiB while 12 MB streamed through"
     assert len(result.tail) == 30
     assert result.log_truncated and result.log_path is not None
-    assert result.log_path.stat().st_size < (1 << 20) + 200
+    # the cap, the truncation note and the closing line (which may name up to three new /dev/shm
+    # segments of neighbours on a busy machine)
+    closing = result.log_path.read_bytes().rsplit(b"\n", 2)[-2]
+    assert closing.startswith(b"[gpulayout: launch ended")
+    assert result.log_path.stat().st_size < (1 << 20) + 100 + len(closing)
     fake.assert_all_gone(result)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -177,6 +178,9 @@ class LlamaCppEngine:
         """Not modelled: ggml's CUDA kernels build for every generation from Maxwell on; its own checks
         (``checks``) do not run ``heads``."""
         return GenerationVerdict(notes=("llama.cpp's compute-capability limits are not modelled",))
+
+    #: ``tools/server/server.cpp`` handles SIGINT and SIGTERM alike; SIGTERM is what its launch sends
+    stop_signal: int = signal.SIGTERM
 
 
 LLAMACPP = LlamaCppEngine()

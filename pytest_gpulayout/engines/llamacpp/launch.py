@@ -28,7 +28,7 @@ from pytest_gpulayout.engines.llamacpp.flags import NAME, LlamaCppFlags, parse_v
 from pytest_gpulayout.engines.llamacpp.log import LlamaCppLog, StartupLogWatcher
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.findings import Finding, RawFacts, Status
-from pytest_gpulayout.launch.argv import gpu_plan
+from pytest_gpulayout.launch.argv import gpu_plan, visible_lock_keys
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import MIB, Machine
@@ -137,7 +137,10 @@ def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machin
     """Launch, judge, and hand back ``(finding, LaunchResult | None)``. Never raises for engine trouble."""
     cmd = list(dep.launch.command) if dep.launch.command else default_command()
     try:
-        plan = gpu_plan(dep, machine, os.environ.get("CUDA_VISIBLE_DEVICES")) if dep.gpus is not None else None
+        parent = os.environ.get("CUDA_VISIBLE_DEVICES")
+        plan = gpu_plan(dep, machine, parent) if dep.gpus is not None else None
+        # without gpus it takes every GPU it sees: each is locked (the host, when none is known)
+        keys = plan.lock_keys if plan is not None else visible_lock_keys(machine, parent)
         argv = llamacpp_argv(dep, free_port())
         env = dict(os.environ)
         if plan is not None:
@@ -145,7 +148,7 @@ def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machin
         env.update(dep.launch.env)
         watcher = StartupLogWatcher()
         result = launch(argv, env=env, timeout_s=timeout_s or dep.launch.timeout_s,
-                        log_path=log_path, grace_s=grace_s, gpus=plan.lock_keys if plan else (), watcher=watcher,
+                        log_path=log_path, grace_s=grace_s, gpus=keys, watcher=watcher,
                         progress=progress)
     except LaunchError as err:
         msg = f"{dep.name}: cannot launch {NAME}: {err}"

@@ -9,6 +9,7 @@ smallest card on the host, not of the replica.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -389,6 +390,9 @@ class SglangEngine:
     # -- the GPU generation and the release (engines/sglang/generation.py) ----------------------------
     def generation_refusals(self, s: Subject) -> GenerationVerdict:
         return generation.generation_refusals(s)
+
+    #: Ctrl-C, as in the terminal it was started from (not measured against SIGTERM here)
+    stop_signal: int = signal.SIGINT
 
 
 SGLANG = SglangEngine()
