@@ -43,10 +43,10 @@ def _log(name: str) -> str:
 
 # -- the log grammar, on real public logs -----------------------------------------------------------------
 @pytest.mark.parametrize("name, tokens, blocks, gib", [
-    ("001.txt", 860_320, None, 52.51),        # NVIDIA/TensorRT-LLM#6294, 0.20 PyTorch backend
-    ("002.txt", 3_731_744, 116_617, 78.30),   # triton-inference-server/tutorials#150
-    ("003.txt", 10_718, None, None),          # NVIDIA/TensorRT-LLM#224, TensorRT engine era
-    ("004.txt", 132_608, None, 64.75),        # NVIDIA/TensorRT-LLM#1400 (69524783104 bytes)
+    ("001.log", 860_320, None, 52.51),        # NVIDIA/TensorRT-LLM#6294, 0.20 PyTorch backend
+    ("002.log", 3_731_744, 116_617, 78.30),   # triton-inference-server/tutorials#150
+    ("003.log", 10_718, None, None),          # NVIDIA/TensorRT-LLM#224, TensorRT engine era
+    ("004.log", 132_608, None, 64.75),        # NVIDIA/TensorRT-LLM#1400 (69524783104 bytes)
 ])
 def test_real_logs_parse_to_the_numbers_they_print(name: str, tokens: int, blocks: int | None,
                                                     gib: float | None) -> None:
@@ -57,7 +57,7 @@ def test_real_logs_parse_to_the_numbers_they_print(name: str, tokens: int, block
 
 def test_parse_log_cli_reads_trtllm_forced_and_auto(capsys: pytest.CaptureFixture[str]) -> None:
     for extra in ([], ["--engine", "trtllm"]):
-        assert main(["parse-log", "--json", str(LOGS / "001.txt"), *extra]) == 0
+        assert main(["parse-log", "--json", str(LOGS / "001.log"), *extra]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["engine"] == "trtllm" and out["kv_tokens"] == 860_320 and out["available_kv_gib"] == 52.51
         assert set(out) == {"engine", "kv_tokens", "kv_tokens_all", "gpu_blocks", "max_concurrency",
@@ -128,7 +128,7 @@ def _case(**kw: object) -> Deployment:
 
 
 def test_pool_of_a_documented_case_lands_in_the_band() -> None:
-    """NVIDIA/TensorRT-LLM#6294 (001.txt): nvidia/Llama-3.1-8B-Instruct-FP8 on one H100 80GB,
+    """NVIDIA/TensorRT-LLM#6294 (001.log): nvidia/Llama-3.1-8B-Instruct-FP8 on one H100 80GB,
     free_gpu_memory_fraction 0.8, max_num_tokens 23552: 860,320 tokens. The FP8-KV Llama-3.1-8B config
     here has the same shapes and KV bytes (65,536 B/token); its weights come to the 8.46 GiB the log says."""
     model = load_model(str(MODELS / "llama-3.1-8b-fp8-kv"))
@@ -188,7 +188,7 @@ def fake_dep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
     (tmp_path / "pids").mkdir()
     shutil.copytree(MODELS / "llama-3.1-8b-fp8-kv", tmp_path / "llama")
     return Deployment(name="trt", model="llama", engine="trtllm", base_dir=tmp_path, tensor_parallel_size=1,
-                      launch=Launch(command=(sys.executable, str(FAKE), "--fake-log", str(LOGS / "001.txt"),
+                      launch=Launch(command=(sys.executable, str(FAKE), "--fake-log", str(LOGS / "001.log"),
                                              "--fake-pid-dir", str(tmp_path / "pids"), "serve"), timeout_s=30,
                                     env=MappingProxyType({"FAKE_ENGINE_SCALE": "0.005"})))
 
@@ -205,7 +205,7 @@ def test_startup_with_the_fake_engine_replaying_a_trtllm_log(fake_dep: Deploymen
 
 def test_startup_lowered_max_seq_len_is_a_warning(fake_dep: Deployment, tmp_path: Path) -> None:
     cmd = list(fake_dep.launch.command or ())
-    cmd[cmd.index("--fake-log") + 1] = str(LOGS / "lowered-constructed.txt")
+    cmd[cmd.index("--fake-log") + 1] = str(LOGS / "lowered-constructed.log")
     dep = replace(fake_dep, max_model_len=262144, launch=replace(fake_dep.launch, command=tuple(cmd)))
     r = launch_deployment(dep, None, engine=ENGINES["trtllm"], log_dir=tmp_path / "logs")
     assert r.finding.status is Status.WARN, r.finding.message

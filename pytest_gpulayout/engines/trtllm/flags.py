@@ -20,8 +20,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 
@@ -112,6 +110,8 @@ def read_yaml(args: Sequence[str], base_dir: Path | None = None) -> tuple[dict[s
     path_text = _flag_value(args, YAML_FLAGS)
     if path_text is None:
         return {}, None
+    import yaml  # only when a launch names the file: importing the engine must not load YAML
+
     path = Path(path_text).expanduser()
     if not path.is_absolute() and base_dir is not None and (base_dir / path).is_file():
         path = base_dir / path
