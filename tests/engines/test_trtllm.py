@@ -30,6 +30,7 @@ from pytest_gpulayout.findings import Status
 from pytest_gpulayout.launch.startup import launch_deployment
 from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.planner.plan import plan
 
 HERE = Path(__file__).parents[1]
 LOGS = HERE / "data" / "logs" / "trtllm"
@@ -210,3 +211,23 @@ def test_startup_lowered_max_seq_len_is_a_warning(fake_dep: Deployment, tmp_path
     r = launch_deployment(dep, None, engine=ENGINES["trtllm"], log_dir=tmp_path / "logs")
     assert r.finding.status is Status.WARN, r.finding.message
     assert "starts with max_seq_len lowered to 131,072 (asked for 262,144)" in r.finding.message
+
+
+# -- the planner: no DP replicas (Engine.data_parallel) -------------------------------------------------
+def test_plan_offers_dp_layouts_only_as_independent_engines() -> None:
+    """trtllm-serve has no data-parallel replicas: a layout with DP > 1 is listed as independent engines
+    ('xN engines', one deployment per replica), never as one DP deployment."""
+    model = load_model(str(MODELS / "llama-3.1-8b-fp8-kv"))
+    p = plan(model, load_preset("8xH100-sxm"), engine="trtllm", max_model_len=8192, max_gpus=4)
+    copies = [r for r in p.layouts if r.data_parallel_size > 1 or r.engines]
+    assert copies and all(r.engines for r in copies)
+    assert all(r.deployment is None or r.deployment.dp == 1 for r in p.layouts)
+
+
+# -- launch.args with click's spelling rules (Engine.parse_args) ----------------------------------------
+def test_parse_args_reads_clicks_exact_spellings() -> None:
+    parsed = TRTLLM.parse_args(["--tensor_parallel_size", "2", "--max_num_tokens=4096", "--trust_remote_code",
+                                "--tp", "2"])
+    assert parsed.value("--tp_size") == "2" and parsed.value("--max_num_tokens") == "4096"
+    assert parsed.has("--trust_remote_code") and parsed.unknown == ("--tp",)  # no prefixes in click
+    assert parsed.usage_error() is None  # the table is not every option: an unknown one is not modelled

@@ -16,9 +16,17 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, RayCluster, ShardLayout, parse_version
-from pytest_gpulayout.engines.trtllm import budget, divisibility, flags, launch
-from pytest_gpulayout.engines.trtllm.checks import CHECKS
+from pytest_gpulayout.engine import (
+    CheckTable,
+    Flags,
+    FractionDefault,
+    GenerationVerdict,
+    RayCluster,
+    ShardLayout,
+    parse_version,
+)
+from pytest_gpulayout.engines.trtllm import budget, cli, divisibility, flags, launch
+from pytest_gpulayout.engines.trtllm.checks import AMENDS
 from pytest_gpulayout.engines.trtllm.defaults import LATEST_KNOWN, SEQ_LEN_LOWERED_TEXT, default_fraction
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
@@ -26,7 +34,11 @@ from pytest_gpulayout.memory.pool import RankBudgets, Replica
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
+    from pytest_gpulayout.engine import Subject
+    from pytest_gpulayout.findings import Finding
+    from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
+    from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
@@ -51,10 +63,27 @@ class TrtLlmEngine:
     #: no variable that lets max_seq_len pass the model's maximum was found in the files read ("": none;
     #: ``checks.check_trtllm_kv_pool`` says the case is not modelled instead of naming one)
     long_context_env = ""
-    #: TensorRT-LLM splits layers with ``torch.tensor_split``; no variable overrides it
-    pp_partition_env = "TRTLLM_PP_LAYER_PARTITION"
+    #: TensorRT-LLM splits layers with ``torch.tensor_split`` (``mapping.py pp_layers``); no variable
+    #: overriding it was found in the files read ("": none)
+    pp_partition_env = ""
+    #: none of its variables read here changes a verdict
+    env_vars: tuple[str, ...] = ()
+    #: ``trtllm-serve serve MODEL`` (``serve.py``'s click group); ``python -m tensorrt_llm.commands.serve``
+    entry_commands: tuple[tuple[str, ...], ...] = (("trtllm-serve", "serve"),)
+    entry_modules: tuple[str, ...] = ("tensorrt_llm.commands.serve",)
+    #: its command lines are recognised in artifacts, their flags not yet read back into manifest keys
+    command_line_keys = False
+    #: none: ``/metrics`` of trtllm-serve is its JSON iteration log, not Prometheus text (not modelled by
+    #: ``gpulayout measure``)
+    metrics_args: tuple[str, ...] = ()
     server_module = "tensorrt_llm.commands.serve"
-    checks: CheckTable | None = CHECKS
+    checks: CheckTable | None = None  # the shared rules, amended below
+
+    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
+        """``Mapping``'s refusals in ``heads``; the fraction's bounds and a start with a lowered
+        ``max_seq_len`` in ``kv_pool`` (``checks.py``)."""
+        amend = AMENDS.get(check)
+        return shared if amend is None else amend(s, shared)
     flags = Flags(model="", tensor_parallel_size="--tp_size", pipeline_parallel_size="--pp_size",
                   data_parallel_size="", max_model_len="--max_seq_len",
                   memory_fraction="--kv_cache_free_gpu_memory_fraction", kv_cache_dtype="",
@@ -120,6 +149,10 @@ class TrtLlmEngine:
     def plan_balance_margin(self) -> str | None:
         return None
 
+    #: ``trtllm-serve`` runs one executor for its TP x PP (x CP) world: no data-parallel replicas
+    #: (``launch.py`` refuses data_parallel_size; the planner lists DP layouts as independent engines)
+    data_parallel = False
+
     def plan_dp_shares_moe_experts(self) -> bool:
         return False
 
@@ -163,11 +196,22 @@ class TrtLlmEngine:
     def cuda_indices_only(self) -> bool:
         return False
 
+    log_grammar: LogGrammar | None = None  # its own watcher (log.py): its pool lines are its own
+
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return launch.log_watcher(expected_engines, ranks_per_engine)
 
     def own_launch(self) -> OwnLaunch | None:
         return launch.make_own_launch(self)
+
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """click's spelling rules: exact spellings only (``cli.py``)."""
+        return cli.parse(args, version)
+
+    # -- the GPU generation and the release ----------------------------------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """Not modelled: no wheel of TensorRT-LLM was read for its compute-capability limits."""
+        return GenerationVerdict(notes=("TensorRT-LLM's compute-capability limits are not modelled",))
 
 
 TRTLLM = TrtLlmEngine()
