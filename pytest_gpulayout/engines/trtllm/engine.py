@@ -71,6 +71,9 @@ class TrtLlmEngine:
     #: ``trtllm-serve serve MODEL`` (``serve.py``'s click group); ``python -m tensorrt_llm.commands.serve``
     entry_commands: tuple[tuple[str, ...], ...] = (("trtllm-serve", "serve"),)
     entry_modules: tuple[str, ...] = ("tensorrt_llm.commands.serve",)
+    #: none: NVIDIA's TensorRT-LLM release images start a shell, so a container's bare arguments are not
+    #: trtllm-serve's
+    entry_images: tuple[str, ...] = ()
     #: its command lines are recognised in artifacts, their flags not yet read back into manifest keys
     command_line_keys = False
     #: none: ``/metrics`` of trtllm-serve is its JSON iteration log, not Prometheus text (not modelled by
