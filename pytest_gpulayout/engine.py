@@ -155,6 +155,13 @@ class Engine(MemoryEngine, Protocol):
     #: layers split by memory, no TP groups); None: the shared ``rules/`` answer for it
     checks: CheckTable | None
 
+    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
+        """``shared``, the rule's finding for check ``check``, as this engine decides it where it differs
+        (TensorRT-LLM: its ``Mapping`` refusals, a pool that starts with a shorter ``max_seq_len``); the
+        finding unchanged where it agrees. ``evaluate`` calls it for every check, so an engine changes one
+        verdict without replacing the table or importing ``rules/``."""
+        ...
+
     def parse_version(self, text: str) -> Version:
         """A release as this engine spells it (``0.11.0``; llama.cpp's ``b11434``); ``InputError`` naming
         ``engine_version`` otherwise."""
@@ -196,6 +203,10 @@ class Engine(MemoryEngine, Protocol):
         """The ``BalanceFacts`` field whose negative value is this engine's start-up refusal
         (``headroom_gib``: SGLang's 0.9 rule; ``vllm_min_margin_gib``: vLLM's free-memory check)."""
         ...
+
+    #: whether it serves ``data_parallel_size`` replicas as one deployment; where not (TensorRT-LLM,
+    #: llama.cpp), the planner lists DP layouts only as independent engines, one deployment per replica
+    data_parallel: bool
 
     def plan_dp_shares_moe_experts(self) -> bool:
         """DP replicas of a MoE model share one expert group (vLLM's DP attention), so the planner also

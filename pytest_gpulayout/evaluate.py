@@ -69,7 +69,8 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
         subject = subject_of(dep, machine, model, host)
         # an engine with checks of its own (llama.cpp) answers under the same check names
         checks = subject.engine.checks or STATIC_CHECKS
-        findings = {name: fn(subject) for name, fn in checks.items()}
+        # and may amend a shared rule's finding (Engine.amend_check) without replacing the table
+        findings = {name: subject.engine.amend_check(name, subject, fn(subject)) for name, fn in checks.items()}
     except InputError as err:
         if err.where and dep.manifest_path and err.where != str(dep.manifest_path):
             raise  # the error is in another file (a model's config.json): it already names it

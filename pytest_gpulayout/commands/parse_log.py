@@ -131,6 +131,24 @@ def _check_input(text: str, engine: str, where: str) -> None:
                          where=where, key="--engine")
 
 
+def own_watcher_log(text: str, engine: str, where: str) -> StartupLog | None:
+    """The log as read by the watcher of an engine without a ``LogGrammar`` (``Engine.log_grammar`` None: it
+    reads its log itself, ``Engine.log_watcher``): the one ``--engine`` names, or under ``auto`` the first
+    whose watcher recognised its own lines (its ``StartupLog.engine``); None when no such engine wrote it."""
+    names = [n for n, e in ENGINES.items() if e.log_grammar is None and engine in ("auto", n)]
+    for name in names:
+        watcher = ENGINES[name].log_watcher(1, 1)
+        for line in text.splitlines():
+            watcher.feed(line)
+        log = watcher.result()
+        if log.engine == name:
+            return log
+        if engine == name:
+            raise InputError(f"no {_NAMES[name]} line in this log: run without --engine to detect the engine",
+                             where=where, key="--engine")
+    return None
+
+
 def _print_json(log: StartupLog) -> None:
     json.dump(log.to_json(), sys.stdout, indent=2)
     sys.stdout.write("\n")
@@ -145,11 +163,12 @@ def run(args: argparse.Namespace) -> int:
         if is_llamacpp(text, args.engine, where):  # llama.cpp's own lines (commands/parse_log_llamacpp.py)
             return run_llamacpp(text, args, where)
         _check_input(text, args.engine, where)
+        own = own_watcher_log(text, args.engine, where)  # an engine that reads its log itself
     except InputError:
         if args.json:  # a pipeline (`parse-log --json f | jq .kv_tokens`) always gets an object
             _print_json(StartupLog())
         raise
-    log = parse_log(text, log_grammars(args.engine))
+    log = own if own is not None else parse_log(text, log_grammars(args.engine))
     if not log.has_pool and log.error_kind is None:
         if args.json:  # what the log does say (a per-rank KV size, the engine), nulls for the rest
             _print_json(log)

@@ -16,6 +16,7 @@ from packaging.version import Version
 from pytest_gpulayout.engine import Engine, parse_version
 from pytest_gpulayout.engines.llamacpp.engine import LLAMACPP
 from pytest_gpulayout.engines.sglang.engine import SGLANG
+from pytest_gpulayout.engines.trtllm.engine import TRTLLM
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST, Host
@@ -23,7 +24,7 @@ from pytest_gpulayout.launch.logparse import LogGrammar
 from pytest_gpulayout.memory.common import resolve_version as _resolve_version
 
 #: Every engine by its manifest name, in the order they are documented.
-ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP)})
+ENGINES: Mapping[str, Engine] = MappingProxyType({e.name: e for e in (VLLM, SGLANG, LLAMACPP, TRTLLM)})
 ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
 #: ``--kv-cache-dtype`` choices per engine, checked per deployment so the launch never hands an engine
 #: a value it rejects; and every value some engine accepts (the per-engine check follows).

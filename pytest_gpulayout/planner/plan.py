@@ -172,6 +172,8 @@ def _plan(
         shapes = inside + across
     serving = engine_of(request.engine)
     engines = serving.plan_dp_shares_moe_experts() and model.is_moe
+    #: an engine without DP replicas (``Engine.data_parallel``) gets DP layouts as independent engines only
+    one_replica = not serving.data_parallel
 
     def say(what: str, stage: str) -> None:
         if progress is not None:
@@ -181,15 +183,15 @@ def _plan(
         out = []
         for i, (tp, pp, dp) in enumerate(shape_list, 1):
             say(f"evaluating TP={tp} PP={pp} DP={dp} ({i} of {len(shape_list)} layouts)", "layouts")
-            row = ev.row(tp, pp, dp)
+            row = None if one_replica and dp > 1 else ev.row(tp, pp, dp)
             if row is not None:
                 out.append(row)
-            if model.is_moe and serving.expert_layout(tp, dp, True)[0] > 1:
+            if model.is_moe and not (one_replica and dp > 1) and serving.expert_layout(tp, dp, True)[0] > 1:
                 # expert parallel, a layout of its own: whole experts per rank, all-to-all per MoE layer
                 ep_row = ev.row(tp, pp, dp, ep=True)
                 if ep_row is not None:
                     out.append(ep_row)
-            if engines and dp > 1:
+            if (engines or one_replica) and dp > 1:
                 eng = ev.engines(tp, pp, dp)
                 if eng is not None:
                     out.append(eng)
@@ -197,6 +199,8 @@ def _plan(
 
     rows = rows_for(shapes)
     for i, (tp, pp, dp) in enumerate(every, 1):
+        if one_replica and dp > 1:
+            continue  # a DP deployment on each host: the engine has none
         say(f"evaluating TP={tp} PP={pp} DP={dp} on every host ({i} of {len(every)})", "per host")
         per_host = ev.per_host(tp, pp, dp)
         if per_host is not None:
@@ -358,7 +362,7 @@ class _Evaluator:
             return None
         w = tp * pp
         parts = [self._evaluate(tp, pp, 1, gpus[i * w:(i + 1) * w], dp, cached=True) for i in range(dp)]
-        return self._merged(parts, tp, pp, 1, dp, hosts=1)
+        return replace(self._merged(parts, tp, pp, 1, dp, hosts=1), engines=True)  # 'xN engines', any model
 
 
 def _notes(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_gpulayout.evaluate import engine_of
 from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink
 from pytest_gpulayout.planner.gpus import LinkCosts
@@ -264,9 +265,11 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
         what += f" ({w:.1f} GiB of weights)" if w is not None else ""
         parts.append(what + (f" with {room}" if room else ""))
         if row.engines:
+            engine = engine_of(row.deployment.engine) if row.deployment is not None else None
             parts.append(
-                f"{row.dp} independent engines, one per GPU behind a load balancer: no traffic between "
-                f"them (vLLM's own DP would make one expert-parallel group of them)"
+                f"{row.dp} independent engines, one per GPU behind a load balancer: no traffic between them"
+                + (f" ({engine.display}'s own DP would make one expert-parallel group of them)"
+                   if engine is not None and engine.data_parallel else "")
             )
         else:
             parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")

@@ -220,8 +220,8 @@ def check_heads(s: Subject) -> Finding:
             )
         env = s.engine.pp_partition_env
         if len(set(split)) > 1:
-            notes.append(f"{model.num_hidden_layers} layers split unevenly over PP={pp} as {list(split)} "
-                         f"({env} overrides it)")
+            notes.append(f"{model.num_hidden_layers} layers split unevenly over PP={pp} as {list(split)}"
+                         + (f" ({env} overrides it)" if env else ""))
         else:
             notes.append(f"{model.num_hidden_layers} layers split evenly over PP={pp} as {list(split)}")
     if model.is_moe and model.num_experts:

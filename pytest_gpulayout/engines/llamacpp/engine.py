@@ -30,6 +30,7 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
+    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -64,6 +65,9 @@ class LlamaCppEngine:
     server_module = ""
     #: layers split by memory, no TP groups: answers of its own under the same check names
     checks: CheckTable | None = CHECKS
+
+    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
+        return shared  # the shared rules (or its own table) say it
     flags = Flags(model="-m", tensor_parallel_size="", pipeline_parallel_size="", data_parallel_size="",
                   max_model_len="", memory_fraction="", kv_cache_dtype="")  # own keys: manifest/llamacpp.py
 
@@ -117,6 +121,8 @@ class LlamaCppEngine:
 
     def plan_balance_margin(self) -> str | None:
         return None
+
+    data_parallel = False  # one replica per server (manifest.py refuses data_parallel_size)
 
     def plan_dp_shares_moe_experts(self) -> bool:
         return False

@@ -127,7 +127,7 @@ class LlamaCppLog:
             conc_len = big.cells
             conc = float(streams)
         return StartupLog(
-            engine=ENGINE, kv_tokens=tokens,
+            engine=ENGINE if self.llamacpp_lines else None, kv_tokens=tokens,
             kv_tokens_all=tuple((r.cells or 0) * (r.streams or 1) for r in base) if base else (
                 (tokens,) if tokens is not None else ()),
             gpu_blocks=None, max_concurrency=conc, max_concurrency_len=conc_len,

@@ -38,6 +38,7 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
+    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -259,6 +260,9 @@ class SglangEngine:
     metrics_args: tuple[str, ...] = ("--enable-metrics",)
     server_module = "sglang.launch_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
+
+    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
+        return shared  # the shared rules (or its own table) say it
     flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
                   data_parallel_size="--dp-size", max_model_len="--context-length",
                   memory_fraction="--mem-fraction-static",
@@ -328,6 +332,8 @@ class SglangEngine:
 
     def plan_balance_margin(self) -> str | None:
         return "headroom_gib"
+
+    data_parallel = True
 
     def plan_dp_shares_moe_experts(self) -> bool:
         return False

@@ -34,6 +34,7 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
+    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -74,6 +75,9 @@ class VllmEngine:
     metrics_args: tuple[str, ...] = ()
     server_module = "vllm.entrypoints.openai.api_server"
     checks: CheckTable | None = None  # the shared rules/ answer for it
+
+    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
+        return shared  # the shared rules (or its own table) say it
     flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",
                   pipeline_parallel_size="--pipeline-parallel-size", data_parallel_size="--data-parallel-size",
                   max_model_len="--max-model-len", memory_fraction="--gpu-memory-utilization",
@@ -148,6 +152,8 @@ class VllmEngine:
 
     def plan_balance_margin(self) -> str | None:
         return "vllm_min_margin_gib"
+
+    data_parallel = True
 
     def plan_dp_shares_moe_experts(self) -> bool:
         return True
