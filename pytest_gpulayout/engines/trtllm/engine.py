@@ -8,6 +8,7 @@ startup check is tested with the fake engine replaying public TensorRT-LLM logs.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -79,6 +80,9 @@ class TrtLlmEngine:
     #: none: ``/metrics`` of trtllm-serve is its JSON iteration log, not Prometheus text (not modelled by
     #: ``gpulayout measure``)
     metrics_args: tuple[str, ...] = ()
+    #: ``trtllm-serve`` runs uvicorn, which shuts down on SIGTERM as on SIGINT (``commands/serve.py``);
+    #: not measured here (no CPU build)
+    stop_signal: int = signal.SIGTERM
     server_module = "tensorrt_llm.commands.serve"
     checks: CheckTable | None = None  # the shared rules, amended below
 

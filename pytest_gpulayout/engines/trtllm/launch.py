@@ -82,6 +82,10 @@ class _Shared:
     def server_module(self) -> str:
         return self.engine.server_module
 
+    @property
+    def stop_signal(self) -> int:
+        return self.engine.stop_signal
+
     def parse_version(self, text: str) -> Version:
         return self.engine.parse_version(text)
 
