@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         for name, d in data["deployments"].items():
             for err in d["errors"]:
                 out.write(f"{name}: {err}\n")
+            for note in d["notes"]:
+                out.write(f"{name}: {note}\n")
             if d["clocks_note"]:
                 out.write(f"{name}: {d['clocks_note']}\n")
         out.write(f"logs and load-generator results: {log_dir}\n")

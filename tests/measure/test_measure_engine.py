@@ -58,22 +58,27 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return model
 
 
+#: the load: short windows (24 requests of 32 tokens in, 32 out), four each (the first warmed up)
+MEASURE = {"concurrency": 8, "requests": 24, "input_tokens": 32, "output_tokens": 32, "windows": 4, "budget_s": 240}
+#: no compilation (the CPU build keeps its worker in a process of its own: ``uni`` is turned into ``mp``)
+SPEEDY = ["--enforce-eager"]
+
+
 def _manifest(tmp_path: Path, model: Path, **measure_block: object) -> Path:
     python = vllm_python()
-    block = {"concurrency": 8, "requests": 32, "input_tokens": 32, "output_tokens": 64, "windows": 4,
-             "budget_s": 240, **measure_block}
+    block = {**MEASURE, **measure_block}
     data = {
         "version": 1,
         "defaults": {
             "model": str(model), "max_model_len": 512,
             "launch": {"command": [python, "-m", "vllm.entrypoints.openai.api_server"],
-                       "args": ["--enforce-eager", "--max-num-seqs", "16"],
+                       "args": [*SPEEDY, "--max-num-seqs", "16"],
                        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "timeout_s": 400},
             "measure": block,
         },
         "deployments": {
             "seqs16": {},
-            "seqs1": {"launch": {"args": ["--enforce-eager", "--max-num-seqs", "1"]}},
+            "seqs1": {"launch": {"args": [*SPEEDY, "--max-num-seqs", "1"]}},
         },
     }
     path = tmp_path / "gpulayout.yaml"
@@ -96,7 +101,7 @@ def test_real_measure_chooses_more_sequences_and_agrees_with_the_generator(tmp_p
     low, high = data["verdict"]["ratio"]["ci95"]
     assert 1.0 < low <= data["verdict"]["ratio"]["mean"] <= high
     for name, d in data["deployments"].items():
-        assert d["requests"] == {"completed": 128, "failed": 0}, name
+        assert d["requests"] == {"completed": MEASURE["requests"] * MEASURE["windows"], "failed": 0}, name
         assert d["clocks"] is None  # the CPU build: no NVML
         assert d["engine_metrics"]["samples"] > 0 and d["engine_metrics"]["kv_usage_max"] is not None
         for w in d["windows"]:  # each window's figures are the generator's own for that run
@@ -124,7 +129,7 @@ def test_interrupting_a_measurement_leaves_nothing_behind(tmp_path: Path, model_
                             stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not list(work.glob("*.json.log")):  # the generator started
+        while time.monotonic() < deadline and not list(work.glob("*.job.json")):  # the load started
             assert proc.poll() is None, proc.communicate()[0].decode()
             time.sleep(0.5)
         time.sleep(3)
