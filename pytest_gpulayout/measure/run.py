@@ -101,7 +101,7 @@ class DeploymentMeasure:
             "clocks_note": unmatched,
             "engine_metrics": merged.as_dict() if merged is not None else None,
             "errors": list(self.errors),
-            "notes": list(self.notes),
+            "notes": list(dict.fromkeys([*self.notes, *(w.note for w in self.windows if w.note)])),
             "seconds": round(self.seconds, 1),
         }
 
@@ -111,7 +111,8 @@ def window_json(w: Window) -> dict[str, Any]:
             "failed": w.failed, "output_tokens_per_s": round(w.output_tokens_per_s, 3),
             "requests_per_s": round(w.requests_per_s, 3), "ttft_ms": w.ttft_ms.as_dict(),
             "itl_ms": w.itl_ms.as_dict(), "e2e_ms": w.e2e_ms.as_dict(),
-            "goodput_rps": None if w.goodput_rps is None else round(w.goodput_rps, 3), "result": w.result_path}
+            "goodput_rps": None if w.goodput_rps is None else round(w.goodput_rps, 3), "result": w.result_path,
+            "generator_output_tokens_per_s": w.generator.get("output_throughput"), "note": w.note}
 
 
 @dataclass
@@ -224,7 +225,8 @@ class _Driver:
             return
         for path in job.results:
             try:
-                w = read_result(path, concurrency=self.concurrency, slo=self.dm.spec.slo)
+                w = read_result(path, concurrency=self.concurrency, slo=self.dm.spec.slo,
+                                forced_output=None if self.dm.spec.trace is not None else self.dm.spec.output_tokens)
             except MeasureError as err:
                 self.dm.errors.append(str(err))
                 return

@@ -65,6 +65,20 @@ def test_failed_requests_are_counted_not_timed() -> None:
     assert w.goodput_rps == pytest.approx(15 / g["duration"])
 
 
+def test_a_miscounted_output_counts_the_forced_length_and_says_so() -> None:
+    """llama-server's usage rides in its last token's chunk, which the generator does not read: it
+    re-tokenizes the text instead. With the length forced, the forced length is counted, and said."""
+    g = json.loads(RECORDED.read_text())
+    forced = g["output_lens"][0]
+    assert parse_result(g, concurrency=8, forced_output=forced).note is None  # the server's own count: kept
+    g["output_lens"] = [1] * len(g["output_lens"])
+    w = parse_result(g, concurrency=8, forced_output=forced)
+    assert w.output_tokens == forced * 16
+    assert w.output_tokens_per_s == pytest.approx(forced * 16 / g["duration"])
+    assert w.note is not None and f"counted 1.0 output tokens a request, not the {forced} forced" in w.note
+    assert parse_result(g, concurrency=8).output_tokens == 16  # a trace forces nothing: the generator's count
+
+
 def test_a_result_without_per_request_times_is_one_clear_error(tmp_path: Path) -> None:
     p = tmp_path / "r.json"
     g = json.loads(RECORDED.read_text())
