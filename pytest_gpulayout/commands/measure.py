@@ -29,29 +29,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where engine logs and the load generator's results go (default: a temporary directory)")
 
 
-def _table(data: dict[str, object]) -> list[str]:
-    deps = data["deployments"]
-    assert isinstance(deps, dict)
-    head = f"{'deployment':<20} {'status':<6} {'out tok/s':>10} {'req/s':>8} {'TTFT p99':>9} {'ITL p99':>8} " \
-           f"{'E2E p99':>9} {'done':>5} {'fail':>5} {'goodput':>8} {'win':>4}"
-    rows = [head, "-" * len(head)]
-
-    def f(v: object, nd: int = 1) -> str:
-        return "-" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
-
-    for name, d in deps.items():
-        rows.append(f"{name:<20} {d['status']:<6} {f(d['output_tokens_per_s']):>10} {f(d['requests_per_s'], 2):>8} "
-                    f"{f(d['ttft_ms']['p99']):>9} {f(d['itl_ms']['p99']):>8} {f(d['e2e_ms']['p99']):>9} "
-                    f"{d['requests']['completed']:>5} {d['requests']['failed']:>5} {f(d['goodput_rps'], 2):>8} "
-                    f"{len(d['windows']):>4}")
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.engines.registry import ENGINES
     from pytest_gpulayout.launch.progress import stderr_reporter
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.measure.run import measure
+    from pytest_gpulayout.measure.text import lines_under, table
     from pytest_gpulayout.workload import MeasureSpec
 
     if args.html:
@@ -80,16 +63,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         out = sys.stdout
-        out.write("\n".join(_table(data)) + "\n\n")
-        verdict = data["verdict"]
-        assert isinstance(verdict, dict)
-        out.write(f"verdict: {verdict['text']}\n")
-        for name, d in data["deployments"].items():
-            for err in d["errors"]:
-                out.write(f"{name}: {err}\n")
-            for note in d["notes"]:
-                out.write(f"{name}: {note}\n")
-            if d["clocks_note"]:
-                out.write(f"{name}: {d['clocks_note']}\n")
+        out.write("\n".join(table(data)) + "\n\n")
+        out.write("\n".join(lines_under(data)) + "\n")
         out.write(f"logs and load-generator results: {log_dir}\n")
     return 1 if result.status == "fail" else 0

@@ -11,6 +11,7 @@ are launched again for two more windows each at the deciding concurrency.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -134,6 +135,34 @@ class Measurement:
                                 for n, d in self.deployments.items()},
                 "seconds": round(self.seconds, 1),
                 "load_generator": "vllm bench serve"}
+
+
+_RELEASE_OF = ("import sys\nfrom importlib import metadata\nfor d in sys.argv[1:]:\n    try:\n"
+               "        print(metadata.version(d))\n        break\n    except metadata.PackageNotFoundError:\n"
+               "        pass\n")
+
+
+def measured_release(dep: Deployment, host: Host) -> str | None:
+    """The engine release a measurement ran: the pinned ``engine_version``; launched from this
+    environment, the installed one; with a ``launch.command`` naming a Python (or with one beside
+    it), the engine's distribution in that Python (package metadata, one short subprocess); else None
+    (a binary of its own, such as llama-server, does not say it here)."""
+    if dep.engine_version:
+        return str(dep.engine_version)
+    if not dep.launch.command:
+        return host.installed(dep.engine)
+    engine = ENGINES[dep.engine]
+    first = Path(dep.launch.command[0])
+    python = first if first.name.startswith("python") else first.parent / "python"
+    if not engine.distributions or first.parent == Path() or not python.is_file():
+        return None
+    try:
+        out = subprocess.run([str(python), "-c", _RELEASE_OF, *engine.distributions], capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = out.stdout.strip().splitlines()
+    return found[0] if out.returncode == 0 and found else None
 
 
 def _tokenizer(dep: Deployment, spec: MeasureSpec) -> str:
