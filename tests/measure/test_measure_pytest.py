@@ -10,6 +10,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,66 @@ def test_junit_properties_flatten_the_figures() -> None:
     assert props["gpulayout.measure.tp2.windows"] == "2"
     assert json.loads(props["gpulayout.measure.tp2.engine_metrics"]) == {"samples": 2}
     assert "gpulayout.measure.tp2.notes" not in props
+
+
+# ------------------------------------------------------------------------------------------------
+# gpulayout plan --measure: the candidates the plan's "measure" line names, measured under the plan
+# ------------------------------------------------------------------------------------------------
+
+
+def _fake_measure(seen: list[list[Any]]) -> Any:
+    from dataclasses import replace
+
+    from pytest_gpulayout.measure.result import read_result
+    from pytest_gpulayout.measure.run import DeploymentMeasure, Measurement
+    from pytest_gpulayout.measure.verdict import decide
+
+    def fake(deployments: Any, *, work_dir: Path, **kw: Any) -> Measurement:
+        seen.append(list(deployments))
+        dms = {}
+        for d in deployments:
+            dm = DeploymentMeasure(d, d.measure or MeasureSpec())
+            w = read_result(RECORDED, concurrency=8)
+            f = 1.5 if d.tp == 1 else 1.0
+            dm.windows += [replace(w, output_tokens_per_s=w.output_tokens_per_s * f * k) for k in (0.99, 1.0, 1.01)]
+            dms[d.name] = dm
+        return Measurement(dms, decide({n: dm.windows for n, dm in dms.items()}, "output_tokens_per_s"), {}, 1.0)
+
+    return fake
+
+
+def test_plan_measure_runs_the_named_candidates_and_puts_the_verdict_under_the_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_gpulayout.cli import main
+    from pytest_gpulayout.measure import run as run_mod
+
+    seen: list[list[Any]] = []
+    monkeypatch.setattr(run_mod, "measure", _fake_measure(seen))
+    argv = ["plan", "Qwen/Qwen3-8B", "--machine", "preset:2xL4-pcie", "--max-model-len", "8192", "--concurrency",
+            "8", "--measure", "--log-dir", str(tmp_path / "logs")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert [(d.tp, d.pp, d.gpus) for d in seen[0]] == [(1, 2, (0, 1)), (2, 1, (0, 1))]  # what "measure:" names
+    plan_part, measured = out.split("\nmeasured (")
+    assert "measure: The rules cannot decide TP=1 PP=2 DP=1 against TP=2 PP=1 DP=1" in plan_part
+    assert measured.startswith("tp1-pp2-dp1: TP=1 PP=2 DP=1, tp2-pp1-dp1: TP=2 PP=1 DP=1):")
+    assert "verdict: choose tp1-pp2-dp1: 1.50x the output tokens/s of tp2-pp1-dp1" in measured
+    assert f"logs and load-generator results: {tmp_path / 'logs'}" in measured
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["measured"]["verdict"]["choose"] in data["measured"]["candidates"]
+    assert set(data["measured"]["candidates"].values()) == {"TP=1 PP=2 DP=1", "TP=2 PP=1 DP=1"}
+
+
+def test_plan_measure_with_nothing_to_measure_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_gpulayout.cli import main
+    from pytest_gpulayout.measure import run as run_mod
+
+    seen: list[list[Any]] = []
+    monkeypatch.setattr(run_mod, "measure", _fake_measure(seen))
+    argv = ["plan", "Qwen/Qwen3-8B", "--machine", "preset:8xH100-sxm", "--max-model-len", "8192", "--measure"]
+    assert main(argv) == 0
+    assert "measured: nothing to measure: the rules decided" in capsys.readouterr().out and seen == []
+    assert main(["plan", "Qwen/Qwen3-8B", "--engine", "llamacpp", "--measure"]) == 2
+    assert "names no layouts to measure" in capsys.readouterr().err
