@@ -7,14 +7,14 @@ to ``launch/`` and ``measure/``."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.evaluate import subject_of
+from pytest_gpulayout.evaluate import load_models, subject_of
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.launch.progress import Progress
@@ -91,6 +91,22 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
     return launch_one
 
 
+def predicted_pools(deployments: Sequence[Deployment], machine: Machine | None,
+                    host: Host = BARE_HOST) -> dict[str, tuple[int, ...]]:
+    """kv_pool's prediction (KV tokens per replica: ``evaluate.subject_of(...).replicas``) of each
+    deployment it can be made for, which a measurement's preemptions are read against."""
+    out: dict[str, tuple[int, ...]] = {}
+    if machine is None or not machine.memory_known:
+        return out
+    for dep in deployments:
+        try:
+            model = load_models([dep])[dep.name]
+            out[dep.name] = tuple(r.kv_tokens for r in subject_of(dep, machine, model, host).replicas)
+        except Exception:  # a prediction is a comparison aid; the measurement stands without it
+            continue
+    return out
+
+
 def apply_baseline(dep: Deployment, figures: dict[str, Any], baseline: Path, *, machine: Machine | None, host: Host,
                    max_regression: float | None = None) -> None:
     """``figures["baseline"]``: ``dep``'s output tokens/s against the saved figure of its kind (saved when
@@ -113,7 +129,8 @@ def measure_all(deployments: list[Deployment], work: Path, *, machine: Machine |
                 baseline: Path | None = None, progress: Callable[[str], Progress] | None = None) -> dict[str, Any]:
     """Every deployment measured one after the other with the verdict (``gpulayout measure --json``),
     each one's figures checked against ``baseline`` when given."""
-    result = measure(deployments, work_dir=work, host=host, progress=progress)
+    result = measure(deployments, work_dir=work, host=host, progress=progress,
+                     predicted=predicted_pools(deployments, machine, host))
     data = result.to_json()
     data["log_dir"] = str(work)
     if baseline is not None:
@@ -144,7 +161,8 @@ def make_measurer(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
             spec = dataclasses.replace(spec, concurrency=(concurrency,))
         dep = dataclasses.replace(dep, measure=spec)
         work = log_dir / f"measure-{dep.name}"
-        result = measure([dep], work_dir=work, host=host, progress=progress, on_window=on_window)
+        result = measure([dep], work_dir=work, host=host, progress=progress, on_window=on_window,
+                         predicted=predicted_pools([dep], machine, host))
         figures: dict[str, Any] = result.to_json()["deployments"][dep.name]
         figures["log_dir"] = str(work)
         if baseline is not None:

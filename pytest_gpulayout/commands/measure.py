@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.errors import GpuLayoutError, InputError
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.files import writable_path
 
@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.engines.registry import ENGINES
+    from pytest_gpulayout.fixtures import predicted_pools
     from pytest_gpulayout.launch.progress import stderr_reporter
+    from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.measure.run import measure
     from pytest_gpulayout.measure.text import lines_under, table
@@ -50,8 +52,14 @@ def run(args: argparse.Namespace) -> int:
     deps = [d if d.measure is not None else replace(d, measure=MeasureSpec()) for d in deps]
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-measure-"))
     reporter = stderr_reporter()
-    result = measure(deps, work_dir=log_dir, host=Host.read(ENGINES.values()), progress=reporter.for_launch,
-                     on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr))
+    host = Host.read(ENGINES.values())
+    try:  # the machine the manifest names, for kv_pool's prediction that preemptions are read against
+        machine = load_machine(manifest.machine, manifest.base_dir, (), ENGINES.values())
+    except GpuLayoutError:
+        machine = None
+    result = measure(deps, work_dir=log_dir, host=host, progress=reporter.for_launch,
+                     on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr),
+                     predicted=predicted_pools(deps, machine, host))
     data = result.to_json()
     data["log_dir"] = str(log_dir)
     if args.html:

@@ -247,6 +247,7 @@ def _measure_candidates(result: Plan, args: argparse.Namespace) -> dict[str, obj
 
     import yaml
 
+    from pytest_gpulayout.fixtures import predicted_pools
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.launch.progress import stderr_reporter
     from pytest_gpulayout.manifest.load import parse_manifest
@@ -256,8 +257,11 @@ def _measure_candidates(result: Plan, args: argparse.Namespace) -> dict[str, obj
     manifest = parse_manifest(yaml.safe_load(result.measurement.manifest), path=Path.cwd() / "gpulayout.yaml")
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-plan-measure-"))
     reporter = stderr_reporter()
-    done = measure(list(manifest.deployments), work_dir=log_dir, host=Host.read(registry.ENGINES.values()),
-                   progress=reporter.for_launch, on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr))
+    host = Host.read(registry.ENGINES.values())
+    deps = list(manifest.deployments)
+    done = measure(deps, work_dir=log_dir, host=host, progress=reporter.for_launch,
+                   on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr),
+                   predicted=predicted_pools(deps, result.machine, host))
     data = done.to_json()
     data["candidates"] = {d.name: d.layout for d in manifest.deployments}
     data["log_dir"] = str(log_dir)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from pytest_gpulayout.launch.verdict import STOP_SIGNAL
 from pytest_gpulayout.measure import clocks as clk
 from pytest_gpulayout.measure import metrics as met
 from pytest_gpulayout.measure.generator import Generator, Generators, Job, JobEnd, generator_args, generator_python
+from pytest_gpulayout.measure.preemption import preemption_note
 from pytest_gpulayout.measure.result import MeasureError, Window, read_result
 from pytest_gpulayout.measure.stats import mean_ci
 from pytest_gpulayout.measure.verdict import Verdict, decide, deciding_figure
@@ -51,6 +52,8 @@ class DeploymentMeasure:
     clocks: list[clk.Clocks | None] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    preempted: dict[int, float] = field(default_factory=dict)  # /metrics' preemptions per concurrency
+    predicted_kv_tokens: tuple[int, ...] | None = None          # kv_pool's prediction, per replica
     launches: list[LaunchResult] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -60,6 +63,10 @@ class DeploymentMeasure:
 
     def at(self, concurrency: int) -> list[Window]:
         return [w for w in self.windows if w.concurrency == concurrency]
+
+    def preemption_notes(self) -> list[str]:
+        notes = (preemption_note(self.spec, c, n, self.predicted_kv_tokens) for c, n in sorted(self.preempted.items()))
+        return [n for n in notes if n]
 
     def merged_clocks(self) -> clk.Clocks | None:
         return clk.merge(self.clocks)
@@ -102,7 +109,9 @@ class DeploymentMeasure:
             "clocks_note": unmatched,
             "engine_metrics": merged.as_dict() if merged is not None else None,
             "errors": list(self.errors),
-            "notes": list(dict.fromkeys([*self.notes, *(w.note for w in self.windows if w.note)])),
+            "notes": list(dict.fromkeys([*self.notes, *(w.note for w in self.windows if w.note),
+                                         *self.preemption_notes()])),
+            "predicted_kv_tokens_per_replica": list(self.predicted_kv_tokens) if self.predicted_kv_tokens else None,
             "seconds": round(self.seconds, 1),
         }
 
@@ -267,6 +276,8 @@ class _Driver:
         # the samplers ran through all the windows of this job: one reading for them
         if m is not None:
             self.dm.metrics.append(m)
+            if m.preemptions:
+                self.dm.preempted[self.concurrency] = self.dm.preempted.get(self.concurrency, 0.0) + m.preemptions
         self.dm.clocks.append(c)
 
     def close(self) -> None:
@@ -367,13 +378,17 @@ def _measure_all(dms: dict[str, DeploymentMeasure], *, t0: float, work_dir: Path
 
 def measure(deployments: Sequence[Deployment], *, work_dir: Path, host: Host = BARE_HOST,
             progress: Callable[[str], Progress] | None = None, on_window: Callable[[str], None] | None = None,
-            nvml: Any | None = None, use_nvml: bool = True) -> Measurement:
-    """Measure ``deployments`` (each with its ``measure`` block, or the defaults) and decide."""
+            nvml: Any | None = None, use_nvml: bool = True,
+            predicted: Mapping[str, tuple[int, ...]] | None = None) -> Measurement:
+    """Measure ``deployments`` (each with its ``measure`` block, or the defaults) and decide.
+    ``predicted``: the kv_pool prediction (KV tokens per replica) by deployment name, which
+    preemptions are read against (``measure/preemption.py``)."""
     t0 = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
     if nvml is None and use_nvml:
         nvml = clk.load_nvml()
-    dms = {d.name: DeploymentMeasure(d, d.measure or MeasureSpec()) for d in deployments}
+    dms = {d.name: DeploymentMeasure(d, d.measure or MeasureSpec(), predicted_kv_tokens=(predicted or {}).get(d.name))
+           for d in deployments}
     generators = Generators(work_dir)
     try:
         # the generators start now: their imports overlap the first engine's start-up

@@ -184,6 +184,7 @@ def _fake_measure(seen: list[list[Any]]) -> Any:
 
     def fake(deployments: Any, *, work_dir: Path, **kw: Any) -> Measurement:
         seen.append(list(deployments))
+        seen.append(kw.get("predicted"))
         dms = {}
         for d in deployments:
             dm = DeploymentMeasure(d, d.measure or MeasureSpec())
@@ -208,6 +209,8 @@ def test_plan_measure_runs_the_named_candidates_and_puts_the_verdict_under_the_p
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert [(d.tp, d.pp, d.gpus) for d in seen[0]] == [(1, 2, (0, 1)), (2, 1, (0, 1))]  # what "measure:" names
+    pools = seen[1]  # kv_pool's prediction per replica, for the preemptions to be read against
+    assert set(pools) == {"tp1-pp2-dp1", "tp2-pp1-dp1"} and all(len(v) == 1 and v[0] > 0 for v in pools.values())
     plan_part, measured = out.split("\nmeasured (")
     assert "measure: The rules cannot decide TP=1 PP=2 DP=1 against TP=2 PP=1 DP=1" in plan_part
     assert measured.startswith("tp1-pp2-dp1: TP=1 PP=2 DP=1, tp2-pp1-dp1: TP=2 PP=1 DP=1):")

@@ -334,3 +334,22 @@ def test_no_nvml_means_no_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(pynvml, "nvmlInit", fail)
     assert clk.load_nvml() is None
+
+
+# ------------------------------------------------------------------------------------------------
+# Preemptions against the predicted pool
+# ------------------------------------------------------------------------------------------------
+
+
+def test_preemptions_where_the_prediction_said_the_load_fits_are_named_with_the_numbers() -> None:
+    from pytest_gpulayout.measure.preemption import load_tokens_per_replica, preemption_note
+
+    spec = MeasureSpec(input_tokens=128, output_tokens=128)
+    assert load_tokens_per_replica(spec, 8, 2) == 4 * 256
+    note = preemption_note(spec, 8, 3.0, (5000, 4096))
+    assert note is not None and note.startswith("3 preemptions at concurrency 8, where the predicted pool")
+    assert "4,096 tokens per replica (x2)" in note and "4 requests of 128 + 128 tokens = 1,024 tokens, 4.0x" in note
+    short = preemption_note(spec, 8, 1.0, (1000,))
+    assert short is not None and "as predicted" in short and "8 requests of 128 + 128 tokens = 2,048 tokens" in short
+    assert preemption_note(spec, 8, 0.0, (5000,)) is None and preemption_note(spec, 8, 2.0, None) is None
+    assert preemption_note(MeasureSpec(trace=Path("t.jsonl")), 8, 2.0, (5000,)) is None
