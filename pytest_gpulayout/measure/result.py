@@ -58,6 +58,17 @@ class Window:
     generator: Mapping[str, Any]       # the generator's own aggregates, as it wrote them
     result_path: str | None = None
     note: str | None = None            # where a figure is not the generator's own, why
+    first_error: str | None = None     # the last line of the first failed request's error
+
+    @property
+    def failure(self) -> str | None:
+        """What to say when requests failed: none completed (an error), or some (a note)."""
+        if not self.failed:
+            return None
+        why = f": {self.first_error}" if self.first_error else ""
+        if not self.completed:
+            return f"no request completed at concurrency {self.concurrency} ({self.failed} failed{why})"
+        return f"{self.failed} of {self.failed + self.completed} requests failed at concurrency {self.concurrency}{why}"
 
     def figure(self, name: str) -> float:
         value = getattr(self, name)
@@ -148,12 +159,15 @@ def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO
                 f"token's chunk) and it re-tokenized the text; output tokens/s counts the forced length")
         tokens = forced_output * len(counted)
     aggregates = {k: v for k, v in data.items() if not isinstance(v, list)}
+    errs = [str(e).strip().splitlines() for e in errors if e]
+    first_error = next((lines[-1][:200] for lines in errs if lines), None)
     return Window(
         concurrency=concurrency, duration_s=duration, completed=completed, failed=failed, output_tokens=tokens,
         output_tokens_per_s=tokens / duration if duration > 0 else 0.0,
         requests_per_s=completed / duration if duration > 0 else 0.0,
         ttft_ms=_pcts(good_ttft), itl_ms=_pcts(good_itl), e2e_ms=_pcts(good_lat),
-        goodput_rps=goodput(ttfts, itls, ok, duration, slo), generator=aggregates, note=note)
+        goodput_rps=goodput(ttfts, itls, ok, duration, slo), generator=aggregates, note=note,
+        first_error=first_error)
 
 
 def read_result(path: Path, *, concurrency: int, slo: Slo = NO_SLO, forced_output: int | None = None) -> Window:

@@ -110,6 +110,7 @@ class DeploymentMeasure:
             "engine_metrics": merged.as_dict() if merged is not None else None,
             "errors": list(self.errors),
             "notes": list(dict.fromkeys([*self.notes, *(w.note for w in self.windows if w.note),
+                                         *(w.failure for w in self.windows if w.failure and w.completed),
                                          *self.preemption_notes()])),
             "predicted_kv_tokens_per_replica": list(self.predicted_kv_tokens) if self.predicted_kv_tokens else None,
             "seconds": round(self.seconds, 1),
@@ -199,6 +200,7 @@ class _Driver:
         self.current: Generator | None = None
         self.job: Job | None = None
         self.started = 0
+        self.log_hint = ""
         self.concurrency = 0
         self.scraper: met.Scraper | None = None
         self.sampler: clk.ClockSampler | None = None
@@ -269,6 +271,8 @@ class _Driver:
                 self.dm.errors.append(str(err))
                 return
             self.dm.windows.append(w)
+            if w.failure is not None and not w.completed:
+                self.dm.errors.append(f"{w.failure} (the engine's log: {self.log_hint})")
             if self.on_window is not None:
                 self.on_window(f"{self.dm.deployment.name}: concurrency {w.concurrency}: "
                                f"{w.output_tokens_per_s:.1f} output tokens/s, {w.requests_per_s:.2f} requests/s, "
@@ -324,6 +328,7 @@ def _measure_once(dm: DeploymentMeasure, plan: list[tuple[int, int]], *, work: P
                      seed0=seed0, on_window=on_window, generators=generators)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = work / f"engine-{dep.name}-{stamp}-{len(dm.launches)}.log"
+    driver.log_hint = str(log_path)
     try:
         result = launch(argv, env=env, watcher=watcher, timeout_s=dep.launch.timeout_s + max(deadline - t0, 0.0),
                         log_path=log_path, stop_when="ready", serve=driver, gpus=locks, stop_signal=STOP_SIGNAL,

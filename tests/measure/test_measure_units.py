@@ -353,3 +353,18 @@ def test_preemptions_where_the_prediction_said_the_load_fits_are_named_with_the_
     assert short is not None and "as predicted" in short and "8 requests of 128 + 128 tokens = 2,048 tokens" in short
     assert preemption_note(spec, 8, 0.0, (5000,)) is None and preemption_note(spec, 8, 2.0, None) is None
     assert preemption_note(MeasureSpec(trace=Path("t.jsonl")), 8, 2.0, (5000,)) is None
+
+
+def test_a_window_where_every_request_failed_is_an_error_not_a_pass() -> None:
+    """Found measuring PP=2 on the CPU build with --enforce-eager: the server starts (its KV pool is
+    right) and answers every request with Internal Server Error; the figures were all zeros, and passed."""
+    g = json.loads(RECORDED.read_text())
+    g["errors"] = ["Internal Server Error"] * 16
+    g["completed"], g["failed"] = 0, 16
+    w = parse_result(g, concurrency=8)
+    assert w.failure == "no request completed at concurrency 8 (16 failed: Internal Server Error)"
+    g["errors"] = ["Traceback (most recent call last):\n  ...\naiohttp.ClientOSError: reset"] + [""] * 15
+    g["completed"], g["failed"] = 15, 1
+    assert parse_result(g, concurrency=8).failure == ("1 of 16 requests failed at concurrency 8: "
+                                                      "aiohttp.ClientOSError: reset")
+    assert read_result(RECORDED, concurrency=8).failure is None
