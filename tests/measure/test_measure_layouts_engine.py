@@ -8,6 +8,7 @@ Short windows: the point is that every layout is launched, loaded, read and stop
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,14 @@ from real_engines import llama_server, vllm_python
 from pytest_gpulayout.manifest.load import load_manifest
 from pytest_gpulayout.measure.run import measure
 
-#: two windows each (the fewest a confidence interval needs) of 8 requests, 4 at once, 16 tokens out
-SHORT = {"concurrency": 4, "requests": 8, "input_tokens": 16, "output_tokens": 16, "windows": 2, "budget_s": 900}
+#: two windows each (the fewest a confidence interval needs) of 8 requests, 4 at once, 16 tokens out; a
+#: budget that leaves no time for more rounds (each deployment's first pass always runs)
+SHORT = {"concurrency": 4, "requests": 8, "input_tokens": 16, "output_tokens": 16, "windows": 2, "budget_s": 30}
+#: PP=2 on the CPU build (0.32) cannot serve with --enforce-eager: the CPU runner skips its warm-up without
+#: compilation, so the pipeline's intermediate tensors are never allocated and every request fails
+#: (``assert self.intermediate_tensors is not None``, gpu_model_runner.py). Compiling with the eager
+#: backend runs the warm-up without inductor's minutes.
+EAGER_BACKEND = ["--compilation-config", '{"mode": 3, "backend": "eager", "cudagraph_mode": "NONE"}']
 
 
 def agrees_with_the_generator(d: dict[str, Any], *, miscounted: bool = False) -> None:
@@ -57,7 +64,8 @@ def test_real_tp2_pp2_dp2_are_measured_one_after_the_other(tmp_path: Path, model
                        "timeout_s": 600},
             "measure": SHORT,
         },
-        "deployments": {"tp2": {"tensor_parallel_size": 2}, "pp2": {"pipeline_parallel_size": 2},
+        "deployments": {"tp2": {"tensor_parallel_size": 2},
+                        "pp2": {"pipeline_parallel_size": 2, "launch": {"args": EAGER_BACKEND}},
                         "dp2": {"data_parallel_size": 2}},
     }
     (tmp_path / "gpulayout.yaml").write_text(yaml.safe_dump(data))
@@ -79,7 +87,16 @@ def test_real_tp2_pp2_dp2_are_measured_one_after_the_other(tmp_path: Path, model
     v = out["verdict"]
     assert v["concurrency"] == 4 and v["against"] in ("tp2", "pp2", "dp2")
     assert v["text"].startswith(f"choose {v['choose']}: ") if v["choose"] else "no measurable difference" in v["text"]
-    assert before.wait_clean(15) == []
+    # no process is left. A TP=2 or PP=2 server run to ready leaves two multiprocessing semaphores
+    # (/dev/shm/sem.mp-*) that the launcher never saw mapped: its closing log line names them ("left in
+    # place ... not seen used by the engine"). Known, not the measurement's: counted only if unnamed.
+    assert before.processes() == []
+    named = {m for log in (tmp_path / "work").glob("engine-*.log")
+             for m in re.findall(r"/dev/shm/[\w.-]+", log.read_text(errors="replace").splitlines()[-1])}
+    left = before.wait_clean(15)
+    assert [x for x in left if x not in named] == []
+    for x in left:  # ours (appeared with our launches, held by no process): not left on a shared machine
+        Path(x).unlink(missing_ok=True)
 
 
 @pytest.mark.engine
