@@ -49,6 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--gpulayout-log-dir", metavar="DIR", default=None,
                     help="where engine startup logs go, for every launch (--gpulayout-launch, launch.enabled, "
                          "the gpulayout_launch fixture); default: $GPULAYOUT_LOG_DIR, else pytest's cache")
+    group.addoption("--gpulayout-measure", action="store_true", default=False,
+                    help="measure the deployments under load one after the other (gpulayout measure) and say which "
+                         "serves best; figures as JUnit properties (gpulayout.measure.<deployment>.<key>)")
+    group.addoption("--gpulayout-measure-baseline", metavar="FILE", default=None,
+                    help="save measured output tokens/s to FILE, and fail a later run that falls more than "
+                         "max_regression (default 10 %%) below it at the same engine release and machine")
     group.addoption("--gpulayout-report", metavar="FILE", default=None,
                     help="write the JSON of `gpulayout check --json` to FILE")
     group.addoption("--gpulayout-html", metavar="FILE", default=None,
@@ -79,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"gpulayout: {err}") from None
     from pytest_gpulayout.inputs.files import writable_path
 
-    for option in ("gpulayout_report", "gpulayout_html"):
+    for option in ("gpulayout_report", "gpulayout_html", "gpulayout_measure_baseline"):
         target = config.getoption(option, None)
         if target:
             try:
@@ -260,12 +266,21 @@ class ManifestFile(pytest.File):
     """The manifest, collected by ``--gpulayout``: one :class:`DeploymentNode` per deployment, in the
     manifest's order. Its items carry the ``gpulayout`` marker (``-m "not gpulayout"`` leaves them out)."""
 
-    def collect(self) -> Iterator[DeploymentNode]:
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         from pytest_gpulayout.session import get_state
 
         manifest = get_state(self.config).manifest
         for dep in manifest.deployments if manifest is not None else ():
             yield DeploymentNode.from_parent(self, name=dep.name)
+        if manifest is not None and self.config.getoption("gpulayout_measure", False):
+            # the measurement of every deployment, after their checks: ``gpulayout.yaml::measure``
+            yield pytest.Function.from_parent(self, name="measure", callobj=_measure_all_deployments)
+
+
+def _measure_all_deployments(gpulayout_measure_suite: Callable[[], dict[str, Any]]) -> None:
+    """Measure the deployments under load one after the other and say which serves best (opt-in:
+    ``--gpulayout-measure``; ``--gpulayout-measure-baseline FILE`` fails a regression)."""
+    gpulayout_measure_suite()
 
 
 class DeploymentNode(pytest.Collector):
@@ -464,3 +479,120 @@ def gpulayout_launch(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
     reporter = pytest_reporter(request.config)  # the launch's phases through the terminal reporter
     yield make_launcher({d.name: d for d in manifest.deployments}, log_dir, load_model, machine=machine,
                          host=state.host, progress=reporter.for_launch if reporter is not None else None)
+
+
+def _measure_setup(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, Path, Path | None, Any, Any]:
+    """The manifest, the log folder, the baseline file and the machine (or None) for the measure
+    fixtures; and the reporter the launches' phases go through."""
+    from pytest_gpulayout.errors import GpuLayoutError
+    from pytest_gpulayout.launch.progress import pytest_reporter
+    from pytest_gpulayout.session import get_state
+
+    state = get_state(request.config)
+    try:
+        manifest = state.load_manifest()
+        log_dir = state.named_log_dir() or tmp_path
+    except GpuLayoutError as err:
+        pytest.fail(f"gpulayout: {err}", pytrace=False)
+    try:  # with the machine, GPUs are placed and locked by UUID, and the baseline knows its GPUs
+        machine = state.machine
+    except GpuLayoutError:
+        machine = None
+    given = request.config.getoption("gpulayout_measure_baseline", None)
+    baseline = Path(given) if given else None
+    if baseline is not None and not baseline.is_absolute():
+        baseline = Path(request.config.invocation_params.dir) / baseline
+    return manifest, log_dir, baseline, machine, pytest_reporter(request.config)
+
+
+def _measured_outcome(request: pytest.FixtureRequest, name: str, figures: Mapping[str, Any]) -> list[str]:
+    """JUnit properties for ``figures``; the failures it holds (a failed measurement, a regression)."""
+    from pytest_gpulayout.measure.text import junit_properties
+
+    request.node.user_properties.extend(junit_properties(name, figures))
+    problems = [f"{name}: {e}" for e in figures.get("errors", ())]
+    if figures.get("status") == "fail" and not problems:
+        problems.append(f"{name}: not measured")
+    base = figures.get("baseline")
+    if isinstance(base, Mapping) and base.get("status") == "fail":
+        problems.append(str(base["text"]))
+    return problems
+
+
+@pytest.fixture
+def gpulayout_measure(request: pytest.FixtureRequest,
+                      tmp_path: Path) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Measure a manifest deployment under load (``measure:``) and get its figures::
+
+        def test_tp2_throughput(gpulayout_measure):
+            figures = gpulayout_measure("tp2", concurrency=8)
+            assert figures["itl_ms"]["p99"] < 50
+
+    The figures are those of ``gpulayout measure --json`` under ``deployments.<name>``, also recorded as
+    JUnit properties. With ``--gpulayout-measure-baseline FILE`` the output tokens/s is saved, or
+    compared with the figure saved at the same engine release and machine: more than ``max_regression``
+    (default 10 %) below it fails the test. A measurement that fails fails the test.
+    """
+    from pytest_gpulayout.errors import GpuLayoutError
+    from pytest_gpulayout.fixtures import make_measurer
+
+    manifest, log_dir, baseline, machine, reporter = _measure_setup(request, tmp_path)
+    state_host = _host(request)
+    measurer = make_measurer({d.name: d for d in manifest.deployments}, log_dir, machine=machine, host=state_host,
+                             baseline=baseline, progress=reporter.for_launch if reporter is not None else None)
+
+    def measure_one(target: Any, concurrency: int | None = None, max_regression: float | None = None,
+                    **overrides: Any) -> dict[str, Any]:
+        try:
+            figures = measurer(target, concurrency=concurrency, max_regression=max_regression, **overrides)
+        except GpuLayoutError as err:
+            pytest.fail(f"gpulayout: {err}", pytrace=False)
+        name = str(getattr(target, "name", target))
+        problems = _measured_outcome(request, name, figures)
+        if problems:
+            pytest.fail("gpulayout measure: " + "; ".join(problems), pytrace=False)
+        return figures
+
+    yield measure_one
+
+
+def _host(request: pytest.FixtureRequest) -> Any:
+    from pytest_gpulayout.session import get_state
+
+    return get_state(request.config).host
+
+
+@pytest.fixture
+def gpulayout_measure_suite(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], dict[str, Any]]:
+    """The manifest's ``measure`` item (opt-in with ``--gpulayout-measure``): every
+    deployment of the manifest measured one after the other, the verdict and each one's figures as
+    JUnit properties, the baseline applied to each; the table goes to the terminal."""
+
+    def run() -> dict[str, Any]:
+        if not request.config.getoption("gpulayout_measure", False):
+            pytest.skip("measure: opt-in (--gpulayout-measure)")
+        from pytest_gpulayout.errors import GpuLayoutError
+        from pytest_gpulayout.fixtures import measure_all
+        from pytest_gpulayout.measure.text import lines_under, table
+
+        manifest, log_dir, baseline, machine, reporter = _measure_setup(request, tmp_path)
+        progress = reporter.for_launch if reporter is not None else None
+        try:
+            data = measure_all(list(manifest.deployments), log_dir / "measure", machine=machine,
+                               host=_host(request), baseline=baseline, progress=progress)
+        except GpuLayoutError as err:
+            pytest.fail(f"gpulayout: {err}", pytrace=False)
+        verdict = data["verdict"]
+        request.node.user_properties.extend([("gpulayout.measure.verdict", str(verdict["text"])),
+                                             ("gpulayout.measure.choose", str(verdict["choose"] or ""))])
+        problems = [p for name, d in data["deployments"].items() for p in _measured_outcome(request, name, d)]
+        terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None and not hasattr(request.config, "workerinput"):
+            terminal.write_line("")
+            for line in (*table(data), "", *lines_under(data)):
+                terminal.write_line(f"gpulayout measure: {line}")
+        if problems:
+            pytest.fail("gpulayout measure: " + "; ".join(problems), pytrace=False)
+        return data
+
+    return run

@@ -40,7 +40,8 @@ class MeasureSpec:
     and ``budget_s`` (the whole measurement, all deployments) is not spent. ``tokenizer``: a
     directory with the tokenizer (default: the model's directory; no network at run time).
     ``python``: the Python of an environment with vLLM, whose ``vllm bench serve`` drives the load
-    (default: the deployment's own vLLM).
+    (default: the deployment's own vLLM). ``max_regression``: how far (a fraction) output tokens/s
+    may fall below a saved baseline (``--gpulayout-measure-baseline``) before the test fails.
     """
 
     concurrency: tuple[int, ...] = (8,)
@@ -55,6 +56,7 @@ class MeasureSpec:
     windows: int = 4
     tokenizer: Path | None = None
     python: str | None = None
+    max_regression: float = 0.10
 
     @property
     def window_requests(self) -> int:

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.errors import GpuLayoutError, InputError
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.files import writable_path
 
@@ -29,29 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where engine logs and the load generator's results go (default: a temporary directory)")
 
 
-def _table(data: dict[str, object]) -> list[str]:
-    deps = data["deployments"]
-    assert isinstance(deps, dict)
-    head = f"{'deployment':<20} {'status':<6} {'out tok/s':>10} {'req/s':>8} {'TTFT p99':>9} {'ITL p99':>8} " \
-           f"{'E2E p99':>9} {'done':>5} {'fail':>5} {'goodput':>8} {'win':>4}"
-    rows = [head, "-" * len(head)]
-
-    def f(v: object, nd: int = 1) -> str:
-        return "-" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
-
-    for name, d in deps.items():
-        rows.append(f"{name:<20} {d['status']:<6} {f(d['output_tokens_per_s']):>10} {f(d['requests_per_s'], 2):>8} "
-                    f"{f(d['ttft_ms']['p99']):>9} {f(d['itl_ms']['p99']):>8} {f(d['e2e_ms']['p99']):>9} "
-                    f"{d['requests']['completed']:>5} {d['requests']['failed']:>5} {f(d['goodput_rps'], 2):>8} "
-                    f"{len(d['windows']):>4}")
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.engines.registry import ENGINES
+    from pytest_gpulayout.fixtures import predicted_pools
     from pytest_gpulayout.launch.progress import stderr_reporter
+    from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.measure.run import measure
+    from pytest_gpulayout.measure.text import lines_under, table
     from pytest_gpulayout.workload import MeasureSpec
 
     if args.html:
@@ -67,8 +52,14 @@ def run(args: argparse.Namespace) -> int:
     deps = [d if d.measure is not None else replace(d, measure=MeasureSpec()) for d in deps]
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-measure-"))
     reporter = stderr_reporter()
-    result = measure(deps, work_dir=log_dir, host=Host.read(ENGINES.values()), progress=reporter.for_launch,
-                     on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr))
+    host = Host.read(ENGINES.values())
+    try:  # the machine the manifest names, for kv_pool's prediction that preemptions are read against
+        machine = load_machine(manifest.machine, manifest.base_dir, (), ENGINES.values())
+    except GpuLayoutError:
+        machine = None
+    result = measure(deps, work_dir=log_dir, host=host, progress=reporter.for_launch,
+                     on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr),
+                     predicted=predicted_pools(deps, machine, host))
     data = result.to_json()
     data["log_dir"] = str(log_dir)
     if args.html:
@@ -80,14 +71,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         out = sys.stdout
-        out.write("\n".join(_table(data)) + "\n\n")
-        verdict = data["verdict"]
-        assert isinstance(verdict, dict)
-        out.write(f"verdict: {verdict['text']}\n")
-        for name, d in data["deployments"].items():
-            for err in d["errors"]:
-                out.write(f"{name}: {err}\n")
-            if d["clocks_note"]:
-                out.write(f"{name}: {d['clocks_note']}\n")
+        out.write("\n".join(table(data)) + "\n\n")
+        out.write("\n".join(lines_under(data)) + "\n")
         out.write(f"logs and load-generator results: {log_dir}\n")
     return 1 if result.status == "fail" else 0

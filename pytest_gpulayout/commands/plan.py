@@ -159,6 +159,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"list every layout (default: the first {TEXT_LIMIT}, without the same shapes on fewer GPUs)",
     )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="where the plan says 'measure', launch the layouts it names one after the other under a real "
+        "load (gpulayout measure, its default load) and put the measured verdict under the plan",
+    )
+    p.add_argument(
+        "--log-dir",
+        metavar="DIR",
+        default=None,
+        help="with --measure: where engine logs and the load generator's results go (default: a temporary directory)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,6 +180,11 @@ def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.planner.plan import plan
 
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
+    if args.measure and get_engine(args.engine).has_own_planner():
+        from pytest_gpulayout.errors import InputError
+
+        raise InputError(f"{args.engine}'s plan ranks its own splits and names no layouts to measure: write a manifest "
+                         f"and run gpulayout measure", key="--measure")
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd(), engines=registry.ENGINES.values())
     if get_engine(args.engine).has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
@@ -217,13 +234,66 @@ def run(args: argparse.Namespace) -> int:
                               pp=top.pipeline_parallel_size, dp=top.data_parallel_size, gpus=top.gpus,
                               max_model_len=top.max_model_len, version=args.engine_version))
         return 0 if result.serving else 1
+    measured = _measure_candidates(result, args) if args.measure else None
     if args.json:
-        json.dump(result.to_json(), sys.stdout, indent=2)
+        data = result.to_json()
+        if args.measure:
+            data["measured"] = measured
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_plan(result, limit=None if args.all else TEXT_LIMIT))
+        if args.measure:
+            sys.stdout.write(format_measured(measured))
+    if measured is not None and measured.get("status") == "fail":
+        return 1
     # a layout whose pool nobody could predict is not known to serve: never exit 0 on it
     return 0 if result.serving else 1
+
+
+def _measure_candidates(result: Plan, args: argparse.Namespace) -> dict[str, object] | None:
+    """``--measure``: the deployments of the measuring manifest the plan wrote (its "measure" line),
+    launched one after the other under the default load, and the verdict; None when the plan names
+    nothing to measure (the rules decided)."""
+    if result.measurement is None:
+        return None
+    import tempfile
+
+    import yaml
+
+    from pytest_gpulayout.fixtures import predicted_pools
+    from pytest_gpulayout.host import Host
+    from pytest_gpulayout.launch.progress import stderr_reporter
+    from pytest_gpulayout.manifest.load import parse_manifest
+    from pytest_gpulayout.measure.run import measure
+
+    # read where the plan runs: its model and machine references are relative to the working directory
+    manifest = parse_manifest(yaml.safe_load(result.measurement.manifest), path=Path.cwd() / "gpulayout.yaml")
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-plan-measure-"))
+    reporter = stderr_reporter()
+    host = Host.read(registry.ENGINES.values())
+    deps = list(manifest.deployments)
+    done = measure(deps, work_dir=log_dir, host=host, progress=reporter.for_launch,
+                   on_window=lambda line: print(f"gpulayout: {line}", file=sys.stderr),
+                   predicted=predicted_pools(deps, result.machine, host))
+    data = done.to_json()
+    data["candidates"] = {d.name: d.layout for d in manifest.deployments}
+    data["log_dir"] = str(log_dir)
+    return data
+
+
+def format_measured(measured: dict[str, object] | None) -> str:
+    """The measured verdict under the plan (``--measure``)."""
+    from pytest_gpulayout.measure.text import lines_under, table
+
+    if measured is None:
+        return "\nmeasured: nothing to measure: the rules decided (the plan names no layouts to measure)\n"
+    names = measured["candidates"]
+    assert isinstance(names, dict)
+    lines = ["", "measured (" + ", ".join(f"{n}: {layout}" for n, layout in names.items()) + "):"]
+    lines += ["  " + ln for ln in (*table(measured), "", *lines_under(measured))]
+    lines.append(f"  logs and load-generator results: {measured['log_dir']}")
+    return "\n".join(lines) + "\n"
 
 
 # -- text ---------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pytest_gpulayout.manifest.keys import check_keys
 from pytest_gpulayout.workload import MeasureSpec, Slo
 
 KEYS = ("concurrency", "requests", "duration_s", "input_tokens", "output_tokens", "trace", "slo",
-        "warmup_requests", "budget_s", "windows", "tokenizer", "python")
+        "warmup_requests", "budget_s", "windows", "tokenizer", "python", "max_regression")
 SLO_KEYS = ("ttft_p99_ms", "itl_p99_ms")
 
 ALIASES: Mapping[str, tuple[str, str]] = {
@@ -33,6 +33,8 @@ ALIASES: Mapping[str, tuple[str, str]] = {
     **dict.fromkeys(("warmup", "warmups", "num_warmups", "warm_up"), ("warmup_requests", "")),
     **dict.fromkeys(("budget", "timeout_s", "max_seconds", "time_budget_s"), ("budget_s", "")),
     **dict.fromkeys(("repeats", "repetitions", "runs", "rounds"), ("windows", "")),
+    **dict.fromkeys(("regression", "max_regression_pct", "tolerance", "max_drop"),
+                    ("max_regression", "(a fraction: 0.1)")),
     **{k: (f"slo.{k}", "") for k in SLO_KEYS},
 }
 SLO_ALIASES: Mapping[str, tuple[str, str]] = {
@@ -72,6 +74,13 @@ def _slo(ctx: Ctx, v: object, key: str) -> dict[str, float]:
     return {k: _positive("a number of milliseconds > 0")(ctx, x, f"{key}.{k}") for k, x in v.items()}
 
 
+def _fraction(ctx: Ctx, v: object, key: str) -> float:
+    x = number_value(ctx, v, key, what="a fraction")
+    if not 0 <= x < 1:
+        ctx.fail(key, f"must be a fraction from 0 to 1 (0.1 is 10 %), not {x:g}")
+    return x
+
+
 def _python(ctx: Ctx, v: object, key: str) -> str:
     if isinstance(v, (list, tuple)):
         return string_list_value(ctx, v, key, example="/venv/bin/python", allow_empty=False)[0]
@@ -91,6 +100,7 @@ _FIELDS: dict[str, Callable[[Ctx, object, str], Any]] = {
     "windows": lambda ctx, v, k: int_value(ctx, v, k, minimum=2),
     "tokenizer": _path,
     "python": _python,
+    "max_regression": _fraction,
 }
 
 

@@ -1,20 +1,24 @@
 """The load generator's command line and process: ``vllm bench serve`` (``vllm.benchmarks.serve``),
 run with the Python of an environment that has vLLM (see ``measure/__init__.py`` for the choice).
 
-Several windows run in one process (``RUNNER`` calls ``main`` once per window, each with its own
-seed and result file): the generator's own start-up (imports, tokenizer: ~8 s on CPU) is paid once
-per concurrency, not per window. It is started through a short runner (``python -c``) that calls
-``vllm.benchmarks.serve`` the way ``vllm bench serve`` does, without the ``vllm`` CLI's start-up (which reads
-the installed
+One generator process serves the whole measurement (one per Python): it is started before the first
+engine, so its own start-up (imports: ~8 s on CPU) overlaps the engine's, and it then runs one *job*
+after another as they come on its stdin (one JSON line each: the ``vllm bench serve`` arguments, the
+windows, the file it marks the job done in). A job is one launch's windows at one concurrency; each
+window is one ``main`` call with its own seed and result file, and only the first warms the server
+up (the later ones follow a loaded server). The runner calls ``vllm.benchmarks.serve`` the way
+``vllm bench serve`` does, without the ``vllm`` CLI's start-up (which reads the installed
 distribution's version and fails where vLLM is installed under another distribution name, as the
 CPU build is). Argument vector, never a shell; its own process group; ``PR_SET_PDEATHSIG`` so it
-dies with this process; killed with its group on every way out (:meth:`Generator.kill`).
+dies with this process; killed with its group on every way out (:meth:`Generator.kill`), and past a
+job's deadline (the next job starts a fresh one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -28,9 +32,10 @@ from typing import IO
 from pytest_gpulayout.workload import MeasureSpec
 
 #: what ``vllm bench serve`` runs (``vllm/entrypoints/cli/benchmark/serve.py``), with the CLI's
-#: fallback to the CPU platform where none is detected (the generator needs no accelerator)
+#: fallback to the CPU platform where none is detected (the generator needs no accelerator), once
+#: per job read from stdin; a job ends with its ``done`` file: ``ok`` or the error
 RUNNER = (
-    "import sys\n"
+    "import json, os, sys, traceback\n"
     "try:\n"
     "    from vllm import platforms\n"
     "    if platforms.current_platform.is_unspecified():\n"
@@ -42,11 +47,24 @@ RUNNER = (
     "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
     "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
     "add_cli_args(parser)\n"
-    "windows = int(sys.argv[1])\n"
-    "for i in range(windows):\n"
-    "    args = parser.parse_args(sys.argv[2:])  # afresh: main() changes what it is given\n"
-    "    args.seed, args.result_filename = args.seed + i, f'{args.result_filename[:-5]}-w{i}.json'\n"
-    "    main(args)\n"
+    "print('gpulayout: load generator ready', flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    job = json.loads(line)\n"
+    "    status = 'ok'\n"
+    "    try:\n"
+    "        for i in range(job['windows']):\n"
+    "            args = parser.parse_args(job['args'])  # afresh: main() changes what it is given\n"
+    "            args.seed += i\n"
+    "            args.result_filename = f\"{job['stem']}-w{i}.json\"\n"
+    "            if i:\n"
+    "                args.num_warmups = 0  # the server is warm: the window before loaded it\n"
+    "            main(args)\n"
+    "    except (Exception, SystemExit):\n"
+    "        status = traceback.format_exc(limit=3)\n"
+    "        print(status, flush=True)\n"
+    "    with open(job['done'] + '.part', 'w') as f:\n"
+    "        f.write(status)\n"
+    "    os.replace(job['done'] + '.part', job['done'])\n"
 )
 
 PR_SET_PDEATHSIG = 1
@@ -73,18 +91,20 @@ def generator_python(spec: MeasureSpec, command: tuple[str, ...] | None) -> str:
     return sys.executable
 
 
-def generator_argv(python: str, spec: MeasureSpec, *, base_url: str, model: str, tokenizer: str,
-                   concurrency: int, requests: int, result_dir: Path, result_name: str, seed: int,
-                   windows: int = 1) -> list[str]:
-    """``vllm bench serve`` against ``base_url`` for ``windows`` windows: OpenAI completions, streamed.
-    Window ``i`` writes ``<result_name without .json>-w<i>.json`` in ``result_dir``."""
+def runner_argv(python: str) -> list[str]:
+    return [python, "-c", RUNNER]
+
+
+def generator_args(spec: MeasureSpec, *, base_url: str, model: str, tokenizer: str, concurrency: int,
+                   requests: int, result_dir: Path, seed: int) -> list[str]:
+    """``vllm bench serve``'s arguments against ``base_url``: OpenAI completions, streamed, every
+    request's times saved."""
     warmups = concurrency if spec.warmup_requests is None else spec.warmup_requests
-    argv = [python, "-c", RUNNER, str(windows), "--backend", "openai", "--base-url", base_url,
-            "--endpoint", "/v1/completions",
+    argv = ["--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
             "--model", model, "--tokenizer", tokenizer, "--num-prompts", str(requests),
             "--max-concurrency", str(concurrency), "--request-rate", "inf", "--num-warmups",
             str(warmups), "--seed", str(seed), "--save-result", "--save-detailed",
-            "--result-dir", str(result_dir), "--result-filename", result_name, "--disable-tqdm",
+            "--result-dir", str(result_dir), "--disable-tqdm",
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
             "--ready-check-timeout-sec", "0", "--temperature", "0"]
     if spec.trace is not None:
@@ -93,6 +113,28 @@ def generator_argv(python: str, spec: MeasureSpec, *, base_url: str, model: str,
         argv += ["--dataset-name", "random", "--random-input-len", str(spec.input_tokens),
                  "--random-output-len", str(spec.output_tokens), "--random-range-ratio", "0", "--ignore-eos"]
     return argv
+
+
+@dataclass(frozen=True)
+class Job:
+    """One launch's windows at one concurrency: window ``i`` writes ``<stem>-w<i>.json`` in ``result_dir``."""
+
+    args: list[str]
+    windows: int
+    result_dir: Path
+    stem: str
+
+    @property
+    def done(self) -> Path:
+        return self.result_dir / f"{self.stem}.done"
+
+    @property
+    def results(self) -> list[Path]:
+        return [self.result_dir / f"{self.stem}-w{i}.json" for i in range(self.windows)]
+
+    def line(self) -> str:
+        return json.dumps({"args": self.args, "windows": self.windows, "stem": self.stem,
+                           "done": str(self.done)}) + "\n"
 
 
 def generator_env() -> dict[str, str]:
@@ -108,37 +150,73 @@ def _die_with_parent() -> None:  # pragma: no cover (runs in the child)
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+@dataclass(frozen=True)
+class JobEnd:
+    """How a job ended: ``rc`` 0 (its results are written), 1 (the generator raised: ``why``),
+    -9 (past its deadline: killed) or the generator's exit code (it died)."""
+
+    rc: int
+    why: str = ""
+
+
 @dataclass
 class Generator:
-    """One running ``vllm bench serve``, bounded by ``deadline`` (monotonic seconds)."""
+    """One running generator process; ``job`` and ``deadline`` (monotonic seconds) while a job runs."""
 
+    python: str
     proc: subprocess.Popen[bytes]
     log: IO[bytes]
     log_path: Path
-    deadline: float
     started: float
+    job: Job | None = None
+    deadline: float = 0.0
 
     @classmethod
-    def start(cls, argv: list[str], *, log_path: Path, timeout_s: float) -> Generator:
-        log = open(log_path, "wb")  # noqa: SIM115 (closed in kill/finish)
+    def start(cls, python: str, *, log_path: Path) -> Generator:
+        log = open(log_path, "ab")  # noqa: SIM115 (closed in kill)
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(runner_argv(python), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                                     env=generator_env(), start_new_session=True, preexec_fn=_die_with_parent)
         except OSError:
             log.close()
             raise
-        now = time.monotonic()
-        return cls(proc, log, log_path, now + timeout_s, now)
+        return cls(python, proc, log, log_path, time.monotonic())
 
-    def poll(self) -> int | None:
-        """Its exit code once it ended; None while it runs (killed past its deadline: -9)."""
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def submit(self, job: Job, *, timeout_s: float) -> None:
+        """Run ``job`` next; it must end within ``timeout_s`` (the generator's own start-up included)."""
+        assert self.job is None, "one job at a time"
+        with contextlib.suppress(FileNotFoundError):
+            job.done.unlink()
+        self.job, self.deadline = job, time.monotonic() + timeout_s
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(job.line().encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass  # it died: poll() says how
+
+    def poll(self) -> JobEnd | None:
+        """How the current job ended; None while it runs (past its deadline the generator is killed)."""
+        job = self.job
+        assert job is not None, "no job submitted"
+        if job.done.is_file():
+            self.job = None
+            status = job.done.read_text(errors="replace").strip()
+            return JobEnd(0) if status == "ok" else JobEnd(1, status.splitlines()[-1] if status else "failed")
         rc = self.proc.poll()
-        if rc is None and time.monotonic() >= self.deadline:
-            self.kill()
-            return -signal.SIGKILL
         if rc is not None:
+            self.job = None
             self.log.close()
-        return rc
+            return JobEnd(rc, f"exited with {rc}")
+        if time.monotonic() >= self.deadline:
+            self.job = None
+            self.kill()
+            return JobEnd(-signal.SIGKILL, "ran past its time")
+        return None
 
     def kill(self) -> None:
         """Its whole process group, now, and wait for it."""
@@ -146,6 +224,9 @@ class Generator:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.proc.wait(10)
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
         self.log.close()
 
     def tail(self, lines: int = 5) -> str:
@@ -155,3 +236,36 @@ class Generator:
             return ""
         keep = [t for t in text if t.strip() and not t.startswith((" - leaked", "nanobind:"))]
         return " | ".join(keep[-lines:])
+
+
+class Generators:
+    """The measurement's generator processes, one per Python, started ahead (:meth:`warm`) so their
+    start-up overlaps the first engine's; a dead or killed one is started afresh when next asked for.
+    :meth:`close` kills them all (every way out)."""
+
+    def __init__(self, work: Path):
+        self.work = work
+        self.running: dict[str, Generator] = {}
+        self.count = 0
+
+    def get(self, python: str) -> Generator:
+        g = self.running.get(python)
+        if g is not None and g.alive:
+            return g
+        if g is not None:
+            g.kill()
+        self.count += 1
+        g = Generator.start(python, log_path=self.work / f"load-generator-{self.count}.log")
+        self.running[python] = g
+        return g
+
+    def warm(self, pythons: list[str]) -> None:
+        """Start each now (a Python that cannot start is reported when its deployment asks for it)."""
+        for python in dict.fromkeys(pythons):
+            with contextlib.suppress(OSError):
+                self.get(python)
+
+    def close(self) -> None:
+        for g in self.running.values():
+            g.kill()
+        self.running.clear()

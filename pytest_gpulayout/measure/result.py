@@ -57,6 +57,18 @@ class Window:
     goodput_rps: float | None          # requests/s meeting the SLO; None without an SLO
     generator: Mapping[str, Any]       # the generator's own aggregates, as it wrote them
     result_path: str | None = None
+    note: str | None = None            # where a figure is not the generator's own, why
+    first_error: str | None = None     # the last line of the first failed request's error
+
+    @property
+    def failure(self) -> str | None:
+        """What to say when requests failed: none completed (an error), or some (a note)."""
+        if not self.failed:
+            return None
+        why = f": {self.first_error}" if self.first_error else ""
+        if not self.completed:
+            return f"no request completed at concurrency {self.concurrency} ({self.failed} failed{why})"
+        return f"{self.failed} of {self.failed + self.completed} requests failed at concurrency {self.concurrency}{why}"
 
     def figure(self, name: str) -> float:
         value = getattr(self, name)
@@ -111,8 +123,16 @@ def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
-def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO, where: str = "result") -> Window:
-    """The figures of one window from the generator's JSON (already loaded)."""
+def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO, where: str = "result",
+                 forced_output: int | None = None) -> Window:
+    """The figures of one window from the generator's JSON (already loaded).
+
+    ``forced_output``: the output length the load forced (``max_tokens`` with ``ignore_eos``). The
+    generator takes a request's output tokens from the server's ``usage`` when it comes in a chunk of
+    its own (vLLM, SGLang), else it re-tokenizes the streamed text with its ``--tokenizer``:
+    llama-server sends ``usage`` in the last token's chunk, so the count is the tokenizer's, not the
+    server's. Where a successful request's count is not the forced length, the forced length is
+    counted (the server stops each request there) and the window's ``note`` says so."""
     try:
         duration = float(data["duration"])
         completed = int(data["completed"])
@@ -131,21 +151,31 @@ def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO
     good_itl = [g for gaps, s in zip(itls, ok, strict=True) if s for g in gaps]
     good_lat = [t for t, s in zip(lat, ok, strict=True) if s]
     tokens = sum(n for n, s in zip(out_lens, ok, strict=True) if s)
+    note = None
+    counted = [n for n, s in zip(out_lens, ok, strict=True) if s]
+    if forced_output is not None and any(n != forced_output for n in counted):
+        note = (f"the load generator counted {tokens / len(counted):.1f} output tokens a request, not the "
+                f"{forced_output} forced: the server's usage did not reach it (llama-server sends it in the last "
+                f"token's chunk) and it re-tokenized the text; output tokens/s counts the forced length")
+        tokens = forced_output * len(counted)
     aggregates = {k: v for k, v in data.items() if not isinstance(v, list)}
+    errs = [str(e).strip().splitlines() for e in errors if e]
+    first_error = next((lines[-1][:200] for lines in errs if lines), None)
     return Window(
         concurrency=concurrency, duration_s=duration, completed=completed, failed=failed, output_tokens=tokens,
         output_tokens_per_s=tokens / duration if duration > 0 else 0.0,
         requests_per_s=completed / duration if duration > 0 else 0.0,
         ttft_ms=_pcts(good_ttft), itl_ms=_pcts(good_itl), e2e_ms=_pcts(good_lat),
-        goodput_rps=goodput(ttfts, itls, ok, duration, slo), generator=aggregates)
+        goodput_rps=goodput(ttfts, itls, ok, duration, slo), generator=aggregates, note=note,
+        first_error=first_error)
 
 
-def read_result(path: Path, *, concurrency: int, slo: Slo = NO_SLO) -> Window:
+def read_result(path: Path, *, concurrency: int, slo: Slo = NO_SLO, forced_output: int | None = None) -> Window:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise MeasureError(f"{path}: cannot read the load generator's result: {err}") from None
     if not isinstance(data, dict):
         raise MeasureError(f"{path}: the load generator's result is not a JSON object")
-    w = parse_result(data, concurrency=concurrency, slo=slo, where=str(path))
+    w = parse_result(data, concurrency=concurrency, slo=slo, where=str(path), forced_output=forced_output)
     return Window(**{**w.__dict__, "result_path": str(path)})

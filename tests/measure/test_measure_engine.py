@@ -3,21 +3,18 @@ of the tiny Llama that differ only in ``--max-num-seqs`` (1 against 16) under 8 
 The verdict must choose 16 with its ratio, the figures must equal the load generator's own JSON for
 the same run, and an interrupted measurement must leave nothing behind.
 
-The tiny model ships only its config.json; the tests give it a word-level tokenizer (1024 words,
-the model's vocabulary) made with ``tokenizers`` from the engine's environment, so ``vllm bench
-serve`` and the server tokenize offline.
+The tiny model ships only its config.json; ``conftest.py``'s ``model_dir`` gives it a word-level
+tokenizer, so ``vllm bench serve`` and the server tokenize offline.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,51 +26,29 @@ from pytest_gpulayout.manifest.load import load_manifest
 from pytest_gpulayout.measure.run import measure
 
 HERE = Path(__file__).parents[1]
-TINY_DIR = HERE / "data" / "models" / "tiny-llama"
 REPO = HERE.parent
 
-MAKE_TOKENIZER = """
-import json, sys
-from pathlib import Path
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-out, n = Path(sys.argv[1]), int(sys.argv[2])
-vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{f"w{i}": i for i in range(3, n)}}
-tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-tok.decoder = decoders.WordPiece(prefix="##")
-tok.save(str(out / "tokenizer.json"))
-(out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast",
-    "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "model_max_length": 2048}))
-"""
-
-
-@pytest.fixture
-def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    python = vllm_python()
-    monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(tmp_path / "locks"))
-    model = tmp_path / f"tiny-llama-{uuid.uuid4().hex[:8]}"  # a unique path to find leftovers by
-    shutil.copytree(TINY_DIR, model)
-    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
-    subprocess.run([python, "-c", MAKE_TOKENIZER, str(model), str(vocab)], check=True, timeout=120)
-    return model
+#: the load: short windows (24 requests of 32 tokens in, 32 out), four each (the first warmed up)
+MEASURE = {"concurrency": 8, "requests": 24, "input_tokens": 32, "output_tokens": 32, "windows": 4, "budget_s": 600}
+#: no compilation (the CPU build keeps its worker in a process of its own: ``uni`` is turned into ``mp``)
+SPEEDY = ["--enforce-eager"]
 
 
 def _manifest(tmp_path: Path, model: Path, **measure_block: object) -> Path:
     python = vllm_python()
-    block = {"concurrency": 8, "requests": 32, "input_tokens": 32, "output_tokens": 64, "windows": 4,
-             "budget_s": 240, **measure_block}
+    block = {**MEASURE, **measure_block}
     data = {
         "version": 1,
         "defaults": {
             "model": str(model), "max_model_len": 512,
             "launch": {"command": [python, "-m", "vllm.entrypoints.openai.api_server"],
-                       "args": ["--enforce-eager", "--max-num-seqs", "16"],
+                       "args": [*SPEEDY, "--max-num-seqs", "16"],
                        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "timeout_s": 400},
             "measure": block,
         },
         "deployments": {
             "seqs16": {},
-            "seqs1": {"launch": {"args": ["--enforce-eager", "--max-num-seqs", "1"]}},
+            "seqs1": {"launch": {"args": [*SPEEDY, "--max-num-seqs", "1"]}},
         },
     }
     path = tmp_path / "gpulayout.yaml"
@@ -96,7 +71,7 @@ def test_real_measure_chooses_more_sequences_and_agrees_with_the_generator(tmp_p
     low, high = data["verdict"]["ratio"]["ci95"]
     assert 1.0 < low <= data["verdict"]["ratio"]["mean"] <= high
     for name, d in data["deployments"].items():
-        assert d["requests"] == {"completed": 128, "failed": 0}, name
+        assert d["requests"] == {"completed": MEASURE["requests"] * MEASURE["windows"], "failed": 0}, name
         assert d["clocks"] is None  # the CPU build: no NVML
         assert d["engine_metrics"]["samples"] > 0 and d["engine_metrics"]["kv_usage_max"] is not None
         for w in d["windows"]:  # each window's figures are the generator's own for that run
@@ -124,7 +99,7 @@ def test_interrupting_a_measurement_leaves_nothing_behind(tmp_path: Path, model_
                             stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not list(work.glob("*.json.log")):  # the generator started
+        while time.monotonic() < deadline and not list(work.glob("*.job.json")):  # the load started
             assert proc.poll() is None, proc.communicate()[0].decode()
             time.sleep(0.5)
         time.sleep(3)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,8 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.manifest.load import parse_manifest
 from pytest_gpulayout.measure import clocks as clk
-from pytest_gpulayout.measure.generator import generator_argv
+from pytest_gpulayout.measure import generator as gen_mod
+from pytest_gpulayout.measure.generator import Generators, Job, JobEnd, generator_args, runner_argv
 from pytest_gpulayout.measure.metrics import parse_prometheus, sample_of, summarize
 from pytest_gpulayout.measure.result import MeasureError, Percentiles, Window, parse_result, percentile, read_result
 from pytest_gpulayout.measure.stats import mean_ci, ratio_ci, separated, t975
@@ -60,6 +63,20 @@ def test_failed_requests_are_counted_not_timed() -> None:
     assert (w.completed, w.failed) == (15, 1)
     assert w.output_tokens == sum(g["output_lens"][1:])
     assert w.goodput_rps == pytest.approx(15 / g["duration"])
+
+
+def test_a_miscounted_output_counts_the_forced_length_and_says_so() -> None:
+    """llama-server's usage rides in its last token's chunk, which the generator does not read: it
+    re-tokenizes the text instead. With the length forced, the forced length is counted, and said."""
+    g = json.loads(RECORDED.read_text())
+    forced = g["output_lens"][0]
+    assert parse_result(g, concurrency=8, forced_output=forced).note is None  # the server's own count: kept
+    g["output_lens"] = [1] * len(g["output_lens"])
+    w = parse_result(g, concurrency=8, forced_output=forced)
+    assert w.output_tokens == forced * 16
+    assert w.output_tokens_per_s == pytest.approx(forced * 16 / g["duration"])
+    assert w.note is not None and f"counted 1.0 output tokens a request, not the {forced} forced" in w.note
+    assert parse_result(g, concurrency=8).output_tokens == 16  # a trace forces nothing: the generator's count
 
 
 def test_a_result_without_per_request_times_is_one_clear_error(tmp_path: Path) -> None:
@@ -149,19 +166,73 @@ def test_metrics_across_dp_engines() -> None:
     assert (old.kv_usage, old.waiting, old.preemptions) == (0.4, 1.0, None)
 
 
-def test_generator_argv_is_offline_and_forces_lengths(tmp_path: Path) -> None:
-    argv = generator_argv("/venv/bin/python", MeasureSpec(input_tokens=32, output_tokens=64),
-                          base_url="http://127.0.0.1:8000", model="/m", tokenizer="/m", concurrency=8, requests=40,
-                          result_dir=tmp_path, result_name="r.json", seed=10, windows=3)
-    assert argv[:2] == ["/venv/bin/python", "-c"] and argv[3] == "3"
-    flags = dict(zip(argv[4::1], argv[5::1], strict=False))
+def test_generator_args_are_offline_and_force_lengths(tmp_path: Path) -> None:
+    argv = generator_args(MeasureSpec(input_tokens=32, output_tokens=64), base_url="http://127.0.0.1:8000",
+                          model="/m", tokenizer="/m", concurrency=8, requests=40, result_dir=tmp_path, seed=10)
+    flags = dict(zip(argv[0::1], argv[1::1], strict=False))
     assert flags["--tokenizer"] == "/m" and flags["--max-concurrency"] == "8" and flags["--num-prompts"] == "40"
     assert flags["--random-output-len"] == "64" and "--ignore-eos" in argv and "--save-detailed" in argv
     assert flags["--num-warmups"] == "8"  # default: one request per concurrent user
     trace = tmp_path / "t.jsonl"
-    traced = generator_argv("p", MeasureSpec(trace=trace), base_url="u", model="m", tokenizer="m", concurrency=1,
-                            requests=1, result_dir=tmp_path, result_name="r.json", seed=0)
+    traced = generator_args(MeasureSpec(trace=trace), base_url="u", model="m", tokenizer="m", concurrency=1,
+                            requests=1, result_dir=tmp_path, seed=0)
     assert traced[traced.index("--dataset-name") + 1] == "timed_trace" and "--ignore-eos" not in traced
+    assert runner_argv("/venv/bin/python")[:2] == ["/venv/bin/python", "-c"]
+
+
+FAKE_RUNNER_PY = """
+import json, os, sys
+print('ready', flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    if 'hang' in job['args']:
+        continue
+    if 'die' in job['args']:
+        sys.exit(3)
+    for i in range(job['windows']):
+        open(os.path.join(os.path.dirname(job['done']), job['stem'] + f'-w{i}.json'), 'w').write('{}')
+    open(job['done'], 'w').write('boom' if 'fail' in job['args'] else 'ok')
+"""
+
+
+def _wait(gen: Any) -> Any:
+    for _ in range(400):
+        end = gen.poll()
+        if end is not None:
+            return end
+        time.sleep(0.025)
+    raise AssertionError("the job never ended")
+
+
+def test_one_generator_runs_job_after_job_and_is_replaced_when_it_dies(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generator process is reused across jobs (its start-up paid once); a job's end is its done
+    file; a generator that dies or runs past a job's deadline is replaced on the next ask."""
+    monkeypatch.setattr(gen_mod, "RUNNER", FAKE_RUNNER_PY)
+    gens = Generators(tmp_path)
+    try:
+        gens.warm([sys.executable, sys.executable])
+        first = gens.get(sys.executable)
+        assert gens.count == 1
+        for stem in ("a", "b"):
+            job = Job(["x"], 2, tmp_path, stem)
+            first.submit(job, timeout_s=30)
+            assert _wait(first) == JobEnd(0)
+            assert all(p.is_file() for p in job.results)
+        assert gens.get(sys.executable) is first and gens.count == 1
+        first.submit(Job(["fail"], 1, tmp_path, "c"), timeout_s=30)
+        assert _wait(first) == JobEnd(1, "boom")
+        first.submit(Job(["hang"], 1, tmp_path, "d"), timeout_s=0.5)
+        assert _wait(first).rc == -9 and not first.alive
+        second = gens.get(sys.executable)
+        assert second is not first and gens.count == 2
+        second.submit(Job(["die"], 1, tmp_path, "e"), timeout_s=30)
+        assert _wait(second) == JobEnd(3, "exited with 3")
+        third = gens.get(sys.executable)
+        assert third is not second and gens.count == 3
+    finally:
+        gens.close()
+    assert not third.alive and not gens.running
 
 
 def _manifest(tmp_path: Path, measure: Any, defaults: Any = None) -> Any:
@@ -263,3 +334,37 @@ def test_no_nvml_means_no_clocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(pynvml, "nvmlInit", fail)
     assert clk.load_nvml() is None
+
+
+# ------------------------------------------------------------------------------------------------
+# Preemptions against the predicted pool
+# ------------------------------------------------------------------------------------------------
+
+
+def test_preemptions_where_the_prediction_said_the_load_fits_are_named_with_the_numbers() -> None:
+    from pytest_gpulayout.measure.preemption import load_tokens_per_replica, preemption_note
+
+    spec = MeasureSpec(input_tokens=128, output_tokens=128)
+    assert load_tokens_per_replica(spec, 8, 2) == 4 * 256
+    note = preemption_note(spec, 8, 3.0, (5000, 4096))
+    assert note is not None and note.startswith("3 preemptions at concurrency 8, where the predicted pool")
+    assert "4,096 tokens per replica (x2)" in note and "4 requests of 128 + 128 tokens = 1,024 tokens, 4.0x" in note
+    short = preemption_note(spec, 8, 1.0, (1000,))
+    assert short is not None and "as predicted" in short and "8 requests of 128 + 128 tokens = 2,048 tokens" in short
+    assert preemption_note(spec, 8, 0.0, (5000,)) is None and preemption_note(spec, 8, 2.0, None) is None
+    assert preemption_note(MeasureSpec(trace=Path("t.jsonl")), 8, 2.0, (5000,)) is None
+
+
+def test_a_window_where_every_request_failed_is_an_error_not_a_pass() -> None:
+    """Found measuring PP=2 on the CPU build with --enforce-eager: the server starts (its KV pool is
+    right) and answers every request with Internal Server Error; the figures were all zeros, and passed."""
+    g = json.loads(RECORDED.read_text())
+    g["errors"] = ["Internal Server Error"] * 16
+    g["completed"], g["failed"] = 0, 16
+    w = parse_result(g, concurrency=8)
+    assert w.failure == "no request completed at concurrency 8 (16 failed: Internal Server Error)"
+    g["errors"] = ["Traceback (most recent call last):\n  ...\naiohttp.ClientOSError: reset"] + [""] * 15
+    g["completed"], g["failed"] = 15, 1
+    assert parse_result(g, concurrency=8).failure == ("1 of 16 requests failed at concurrency 8: "
+                                                      "aiohttp.ClientOSError: reset")
+    assert read_result(RECORDED, concurrency=8).failure is None
