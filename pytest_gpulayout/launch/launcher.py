@@ -551,6 +551,8 @@ class _Launch:
                 elif "exit" in msg:
                     self.exit_code = msg["exit"]
                     self.exited = True
+                elif "shm" in msg:  # the watchdog saw the tree hold a name it just created
+                    self.shm_sent.add(str(msg["shm"]))
                 elif "empty" in msg:
                     self.empty = True
                 elif "final" in msg:

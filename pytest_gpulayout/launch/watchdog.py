@@ -45,6 +45,7 @@ Protocol. Control pipe (launcher to watchdog), one command per line: ``signal N`
 whole tree), ``shm NAME`` (a ``/dev/shm`` name the launcher saw mapped), ``kill`` (stop hard, clean,
 report, exit; end of file means the same). Status pipe (watchdog to launcher), one JSON object per
 line: ``{"spawned": pid, "cgroup": bool}`` or ``{"spawn_error": errno, "message": ...}``, then
+``{"shm": name}`` when a new ``/dev/shm`` name is seen held by the tree (``ShmWatch``),
 ``{"exit": returncode}`` when the engine's main process ends, ``{"empty": true}`` when the whole
 tree is gone, and last ``{"final": ..., "killed": [...], "cleaned": [...], "leftover": [...],
 "unattributed": [...]}``.
@@ -270,6 +271,57 @@ def hold(keep: list[int], pids: dict[int, int], poll_s: float = 0.2, kill_every_
             os.close(fd)
 
 
+class ShmWatch:
+    """Names created in ``/dev/shm`` while the engine runs, as they appear (Linux inotify, through
+    ``ctypes``: the watchdog imports nothing outside the standard library). /dev/shm does not record
+    who created a file, but its creator maps or holds it at that moment (``shm_open`` + ``mmap`` for
+    multiprocessing's ``SharedMemory``, ``sem_open`` for its semaphores): a name a process of the tree
+    holds when it appears is the tree's, even if the process that made it is gone by the end (a vLLM
+    worker that exits before the stop, leaving its ``sem.mp-*`` to a resource tracker that dies with
+    the tree). Unavailable (no inotify): ``fd`` is -1 and only the maps read at the stop count."""
+
+    IN_CREATE = 0x100
+    IN_MOVED_TO = 0x80
+    _HEADER = 16  # struct inotify_event: int wd; uint32 mask, cookie, len; then the name
+
+    def __init__(self) -> None:
+        self.fd = -1
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+            if fd >= 0 and int(libc.inotify_add_watch(fd, SHM_DIR.encode(), self.IN_CREATE | self.IN_MOVED_TO)) >= 0:
+                self.fd = fd
+            elif fd >= 0:
+                os.close(fd)
+        except (OSError, AttributeError):
+            self.fd = -1
+
+    def names(self) -> list[str]:
+        """The names created since the last call (non-blocking)."""
+        out: list[str] = []
+        while self.fd >= 0:
+            try:
+                data = os.read(self.fd, 65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break
+            off = 0
+            while off + self._HEADER <= len(data):
+                length = int.from_bytes(data[off + 12:off + 16], sys.byteorder)
+                raw = data[off + self._HEADER:off + self._HEADER + length].split(b"\0", 1)[0]
+                if raw:
+                    out.append(raw.decode("utf-8", "replace"))
+                off += self._HEADER + length
+        return out
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+
 def cgroup_procs(path: str) -> list[int]:
     try:
         with open(os.path.join(path, "cgroup.procs")) as f:
@@ -294,6 +346,8 @@ class Watchdog:
         self.empty_reported = False
         self.shm: set[str] = set()
         self.shm_before: ShmListing | None = None  # taken just before the engine starts
+        self.shm_watch: ShmWatch | None = None
+        self.shm_pending: dict[str, float] = {}   # new names not yet seen held by the tree: until when to look
         self.buf = b""
         self.stop_requested = ""
 
@@ -354,6 +408,7 @@ class Watchdog:
 
     def spawn(self, argv: list[str]) -> bool:
         cgroup = self.cgroup
+        self.shm_watch = ShmWatch()      # before the listing: nothing created in between is missed
         self.shm_before = shm_listing()  # what the engine finds there is not its to remove
 
         def child_setup() -> None:  # runs in the engine's process between fork and exec (no threads here)
@@ -413,15 +468,38 @@ class Watchdog:
                 done = True
         return done
 
+    def attribute_shm(self) -> None:
+        """New /dev/shm names a process of the tree holds as they appear become the tree's (``ShmWatch``);
+        one not held yet is looked at again for a second (its creator may map it a moment later)."""
+        now = time.monotonic()
+        if self.shm_watch is not None:
+            for name in self.shm_watch.names():
+                if "/" not in name and name not in self.shm:
+                    self.shm_pending.setdefault(name, now + 1.0)
+        if not self.shm_pending:
+            return
+        held: set[str] = set()
+        for pid in self.tree():
+            held |= shm_names(pid) & set(self.shm_pending)
+        for name in list(self.shm_pending):
+            if name in held:
+                self.shm.add(name)
+                self.send(shm=name)  # the launcher keeps it too, for a clean-up without us
+                del self.shm_pending[name]
+            elif now >= self.shm_pending[name]:
+                del self.shm_pending[name]
+
     def loop(self) -> None:
         while True:
             if self.stop_requested:
                 return
+            watched = [self.shm_watch.fd] if self.shm_watch is not None and self.shm_watch.fd >= 0 else []
             try:
-                ready, _, _ = select.select([self.control], [], [], 0.05)
+                ready, _, _ = select.select([self.control, *watched], [], [], 0.05)
             except InterruptedError:
                 ready = []
-            if ready and self.commands():
+            self.attribute_shm()
+            if self.control in ready and self.commands():
                 return
             self.reap()
 
@@ -429,6 +507,7 @@ class Watchdog:
         """Freeze the tree, read what it maps, SIGKILL it, wait until it is gone, remove what it made."""
         killed: list[int] = []
         seen: set[int] = set()
+        self.attribute_shm()  # the names that appeared since the last look
         if not self.reap():
             for _ in range(20):  # until no new process appears between two looks
                 new = [p for p in self.tree() if p not in seen]
@@ -488,6 +567,8 @@ class Watchdog:
                     os.close(fd)
             hold(self.keep, starts)
             self.reap()
+        if self.shm_watch is not None:
+            self.shm_watch.close()
         for fd in self.keep:  # the GPU locks: released only now that the tree is gone
             with contextlib.suppress(OSError):
                 os.close(fd)

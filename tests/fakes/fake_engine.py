@@ -18,8 +18,11 @@ Modes (``--fake-mode``, comma separated):
   shm            create and map ``/dev/shm/psm_fake_<pid>`` and ``sem.mp-fake-<pid>`` (like vLLM's
                  multiprocessing resource tracker); only a graceful stop unlinks them (names in
                  ``<pid-dir>/shm.json``)
-  shm-closed     create ``/dev/shm/psm_unmapped_<pid>`` and close it without mapping it (also in
-                 ``shm.json``): a segment the tree made and no longer uses
+  shm-closed     create ``/dev/shm/psm_unmapped_<pid>``, hold it open a moment and close it without
+                 mapping it (also in ``shm.json``): a segment the tree made and no longer uses
+  shm-child      a child creates and maps ``/dev/shm/psm_fake_child_<pid>``, holds it a moment and exits
+                 without unlinking it (also in ``shm.json``): made and used by the tree, held by no one
+                 at the stop (a vLLM worker gone before its resource tracker)
   use-shm        map the existing ``/dev/shm/<--fake-use-shm>`` read-only (a model kept in ``/dev/shm``
                  for speed): used by the engine, not made by it
   slow-stop      on the stop signal, take ``--fake-stop-s`` seconds to shut down (printing as it goes)
@@ -129,9 +132,23 @@ def _make_shm(pid_dir: str, modes: set[str]) -> list[str]:
         os.ftruncate(fd, 1 << 20)
         keep.append(mmap.mmap(fd, 1 << 20))
         os.close(fd)
+    if "shm-child" in modes:
+        name = f"psm_fake_child_{os.getpid()}"
+        child = os.fork()
+        if child == 0:
+            fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            os.ftruncate(fd, 1 << 16)
+            mapped = mmap.mmap(fd, 1 << 16)
+            time.sleep(0.3)
+            mapped.close()
+            os._exit(0)
+        os.waitpid(child, 0)
+        names.append(name)
     if "shm-closed" in modes:
         name = f"psm_unmapped_{os.getpid()}"  # no "fake" in it: other tests' leak checks count those
-        os.close(os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+        fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        time.sleep(0.3)  # held open while it is set up, then closed without ever being mapped
+        os.close(fd)
         names.append(name)
     _SHM_KEEP.extend(keep)
     if pid_dir:

@@ -127,7 +127,7 @@ def test_verdicts_on_the_live_cluster(cluster, manifest) -> None:
     assert right["cluster"]["status"] == "pass", right["cluster"]["message"]
     assert right["links"]["status"] == "pass"                # TP inside each host, PP across them
     assert right["cluster"]["data"]["transport"] == "ib" and right["cluster"]["data"]["nodes"] == [A, B]
-    assert checks["tp-across"]["links"]["status"] == "fail"
+    assert checks["tp-across"]["links"]["status"] == "warn"   # TP across hosts starts (slower than NVLink)
     assert checks["tp-across"]["links"]["data"]["worst_link"] == "NET"
     assert checks["pp-across"]["links"]["status"] == "pass"
     assert checks["pp-across"]["cluster"]["status"] == "pass"
