@@ -35,6 +35,7 @@ CHROME_FLAGS = (
     "--disable-sync",
     "--hide-scrollbars",
     "--mute-audio",
+    "--disable-dev-shm-usage",  # its shared memory in /tmp, not .org.chromium.Chromium.* left in /dev/shm
 )
 
 
@@ -56,8 +57,11 @@ def render_in_browser(page: Path, tmp_path: Path, *, screenshot: Path | None = N
     exe = browser()
     profile = tmp_path / "chromium-profile"
     base = [exe, *CHROME_FLAGS, f"--user-data-dir={profile}"]
+    shm_before = {n for n in os.listdir("/dev/shm") if "chromium" in n.lower()}
     dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
+    left = {n for n in os.listdir("/dev/shm") if "chromium" in n.lower()} - shm_before
+    assert not left, f"the browser test left {sorted(left)} in /dev/shm"
     if screenshot is not None:
         shot = subprocess.run(
             [*base, f"--screenshot={screenshot}", "--window-size=1280,2200", page.as_uri()],
