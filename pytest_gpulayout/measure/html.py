@@ -1,10 +1,12 @@
 """``gpulayout measure --html FILE``: one self-contained page (inline CSS and SVG, no script, nothing
-fetched): the verdict, the table, output tokens/s per window and deployment (the spread the
+fetched): the verdict, the table, output tokens/s against concurrency (one line per deployment, the
+mean of its windows at each concurrency), output tokens/s per window and deployment (the spread the
 confidence interval comes from) and the latency percentiles."""
 
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,79 @@ def _bars(title: str, series: dict[str, list[float]], unit: str) -> str:
     return "".join(parts)
 
 
+def by_concurrency(deps: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    """Per deployment, (concurrency, mean output tokens/s of its windows there), by concurrency."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for name, d in deps.items():
+        at: dict[int, list[float]] = {}
+        for w in d.get("windows", ()):
+            if w.get("concurrency") is not None and w.get("output_tokens_per_s") is not None:
+                at.setdefault(int(w["concurrency"]), []).append(float(w["output_tokens_per_s"]))
+        out[name] = [(c, sum(vs) / len(vs)) for c, vs in sorted(at.items())]
+    return out
+
+
+def _nice_step(top: float, ticks: int = 5) -> float:
+    raw = top / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    return float(next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw))
+
+
+def _lines(series: dict[str, list[tuple[int, float]]]) -> str:
+    """Output tokens/s against concurrency: one polyline (with a marker per point) per deployment,
+    both axes with ticks, a legend at the right. One concurrency level: one point per deployment."""
+    w, h, left, right, top_pad, bottom = 640, 280, 56, 130, 16, 44
+    pw, ph = w - left - right, h - top_pad - bottom
+    cs = sorted({c for pts in series.values() for c, _ in pts})
+    ymax = max((v for pts in series.values() for _, v in pts), default=0.0) or 1.0
+    step = _nice_step(ymax)
+    ytop = step * math.ceil(ymax / step)
+    lo, hi = (min(cs), max(cs)) if cs else (0, 1)
+
+    def x_of(c: int) -> float:
+        return left + (pw / 2 if hi == lo else pw * (c - lo) / (hi - lo))
+
+    def y_of(v: float) -> float:
+        return top_pad + ph * (1 - v / ytop)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" class="lines">',
+             f'<g class="axes" stroke="#555"><line x1="{left}" y1="{top_pad + ph}" x2="{left + pw}" '
+             f'y2="{top_pad + ph}"/><line x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + ph}"/></g>']
+    k = 0
+    while k * step <= ytop + step / 1e6:
+        y = y_of(k * step)
+        parts.append(f'<line class="ytick" x1="{left - 4}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" '
+                     f'stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" '
+                     f'text-anchor="end">{k * step:g}</text>')
+        k += 1
+    for c in cs:
+        x = x_of(c)
+        parts.append(f'<line class="xtick" x1="{x:.1f}" y1="{top_pad + ph}" x2="{x:.1f}" y2="{top_pad + ph + 4}" '
+                     f'stroke="#555"/><text x="{x:.1f}" y="{top_pad + ph + 16}" font-size="10" '
+                     f'text-anchor="middle">{c}</text>')
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{h - 8}" font-size="11" text-anchor="middle">'
+                 'concurrency (requests in flight)</text>'
+                 f'<text x="12" y="{top_pad + ph / 2:.1f}" font-size="11" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {top_pad + ph / 2:.1f})">output tokens/s</text>')
+    for i, (name, pts) in enumerate(series.items()):
+        color = _COLORS[i % len(_COLORS)]
+        label = html.escape(name)
+        coords = " ".join(f"{x_of(c):.1f},{y_of(v):.1f}" for c, v in pts)
+        parts.append(f'<g class="series" data-deployment="{label}">')
+        if len(pts) > 1:
+            parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
+        for c, v in pts:
+            parts.append(f'<circle cx="{x_of(c):.1f}" cy="{y_of(v):.1f}" r="4" fill="{color}" '
+                         f'data-concurrency="{c}" data-value="{v:.3f}"><title>{label} at concurrency {c}: '
+                         f'{v:.1f} tokens/s</title></circle>')
+        ly = top_pad + 8 + 18 * i
+        parts.append(f'</g><g class="legend"><line x1="{left + pw + 14}" y1="{ly}" x2="{left + pw + 34}" y2="{ly}" '
+                     f'stroke="{color}" stroke-width="2"/><circle cx="{left + pw + 24}" cy="{ly}" r="3" '
+                     f'fill="{color}"/><text x="{left + pw + 40}" y="{ly + 4}" font-size="11">{label}</text></g>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def render(data: dict[str, Any]) -> str:
     deps: dict[str, Any] = data["deployments"]
     tps = {n: [w["output_tokens_per_s"] for w in d["windows"]] for n, d in deps.items()}
@@ -55,6 +130,7 @@ def render(data: dict[str, Any]) -> str:
         "<table><tr><th>deployment</th><th>status</th><th>out tok/s</th><th>req/s</th><th>TTFT p99 ms</th>"
         "<th>ITL p99 ms</th><th>E2E p99 ms</th><th>done</th><th>failed</th><th>goodput</th><th>windows</th></tr>"
         f"{rows}</table>"
+        f"<h2>Output tokens/s against concurrency</h2>{_lines(by_concurrency(deps))}"
         f"<h2>Output tokens/s, each window</h2>{_bars('output tokens/s per window', tps, 'tokens/s')}"
         f"<h2>Latency percentiles (p50, p90, p99)</h2>{_bars('TTFT and ITL', lat, 'ms')}"
         "</body></html>\n")
