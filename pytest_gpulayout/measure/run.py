@@ -22,7 +22,14 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.launch.argv import engine_env, expected_reports, gpu_plan, model_path_for, release
+from pytest_gpulayout.launch.argv import (
+    engine_env,
+    expected_reports,
+    gpu_plan,
+    model_path_for,
+    release,
+    visible_lock_keys,
+)
 from pytest_gpulayout.launch.launcher import LaunchResult, free_port, launch
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.verdict import STOP_SIGNAL
@@ -305,9 +312,10 @@ def _launch_args(dep: Deployment, port: int, host: Host) -> tuple[list[str], dic
     engines, ranks = expected_reports(engine, dep, rel)
     watcher = engine.log_watcher(engines, ranks)
     if dep.gpus is None and engine.own_launch() is not None:
-        # an engine with its own launch (llama.cpp) spreads layers over every visible GPU: it inherits them
+        # an engine with its own launch (llama.cpp) spreads layers over every visible GPU: it inherits them,
+        # and each is locked, as its startup check locks them (``launch.argv.visible_lock_keys``)
         env = {**os.environ, **dep.launch.env}
-        return argv, env, watcher, (), []
+        return argv, env, watcher, visible_lock_keys(None, os.environ.get("CUDA_VISIBLE_DEVICES")), []
     plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine)
     return (argv, engine_env(dep, plan.visible), watcher, plan.lock_keys,
             [int(v) for v in plan.visible if v.isdigit()])

@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from fakes.fake_pynvml import FakeNvml
 
+from pytest_gpulayout.deployment import Deployment, Launch
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.host import BARE_HOST
+from pytest_gpulayout.launch import argv as launch_argv
 from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.manifest.load import parse_manifest
 from pytest_gpulayout.measure import clocks as clk
 from pytest_gpulayout.measure import generator as gen_mod
+from pytest_gpulayout.measure import run
 from pytest_gpulayout.measure.generator import Generators, Job, JobEnd, generator_args, runner_argv
 from pytest_gpulayout.measure.metrics import parse_prometheus, sample_of, summarize
 from pytest_gpulayout.measure.result import MeasureError, Percentiles, Window, parse_result, percentile, read_result
@@ -368,3 +372,16 @@ def test_a_window_where_every_request_failed_is_an_error_not_a_pass() -> None:
     assert parse_result(g, concurrency=8).failure == ("1 of 16 requests failed at concurrency 8: "
                                                       "aiohttp.ClientOSError: reset")
     assert read_result(RECORDED, concurrency=8).failure is None
+
+
+def test_a_llamacpp_measurement_without_gpus_locks_every_gpu_it_sees(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """As its startup check does (issue 24 item 5: lock every launch): llama.cpp without ``gpus`` takes
+    every visible GPU, so the measurement locks each of them, never none."""
+    monkeypatch.setattr(launch_argv, "live_machine", lambda: None)  # no NVML here: the visible entries decide
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    dep = Deployment(name="ll", model=str(tmp_path / "m.gguf"), engine="llamacpp", base_dir=tmp_path,
+                     launch=Launch(command=("llama-server",)))
+    _, env, _, locks, _ = run._launch_args(dep, 8080, BARE_HOST)
+    assert locks == ("index-0", "index-1")
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"   # inherited: llama.cpp spreads over all of them
