@@ -119,7 +119,8 @@ def render(data: dict[str, Any]) -> str:
         f"<tr><td>{html.escape(n)}</td><td>{d['status']}</td><td>{d['output_tokens_per_s']}</td>"
         f"<td>{d['requests_per_s']}</td><td>{d['ttft_ms']['p99']}</td><td>{d['itl_ms']['p99']}</td>"
         f"<td>{d['e2e_ms']['p99']}</td><td>{d['requests']['completed']}</td><td>{d['requests']['failed']}</td>"
-        f"<td>{'-' if d['goodput_rps'] is None else d['goodput_rps']}</td><td>{len(d['windows'])}</td></tr>" for n, d in deps.items())
+        f"<td>{'-' if d['goodput_rps'] is None else d['goodput_rps']}</td><td>{len(d['windows'])}</td></tr>"
+        for n, d in deps.items())
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>gpulayout measure</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:right}"
