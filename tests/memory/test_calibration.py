@@ -32,31 +32,17 @@ shown, not held to the band.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from calibration_bench import bench
 
 REPO = Path(__file__).resolve().parents[2]
 BAND_WORST_PCT = 8.0
 BAND_MEDIAN_PCT = 3.0
 
-
-def _load_bench() -> ModuleType:
-    path = REPO / "benchmarks" / "bench_calibration.py"
-    spec = importlib.util.spec_from_file_location("bench_calibration", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_calibration", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
 CASES = {c.log: c for c in bench.CASES}
 
 #: Complete-header logs the prediction misses today, with the measured reason (see module docstring).

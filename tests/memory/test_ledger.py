@@ -10,30 +10,16 @@ figures recorded in it. To record a change (a new log, a better rule)::
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from calibration_bench import bench
 
 REPO = Path(__file__).resolve().parents[2]
 #: rounding slack when comparing recomputed figures with the recorded ones (they are stored to 0.01 %)
 SLACK_PCT = 0.01
 
-
-def _load_bench() -> ModuleType:
-    path = REPO / "benchmarks" / "bench_calibration.py"
-    spec = importlib.util.spec_from_file_location("bench_calibration", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_calibration", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
 
 
 @pytest.fixture(scope="module")
