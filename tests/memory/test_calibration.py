@@ -33,13 +33,11 @@ shown, not held to the band.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 from calibration_bench import bench
 
-REPO = Path(__file__).resolve().parents[2]
 BAND_WORST_PCT = 8.0
 BAND_MEDIAN_PCT = 3.0
 

@@ -11,12 +11,10 @@ figures recorded in it. To record a change (a new log, a better rule)::
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from calibration_bench import bench
 
-REPO = Path(__file__).resolve().parents[2]
 #: rounding slack when comparing recomputed figures with the recorded ones (they are stored to 0.01 %)
 SLACK_PCT = 0.01
 
