@@ -143,6 +143,10 @@ class Engine(MemoryEngine, Protocol):
     #: container images whose entry point serves it, so that a container's or compose service's bare
     #: arguments are its arguments (``vllm/vllm-openai``)
     entry_images: tuple[str, ...]
+    #: ``(repository, tag pattern)`` of the images whose tag names the release they run, the pattern's one
+    #: group giving it as ``engine_version`` takes it (``vllm/vllm-openai:v0.10.1`` runs vLLM 0.10.1): an
+    #: artifact's image pins the release its checks judge
+    release_tags: tuple[tuple[str, str], ...]
     #: whether a command line's flags are read back into manifest keys (artifacts/build.py)
     command_line_keys: bool
     #: the flags that make it serve Prometheus ``/metrics`` (read by ``gpulayout measure``)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_gpulayout.artifacts.commands import Invocation
+from pytest_gpulayout.artifacts.commands import Invocation, image_release
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
@@ -40,6 +40,10 @@ class Found:
     nodes: int | None = None
     local_dp: int | None = None
     master: str | None = None
+    #: the engine's release image it runs (``vllm/vllm-openai:v0.10.1``), and the release its tag names (None:
+    #: the tag names none, so the checks judged another release than the one that will run)
+    image: str = ""
+    image_release: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,12 @@ def safe_name(source: str, taken: set[str]) -> str:
     return name
 
 
+def _tagged(inv: Invocation) -> tuple[str, str | None] | None:
+    """``(image, release its tag names or None)`` when ``inv`` runs in its own engine's release image."""
+    found = image_release(inv.image) if inv.image else None
+    return (inv.image, found[1]) if found is not None and found[0] == inv.engine else None
+
+
 def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: Path,
           version: str | None = None) -> list[Found]:
     """Each invocation as a validated ``Deployment`` named after where it stands."""
@@ -153,8 +163,11 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
         entry = manifest_entry(inv)  # a worker's command line is read (its typos fail) ...
         if getattr(pod, "role", "") == "worker":
             continue  # ... but it is the leader's engine, not one of its own
+        tagged = _tagged(inv)
         if version:
             entry["engine_version"] = version
+        elif tagged is not None and tagged[1]:
+            entry["engine_version"] = tagged[1]  # the image runs that release: its rules are the ones to judge
         name = safe_name(inv.source, taken)
         entries[name] = entry
         by_name[name] = (inv, pod)
@@ -166,5 +179,7 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
     for dep in manifest.deployments:
         inv, pod = by_name[dep.name]
         s = spread(inv)
-        out.append(Found(replace(dep, name=inv.source), inv.source, inv, pod, machine, s.nodes, s.local_dp, s.master))
+        image, release = _tagged(inv) or ("", None)
+        out.append(Found(replace(dep, name=inv.source), inv.source, inv, pod, machine, s.nodes, s.local_dp, s.master,
+                         image, release))
     return out

@@ -28,6 +28,8 @@ class Invocation:
     entry: str                       # the entry point as written (``vllm serve``)
     source: str                      # where it stands: ``serve.sh:12``, ``Deployment/x/container``
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: the container image it runs in (``""``: none said, a bare command line)
+    image: str = ""
 
 
 def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
@@ -83,6 +85,23 @@ def image_entry(image: str) -> tuple[str, ...] | None:
     return None
 
 
+def image_release(image: str) -> tuple[str, str | None] | None:
+    """``(engine, release)`` when ``image`` is one of an engine's release images (``Engine.release_tags``);
+    the release is None where its tag names none (``latest``, ``nightly``, no tag, a digest only). None: not
+    an engine's release image. The image's own references spell it: ``docker.io/`` and a registry mirror's
+    host are dropped, a digest after ``@`` names no release."""
+    ref = image.strip().removeprefix("docker.io/").split("@", 1)[0]
+    repo, tag = ref, ""
+    if ":" in ref.rsplit("/", 1)[-1]:
+        repo, _, tag = ref.rpartition(":")
+    for engine in ENGINES.values():  # each engine names its own images
+        for name, pattern in engine.release_tags:
+            if repo == name or repo.endswith("/" + name):  # a registry's mirror keeps the path and the tag
+                m = re.fullmatch(pattern, tag) if tag else None
+                return engine.name, m.group(1) if m else None
+    return None
+
+
 def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None = None,
                  image: str = "") -> list[Invocation]:
     """Engine invocations in one argument vector (``sh -c "..."`` is read as shell text). A container of an
@@ -95,7 +114,7 @@ def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None
     for j, a in enumerate(argv):
         if a == "-c" and j > 0 and argv[j - 1].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") \
                 and j + 1 < len(argv):
-            return [Invocation(i.engine, i.args, i.entry, source, MappingProxyType({**env, **i.env}))
+            return [Invocation(i.engine, i.args, i.entry, source, MappingProxyType({**env, **i.env}), image)
                     for i in find_in_text(argv[j + 1], source)]
     prefix_env = {}
     for a in argv:
@@ -107,7 +126,8 @@ def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None
     found = match(argv)
     if found is not None:
         engine, entry, start = found
-        out.append(Invocation(engine, tuple(argv[start:]), entry, source, MappingProxyType({**env, **prefix_env})))
+        out.append(Invocation(engine, tuple(argv[start:]), entry, source, MappingProxyType({**env, **prefix_env}),
+                              image))
     return out
 
 

@@ -12,7 +12,10 @@ the field.
   node's ``resolv.conf`` unless ``dnsPolicy: ClusterFirstWithHostNet``, so a Service name as the address the
   nodes meet at does not resolve.
 * A group that crosses nodes with no RDMA device (``rdma/*``, host devices, or privileged on the host
-  network): a warning naming the NCCL variables set, since NCCL then falls back to TCP sockets."""
+  network): a warning naming the NCCL variables set, since NCCL then falls back to TCP sockets.
+* An engine's release image whose tag names no release (``vllm/vllm-openai:latest``): a warning, since the
+  refusals and defaults the checks judged are one release's; a tag that names one pins ``engine_version``
+  (``artifacts/build.py``) and the pass line says so."""
 
 from __future__ import annotations
 
@@ -105,6 +108,12 @@ def check(found: Found) -> Finding | None:
                      f"(the node's resolv.conf), so the master address {found.master!r} does not resolve: set "
                      f"{pod.field}.dnsPolicy: ClusterFirstWithHostNet")
     notes = []
+    untagged = ""
+    if found.image and found.image_release:
+        notes.append(f"the image {found.image} runs release {found.image_release}, the one the checks judged")
+    elif found.image:
+        untagged = (f"the image {found.image} names no release (its tag moves), so the checks judged another release "
+                    "than the one that will run: pin a release tag")
     if pod.shm_by and dep.tp > 1:
         notes.append(f"{pod.shm_by} mounts /dev/shm itself")
     elif dep.tp > 1:
@@ -115,8 +124,11 @@ def check(found: Found) -> Finding | None:
                        f"{where}: the engine spans {pods} pods but {pod.field} requests no RDMA device (rdma/* or "
                        "a host device, or privileged on the host network) and sets "
                        + (", ".join(nccl) if nccl else "no NCCL_IB_HCA / NCCL_SOCKET_IFNAME")
-                       + ": NCCL falls back to TCP sockets between the nodes")
+                       + ": NCCL falls back to TCP sockets between the nodes"
+                       + (f"; and {untagged}" if untagged else ""))
     have = pod.group_gpus if pod.group_gpus is not None else pod.gpus
+    if untagged:
+        return Finding(CHECK, Status.WARN, f"{where}: {untagged}")
     return Finding(CHECK, Status.PASS,
                    f"{where}: {'all' if have is None else have} GPU(s) "
                    f"{'in the cluster' if pod.group_gpus is not None else 'per pod'} for {shape}"

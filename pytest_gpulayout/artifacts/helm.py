@@ -57,5 +57,6 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
         info = Pod(f"modelSpec/{name}", name, where, gpus, bool(spec.get("shmSize")), gpus_field=f"{where}.requestGPU",
                    shm_field=f"{where}.shmSize",
                    env=MappingProxyType(env), **group)
-        out += [(inv, info) for inv in find_in_argv(argv, where, env)]
+        image = f"{spec['repository']}:{spec.get('tag') or 'latest'}" if spec.get("repository") else ""
+        out += [(inv, info) for inv in find_in_argv(argv, where, env, image)]
     return out

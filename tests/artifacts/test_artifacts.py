@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.artifacts import commands
+from pytest_gpulayout.artifacts.build import build
 from pytest_gpulayout.artifacts.deploy import check
 from pytest_gpulayout.artifacts.load import load_artifact, load_command
 from pytest_gpulayout.cli import main
@@ -54,12 +55,53 @@ def test_script_lines_continuations_sh_c_and_env(tmp_path: Path) -> None:
     assert deps[0].launch.args == ("--max-num-seqs=64",)
 
 
-def test_vllm_docs_kubernetes_example_passes() -> None:
+def test_vllm_docs_kubernetes_example_warns_on_its_moving_tag(tmp_path: Path) -> None:
     [f] = load_artifact(DATA / "vllm-docs-deployment.yaml", MACHINE)
     assert f.source == "Deployment/mistral-7b/mistral-7b"
     assert f.deployment.model == "mistralai/Mistral-7B-Instruct-v0.3" and f.deployment.tp == 1
+    assert f.deployment.engine_version is None  # vllm/vllm-openai:latest names no release
+    finding = check(f)
+    assert finding is not None and finding.status is Status.WARN
+    assert finding.message == ("Deployment/mistral-7b container mistral-7b: the image vllm/vllm-openai:latest names "
+                               "no release (its tag moves), so the checks judged another release than the one that "
+                               "will run: pin a release tag")
+    # the same Deployment on a release tag: that release is the one judged, and the pass line says so
+    [f] = load_artifact(_planted(tmp_path, "vllm-docs-deployment.yaml", "vllm/vllm-openai:latest",
+                                 "vllm/vllm-openai:v0.10.1.1"), MACHINE)
+    assert f.deployment.engine_version == "0.10.1.1"
     finding = check(f)
     assert finding is not None and finding.status is Status.PASS
+    assert "the image vllm/vllm-openai:v0.10.1.1 runs release 0.10.1.1, the one the checks judged" in finding.message
+
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("vllm/vllm-openai:v0.8.5", ("vllm", "0.8.5")),
+    ("docker.io/vllm/vllm-openai:v0.10.1.1", ("vllm", "0.10.1.1")),
+    ("vllm/vllm-openai:v0.11.0rc2", ("vllm", "0.11.0rc2")),
+    ("vllm/vllm-openai:latest", ("vllm", None)),
+    ("vllm/vllm-openai", ("vllm", None)),
+    ("vllm/vllm-openai@sha256:" + "0" * 64, ("vllm", None)),
+    ("lmsysorg/sglang:v0.4.6.post1-cu124", ("sglang", "0.4.6.post1")),
+    ("lmsysorg/sglang:v0.5.0rc2-cu126", ("sglang", "0.5.0rc2")),
+    ("lmsysorg/sglang:dev", ("sglang", None)),
+    ("ghcr.io/ggml-org/llama.cpp:server-cuda-b4719", ("llamacpp", "b4719")),
+    ("ghcr.io/ggml-org/llama.cpp:server", ("llamacpp", None)),
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2", ("trtllm", "1.2.0rc2")),
+    ("lmcache/vllm-openai:v0.3.1", None),  # LMCache's own release, not vLLM's
+    ("registry.example.com:5000/vllm/vllm-openai:v0.8.5", ("vllm", "0.8.5")),  # a mirror keeps the path and tag
+    ("rayproject/ray-ml:2.33.0.914af0-py311", None),
+])
+def test_an_engine_image_tag_names_its_release(image: str, expected: tuple[str, str | None] | None) -> None:
+    assert commands.image_release(image) == expected
+
+
+def test_a_release_tag_pins_what_the_checks_judge(tmp_path: Path) -> None:
+    """vLLM 0.8.5 from the image tag, not the newest release the tool knows: the pool line says 0.8.5."""
+    [f] = load_artifact(DATA / "lws-vllm.yaml", MACHINE)
+    assert f.deployment.engine_version == "0.8.5" and f.image_release == "0.8.5"
+    # an --engine-version given by the caller still wins over the tag (artifacts.build's ``version``)
+    [g] = build([(f.invocation, f.pod)], machine=MACHINE, path=tmp_path / "x.yaml", version="0.10.1")
+    assert g.deployment.engine_version == "0.10.1"
 
 
 def _planted(tmp_path: Path, name: str, old: str, new: str, count: int = 1) -> Path:
@@ -85,7 +127,7 @@ def test_lws_example() -> None:
 #: each real artifact: (source, engine, model, TP, PP, DP, the deploy verdict)
 REAL = {
     "vllm-docs-deployment.yaml": ("Deployment/mistral-7b/mistral-7b", "vllm", "mistralai/Mistral-7B-Instruct-v0.3",
-                                  1, 1, 1, "pass"),
+                                  1, 1, 1, "warn"),  # vllm/vllm-openai:latest
     "lws-vllm.yaml": ("LeaderWorkerSet/vllm/vllm-leader[leader]", "vllm", "meta-llama/Llama-3.1-405B-Instruct",
                       8, 2, 1, "warn"),
     "lws-sglang.yaml": ("LeaderWorkerSet/sglang/sglang-leader[leader]", "sglang",
@@ -98,7 +140,8 @@ REAL = {
                                                "pvc://llama-3-8b-pvc/hf/8b_instruction_tuned", 1, 2, 1, "warn"),
     "production-stack-values-15-a-raycluster.yaml": ("servingEngineSpec.modelSpec[distilgpt2-raycluster]", "vllm",
                                                      "distilbert/distilgpt2", 1, 2, 1, "warn"),
-    "sglang-compose.yaml": ("services/sglang", "sglang", "meta-llama/Meta-Llama-3.1-8B-Instruct", 1, 1, 1, "pass"),
+    "sglang-compose.yaml": ("services/sglang", "sglang", "meta-llama/Meta-Llama-3.1-8B-Instruct", 1, 1, 1,
+                            "warn"),  # lmsysorg/sglang:latest
     "sglang-distributed-sts.yaml": ("StatefulSet/distributed-sglang/sglang-container", "sglang", "/llm-folder",
                                     16, 1, 1, "fail"),
 }
@@ -211,12 +254,13 @@ def test_cli_json_names_the_source(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     dep = data["deployments"]["Deployment/mistral-7b/mistral-7b"]
     assert code == 0 and dep["source"] == "Deployment/mistral-7b/mistral-7b"
-    assert dep["checks"]["deploy"]["status"] == "pass"
+    assert dep["checks"]["deploy"]["status"] == "warn"  # vllm/vllm-openai:latest names no release
 
 
 def test_cluster_first_with_host_net_resolves_the_master(tmp_path: Path) -> None:
     p = _planted(tmp_path, "sglang-distributed-sts.yaml", "      hostNetwork: true\n",
                  "      hostNetwork: true\n      dnsPolicy: ClusterFirstWithHostNet\n")
+    p.write_text(p.read_text().replace("docker.io/lmsysorg/sglang:latest", "docker.io/lmsysorg/sglang:v0.4.9"))
     [f] = load_artifact(p, MACHINE)
     finding = check(f)  # privileged on the host network: the host's RDMA devices, so no warning either
     assert finding is not None and finding.status is Status.PASS

@@ -59,6 +59,9 @@ class LlamaCppEngine:
     entry_commands: tuple[tuple[str, ...], ...] = (("llama-server",), ("llama.cpp-server",))
     entry_modules: tuple[str, ...] = ()
     entry_images: tuple[str, ...] = ("ghcr.io/ggml-org/llama.cpp:server", "ghcr.io/ggerganov/llama.cpp:server")
+    #: ``server-b4719``, ``server-cuda-b5000``, ``full-cuda-b5000`` (``server`` / ``server-cuda`` name none)
+    release_tags: tuple[tuple[str, str], ...] = (("ghcr.io/ggml-org/llama.cpp", r"(?:[a-z0-9]+-)*(b\d+)"),
+                                                 ("ghcr.io/ggerganov/llama.cpp", r"(?:[a-z0-9]+-)*(b\d+)"))
     #: its flags are not yet read back into the manifest's llamacpp: keys from a command line
     command_line_keys = False
     metrics_args: tuple[str, ...] = ("--metrics",)

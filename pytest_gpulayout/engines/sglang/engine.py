@@ -256,6 +256,9 @@ class SglangEngine:
     entry_commands: tuple[tuple[str, ...], ...] = (("sglang", "serve"),)
     entry_modules: tuple[str, ...] = ("sglang.launch_server", "sglang.srt.server")
     entry_images: tuple[str, ...] = ()  # lmsysorg/sglang's entry point is a shell
+    #: ``v0.4.6.post1-cu124``, ``v0.5.0rc2-cu126``; ``latest`` / ``dev`` name none
+    release_tags: tuple[tuple[str, str], ...] = (
+        ("lmsysorg/sglang", r"v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)(?:-[\w.]+)?"),)
     command_line_keys = True
     metrics_args: tuple[str, ...] = ("--enable-metrics",)
     server_module = "sglang.launch_server"

@@ -75,6 +75,9 @@ class TrtLlmEngine:
     #: none: NVIDIA's TensorRT-LLM release images start a shell, so a container's bare arguments are not
     #: trtllm-serve's
     entry_images: tuple[str, ...] = ()
+    #: NGC's release images: ``nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2``
+    release_tags: tuple[tuple[str, str], ...] = (("nvcr.io/nvidia/tensorrt-llm/release",
+                                                  r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)(?:-[\w.]+)?"),)
     #: its command lines are recognised in artifacts, their flags not yet read back into manifest keys
     command_line_keys = False
     #: none: ``/metrics`` of trtllm-serve is its JSON iteration log, not Prometheus text (not modelled by

@@ -70,6 +70,10 @@ class VllmEngine:
     entry_commands: tuple[tuple[str, ...], ...] = (("vllm", "serve"),)
     entry_modules: tuple[str, ...] = ("vllm.entrypoints.openai.api_server",)
     entry_images: tuple[str, ...] = ("vllm/vllm-openai", "lmcache/vllm-openai")
+    #: vLLM's release images (``v0.10.1``, ``v0.10.1.1``; ``latest`` / ``nightly`` name none); LMCache's tag is
+    #: LMCache's own release, not vLLM's
+    release_tags: tuple[tuple[str, str], ...] = (
+        ("vllm/vllm-openai", r"v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)(?:-[\w.]+)?"),)
     command_line_keys = True
     #: what serves ``/metrics`` (vLLM's API server always does)
     metrics_args: tuple[str, ...] = ()
