@@ -353,6 +353,8 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                max_model_len=40960, figure="kv_size"),
     FigureCase("sglang/101.txt", "sglang", "0.5.23", "Qwen/Qwen3-14B", tp=4, pp=1, block_size=1,
                max_model_len=40960, figure="avail_mem", memory_fraction=0.80),
+    FigureCase("sglang/102.txt", "sglang", "0.4.2", "meta-llama/Llama-3.1-8B-Instruct", tp=1, pp=1, block_size=1,
+               max_model_len=131072, figure="kv_size"),
     FigureCase("sglang/103.txt", "sglang", "0.5.4", "meta-llama/Llama-3.3-70B-Instruct", tp=8, pp=1,
                block_size=1, max_model_len=131072, figure="kv_size", all_workers=False,
                why="TP 8: the retrieved paste shows the KV line of 4 ranks of 8 (all 2,795,207)"),
@@ -386,8 +388,6 @@ FIGURE_SKIPPED: dict[str, str] = {
     "sglang/005.txt": "no K/V size line; model unknown",
     "sglang/007.txt": "start-up error, no KV pool",
     "sglang/009.txt": "this SGLang did not log the MLA pool; GPU unknown",
-    "sglang/102.txt": "the early-2025 line 'KV Cache is allocated. K size: X GB, V size: Y GB.' (no #tokens) is "
-                      "not read by the SGLang log grammar as a K/V figure; 'Load weight end' has no mem usage",
 }
 
 
@@ -463,11 +463,13 @@ class Row:
 
     @property
     def logged_tokens(self) -> int | None:
-        """The pool the engine served from (``# GPU blocks`` x 16 where the log only gives blocks)."""
+        """The pool the engine served from; where the log only gives ``# GPU blocks`` (and no concurrency line
+        to infer the block from), blocks x the block the prediction used (the engine's default for the
+        release and platform: 16 on CUDA, ``vllm/config.py`` ``CacheConfig``)."""
         if self.logged.kv_tokens is not None:
             return self.logged.kv_tokens
         if self.logged.gpu_blocks is not None:
-            return self.logged.gpu_blocks * 16
+            return self.logged.gpu_blocks * self.prediction.block_size
         return None
 
     @property

@@ -243,6 +243,11 @@ _V0_CPU_ONLY_RE = re.compile(r"^\s*# CPU blocks: (\d+)\s*$")
 _SGL_ALLOC_RE = re.compile(
     r"KV Cache (is allocated|VA upper bound)\.(?: dtype: [^,]+,)? #tokens: " + _N
     + r"(?:, (?:K size: " + _F + r" GB, V size: " + _F + r" GB|KV size: " + _F + r" GB))?")
+# SGLang of early 2025 (0.4.1-0.4.3): "KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB." without the
+# count (``mem_cache/memory_pool.py`` ``MHATokenToKVPool._create_buffers``); the count is the
+# ``max_total_num_tokens=`` line's
+_SGL_ALLOC_SIZES_RE = re.compile(r"KV Cache is allocated\.(?: dtype: [^,]+,)? (?:K size: " + _F + r" GB, V size: "
+                                 + _F + r" GB|KV size: " + _F + r" GB)")
 _SGL_POST_CAPTURE_RE = re.compile(
     r"Post-capture KV sizing: KV cache allocated\.(?: dtype: [^,]+,)? #tokens: " + _N
     + r"(?:, KV size: " + _F + r" GB)?")
@@ -547,6 +552,11 @@ class LogWatcher:
                     self._sgl_kv_gib.append(round(_num(k) + _num(v), 4))
                 elif kv is not None:
                     self._sgl_kv_gib.append(_num(kv))
+        else:
+            m = _SGL_ALLOC_SIZES_RE.search(msg)
+            if m:
+                k, v, kv = m.group(1), m.group(2), m.group(3)
+                self._sgl_kv_gib.append(round(_num(k) + _num(v), 4) if k is not None and v is not None else _num(kv))
         m = _SGL_POST_CAPTURE_RE.search(msg)
         if m:
             self._tokens.append(_int(m.group(1)))

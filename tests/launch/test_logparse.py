@@ -267,6 +267,11 @@ SGLANG_FORMATS = {
                         "V size: 7.00 GB", 91749, 14.0),
     "label prefix": (_TP0 + "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 5000, "
                             "KV size: 1.00 GB", 5000, 1.0),
+    # 0.4.1-0.4.3 (sglang/102.txt): the K/V sizes without the count; the count is max_total_num_tokens'
+    "0.4.2 sizes only": ("[2025-01-23 19:35:20 TP0] KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.\n"
+                         "[2025-01-23 19:35:25 TP0] max_total_num_tokens=444500, chunked_prefill_size=8192, "
+                         "max_prefill_tokens=16384, max_running_requests=4097, context_len=131072",
+                         444500, 54.26),
 }
 
 
