@@ -535,6 +535,10 @@ class LogWatcher:
             m = _V0_BLOCKS_RE.search(msg)
             if m:
                 self._blocks.append(int(m.group(2)))
+                if int(m.group(2)) == 0 and not (self.ready or self.shutting_down):
+                    # V0 raises "No available memory for the cache blocks" on 0 blocks the next moment
+                    # (``worker/worker.py`` ``raise_if_cache_size_invalid``): a paste cut before it is that error
+                    self._add_error(NO_KV_MEMORY, {}, msg, fatal_class=True)
             else:
                 m = _V0_CPU_ONLY_RE.match(msg)
                 if m:
