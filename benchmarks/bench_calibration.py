@@ -74,6 +74,9 @@ GPU_TOTAL_MIB = {
     # nvidia-smi "0MiB / 40960MiB" for NVIDIA A100-SXM4-40GB on current drivers (public nvidia-smi pastes;
     # older drivers printed 40536MiB for the same card)
     "NVIDIA A100-SXM4-40GB": 40960,
+    # nvidia-smi "45397MiB /  46068MiB" for NVIDIA L40S (tim-roethig/ai-platform
+    # platform/docs/qwen3_235b_on_8xl40s.md and ollama_vs_vllm.md, driver 565.57.01)
+    "NVIDIA L40S": 46068,
 }
 #: How the logs' TP groups talk, by the GPU's name: "80GB HBM3" H100s, SXM A100s and H200s are the
 #: NVLink (HGX) parts (the PCIe ones are named "H100 PCIe", "A100-PCIE", "H200 NVL"); a 4090 or an L4
@@ -87,6 +90,9 @@ GPU_LINK = {
     "NVIDIA L4": TpLink.PCIE,
     "NVIDIA RTX A6000": TpLink.PCIE,
     "NVIDIA A100-SXM4-40GB": TpLink.NVLINK,
+    # a PCIe card without NVLink (log 111: "Custom allreduce is disabled because it's not supported on
+    # more than two PCIe-only GPUs")
+    "NVIDIA L40S": TpLink.PCIE,
 }
 #: Free memory on an idle GPU, below NVML's total: the driver's reservation (which vLLM's total
 #: leaves out: ``Gpu.cuda_total_mib``, 450 MiB where NVML did not say) and a little more.
@@ -128,6 +134,14 @@ MODEL_LOADERS: dict[str, Callable[[], ModelSpec]] = {
     "deepseek-ai/DeepSeek-V3": lambda: load_model("deepseek-ai/DeepSeek-V3"),
     "tiny-llama": lambda: load_model(str(MODELS / "tiny-llama")),
     "meta-llama/Llama-3.3-70B-Instruct": lambda: load_model("meta-llama/Llama-3.3-70B-Instruct"),
+    "Qwen/Qwen3-8B": lambda: load_model("Qwen/Qwen3-8B"),
+    # The 2507 Instruct FP8 re-releases: loaded from the bundled configs of Qwen/Qwen3-235B-A22B-FP8 and
+    # Qwen/Qwen3-30B-A3B-FP8 (same layers, heads, experts and 128x128 FP8 blocks; the 2507 configs differ in
+    # max_position_embeddings and rope_theta, which the logs' explicit max_model_len makes moot). No 2507
+    # config.json was found in a source; log 111's "Model loading took 27.7183 GiB" per TP-8 rank checks the
+    # weight geometry (see the ledger's predicted weights).
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-235b-a22b-fp8")),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
 }
 
 
@@ -159,6 +173,7 @@ class Case:
     enforce_eager: bool = False
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    enable_expert_parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,6 +213,23 @@ CASES: tuple[Case, ...] = (
          tp=1, pp=1, memory_fraction=0.95, max_model_len=131072, complete=False, fitted=False,
          max_num_batched_tokens=1024,
          assumed="version unknown (Oct 31 2025: 0.11.0 assumed); H100 variant not stated (80GB HBM3 assumed)"),
+    # round 2: repository files that keep the command (or its non-default args) next to the log
+    Case("vllm/107.txt", "vllm", "0.9.2", "Qwen/Qwen3-8B", "NVIDIA A100-SXM4-40GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=40960, complete=True, fitted=False),
+    Case("vllm/108.txt", "vllm", "0.9.2", "Qwen/Qwen3-8B", "NVIDIA A100-SXM4-40GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=40960, complete=True, fitted=False,
+         max_num_batched_tokens=8192),
+    Case("vllm/109.txt", "vllm", "0.19.1", "Qwen/Qwen3-8B", "NVIDIA A100-SXM4-40GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=40960, complete=True, fitted=False),
+    Case("vllm/110.txt", "vllm", "0.19.1", "Qwen/Qwen3-8B", "NVIDIA A100-SXM4-40GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=40960, complete=True, fitted=False,
+         max_num_batched_tokens=8192),
+    Case("vllm/111.txt", "vllm", "0.10.2", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "NVIDIA L40S",
+         tp=8, pp=1, memory_fraction=0.90, max_model_len=32768, complete=True, fitted=False,
+         enable_expert_parallel=True),
+    Case("vllm/112.txt", "vllm", "0.10.2", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "NVIDIA L40S",
+         tp=2, pp=1, memory_fraction=0.95, max_model_len=32768, complete=True, fitted=False,
+         enable_expert_parallel=True),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
@@ -328,6 +360,19 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                max_model_len=131072, figure="available", why="negative: the engine refused to start"),
     FigureCase("vllm/101.txt", "vllm", "0.10.2", "Qwen/Qwen3-14B", tp=1, pp=1, block_size=16,
                max_model_len=32768, figure="available"),
+    FigureCase("vllm/107.txt", "vllm", "0.9.2", "Qwen/Qwen3-8B", tp=1, pp=1, block_size=16,
+               max_model_len=40960, figure="available"),
+    FigureCase("vllm/108.txt", "vllm", "0.9.2", "Qwen/Qwen3-8B", tp=1, pp=1, block_size=16,
+               max_model_len=40960, figure="available"),
+    FigureCase("vllm/109.txt", "vllm", "0.19.1", "Qwen/Qwen3-8B", tp=1, pp=1, block_size=16,
+               max_model_len=40960, figure="available"),
+    FigureCase("vllm/110.txt", "vllm", "0.19.1", "Qwen/Qwen3-8B", tp=1, pp=1, block_size=16,
+               max_model_len=40960, figure="available"),
+    FigureCase("vllm/111.txt", "vllm", "0.10.2", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", tp=8, pp=1,
+               block_size=16, max_model_len=32768, figure="available"),
+    FigureCase("vllm/112.txt", "vllm", "0.10.2", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", tp=2, pp=1,
+               block_size=16, max_model_len=32768, figure="available", all_workers=False,
+               why="TP 2: the paste keeps worker TP1's figure and one of the two workers' token lines"),
     FigureCase("vllm-cpu/vllm-tiny.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1, block_size=128,
                max_model_len=512, figure="available"),
     FigureCase("vllm-cpu/vllm-tp2.log", "vllm", "0.32.0", "tiny-llama", tp=2, pp=1, block_size=128,
@@ -513,7 +558,8 @@ def measure(case: Case) -> Row:
                               gpus=idle_gpus(case.gpu, case.tp * case.pp), max_model_len=case.max_model_len,
                               memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype,
                               link=GPU_LINK[case.gpu], enforce_eager=case.enforce_eager,
-                              max_num_batched_tokens=case.max_num_batched_tokens, max_num_seqs=case.max_num_seqs)
+                              max_num_batched_tokens=case.max_num_batched_tokens, max_num_seqs=case.max_num_seqs,
+                              enable_expert_parallel=case.enable_expert_parallel)
     return Row(case, prediction, parse_log(log_body(case.log), log_grammars(case.engine)))
 
 
