@@ -56,7 +56,8 @@ _MAX_ERROR_LINE = 600
 
 #: The neutral names of what an engine's log says about its own configuration (``StartupLog.config``):
 #: its release, the model it loaded, its layout, its context length, memory fraction and KV dtype, and the
-#: device it ran on ("cpu": a pool not sized from GPU memory).
+#: device it ran on ("cpu": a pool not sized from GPU memory). An engine with its own log reader may add
+#: keys of its own beside these (llama.cpp: ``n_ctx_seq``, ``n_seq_max``, ... ``engines/llamacpp/log.py``).
 CONFIG_KEYS = ("version", "model", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
                "max_model_len", "memory_fraction", "kv_cache_dtype", "split_mode", "device")
 

@@ -329,7 +329,8 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
     from pytest_gpulayout.manifest.load import load_manifest
 
     server = llama_server()
-    body = (f"version: 1\ndeployments:\n  tiny:\n    engine: llamacpp\n    model: {tiny}\n    ctx_size: {ctx}\n"
+    body = (f"version: 1\ndeployments:\n  tiny:\n    engine: llamacpp\n    engine_version: b11434\n"
+            f"    model: {tiny}\n    ctx_size: {ctx}\n"
             + (f"    parallel: {parallel}\n" if parallel else "")
             + f"    cache_type_k: {cache}\n    cache_type_v: {cache}\n"
             + f"    launch:\n      command: [{server}]\n      timeout_s: 120\n")
@@ -349,6 +350,12 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
     assert f.data["predicted_kv_bytes"] == predicted
     assert f.data["kv_mib"] == round(predicted / MIB, 2)
     assert f.data["llamacpp"]["kv_caches"][0]["cells"] == context_size(spec, flags).cells
+    # what it said it ran with agrees with the deployment (build, context per slot and in all, slots)
+    said = f.data["engine_config"]
+    assert f.data["contradictions"] == [] and said["version"] == "b11434"
+    want = context_size(spec, flags)
+    assert (int(said["n_ctx"]), int(said["n_ctx_seq"])) == (want.n_ctx, want.cells)
+    assert int(said["n_seq_max"]) == flags.slots and said["kv_unified"] == str(flags.kv_unified).lower()
     argv = f.data["command"]
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert report.result is not None and report.result.leftover_pids == ()

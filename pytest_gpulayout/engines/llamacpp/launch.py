@@ -8,6 +8,9 @@ the HTTP server is even up.
 The verdict compares the KV bytes llama.cpp allocated, per buffer (``CUDA0``, ``CPU`` ...), with the
 prediction of ``memory/llamacpp.py``: the KV arithmetic is exact (rows x cells x streams), so they
 must agree to the MiB llama.cpp prints (two decimals); a difference fails with both numbers.
+Before that, what the log says llama-server ran with (its build, context per slot and in all, slots,
+offloaded layers, split mode and devices) is held to the deployment (``crossexam.contradictions``): a
+contradiction fails, whatever the KV buffers say, since the launch did not run what the checks judged.
 
 ``llama-server`` prints its KV lines at log verbosity 4 in b11434 (``-lv``; ``common/log.h``): the
 launch adds ``--verbosity 4`` unless ``launch.args`` chooses a verbosity.
@@ -24,6 +27,7 @@ from typing import Any
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.llamacpp.checks import layout_for
+from pytest_gpulayout.engines.llamacpp.crossexam import contradictions
 from pytest_gpulayout.engines.llamacpp.flags import NAME, LlamaCppFlags, parse_version_output, server_argv
 from pytest_gpulayout.engines.llamacpp.log import LlamaCppLog, StartupLogWatcher
 from pytest_gpulayout.errors import LaunchError
@@ -99,8 +103,12 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
         "predicted_kv_bytes": sum(predicted.values()) if predicted else None,
         "cells": log.kv[0].cells if log.kv else None, "stopped_by": stopped_by, "returncode": returncode,
         "leftover_pids": list(leftover), "log_path": str(log_path) if log_path else None, "command": list(argv),
-        "llamacpp": log.to_json(),
+        "llamacpp": log.to_json(), "engine_config": dict(sl.config),
     }
+    disagree = contradictions(dep, log)
+    data["contradictions"] = disagree
+    differs = (f" {NAME}'s own config disagrees with the deployment: {'; '.join(disagree)}: the launch did not "
+               f"run the layout the checks judged (launch.args or launch.command override it?)." if disagree else "")
     left = (f" Processes {', '.join(map(str, leftover))} survived SIGKILL: kill them." if leftover else "")
     if log.kv_mib is None or stopped_by == "error":
         why = (f"failed ({sl.error_kind}): {sl.error_line}" if sl.error_kind else
@@ -108,7 +116,7 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
                                                  f" within {dep.launch.timeout_s:.0f} s" if stopped_by == "timeout"
                                                  else ""))
         shown = "\n".join("    " + ln[:300] for ln in [t for t in tail if t.strip()][-12:])
-        return Finding(CHECK, Status.FAIL, f"{dep.name}: {NAME} {why}.{where}{left}"
+        return Finding(CHECK, Status.FAIL, f"{dep.name}: {NAME} {why}.{differs}{where}{left}"
                        + (f"\n  last lines:\n{shown}" if shown else ""), RawFacts(data))
     cache = log.kv[0] if log.kv else None
     said = (f"{dep.name}: {NAME} allocated {log.kv_mib:,.2f} MiB of KV cache ("
@@ -117,7 +125,7 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
                cache.cells else "") + ")"
             + (f" after {seconds_to_kv:.1f} s" if seconds_to_kv is not None else ""))
     if leftover:
-        return Finding(CHECK, Status.FAIL, said + "." + left + where, RawFacts(data))
+        return Finding(CHECK, Status.FAIL, said + "." + differs + left + where, RawFacts(data))
     if pred_mib:
         total_pred = round(sum((predicted or {}).values()) / MIB, 2)
         same = all(abs(logged.get(k, 0.0) - v) < 0.005 for k, v in pred_mib.items()) and \
@@ -126,8 +134,11 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
         if not same:
             return Finding(CHECK, Status.FAIL, f"{said}, but the prediction was "
                            + ", ".join(f"{k} {v:,.2f} MiB" for k, v in pred_mib.items())
-                           + f": the checks judged another layout than the one that ran.{where}", RawFacts(data))
+                           + f": the checks judged another layout than the one that ran.{differs}{where}",
+                           RawFacts(data))
         said += "; equal to the prediction"
+    if disagree:
+        return Finding(CHECK, Status.FAIL, said + "." + differs + where, RawFacts(data))
     return Finding(CHECK, Status.PASS, said + "." + where, RawFacts(data))
 
 

@@ -8,11 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-
-    pass
+from typing import Any
 
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
@@ -45,7 +41,36 @@ _KV_BUFFER_RE = re.compile(r"(?P<buf>\S+) KV buffer size = +" + _F + r" MiB")
 _MODEL_BUFFER_RE = re.compile(r"(?P<buf>\S+) model buffer size = +" + _F + r" MiB")
 _COMPUTE_BUFFER_RE = re.compile(r"(?P<buf>\S+) compute buffer size = +" + _F + r" MiB")
 _N_CTX_RE = re.compile(r"llama_(?:context|new_context_with_model): n_ctx += (\d+)")
-_N_CTX_SEQ_RE = re.compile(r"n_ctx_seq += (\d+)")
+#: "llama_context: n_ctx_seq             = 512" (b11434); "n_ctx_per_seq = 4096" (2025)
+_N_CTX_SEQ_RE = re.compile(r"n_ctx_(?:per_)?seq += (\d+)")
+
+# What llama-server says about its own configuration (``StartupLog.config``), as b11434 prints it:
+#: ``common_params_print_info`` (``common/common.cpp``): "build 11434 (b11434) with GNU 12.2.0 for Linux
+#: x86_64" (a trace line: the launch's ``--verbosity 4`` shows it); before 2026 the server's own "build:
+#: 4462 (c05e8c99) with cc ... for x86_64-linux-gnu"
+_BUILD_RE = re.compile(r"\bbuild:? (\d+) \([^)]*\) with ")
+#: ``llama_context::llama_context`` (``src/llama-context.cpp``): "n_seq_max             = 3",
+#: "kv_unified            = false"
+_N_SEQ_MAX_RE = re.compile(r"llama_context: n_seq_max += (\d+)")
+_KV_UNIFIED_RE = re.compile(r"llama_context: kv_unified += (true|false)")
+#: ``print_info`` (``src/llama-model.cpp``): "n_ctx_train           = 4096"
+_N_CTX_TRAIN_RE = re.compile(r"\bn_ctx_train += (\d+)")
+#: ``load_tensors`` (``src/llama-model.cpp``, printed where a GPU backend is built in): "offloaded 20/33
+#: layers to GPU", out of ``n_layer + 1`` (the output layer counts)
+_OFFLOADED_RE = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
+#: ``llama_prepare_model_devices`` (``src/llama.cpp``): one line per device the model uses, "using device
+#: CUDA0 (NVIDIA GeForce RTX 4090) (0000:01:00.0) - 23723 MiB free" (only ``main_gpu``'s with split mode
+#: none); with split mode tensor first "creating a Meta device for tensor parallelism from 2 devices:"
+_USING_DEVICE_RE = re.compile(r"\busing device (\S+) \(.*\) - \d+ MiB free")
+_META_DEVICE_RE = re.compile(r"creating a Meta device (?:for tensor parallelism from|with) (\d+) devices")
+#: ``server_context::load_model`` (``tools/server/server-context.cpp``): "initializing, n_slots = 3,
+#: n_ctx_slot = 512, kv_unified = 'false'" (after the KV cache: a launch stopped at its KV lines may not
+#: reach it)
+_SLOTS_RE = re.compile(r"n_slots = (\d+), n_ctx_slot = (\d+)")
+#: a row split's weights live in a split buffer ("CUDA_Split model buffer size", SYCL's "SYCL_Split")
+_SPLIT_BUFFER = "_Split"
+#: words of the lines above, for the watcher's cheap test before its patterns
+_CONFIG_WORDS = ("build", "n_seq_max", "kv_unified", "offloaded", "using device", "Meta device", "n_slots")
 _READY_RE = re.compile(r"server is listening on|\blistening on (?:https?|unix)://|all slots are idle"
                        r"|HTTP server listening")
 _OWN_RE = re.compile(r"\b(?:llama_model_loader|llama_kv_cache|llama_context|llama_new_context_with_model|"
@@ -97,6 +122,70 @@ class LlamaCppLog:
     error_line: str | None = None
     ready: bool = False
     llamacpp_lines: bool = False
+    #: what it said about its own configuration (None / empty: the log does not say)
+    build: int | None = None
+    n_seq_max: int | None = None
+    kv_unified: bool | None = None
+    n_ctx_train: int | None = None
+    n_slots: int | None = None
+    n_ctx_slot: int | None = None
+    offloaded: tuple[int, int] | None = None   # (layers offloaded, layers offloadable = n_layer + 1)
+    devices: tuple[str, ...] = ()              # the devices it used, in order ("CUDA0", "CUDA1", "RPC0[...]")
+    meta_devices: int | None = None            # split mode tensor: devices under its Meta device
+
+    @property
+    def split_mode(self) -> str | None:
+        """The split mode the log shows: ``tensor`` (a Meta device), ``row`` (a split buffer of weights);
+        None where it does not tell (``layer`` and ``none`` differ only in the devices used)."""
+        if self.meta_devices is not None:
+            return "tensor"
+        if any(_SPLIT_BUFFER in name for name in self.model_buffers_mib):
+            return "row"
+        return None
+
+    @property
+    def request_len(self) -> int | None:
+        """The longest request one slot takes: the server's ``n_ctx_slot`` (``n_ctx_seq`` capped at
+        ``n_ctx_train``, ``tools/server/server-context.cpp``), else ``n_ctx_seq``."""
+        if self.n_ctx_slot is not None:
+            return self.n_ctx_slot
+        if self.n_ctx_seq is not None and self.n_ctx_train is not None:
+            return min(self.n_ctx_seq, self.n_ctx_train)
+        return self.n_ctx_seq
+
+    @property
+    def config(self) -> dict[str, str]:
+        """``StartupLog.config``: what llama-server said it ran with, in ``logparse.CONFIG_KEYS`` names
+        where they mean the same and in llama.cpp's own names where not.
+
+        - ``version``: ``b<build>`` (llama.cpp's releases are build numbers; ``engine_version`` pins one);
+        - ``max_model_len``: the longest request, one slot's context (:attr:`request_len`). llama.cpp has
+          no such flag: the deployment's ``ctx_size`` is the total ``--ctx-size`` (``flags.server_argv``),
+          which ``llama_context`` splits over ``--parallel`` slots unless the cache is unified
+          (``memory.split_context``); ``n_ctx`` and ``n_ctx_seq`` keep both figures;
+        - ``split_mode``: only where the log shows it (:attr:`split_mode`);
+        - ``n_ctx``, ``n_ctx_seq``, ``n_seq_max``, ``kv_unified``, ``n_slots``, ``n_ctx_train``,
+          ``offloaded_layers`` / ``offloadable_layers``, ``devices`` (comma separated), ``meta_devices``.
+        """
+        out: dict[str, str] = {}
+        if self.build is not None:
+            out["version"] = f"b{self.build}"
+        if self.request_len is not None:
+            out["max_model_len"] = str(self.request_len)
+        if self.split_mode is not None:
+            out["split_mode"] = self.split_mode
+        for key, value in (("n_ctx", self.n_ctx), ("n_ctx_seq", self.n_ctx_seq), ("n_seq_max", self.n_seq_max),
+                           ("n_slots", self.n_slots), ("n_ctx_train", self.n_ctx_train),
+                           ("meta_devices", self.meta_devices)):
+            if value is not None:
+                out[key] = str(value)
+        if self.kv_unified is not None:
+            out["kv_unified"] = "true" if self.kv_unified else "false"
+        if self.offloaded is not None:
+            out["offloaded_layers"], out["offloadable_layers"] = str(self.offloaded[0]), str(self.offloaded[1])
+        if self.devices:
+            out["devices"] = ",".join(self.devices)
+        return out
 
     @property
     def kv_mib(self) -> float | None:
@@ -134,13 +223,13 @@ class LlamaCppLog:
             available_kv_gib=round(self.kv_mib / 1024, 4) if self.kv_mib is not None else None,
             weights_gib=round(sum(self.model_buffers_mib.values()) / 1024, 4) if self.model_buffers_mib else None,
             error_kind=self.error_kind, error_numbers=self.error_numbers, error_line=self.error_line,
-            ready=self.ready)
+            ready=self.ready, config=MappingProxyType(self.config))
 
     def to_json(self) -> dict[str, Any]:
         return {"kv_mib": self.kv_mib, "kv_buffers_mib": dict(self.kv_buffers_mib),
                 "model_buffers_mib": dict(self.model_buffers_mib),
                 "compute_buffers_mib": dict(self.compute_buffers_mib), "n_ctx": self.n_ctx,
-                "n_ctx_seq": self.n_ctx_seq,
+                "n_ctx_seq": self.n_ctx_seq, "config": self.config,
                 "kv_caches": [{"mib": r.mib, "cells": r.cells, "layers": r.layers, "seqs": r.seqs,
                                "streams": r.streams, "type_k": r.type_k, "type_v": r.type_v} for r in self.kv]}
 
@@ -162,6 +251,8 @@ class LlamaCppLogWatcher:
         self._compute_buf: dict[str, float] = {}
         self._n_ctx: int | None = None
         self._n_ctx_seq: int | None = None
+        self._said: dict[str, Any] = {}  # LlamaCppLog's configuration fields, first value of each
+        self._devices: list[str] = []
         self._kv_init: tuple[int, int] | None = None  # (kv_size, n_layer) for the next KV self size line
         self._errors: list[tuple[ErrorKind, dict[str, float], str]] = []
         self._fatal = False
@@ -182,7 +273,7 @@ class LlamaCppLogWatcher:
         if "MiB" not in msg and "error" not in msg.lower() and "fail" not in msg.lower() and not (
                 "listening" in msg or "n_ctx" in msg or "idle" in msg or "assert" in msg.lower()
                 or "terminate" in msg or "invalid" in msg or "not implemented" in msg or "split" in msg
-                or "kv_size" in msg):
+                or "kv_size" in msg or any(w in msg for w in _CONFIG_WORDS)):
             if not self._own and _OWN_RE.search(msg):
                 self._own = True
             return
@@ -222,14 +313,35 @@ class LlamaCppLogWatcher:
                 into[buf] = round(into.get(buf, 0.0) + float(m.group(2)), 2)
                 return
         m = _N_CTX_RE.search(msg)
-        if m:
+        if m and self._n_ctx is None:  # the first context is the served model's (a draft model's follows)
             self._n_ctx = int(m.group(1))
         m = _N_CTX_SEQ_RE.search(msg)
-        if m:
+        if m and self._n_ctx_seq is None:
             self._n_ctx_seq = int(m.group(1))
+        self._config_in(msg)
         if self.ready:
             return
         self._errors_in(msg)
+
+    def _config_in(self, msg: str) -> None:
+        """The lines where llama-server says what it runs with (the first of each kind counts)."""
+        for key, rx in (("build", _BUILD_RE), ("n_seq_max", _N_SEQ_MAX_RE), ("n_ctx_train", _N_CTX_TRAIN_RE),
+                        ("meta_devices", _META_DEVICE_RE)):
+            m = rx.search(msg)
+            if m and key not in self._said:
+                self._said[key] = int(m.group(1))
+        m = _KV_UNIFIED_RE.search(msg)
+        if m and "kv_unified" not in self._said:
+            self._said["kv_unified"] = m.group(1) == "true"
+        m = _OFFLOADED_RE.search(msg)
+        if m and "offloaded" not in self._said:
+            self._said["offloaded"] = (int(m.group(1)), int(m.group(2)))
+        m = _SLOTS_RE.search(msg)
+        if m and "n_slots" not in self._said:
+            self._said["n_slots"], self._said["n_ctx_slot"] = int(m.group(1)), int(m.group(2))
+        m = _USING_DEVICE_RE.search(msg)
+        if m and self._n_ctx is None and m.group(1) not in self._devices:  # the served model's devices
+            self._devices.append(m.group(1))
 
     def _errors_in(self, msg: str) -> None:
         line = msg.strip()[:600]
@@ -280,7 +392,8 @@ class LlamaCppLogWatcher:
             compute_buffers_mib=MappingProxyType(dict(self._compute_buf)), n_ctx=self._n_ctx,
             n_ctx_seq=self._n_ctx_seq, error_kind=err[0] if err else None,
             error_numbers=MappingProxyType(dict(err[1])) if err else MappingProxyType({}),
-            error_line=err[2] if err else None, ready=self.ready, llamacpp_lines=self._own)
+            error_line=err[2] if err else None, ready=self.ready, llamacpp_lines=self._own,
+            devices=tuple(self._devices), **self._said)
 
 
 class StartupLogWatcher(LlamaCppLogWatcher):

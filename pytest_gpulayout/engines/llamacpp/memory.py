@@ -73,6 +73,19 @@ class ContextSize:
                 "swa_cells": self.swa_cells}
 
 
+def split_context(n_ctx: int, slots: int, *, unified: bool) -> tuple[int, int]:
+    """``(n_ctx, n_ctx_seq)`` as ``llama_context`` (``src/llama-context.cpp``, b11434) sets them from a
+    requested total of ``n_ctx`` (``--ctx-size``) over ``slots`` sequences (``n_seq_max``, ``--parallel``):
+    ``n_ctx`` padded to 256; with a unified KV cache every sequence may use all of it
+    (``n_ctx_seq = n_ctx``), otherwise each gets ``GGML_PAD(n_ctx / n_seq_max, 256)`` and ``n_ctx`` is
+    rounded to ``n_ctx_seq x n_seq_max`` ("n_ctx is not divisible by n_seq_max - rounding down")."""
+    n_ctx = pad(n_ctx)
+    if unified:
+        return n_ctx, n_ctx
+    cells = pad(n_ctx // slots)
+    return cells * slots, cells
+
+
 def context_size(model: GgufSpec, flags: LlamaCppFlags, *, n_ubatch: int = DEFAULT_UBATCH) -> ContextSize:
     slots = flags.slots
     unified = flags.kv_unified
@@ -83,12 +96,7 @@ def context_size(model: GgufSpec, flags: LlamaCppFlags, *, n_ubatch: int = DEFAU
         n_ctx = model.n_ctx_train * streams      # common/fit.cpp, n_ctx_auto
     else:
         n_ctx = model.n_ctx_train
-    n_ctx = pad(n_ctx)
-    if unified:
-        cells = n_ctx
-    else:
-        cells = pad(n_ctx // slots)
-        n_ctx = cells * slots
+    n_ctx, cells = split_context(n_ctx, slots, unified=unified)
     swa = cells
     if model.swa_pattern and model.sliding_window:
         swa = min(cells, pad(min(cells, model.sliding_window * (slots if unified else 1) + n_ubatch)))
