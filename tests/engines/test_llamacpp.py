@@ -152,6 +152,20 @@ def test_example_plan_ranks_layer_splits_first():
     assert even["rank"] is None and even["refused_by"] == "balance"
 
 
+def test_plan_max_model_len_is_each_slots_length():
+    """`plan --max-model-len 8192 --concurrency 2` plans two slots of 8,192 tokens: llama.cpp's --ctx-size is
+    the total its --parallel slots split (src/llama-context.cpp), so the context is 16,384. It was given
+    8,192 in all, two slots of 4,096: half the KV the user asked for, and layouts passed that cannot hold it."""
+    r = cli("plan", str(EXAMPLE / "qwen2.5-32b-q4_k_m.header.gguf"), "--engine", "llamacpp", "--machine",
+            str(EXAMPLE / "machine.yaml"), "--max-model-len", "8192", "--concurrency", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["layouts"][0]
+    kv = top["checks"]["kv_pool"]["data"]
+    assert (kv["slots"], kv["n_ctx"], kv["kv_bytes"]) == (2, 16384, 64 * 8 * 128 * 2 * 2 * 16384)
+    assert top["full_length_requests"] == 2
+    assert "2 slots x 8,192 cells" in top["checks"]["kv_pool"]["message"]
+
+
 def test_plan_takes_the_build_tag_and_agrees_with_check_about_row_split():
     """Issue 24 item 14: `plan --engine-version b11434` was refused ("not a version") though the manifest
     takes it, and plan ranked `row 3,1` among the layouts that serve while `check` fails it on CUDA."""

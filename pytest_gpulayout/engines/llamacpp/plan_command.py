@@ -27,8 +27,13 @@ def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machi
         raise InputError(f"{version} is not a llama.cpp release: llama.cpp versions are build tags such as "
                          f"b11434", key="--engine-version")
     # the same release the manifest's engine_version gives `check`, so both judge split modes alike
-    rows = plan_llamacpp(model, machine, ctx_size=args.max_model_len, parallel=args.concurrency,
-                         engine_version=version)
+    # --max-model-len is one request's length, as for the other engines; llama.cpp's --ctx-size is the total
+    # its --parallel slots split (src/llama-context.cpp: n_ctx_seq = n_ctx / n_seq_max without a unified
+    # cache), so C slots of N tokens take a context of C x N (auto slots share one unified cache of N)
+    ctx_size = args.max_model_len
+    if args.concurrency is not None:
+        ctx_size = (args.max_model_len or model.n_ctx_train) * args.concurrency
+    rows = plan_llamacpp(model, machine, ctx_size=ctx_size, parallel=args.concurrency, engine_version=version)
     if args.json:
         json.dump(plan_json(model, machine, rows), sys.stdout, indent=2)
         sys.stdout.write("\n")
