@@ -63,10 +63,12 @@ class Flags:
 
 @dataclass(frozen=True)
 class FractionDefault:
-    """An engine's default memory fraction for one host and layout, and the derivation in words."""
+    """An engine's default memory fraction for one host and layout, the derivation in words, and what the
+    pool's verdict should say besides (``notes``)."""
 
     fraction: float
     why: str
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1661,6 +1661,154 @@ def sglang_platform_probes(wheel: Wheel) -> dict[str, Any]:
     return out
 
 
+def _find_callable(wheel: Wheel, members: list[str], names: list[str]) -> tuple[str, ast.FunctionDef] | None:
+    """The first function or method named one of ``names`` in the first of ``members`` that defines it."""
+    for member in members:
+        if not wheel.has(member):
+            continue
+        for name in names:
+            fn = find_function(wheel.tree(member), name)
+            if fn is not None:
+                return member, fn
+    return None
+
+
+def _default_prefill_backend(wheel: Wheel) -> dict[str, Any] | None:
+    """The prefill CUDA-graph backend on CUDA when no flag names one (``model_executor/cuda_graph_config.py``:
+    ``default_prefill_backend()``, or the ``prefill`` field's ``PhaseConfig(backend=...)`` before it)."""
+    member = "sglang/srt/model_executor/cuda_graph_config.py"
+    if not wheel.has(member):
+        return None
+    tree = wheel.tree(member)
+    fn = find_function(tree, "default_prefill_backend")
+    if fn is not None:
+        for node in ast.walk(fn):
+            if isinstance(node, ast.IfExp) and "is_cuda" in ast.unparse(node.test):
+                body = node.body
+                if isinstance(body, ast.Attribute):
+                    return {"file": member, "function": "default_prefill_backend", "backend": body.attr.lower(),
+                            "source": ast.unparse(node)}
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "backend" and isinstance(node.value, ast.Attribute):
+            text = ast.unparse(node.value)
+            if text.startswith("Backend.") and "DISABLED" not in text and "FULL" not in text:
+                return {"file": member, "field": "CudaGraphConfig.prefill", "backend": node.value.attr.lower(),
+                        "source": text}
+    return None
+
+
+def _rule_list(fn: ast.FunctionDef) -> list[tuple[str | None, ast.expr]]:
+    """``rules = [(name, lambda: ...), ...]`` in a compatibility function: each rule's name and predicate."""
+    out: list[tuple[str | None, ast.expr]] = []
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.List):
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == "rules" for t in node.targets):
+            continue
+        for elt in node.value.elts:
+            if isinstance(elt, ast.Tuple) and len(elt.elts) == 2:
+                name = elt.elts[0]
+                label = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+                pred = elt.elts[1]
+                out.append((label, pred.body if isinstance(pred, ast.Lambda) else pred))
+    return out
+
+
+def _allow_list(wheel: Wheel, config: str, attr: str) -> dict[str, Any] | None:
+    """``ModelConfig.<attr>`` -> the module function it calls -> the architecture list that function reads."""
+    tree = wheel.tree(config)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        if not any(isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets):
+            continue
+        for call in ast.walk(node.value):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            fn = find_function(tree, call.func.id)
+            if fn is None:
+                continue
+            for name in ast.walk(fn):
+                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load):
+                    value = module_assign(tree, name.id)
+                    archs = resolve_literal(wheel, config, value) if value is not None else None
+                    if isinstance(archs, (list, tuple)):
+                        return {"file": config, "attribute": attr, "function": fn.name, "list": name.id,
+                                "archs": sorted(set(archs))}
+    return None
+
+
+def _hook_order(wheel: Wheel, before: str, after: str) -> dict[str, Any] | None:
+    """Whether SGLang resolves the CUDA-graph config (``before``) ahead of sizing memory (``after``): the order
+    of the calls in ``arg_groups/pipeline.py`` (0.5.19+) or ``ServerArgs.__post_init__`` (``server_args.py``)."""
+    for member in ("sglang/srt/arg_groups/pipeline.py", "sglang/srt/server_args.py"):
+        if not wheel.has(member):
+            continue
+        lines: dict[str, int] = {}
+        for node in ast.walk(wheel.tree(member)):
+            if isinstance(node, ast.Call):
+                text = ast.unparse(node.func) + " " + " ".join(ast.unparse(a) for a in node.args[:1])
+                for name in (before, after):
+                    if re.search(rf"\b_?{name}\b", text) and name not in lines:
+                        lines[name] = node.lineno
+        if before in lines and after in lines:
+            return {"file": member, "resolved_before_memory_sizing": lines[before] < lines[after]}
+    return None
+
+
+def sglang_prefill_graphs(wheel: Wheel) -> dict[str, Any]:
+    """When SGLang turns prefill CUDA graphs off before it sizes memory (its default ``mem_fraction_static``
+    reserves memory for them only when they are on): the default backend on CUDA, the compatibility rules of
+    that backend (``arg_groups/cuda_graph_hook.py`` from 0.5.19, ``server_args.py`` before), the multimodal
+    rule's allow-list (``configs/model_config.py``), and the architectures whose multimodal input is off by
+    default (``ModelConfig.__init__``: ``mm_disabled_models``, so SGLang treats them as text models)."""
+    out: dict[str, Any] = {}
+    default = _default_prefill_backend(wheel)
+    if default is None:
+        return out
+    out["default_backend"] = default
+    backend = default["backend"]
+    hooks = ["sglang/srt/arg_groups/cuda_graph_hook.py", "sglang/srt/server_args.py"]
+    found = _find_callable(wheel, hooks, [f"disable_{backend}_cudagraph_if_incompatible",
+                                          f"_disable_{backend}_cudagraph_if_incompatible"])
+    config = wheel.first("sglang/srt/configs/model_config.py")
+    if found is not None:
+        member, fn = found
+        rules = _rule_list(fn)
+        out["rules"] = {"file": member, "function": fn.name,
+                        "names": [name for name, _ in rules if name is not None]}
+        for name, pred in rules:
+            src = ast.unparse(pred)
+            if ".is_multimodal" not in src:
+                continue
+            rule: dict[str, Any] = {"file": member, "function": fn.name, "rule": name, "condition": src,
+                                    "allow_list": None}
+            attrs = sorted({a.attr for a in ast.walk(pred) if isinstance(a, ast.Attribute)
+                            and re.fullmatch(r"is_multimodal_\w+_supported", a.attr)})
+            if attrs and config is not None:
+                rule["allow_list"] = _allow_list(wheel, config, attrs[0])
+            out["multimodal"] = rule
+    compat = _find_callable(wheel, hooks, ["apply_cuda_graph_compatibility", "_apply_cuda_graph_compatibility"])
+    if compat is not None:
+        # PP turns the default backend off: a check ahead of the per-backend rules (0.5.19+) or one of them
+        ahead = any(isinstance(n, ast.Compare) and "pp_size > 1" in ast.unparse(n) for n in ast.walk(compat[1]))
+        among = found is not None and any("pp_size > 1" in ast.unparse(p) for _, p in _rule_list(found[1]))
+        out["pp_disables"] = {"file": compat[0], "function": compat[1].name, "value": ahead or among}
+    if config is not None:
+        for node in ast.walk(wheel.tree(config)):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "mm_disabled_models"
+                                                    for t in node.targets):
+                archs = resolve_literal(wheel, config, node.value)
+                if isinstance(archs, list):
+                    out["multimodal_off_by_default"] = {"file": config, "list": "mm_disabled_models",
+                                                        "archs": sorted(set(archs))}
+    order = _hook_order(wheel, "handle_cuda_graph_config", "handle_gpu_memory_settings")
+    if order is not None:
+        out["order"] = order
+    return out
+
+
 def extract_sglang(wheel: Wheel, version: str, groups: set[str]) -> dict[str, Any]:
     scan_members = sorted(
         set(
@@ -1687,6 +1835,7 @@ def extract_sglang(wheel: Wheel, version: str, groups: set[str]) -> dict[str, An
             or r["file"].endswith("attention_registry.py")
         ]
         data["capability_refusals"] = capability_refusals(startup)
+        data["prefill_graphs"] = sglang_prefill_graphs(wheel)
     return data
 
 

@@ -37,6 +37,9 @@ class FractionAnswer(Protocol):
     @property
     def why(self) -> str: ...
 
+    @property
+    def notes(self) -> tuple[str, ...]: ...
+
 
 class MemoryEngine(Protocol):
     """What the memory model asks of an engine (a part of ``pytest_gpulayout.engine.Engine``)."""

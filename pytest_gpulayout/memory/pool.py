@@ -30,7 +30,7 @@ from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryEngine, MemoryUnknown, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, tp_link
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage
-from pytest_gpulayout.memory.reserves import default_memory_fraction
+from pytest_gpulayout.memory.reserves import default_fraction_answer
 from pytest_gpulayout.memory.stages import stage_ranges
 from pytest_gpulayout.memory.weights import weight_bytes_by_stage
 from pytest_gpulayout.model import weights as W
@@ -190,9 +190,10 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     if memory_fraction is not None:
         fraction, fsource = float(memory_fraction), "memory_fraction"
     else:
-        fraction, fsource = default_memory_fraction(e, version, gpu_total_mib=min(totals), tp=tp, pp=pp,
-                                                    model=model, host_min_total_mib=host_min_total_mib,
-                                                    knobs=k)
+        d = default_fraction_answer(e, version, gpu_total_mib=min(totals), tp=tp, pp=pp, model=model,
+                                    host_min_total_mib=host_min_total_mib, knobs=k)
+        fraction, fsource = d.fraction, d.why
+        notes.extend(d.notes)
     ranges = stage_ranges(model.num_hidden_layers, pp, e, partition=pp_layer_partition, version=version)
     kv_by_stage = kv_bytes_per_token_by_stage(model, engine=e, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
                                               pp_layer_partition=pp_layer_partition, version=version)

@@ -17,6 +17,7 @@ import re
 import socket
 import subprocess
 import sys
+import zipfile
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -45,6 +46,7 @@ FULL_GROUPS = {
         "attention_backends",
         "platform_probes",
         "capability_refusals",
+        "prefill_graphs",
     },
 }
 BASIC_GROUPS = {"vllm": {"architectures", "previously_supported", "transformers_fallback", "quantization"}}
@@ -209,6 +211,81 @@ def test_sglang_0523_facts() -> None:
     assert probes["is_sm100_supported"]["cuda_capability_majors"] == [10]
 
 
+def test_sglang_0523_prefill_graph_rules() -> None:
+    """0.5.23 read by hand: ``model_executor/cuda_graph_config.py default_prefill_backend`` is breakable on
+    CUDA; ``arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible`` turns it off for a
+    multimodal model unless ``is_multimodal_breakable_cuda_graph_supported`` (``configs/model_config.py``:
+    ``multimodal_breakable_cuda_graph_supported_model_archs``); ``arg_groups/pipeline.py`` runs
+    ``handle_cuda_graph_config`` before ``handle_gpu_memory_settings``."""
+    graphs = facts("sglang", "0.5.23")["prefill_graphs"]
+    assert graphs["default_backend"]["backend"] == "breakable"
+    mm = graphs["multimodal"]
+    assert (mm["file"], mm["function"], mm["rule"]) == (
+        "sglang/srt/arg_groups/cuda_graph_hook.py", "disable_breakable_cudagraph_if_incompatible", "multimodal model")
+    allow = mm["allow_list"]
+    assert (allow["file"], allow["list"]) == (
+        "sglang/srt/configs/model_config.py", "multimodal_breakable_cuda_graph_supported_model_archs")
+    assert len(allow["archs"]) == 13 and "Qwen3_5ForConditionalGeneration" in allow["archs"]
+    assert "Qwen2_5_VLForConditionalGeneration" not in allow["archs"]
+    assert graphs["multimodal_off_by_default"]["archs"] == [
+        "Gemma3ForConditionalGeneration", "InklingForConditionalGeneration", "Llama4ForConditionalGeneration",
+        "Step3VLForConditionalGeneration"]
+    assert graphs["pp_disables"]["value"] is True
+    assert graphs["order"] == {"file": "sglang/srt/arg_groups/pipeline.py", "resolved_before_memory_sizing": True}
+    assert "two-batch overlap" in graphs["rules"]["names"]
+
+
+#: the shape of SGLang 0.5.16's rules (``server_args.py`` methods), cut to what the extractor reads
+_SGLANG_0516_LIKE = {
+    "sglang/srt/model_executor/cuda_graph_config.py": (
+        "def default_prefill_backend():\n    return Backend.BREAKABLE if is_cuda() else Backend.TC_PIECEWISE\n"),
+    "sglang/srt/server_args.py": (
+        "class ServerArgs:\n"
+        "    def __post_init__(self):\n"
+        "        self._handle_cuda_graph_config()\n"
+        "        self._handle_gpu_memory_settings(gpu_mem)\n"
+        "    def _apply_cuda_graph_compatibility(self):\n"
+        "        self._disable_breakable_cudagraph_if_incompatible()\n"
+        "    def _disable_breakable_cudagraph_if_incompatible(self):\n"
+        "        rules = [\n"
+        "            ('MLA attention', lambda: self.use_mla_backend()),\n"
+        "            ('multimodal model', lambda: self.get_model_config().is_multimodal\n"
+        "             and not self.get_model_config().is_multimodal_breakable_cuda_graph_supported),\n"
+        "        ]\n"),
+    "sglang/srt/configs/model_config.py": (
+        "class ModelConfig:\n"
+        "    def __init__(self, enable_multimodal=None):\n"
+        "        if enable_multimodal is None:\n"
+        "            mm_disabled_models = ['Gemma3ForConditionalGeneration', 'Llama4ForConditionalGeneration']\n"
+        "        self.is_multimodal_breakable_cuda_graph_supported = enable_multimodal and (\n"
+        "            is_multimodal_breakable_cuda_graph_supported(self.hf_config.architectures))\n"
+        "multimodal_breakable_cuda_graph_supported_model_archs = [\n"
+        "    'Qwen3_5ForConditionalGeneration', 'Qwen3_5MoeForConditionalGeneration']\n"
+        "def is_multimodal_breakable_cuda_graph_supported(model_architectures):\n"
+        "    return any(a in multimodal_breakable_cuda_graph_supported_model_archs for a in model_architectures)\n"),
+}
+
+
+def test_the_prefill_graph_allow_list_is_read_through_the_rule(tmp_path: Path) -> None:
+    """The extractor follows the multimodal rule of the default backend to the attribute it tests, the
+    ``ModelConfig`` function that sets it and the list that function reads; the pre-0.5.19 layout
+    (``ServerArgs`` methods) included."""
+    wheel_path = tmp_path / "sglang-0.5.16-py3-none-any.whl"
+    with zipfile.ZipFile(wheel_path, "w") as zf:
+        for member, text in _SGLANG_0516_LIKE.items():
+            zf.writestr(member, text)
+    graphs = tool().sglang_prefill_graphs(tool().Wheel(wheel_path))
+    assert graphs["default_backend"]["backend"] == "breakable"
+    assert graphs["rules"]["names"] == ["MLA attention", "multimodal model"]
+    allow = graphs["multimodal"]["allow_list"]
+    assert allow["list"] == "multimodal_breakable_cuda_graph_supported_model_archs"
+    assert allow["archs"] == ["Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"]
+    assert graphs["multimodal_off_by_default"]["archs"] == ["Gemma3ForConditionalGeneration",
+                                                             "Llama4ForConditionalGeneration"]
+    assert graphs["pp_disables"]["value"] is False
+    assert graphs["order"]["resolved_before_memory_sizing"] is True
+
+
 # -- re-extraction from a downloaded wheel ------------------------------------------------------------------
 
 
@@ -248,7 +325,7 @@ def _recheck(engine: str, version: str, tmp_path: Path, timeout: float, groups: 
 
 def test_sglang_facts_match_a_downloaded_wheel(tmp_path: Path) -> None:
     """Downloads ~40 MB when PyPI answers (skipped otherwise) and re-extracts the facts."""
-    _recheck("sglang", "0.5.23", tmp_path, timeout=60, groups=["architectures", "quantization"])
+    _recheck("sglang", "0.5.23", tmp_path, timeout=60, groups=["architectures", "quantization", "prefill_graphs"])
 
 
 @pytest.mark.skipif(

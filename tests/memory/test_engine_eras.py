@@ -257,3 +257,89 @@ def test_sglang_0_4_runner_shrinks_the_fraction_of_a_multimodal_model(version: s
     pre_gib = (81559 - 500) / 1024 - 0.24
     assert shrink / GIB == pytest.approx(pre_gib * 0.85 * (1 - factor), abs=0.05)
     assert any("multimodal model" in n for n in with_vision.notes) is (factor != 1.0)
+
+
+def _sglang_default(version: str, m: ModelSpec, *, pp: int = 1) -> PoolPrediction:
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+
+    gpus = _on("NVIDIA H100 80GB HBM3", pp, 81559)
+    return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=pp, gpus=gpus, max_model_len=32768,
+                        memory_fraction=None)
+
+
+def _vl(arch: str) -> ModelSpec:
+    return spec_from_config(dict(QWEN2_VL_7B, architectures=[arch]), name=arch, source="test")
+
+
+#: the prefill-graph reserve of an 8,192-token chunk on an H100: 58 captured sizes x 8 MiB
+PREFILL_RESERVE_MIB = 58 * 8
+
+
+def test_sglang_0_5_23_keeps_no_prefill_graph_reserve_for_a_multimodal_model() -> None:
+    """0.5.23 ``arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible``: "multimodal
+    model" turns the prefill CUDA graph off unless the architecture is on
+    ``multimodal_breakable_cuda_graph_supported_model_archs`` (``configs/model_config.py``), and
+    ``arg_groups/pipeline.py`` runs it before ``handle_gpu_memory_settings``, whose ``reserve_for_graph_mb``
+    counts prefill graphs only when they are on. Qwen2.5-VL on an H100: (81,559 - 13,440) / 81,559 = 0.835
+    before the vision-tower factor, not (81,559 - 13,904) / 81,559 = 0.83; its text twin keeps the reserve."""
+    from pytest_gpulayout.engines.sglang.engine import memory_defaults
+
+    vl = _vl("Qwen2_5_VLForConditionalGeneration")
+    text = spec_from_config({k: v for k, v in QWEN2_VL_7B.items() if k != "vision_config"}, name="t", source="t")
+    with_graphs, without = round((81559 - 13904) / 81559, 3), round((81559 - 13440) / 81559, 3)
+    p_vl, p_text = _sglang_default("0.5.23", vl), _sglang_default("0.5.23", text)
+    assert p_text.memory_fraction == with_graphs
+    tower = 0.95 * (1.0 - 0.1 * (32 * 1280 ** 2 / (24 * 1024 ** 2) - 1.0))  # adjust_mem_fraction_for_vlm
+    assert p_vl.memory_fraction == pytest.approx(without * tower)
+    said = [n for n in p_vl.notes if "prefill CUDA graphs" in n]
+    assert said == [
+        "SGLang 0.5.23 disables prefill CUDA graphs for Qwen2_5_VLForConditionalGeneration (not in its allow-list, "
+        "configs/model_config.py multimodal_breakable_cuda_graph_supported_model_archs; arg_groups/cuda_graph_hook.py "
+        "disable_breakable_cudagraph_if_incompatible): its default mem_fraction_static keeps no memory for them."]
+    assert "no prefill CUDA graphs for this model" in p_vl.fraction_source
+    assert not any("prefill CUDA graphs" in n for n in p_text.notes)
+    v = Version("0.5.23")
+    assert memory_defaults(v, 81559, tp=1, pp=1).mem_fraction_static == with_graphs
+    assert memory_defaults(v, 81559, tp=1, pp=1, prefill_graphs=False).mem_fraction_static == without
+
+
+@pytest.mark.parametrize(("version", "arch", "off"), [
+    ("0.5.9", "Qwen2_5_VLForConditionalGeneration", False),   # prefill graphs opt-in: nothing to turn off
+    ("0.5.10", "Qwen2_5_VLForConditionalGeneration", True),   # server_args.py: every multimodal model
+    ("0.5.15", "Qwen3_5ForConditionalGeneration", True),      # breakable rule without an allow-list
+    ("0.5.23", "Qwen3_5ForConditionalGeneration", False),     # on the 0.5.23 allow-list
+    ("0.5.23", "Gemma3ForConditionalGeneration", False),      # mm_disabled_models: served as a text model
+    ("0.5.23", "Llama4ForConditionalGeneration", False),
+])
+def test_sglang_prefill_graphs_off_for_multimodal_models_by_release(version: str, arch: str, off: bool) -> None:
+    """The boundary: 0.5.10 made prefill (piecewise) CUDA graphs the default and ``_handle_piecewise_cuda_graph``
+    turned them off for every multimodal model (0.5.10 ``server_args.py``, rule 9); 0.5.15's breakable default
+    spared none; 0.5.16+ spare the allow-list; ``ModelConfig`` leaves multimodal input off for Gemma 3 and
+    Llama 4 unless ``--enable-multimodal``, so they keep the graphs."""
+    p = _sglang_default(version, _vl(arch))
+    notes = [n for n in p.notes if "disables prefill CUDA graphs" in n]
+    assert bool(notes) is off, p.notes
+    if off:
+        assert f"SGLang {version} disables prefill CUDA graphs for " in notes[0]
+    if version == "0.5.10":
+        assert "every multimodal model (server_args.py _handle_piecewise_cuda_graph)" in notes[0]
+
+
+def test_sglang_prefill_graph_allow_list_comes_from_the_release_facts() -> None:
+    """The allow-list is data: the extracted ``prefill_graphs`` of ``releases/0.5.23.json``. The same model
+    is spared once the facts list it, and a PP deployment (no prefill graphs anyway) says nothing."""
+    from pytest_gpulayout.engines.sglang.engine import prefill_graphs_off
+    from pytest_gpulayout.generation import ReleaseFacts, release_facts
+
+    facts = release_facts("sglang", Version("0.5.23"))
+    assert facts is not None
+    vl = _vl("Qwen2_5_VLForConditionalGeneration")
+    assert prefill_graphs_off(Version("0.5.23"), vl, facts) is not None
+    graphs = dict(facts.data["prefill_graphs"])
+    mm = dict(graphs["multimodal"])
+    allow = dict(mm["allow_list"], archs=[*mm["allow_list"]["archs"], "Qwen2_5_VLForConditionalGeneration"])
+    graphs["multimodal"] = dict(mm, allow_list=allow)
+    listed = ReleaseFacts("sglang", facts.asked, facts.release, {**facts.data, "prefill_graphs": graphs})
+    assert prefill_graphs_off(Version("0.5.23"), vl, listed) is None
+    assert prefill_graphs_off(Version("0.5.24"), vl, facts) is not None  # a later release: its nearest facts
+    assert not any("prefill CUDA graphs" in n for n in _sglang_default("0.5.23", vl, pp=2).notes)

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -29,6 +29,7 @@ from pytest_gpulayout.engine import (
 )
 from pytest_gpulayout.engines.sglang import budget, cli, divisibility, generation, launch
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
+from pytest_gpulayout.generation import ReleaseFacts, extracted_releases, release_facts
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -50,6 +51,101 @@ if TYPE_CHECKING:
 #: Piecewise (prefill) CUDA graphs: opt-in from 0.5.6, on by default from 0.5.10
 #: (``server_args.py``: ``disable_piecewise_cuda_graph: bool = False``).
 PREFILL_GRAPHS_DEFAULT_FROM = Version("0.5.10")
+
+
+@dataclass(frozen=True)
+class MultimodalPrefillRule:
+    """From ``since``, SGLang turns prefill CUDA graphs off for a multimodal model before it sizes memory
+    (``where``), unless its architecture is on one of ``allow_lists`` (``configs/model_config.py``)."""
+
+    since: Version
+    where: str
+    allow_lists: tuple[str, ...]
+
+
+_PIECEWISE_LIST = "multimodal_piecewise_cuda_graph_supported_model_archs"
+_BREAKABLE_LIST = "multimodal_breakable_cuda_graph_supported_model_archs"
+_HOOK = "arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible"
+#: The rule release by release (each wheel read; the CUDA-graph config is resolved before the memory
+#: settings in every one of them, so the default ``mem_fraction_static`` keeps nothing for graphs that are off):
+#:
+#: * 0.5.10-0.5.13 ``server_args.py _handle_piecewise_cuda_graph`` ("9. Multimodal / VLM models"): every one.
+#: * 0.5.14: the default backend is ``tc_piecewise``; ``_disable_tc_piecewise_cudagraph_if_incompatible``
+#:   spares ``multimodal_piecewise_cuda_graph_supported_model_archs``.
+#: * 0.5.15: breakable on CUDA; ``_disable_breakable_cudagraph_if_incompatible`` spares none.
+#: * 0.5.16-0.5.21: the breakable rule spares ``multimodal_breakable_cuda_graph_supported_model_archs``, and
+#:   ``_apply_cuda_graph_compatibility`` moves the piecewise list's architectures to ``tc_piecewise``.
+#: * 0.5.19+: the rules move to ``arg_groups/cuda_graph_hook.py``; 0.5.22 drops the piecewise switch.
+#:
+#: The lists themselves are read from the release's extracted facts (``releases/<ver>.json``,
+#: ``prefill_graphs``), as is ``mm_disabled_models``: architectures whose multimodal input is off unless
+#: ``--enable-multimodal`` (``ModelConfig.__init__``), which SGLang therefore treats as text models.
+MULTIMODAL_PREFILL_RULES = (
+    MultimodalPrefillRule(Version("0.5.10"), "server_args.py _handle_piecewise_cuda_graph", ()),
+    MultimodalPrefillRule(Version("0.5.14"), "server_args.py _disable_tc_piecewise_cudagraph_if_incompatible",
+                          (_PIECEWISE_LIST,)),
+    MultimodalPrefillRule(Version("0.5.15"), "server_args.py _disable_breakable_cudagraph_if_incompatible", ()),
+    MultimodalPrefillRule(Version("0.5.16"), "server_args.py _disable_breakable_cudagraph_if_incompatible",
+                          (_BREAKABLE_LIST, _PIECEWISE_LIST)),
+    MultimodalPrefillRule(Version("0.5.19"), _HOOK, (_BREAKABLE_LIST, _PIECEWISE_LIST)),
+    MultimodalPrefillRule(Version("0.5.22"), _HOOK, (_BREAKABLE_LIST,)),
+)
+
+
+def multimodal_prefill_rule(version: Version) -> MultimodalPrefillRule | None:
+    """The rule in force on ``version`` (None before 0.5.10: no prefill graphs by default)."""
+    rules = [r for r in MULTIMODAL_PREFILL_RULES if r.since <= version]
+    return rules[-1] if rules else None
+
+
+def _facts_for_lists(version: Version) -> ReleaseFacts | None:
+    """The facts that answer for ``version``: the nearest extracted release at or below it, else the oldest
+    extracted one (the allow-lists and ``mm_disabled_models`` only grew from 0.5.16 to 0.5.23)."""
+    facts = release_facts("sglang", version)
+    if facts is None:
+        known = extracted_releases("sglang")
+        facts = release_facts("sglang", known[0]) if known else None
+    return facts
+
+
+def prefill_graphs_off(version: Version, model: ModelSpec | None, facts: ReleaseFacts | None) -> str | None:
+    """Why SGLang ``version`` captures no prefill CUDA graphs for ``model`` by default, in words for the
+    verdict's notes (None: it captures them, or the rule does not say). See ``MULTIMODAL_PREFILL_RULES``;
+    ``facts`` give the allow-lists (``prefill_graphs`` of ``releases/<ver>.json``, else the model-config
+    lists of ``architectures.kinds``)."""
+    rule = multimodal_prefill_rule(version)
+    if rule is None or model is None or not model.is_multimodal:
+        return None
+    arch = model.architectures[0] if model.architectures else None
+    data: Mapping[str, Any] = facts.data if facts is not None else {}
+    graphs: Mapping[str, Any] = data.get("prefill_graphs", {})
+    off_by_default = graphs.get("multimodal_off_by_default", {}).get("archs", ())
+    if arch is not None and arch in off_by_default:
+        return None  # SGLang serves it as a text model unless --enable-multimodal
+    where = rule.where
+    if not rule.allow_lists:
+        return (f"SGLang {version} disables prefill CUDA graphs for every multimodal model ({where}), "
+                f"{arch or 'this one'} included: its default mem_fraction_static keeps no memory for them.")
+    same_release = facts is not None and facts.release <= version
+    mm = graphs.get("multimodal", {})
+    allow = mm.get("allow_list") or {}
+    if same_release and allow.get("list") in rule.allow_lists:
+        allowed: set[str] = set(allow.get("archs", ()))
+        where = f"{mm.get('file', where).removeprefix('sglang/srt/')} {mm.get('function', '')}".strip()
+    else:
+        kinds = data.get("architectures", {}).get("kinds", {})
+        allowed = {a for name in rule.allow_lists for a in kinds.get(name, ())}
+    if arch is not None and arch in allowed:
+        return None
+    lists = " / ".join(rule.allow_lists)
+    read = ""
+    if facts is not None and facts.release != version:
+        read = (f"; as extracted from {facts.release}, the nearest release below it" if facts.release < version
+                else f"; as extracted from {facts.release}: none was for {version}")
+    return (f"SGLang {version} disables prefill CUDA graphs for {arch or 'this multimodal model'} (not in its "
+            f"allow-list, configs/model_config.py {lists}{read}; {where}): its default mem_fraction_static "
+            f"keeps no memory for them.")
+
 
 #: ``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK`` ("1"/"true") turns the TP balance error into a warning from
 #: 0.4.5.post2 to 0.5.6.post2 (``model_executor/model_runner.py``); from 0.5.7 the switch is
@@ -119,7 +215,7 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
 
 def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, is_mla: bool = False,
                     enforce_eager: bool = False, chunked_prefill_size: int | None = None,
-                    cuda_graph_max_bs: int | None = None) -> MemoryDefaults:
+                    cuda_graph_max_bs: int | None = None, prefill_graphs: bool = True) -> MemoryDefaults:
     """SGLang's default ``mem_fraction_static`` for ``version``, read release by release:
 
     * 0.4.3.post4 - 0.4.5.post2: the TP table (>= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, 0.88).
@@ -130,11 +226,12 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
       (9.5 + TP x PP / 2) below 90, (12 + TP x PP / 2) below 160, else 32 GiB.
     * 0.5.3+: R = 512 + 1.5 x max(chunk, 2048) + 2 x max_bs + TP x PP / 8 x 1024 (MiB), plus the
       prefill-graph reserve (8 MiB per captured size, 1.5 GiB for MLA) where those graphs are on
-      (default from 0.5.10; off with PP > 1), floored at 10 GiB above 60 GiB.
+      (default from 0.5.10; off with PP > 1, and with ``prefill_graphs`` False: the model is one SGLang
+      turns them off for, ``prefill_graphs_off``), floored at 10 GiB above 60 GiB.
       From 0.5.18 ``--disable-cuda-graph`` drops both graph terms; before, neither.
 
-    Speculative decoding, DP attention and multimodal adjustments are not modelled here (the
-    callers name them as not modelled).
+    Speculative decoding and DP attention are not modelled here (the callers name them as not
+    modelled); the vision-tower factor is applied by ``SglangEngine.default_memory_fraction``.
     """
     g = float(gpu_mem_mib)
     world = tp * pp
@@ -179,14 +276,15 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
     reserved = 512 + max(chunk, 2048) * 1.5 + world / 8 * 1024
     if graphs:
         reserved += max_bs * 2
-    prefill_graphs = graphs and v >= PREFILL_GRAPHS_DEFAULT_FROM and pp == 1
-    if prefill_graphs:
+    captured = prefill_graphs and graphs and v >= PREFILL_GRAPHS_DEFAULT_FROM and pp == 1
+    if captured:
         reserved += 1.5 * 1024 if is_mla else len(prefill_graph_sizes(chunk)) * 8
     if g > 60 * GIB_MIB:
         reserved = max(reserved, 10 * GIB_MIB)
     f = round((g - reserved) / g, 3)
+    kept = "" if prefill_graphs or v < PREFILL_GRAPHS_DEFAULT_FROM else ", no prefill CUDA graphs for this model"
     return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - {reserved:.0f} "
-                          f"MiB reserved for activations and CUDA graphs) / {g:.0f} MiB")
+                          f"MiB reserved for activations and CUDA graphs{kept}) / {g:.0f} MiB")
 
 
 def balance_switch(version: Version, env: dict[str, str]) -> str | None:
@@ -313,10 +411,16 @@ class SglangEngine:
                                 tp: int, pp: int, model: ModelSpec | None,
                                 knobs: LaunchKnobs | None = None) -> FractionDefault:
         k = knobs or LaunchKnobs()
-        d = memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),
-                            enforce_eager=k.enforce_eager, chunked_prefill_size=k.chunked_prefill_size,
-                            cuda_graph_max_bs=k.cuda_graph_max_bs)
+        off = prefill_graphs_off(version, model, _facts_for_lists(version))
+
+        def sized(prefill_graphs: bool) -> MemoryDefaults:
+            return memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),
+                                   enforce_eager=k.enforce_eager, chunked_prefill_size=k.chunked_prefill_size,
+                                   cuda_graph_max_bs=k.cuda_graph_max_bs, prefill_graphs=prefill_graphs)
+        d = sized(off is None)
         f, why = d.mem_fraction_static, d.why
+        # said only where the graphs would have been counted (not with PP > 1 or --disable-cuda-graph)
+        notes = (off,) if off is not None and sized(True).mem_fraction_static != f else ()
         if host_min_total_mib < gpu_total_mib:
             why += " (SGLang sizes by the smallest GPU on the host)"
         if model is not None and model.vision_num_layers and model.vision_hidden_size and version >= Version("0.4.10"):
@@ -325,7 +429,7 @@ class SglangEngine:
             factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
             f = f * factor
             why += f", x {factor:.3f} for the vision tower"
-        return FractionDefault(f, why)
+        return FractionDefault(f, why, notes)
 
     def plan_fraction_name(self) -> str:
         return "SGLang's default mem_fraction_static"
