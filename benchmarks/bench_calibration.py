@@ -142,6 +142,12 @@ MODEL_LOADERS: dict[str, Callable[[], ModelSpec]] = {
     # weight geometry (see the ledger's predicted weights).
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-235b-a22b-fp8")),
     "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": lambda: load_model(str(MODELS / "qwen3-next-80b-a3b-instruct")),
+    # The Qwen2.5-7B base checkpoint (logs 202-203): loaded from the bundled Qwen2.5-7B-Instruct config (same
+    # 28 layers, 28/4 heads, 3584 hidden, 152064 vocab, untied embeddings; the base's config.json differs in
+    # max_position_embeddings, which the logs' explicit max_model_len makes moot). No base config.json was
+    # found in a source; the logs' "Model loading took 14.2717 GiB" (TP 1) / 7.1441 GiB (TP 2) check the weights.
+    "Qwen/Qwen2.5-7B": lambda: load_model("Qwen/Qwen2.5-7B-Instruct"),
 }
 
 
@@ -230,6 +236,15 @@ CASES: tuple[Case, ...] = (
     Case("vllm/112.txt", "vllm", "0.10.2", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "NVIDIA L40S",
          tp=2, pp=1, memory_fraction=0.95, max_model_len=32768, complete=True, fitted=False,
          enable_expert_parallel=True),
+    # round 3 (logs 201-): repository files found by exact engine-config strings
+    Case("vllm/201.txt", "vllm", "0.10.2", "Qwen/Qwen3-Next-80B-A3B-Instruct", "NVIDIA H200",
+         tp=2, pp=1, memory_fraction=None, max_model_len=262144, complete=True, fitted=False),
+    Case("vllm/202.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
+         tp=1, pp=1, memory_fraction=None, max_model_len=4096, complete=True, fitted=False,
+         max_num_batched_tokens=8192),
+    Case("vllm/203.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
+         tp=2, pp=1, memory_fraction=0.80, max_model_len=4096, complete=True, fitted=False,
+         max_num_batched_tokens=8192),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
