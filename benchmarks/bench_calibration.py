@@ -444,6 +444,10 @@ FIGURE_SKIPPED: dict[str, str] = {
     "vllm-cpu/vllm-tp3.log": "refused before the KV cache (8 attention heads do not divide by TP 3)",
     "vllm-cpu/vllm-tp2-worker-fp8-block.log": "refused while loading (gate/up width 192 not divisible by block_n 128)",
     "vllm-cpu/vllm-tp2-worker-fp8-kernel.log": "refused while loading (a worker failed to start)",
+    "vllm/201.txt": "hybrid Gated DeltaNet model: vLLM pads the attention block to 544 tokens and shares each page "
+                    "between attention and DeltaNet state, which this column's arithmetic does not model (as 019)",
+    "vllm/202.txt": "no available-KV figure (0.8.4 logged none at INFO)",
+    "vllm/203.txt": "no available-KV figure (0.8.4 logged none at INFO)",
     "sglang/003.txt": "Qwen3-Omni-30B-A3B config not bundled",
     "sglang/005.txt": "no K/V size line; model unknown",
     "sglang/007.txt": "start-up error, no KV pool",
