@@ -245,6 +245,11 @@ CASES: tuple[Case, ...] = (
     Case("vllm/203.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
          tp=2, pp=1, memory_fraction=0.80, max_model_len=4096, complete=True, fitted=False,
          max_num_batched_tokens=8192),
+    Case("vllm/204.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
+         tp=2, pp=1, memory_fraction=0.80, max_model_len=4096, complete=False, fitted=False,
+         max_num_batched_tokens=8192,
+         assumed="model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B: its config.json was not found in a source, "
+                 "predicted with the Qwen2.5-7B geometry (the log's 7.1441 GiB per rank matches log 203's)"),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
@@ -448,6 +453,7 @@ FIGURE_SKIPPED: dict[str, str] = {
                     "between attention and DeltaNet state, which this column's arithmetic does not model (as 019)",
     "vllm/202.txt": "no available-KV figure (0.8.4 logged none at INFO)",
     "vllm/203.txt": "no available-KV figure (0.8.4 logged none at INFO)",
+    "vllm/204.txt": "no available-KV figure (0.8.4 logged none at INFO)",
     "sglang/003.txt": "Qwen3-Omni-30B-A3B config not bundled",
     "sglang/005.txt": "no K/V size line; model unknown",
     "sglang/007.txt": "start-up error, no KV pool",

@@ -116,6 +116,8 @@ REAL: dict[str, dict[str, Any]] = {
                          available_kv_gib=None, weights_gib=14.2717, error_kind=None),
     "vllm/203.txt": dict(engine="vllm", kv_tokens=359_328, kv_tokens_all=(359328, 359712), max_concurrency=87.73,
                          max_concurrency_len=4096, available_kv_gib=None, weights_gib=7.1441, error_kind=None),
+    "vllm/204.txt": dict(engine="vllm", kv_tokens=367_968, kv_tokens_all=(367968, 368352), max_concurrency=89.84,
+                         max_concurrency_len=4096, available_kv_gib=None, weights_gib=7.1441, error_kind=None),
     "vllm/103.txt": dict(engine="vllm", kv_tokens=79_392, weights_gib=57.752, error_kind="kv_cache_too_small",
                          error_numbers={"max_model_len": 131072, "kv_tokens": 79392}),
     "vllm/104.txt": dict(engine="vllm", kv_tokens=1280, gpu_blocks=80, max_concurrency=0.16,
