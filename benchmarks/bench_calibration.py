@@ -142,6 +142,12 @@ MODEL_LOADERS: dict[str, Callable[[], ModelSpec]] = {
     # weight geometry (see the ledger's predicted weights).
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-235b-a22b-fp8")),
     "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
+    "Qwen/Qwen3-Next-80B-A3B-Instruct": lambda: load_model(str(MODELS / "qwen3-next-80b-a3b-instruct")),
+    # The Qwen2.5-7B base checkpoint (logs 202-203): loaded from the bundled Qwen2.5-7B-Instruct config (same
+    # 28 layers, 28/4 heads, 3584 hidden, 152064 vocab, untied embeddings; the base's config.json differs in
+    # max_position_embeddings, which the logs' explicit max_model_len makes moot). No base config.json was
+    # found in a source; the logs' "Model loading took 14.2717 GiB" (TP 1) / 7.1441 GiB (TP 2) check the weights.
+    "Qwen/Qwen2.5-7B": lambda: load_model("Qwen/Qwen2.5-7B-Instruct"),
 }
 
 
@@ -230,6 +236,20 @@ CASES: tuple[Case, ...] = (
     Case("vllm/112.txt", "vllm", "0.10.2", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "NVIDIA L40S",
          tp=2, pp=1, memory_fraction=0.95, max_model_len=32768, complete=True, fitted=False,
          enable_expert_parallel=True),
+    # round 3 (logs 201-): repository files found by exact engine-config strings
+    Case("vllm/201.txt", "vllm", "0.10.2", "Qwen/Qwen3-Next-80B-A3B-Instruct", "NVIDIA H200",
+         tp=2, pp=1, memory_fraction=None, max_model_len=262144, complete=True, fitted=False),
+    Case("vllm/202.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
+         tp=1, pp=1, memory_fraction=None, max_model_len=4096, complete=True, fitted=False,
+         max_num_batched_tokens=8192),
+    Case("vllm/203.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
+         tp=2, pp=1, memory_fraction=0.80, max_model_len=4096, complete=True, fitted=False,
+         max_num_batched_tokens=8192),
+    Case("vllm/204.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
+         tp=2, pp=1, memory_fraction=0.80, max_model_len=4096, complete=False, fitted=False,
+         max_num_batched_tokens=8192,
+         assumed="model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B: its config.json was not found in a source, "
+                 "predicted with the Qwen2.5-7B geometry (the log's 7.1441 GiB per rank matches log 203's)"),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
@@ -429,6 +449,11 @@ FIGURE_SKIPPED: dict[str, str] = {
     "vllm-cpu/vllm-tp3.log": "refused before the KV cache (8 attention heads do not divide by TP 3)",
     "vllm-cpu/vllm-tp2-worker-fp8-block.log": "refused while loading (gate/up width 192 not divisible by block_n 128)",
     "vllm-cpu/vllm-tp2-worker-fp8-kernel.log": "refused while loading (a worker failed to start)",
+    "vllm/201.txt": "hybrid Gated DeltaNet model: vLLM pads the attention block to 544 tokens and shares each page "
+                    "between attention and DeltaNet state, which this column's arithmetic does not model (as 019)",
+    "vllm/202.txt": "no available-KV figure (0.8.4 logged none at INFO)",
+    "vllm/203.txt": "no available-KV figure (0.8.4 logged none at INFO)",
+    "vllm/204.txt": "no available-KV figure (0.8.4 logged none at INFO)",
     "sglang/003.txt": "Qwen3-Omni-30B-A3B config not bundled",
     "sglang/005.txt": "no K/V size line; model unknown",
     "sglang/007.txt": "start-up error, no KV pool",

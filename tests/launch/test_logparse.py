@@ -107,6 +107,17 @@ REAL: dict[str, dict[str, Any]] = {
                          weights_gib=27.7183, error_kind=None),
     "vllm/112.txt": dict(engine="vllm", kv_tokens=566_016, max_concurrency=17.27, max_concurrency_len=32768,
                          available_kv_gib=25.91, error_kind=None),
+    # round 3 (logs 201-): repository files found by exact engine-config strings
+    # TP 2: the engine core prints the (identical) pool once per worker
+    "vllm/201.txt": dict(engine="vllm", kv_tokens=973_760, kv_tokens_all=(973760, 973760), max_concurrency=14.77,
+                         max_concurrency_len=262144, available_kv_gib=44.59, weights_gib=74.2812, error_kind=None),
+    # 0.8.4 printed no "Available KV cache memory" at INFO
+    "vllm/202.txt": dict(engine="vllm", kv_tokens=97_680, max_concurrency=23.85, max_concurrency_len=4096,
+                         available_kv_gib=None, weights_gib=14.2717, error_kind=None),
+    "vllm/203.txt": dict(engine="vllm", kv_tokens=359_328, kv_tokens_all=(359328, 359712), max_concurrency=87.73,
+                         max_concurrency_len=4096, available_kv_gib=None, weights_gib=7.1441, error_kind=None),
+    "vllm/204.txt": dict(engine="vllm", kv_tokens=367_968, kv_tokens_all=(367968, 368352), max_concurrency=89.84,
+                         max_concurrency_len=4096, available_kv_gib=None, weights_gib=7.1441, error_kind=None),
     "vllm/103.txt": dict(engine="vllm", kv_tokens=79_392, weights_gib=57.752, error_kind="kv_cache_too_small",
                          error_numbers={"max_model_len": 131072, "kv_tokens": 79392}),
     "vllm/104.txt": dict(engine="vllm", kv_tokens=1280, gpu_blocks=80, max_concurrency=0.16,
