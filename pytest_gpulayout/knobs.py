@@ -32,6 +32,9 @@ class LaunchKnobs:
     cuda_graph_max_bs: int | None = None            # SGLang --cuda-graph-max-bs
     pp_layer_partition: str | None = None           # VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION
     moe_backend: str | None = None                  # vLLM --moe-backend (triton, deep_gemm, ...)
+    #: every flag given, in the engine's canonical spelling, with its value (None: a switch), for an engine rule
+    #: that reads one itself (SGLang's ``--enable-multimodal``); whether it is modelled is ``not_modelled``'s say
+    given: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
     #: the engine variables in effect for the launch (this host's, then launch.env on top)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: flags given that the checks do not model, as written
@@ -44,7 +47,7 @@ class LaunchKnobs:
         """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
         out = []
         for f in fields(self):
-            if f.name in ("env", "not_modelled", "env_not_modelled"):
+            if f.name in ("env", "not_modelled", "env_not_modelled", "given"):
                 continue
             value = getattr(self, f.name)
             if value not in (None, False):
@@ -92,6 +95,7 @@ def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[st
     for a flag); ``env_knobs``: variable -> knob field read from ``env``.
     """
     values: dict[str, Any] = {"env": MappingProxyType(dict(env))}
+    given: dict[str, str | None] = {}
     unknown: list[str] = []
     i = 0
     while i < len(args):
@@ -107,6 +111,7 @@ def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[st
             value = args[i + 1]
             i += 1
         i += 1
+        given[name] = value
         if spec is None:
             if name not in neutral:
                 unknown.append(name)
@@ -123,4 +128,5 @@ def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[st
         if env.get(var):
             values[knob] = env[var]
     unmodelled_env = tuple(sorted(v for v in env_not_modelled if v in env))
-    return LaunchKnobs(**values, not_modelled=tuple(dict.fromkeys(unknown)), env_not_modelled=unmodelled_env)
+    return LaunchKnobs(**values, given=MappingProxyType(given), not_modelled=tuple(dict.fromkeys(unknown)),
+                       env_not_modelled=unmodelled_env)

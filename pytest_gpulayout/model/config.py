@@ -389,6 +389,20 @@ _VISION_FAMILIES: dict[str, tuple[tuple[str, ...], bool, bool]] = {
 }
 
 
+def vision_config_shape(top: Mapping[str, Any]) -> tuple[int | None, int | None] | None:
+    """``vision_config``'s ``num_hidden_layers`` and ``hidden_size`` as written (None: absent) for the Qwen-VL
+    towers (``_VISION_FAMILIES``), whose config classes give neither the tower's depth nor (Qwen2-VL) its width
+    under those names; None for the others (their ``num_hidden_layers`` / ``hidden_size`` are the tower's)."""
+    vc = top.get("vision_config")
+    if not isinstance(vc, Mapping) or str(top.get("model_type") or "") not in _VISION_FAMILIES:
+        return None
+
+    def raw(name: str) -> int | None:
+        v = vc.get(name)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+    return raw("num_hidden_layers"), raw("hidden_size")
+
+
 def _vision(top: Mapping[str, Any], text_hidden: int, where: str) -> tuple[int, int | None, int | None]:
     """Estimated vision tower + projector parameters from ``vision_config``.
 
@@ -586,6 +600,7 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         shared_expert_intermediate_size=shared_inter, attention_bias=bool(bias),
         num_nextn_predict_layers=r.int_("num_nextn_predict_layers", minimum=0) or 0,
         vision_params=vision_params, vision_hidden_size=vision_h, vision_num_layers=vision_layers,
+        vision_config_shape=vision_config_shape(cfg) if vision_params else None,
         notes=tuple(notes), attention_chunk_size=chunk, attention_sinks=model_type == "gpt_oss",
         linear_state=state, defaults_filled=filled,
         # vLLM deepseek_v2.py: ``is_v32 = hasattr(config, "index_topk")``

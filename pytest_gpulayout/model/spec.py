@@ -118,6 +118,11 @@ class ModelSpec:
     vision_params: int = 0                # vision tower + projector parameters (estimated from vision_config)
     vision_hidden_size: int | None = None
     vision_num_layers: int | None = None
+    #: ``(num_hidden_layers, hidden_size)`` as the vision config *object* answers them where that differs from
+    #: the tower's shape: the Qwen-VL configs (transformers 4.57.1-5.19.0 ``Qwen2VLVisionConfig``,
+    #: ``Qwen2_5_VLVisionConfig``, ``Qwen3VLVisionConfig``) define no ``num_hidden_layers`` (their depth is
+    #: ``depth``), and Qwen2-VL's ``hidden_size`` is the merger's output. None: the tower's own shape.
+    vision_config_shape: tuple[int | None, int | None] | None = None
     notes: tuple[str, ...] = ()           # what the loader assumed (defaults filled, unknown keys ...)
     # -- model families (see ``model/families.py``) -------------------------------------------
     #: Llama 4: tokens per local-attention chunk of the CHUNKED layers (None: no chunked layer)

@@ -333,3 +333,17 @@ def test_sglang_facts_match_a_downloaded_wheel(tmp_path: Path) -> None:
 )
 def test_vllm_facts_match_a_downloaded_wheel(tmp_path: Path) -> None:
     _recheck("vllm", "0.33.0", tmp_path, timeout=600, groups=sorted(FULL_GROUPS["vllm"]))
+
+
+def test_sglang_mm_disabled_models_table_matches_the_extracted_release() -> None:
+    """``engines/sglang/engine.py MM_DISABLED_MODELS`` (read per release) agrees with what
+    ``tools/engine_facts.py`` extracted from the 0.5.23 wheel (``prefill_graphs.multimodal_off_by_default``)."""
+    from packaging.version import Version
+
+    from pytest_gpulayout.engines.sglang.engine import mm_disabled_models
+    from pytest_gpulayout.generation import release_facts
+
+    facts = release_facts("sglang", Version("0.5.23"))
+    assert facts is not None
+    extracted = set(facts.data["prefill_graphs"]["multimodal_off_by_default"]["archs"])
+    assert extracted == set(mm_disabled_models(Version("0.5.23")))

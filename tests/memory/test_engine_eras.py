@@ -289,7 +289,7 @@ def test_sglang_0_5_23_keeps_no_prefill_graph_reserve_for_a_multimodal_model() -
     with_graphs, without = round((81559 - 13904) / 81559, 3), round((81559 - 13440) / 81559, 3)
     p_vl, p_text = _sglang_default("0.5.23", vl), _sglang_default("0.5.23", text)
     assert p_text.memory_fraction == with_graphs
-    tower = 0.95 * (1.0 - 0.1 * (32 * 1280 ** 2 / (24 * 1024 ** 2) - 1.0))  # adjust_mem_fraction_for_vlm
+    tower = 0.95 * 0.8  # adjust_mem_fraction_for_vlm: no num_hidden_layers (24) x hidden_size 3,584, clamped
     assert p_vl.memory_fraction == pytest.approx(without * tower)
     said = [n for n in p_vl.notes if "prefill CUDA graphs" in n]
     assert said == [
@@ -343,3 +343,142 @@ def test_sglang_prefill_graph_allow_list_comes_from_the_release_facts() -> None:
     assert prefill_graphs_off(Version("0.5.23"), vl, listed) is None
     assert prefill_graphs_off(Version("0.5.24"), vl, facts) is not None  # a later release: its nearest facts
     assert not any("prefill CUDA graphs" in n for n in _sglang_default("0.5.23", vl, pp=2).notes)
+
+
+def _sglang_with(version: str, m: ModelSpec, args: list[str], *, pp: int = 1) -> PoolPrediction:
+    from pytest_gpulayout.engines.sglang.engine import SGLANG
+
+    gpus = _on("NVIDIA H100 80GB HBM3", pp, 81559)
+    return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=pp, gpus=gpus, max_model_len=32768,
+                        memory_fraction=None, knobs=SGLANG.knobs(args, {}))
+
+
+def test_sglang_vision_tower_factor_reads_the_config_objects_attributes() -> None:
+    """``adjust_mem_fraction_for_vlm`` reads ``getattr(vision_config, "num_hidden_layers", 24)`` and
+    ``getattr(vision_config, "hidden_size", 1024)``; transformers' Qwen2-VL / Qwen2.5-VL vision configs
+    (4.57.1-5.19.0) define no ``num_hidden_layers``, and Qwen2-VL's ``hidden_size`` is the merger's 3,584.
+    Qwen2-VL: 24 x 3,584^2 -> clamped to 0.8 (x 0.95 = 0.76), not 32 x 1,280^2 (0.847); Qwen2.5-VL: 24 x 1,280^2."""
+    from pytest_gpulayout.engines.sglang.engine import vision_tower_factor
+
+    qwen2 = spec_from_config(QWEN2_VL_7B, name="Qwen2-VL-7B-Instruct", source="test")
+    assert vision_tower_factor(qwen2) == pytest.approx(0.76)
+    cfg = dict(QWEN2_VL_7B, architectures=["Qwen2_5_VLForConditionalGeneration"], model_type="qwen2_5_vl",
+               vision_config={"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                              "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2})
+    qwen25 = spec_from_config(cfg, name="Qwen2.5-VL-7B-Instruct", source="test")
+    assert vision_tower_factor(qwen25) == pytest.approx(0.95 * (1 - 0.1 * (1280 ** 2 / 1024 ** 2 - 1)))
+    llava = dict(CODER_67B, architectures=["LlavaForConditionalGeneration"], model_type="llava",
+                 vision_config={"hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 4096,
+                                "patch_size": 14, "image_size": 336})
+    assert vision_tower_factor(spec_from_config(llava, name="llava", source="test")) == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize(("version", "arch", "args", "text_only"), [
+    ("0.4.10", "Gemma3ForConditionalGeneration", [], True),
+    ("0.5.6", "Llama4ForConditionalGeneration", [], True),
+    ("0.5.6", "Gemma3ForConditionalGeneration", ["--enable-multimodal"], False),
+    ("0.4.10", "Step3VLForConditionalGeneration", [], False),    # on the list from 0.5.1
+    ("0.5.15", "InklingForConditionalGeneration", [], False),    # on the list from 0.5.16
+    ("0.5.16", "InklingForConditionalGeneration", [], True),
+    ("0.5.10", "Gemma3ForConditionalGeneration", ["--model-impl", "transformers"], False),
+    ("0.5.9", "Gemma3ForConditionalGeneration", ["--model-impl", "transformers"], True),
+])
+def test_sglang_serves_mm_disabled_models_as_text_models(version: str, arch: str, args: list[str],
+                                                         text_only: bool) -> None:
+    """``ModelConfig.__init__`` (``configs/model_config.py``): ``mm_disabled_models`` leave multimodal input off
+    unless ``--enable-multimodal`` (0.5.10+: not with ``--model-impl transformers``), so ``is_multimodal`` is False
+    and ``adjust_mem_fraction_for_vlm`` does not run: no vision-tower factor on the default fraction."""
+    p = _sglang_with(version, _vl(arch), args)
+    assert ("for the vision tower" not in p.fraction_source) is text_only, p.fraction_source
+    assert any("leaves multimodal input off" in n for n in p.notes) is text_only
+
+
+def _mla(**extra: Any) -> ModelSpec:
+    import dataclasses
+
+    return dataclasses.replace(_coder(), kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128,
+                               v_head_dim=128, **extra)
+
+
+@pytest.mark.parametrize(("version", "sparse", "off"), [
+    ("0.5.14", False, False), ("0.5.15", False, True), ("0.5.16", False, True), ("0.5.17", False, True),
+    ("0.5.17", True, False), ("0.5.18", False, False)])
+def test_sglang_breakable_prefill_graphs_are_off_for_mla(version: str, sparse: bool, off: bool) -> None:
+    """0.5.15-0.5.16 ``server_args.py _disable_breakable_cudagraph_if_incompatible``: "MLA attention"; 0.5.17:
+    "MLA attention (non-DSA)"; 0.5.18 drops it. With the graphs off there is no 1.5 GiB MLA prefill reserve."""
+    from pytest_gpulayout.engines.sglang.engine import prefill_graphs_off
+
+    m = _mla(index_head_dim=128) if sparse else _mla()
+    reason = prefill_graphs_off(Version(version), m, None)
+    assert (reason is not None and "MLA attention" in reason) is off, reason
+
+
+@pytest.mark.parametrize(("version", "captured"), [("0.5.14", False), ("0.5.15", True), ("0.5.18", True),
+                                                   ("0.5.19", False)])
+def test_sglang_prefill_graphs_stay_on_with_pp_on_0_5_15_to_0_5_18(version: str, captured: bool) -> None:
+    """The breakable rules of 0.5.15-0.5.18 have no PP check; 0.5.14's tc_piecewise rules and 0.5.19's
+    ``arg_groups/cuda_graph_hook.py`` (l.122) turn the prefill graphs off for PP > 1."""
+    from pytest_gpulayout.engines.sglang.engine import memory_defaults
+
+    v = Version(version)
+    pp2 = memory_defaults(v, 81559, tp=1, pp=2).mem_fraction_static
+    eager = memory_defaults(v, 81559, tp=1, pp=2, prefill_graphs=False).mem_fraction_static
+    assert (pp2 != eager) is captured
+
+
+@pytest.mark.parametrize(("version", "arch", "args", "said"), [
+    ("0.5.12", "LlamaForCausalLM", ["--disable-piecewise-cuda-graph"], "--disable-piecewise-cuda-graph"),
+    ("0.5.10", "LlamaForCausalLM", ["--speculative-algorithm", "EAGLE"], "speculative decoding"),
+    ("0.5.11", "LlamaForCausalLM", ["--speculative-algorithm", "EAGLE"], None),
+    ("0.5.13", "LlamaForCausalLM", ["--enable-dp-attention"], "DP attention"),
+    ("0.5.14", "LlamaForCausalLM", ["--enable-lora"], "LoRA"),
+    ("0.5.14", "Qwen3NextForCausalLM", [], "piecewise_cuda_graph_disabled_model_archs"),
+    ("0.5.17", "LlamaForCausalLM", ["--enable-dp-attention"], None),
+    ("0.5.23", "LlamaForCausalLM", ["--disable-prefill-cuda-graph"], "--disable-prefill-cuda-graph"),
+    ("0.5.23", "LlamaForCausalLM", ["--dcp-size", "2"], "decode context parallel"),
+    ("0.5.23", "LlamaForCausalLM", ["--enable-two-batch-overlap"], "two-batch overlap"),
+])
+def test_sglang_prefill_graphs_off_for_what_the_deployment_states(version: str, arch: str, args: list[str],
+                                                                   said: str | None) -> None:
+    """0.5.10-0.5.13 ``server_args.py _handle_piecewise_cuda_graph`` (speculative decoding only in 0.5.10), 0.5.14
+    ``_disable_tc_piecewise_cudagraph_if_incompatible``, 0.5.15+ the breakable rules: conditions the launch
+    states turn the prefill graphs off before sizing, and the default fraction keeps no memory for them."""
+    import dataclasses
+
+    m = dataclasses.replace(_coder(), architectures=(arch,))
+    p, plain = _sglang_with(version, m, args), _sglang_with(version, m, [])
+    notes = [n for n in p.notes if "prefill CUDA graphs" in n]
+    if said is None:
+        assert not notes, notes
+        assert p.memory_fraction == plain.memory_fraction
+    else:
+        assert len(notes) == 1 and said in notes[0], notes
+        if arch == "LlamaForCausalLM":
+            assert p.memory_fraction > plain.memory_fraction
+
+
+def test_sglang_an_enforced_prefill_backend_skips_the_rules() -> None:
+    """``--enforce-piecewise-cuda-graph`` returns before every rule (0.5.10-0.5.13); from 0.5.14 it is an alias of
+    ``--cuda-graph-backend-prefill=tc_piecewise``, which locks the backend (``_apply_cuda_graph_compatibility``)."""
+    from pytest_gpulayout.engines.sglang.engine import prefill_graphs_off
+
+    vl = _vl("Qwen2_5_VLForConditionalGeneration")
+    for v in ("0.5.12", "0.5.16"):
+        assert prefill_graphs_off(Version(v), vl, None) is not None
+        assert prefill_graphs_off(Version(v), vl, None, given={"--enforce-piecewise-cuda-graph": None}) is None
+
+
+@pytest.mark.parametrize(("version", "decode", "prefill"), [("0.5.13", True, True), ("0.5.14", True, False),
+                                                             ("0.5.15", False, False), ("0.5.18", False, False)])
+def test_sglang_disable_cuda_graph_drops_the_graph_terms_by_release(version: str, decode: bool,
+                                                                    prefill: bool) -> None:
+    """``--disable-cuda-graph``: 0.5.10-0.5.13 keep both terms; 0.5.14 ``_parse_cuda_graph_config`` disables the
+    prefill backend, counted only when on; 0.5.15 ``_handle_gpu_memory_settings`` counts the decode graphs only
+    when ``decode_cuda_graph_config.backend != Backend.DISABLED``."""
+    from pytest_gpulayout.engines.sglang.engine import memory_defaults, prefill_graph_sizes
+
+    v = Version(version)
+    eager = memory_defaults(v, 81559, tp=1, pp=1, chunked_prefill_size=32768, enforce_eager=True)
+    expected = 512 + 32768 * 1.5 + 1024 / 8 + (256 * 2 if decode else 0) + \
+        (len(prefill_graph_sizes(32768)) * 8 if prefill else 0)
+    assert eager.mem_fraction_static == round((81559 - expected) / 81559, 3)

@@ -251,10 +251,18 @@ def test_sglang_default_fraction_formula():
 
 def test_sglang_default_fraction_shrinks_for_vision_models():
     plain = default_memory_fraction(SGLANG, "0.5.23", gpu_total_mib=RTX5090, tp=2, pp=1)[0]
-    vlm, why = default_memory_fraction(SGLANG, "0.5.23", gpu_total_mib=RTX5090, tp=2, pp=1,
-                                       model=load_model("google/gemma-3-12b-it"))
-    # SigLIP 27 x 1152^2 vs ViT-L 24 x 1024^2: 0.95 x (1 - 0.1 x 0.424)
-    assert vlm == pytest.approx(plain * 0.95 * (1 - 0.1 * (27 * 1152 ** 2 / (24 * 1024 ** 2) - 1)))
+    gemma = load_model("google/gemma-3-12b-it")
+    # Gemma 3 is on mm_disabled_models: a text model, no vision-tower factor, unless --enable-multimodal
+    assert default_memory_fraction(SGLANG, "0.5.23", gpu_total_mib=RTX5090, tp=2, pp=1, model=gemma)[0] == plain
+    vlm, why = default_memory_fraction(SGLANG, "0.5.23", gpu_total_mib=RTX5090, tp=2, pp=1, model=gemma,
+                                       knobs=SGLANG.knobs(["--enable-multimodal"], {}))
+    # SigLIP 27 x 1152^2 vs ViT-L 24 x 1024^2: 0.95 x (1 - 0.1 x 0.424), on the fraction without prefill graphs
+    # (Gemma 3 is off the multimodal allow-list, tests/memory/test_engine_eras.py)
+    from packaging.version import Version
+
+    from pytest_gpulayout.engines.sglang.engine import memory_defaults
+    base = memory_defaults(Version("0.5.23"), RTX5090, tp=2, pp=1, prefill_graphs=False).mem_fraction_static
+    assert vlm == pytest.approx(base * 0.95 * (1 - 0.1 * (27 * 1152 ** 2 / (24 * 1024 ** 2) - 1)))
     assert "vision" in why
 
 

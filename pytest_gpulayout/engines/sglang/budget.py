@@ -52,7 +52,7 @@ def runner_vlm_factor(version: Version) -> float:
     return 1.0
 
 
-def _ranks(r: Replica, notes: list[str]) -> RankBudgets:
+def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> RankBudgets:
     """SGLang, per rank: ``(pre - weights - load overhead) - pre x (1 - fraction)`` over the cell size,
     ``pre`` the world's least free memory after the context and the communicators (their size by
     the TP group's interconnect, ``memory/communicators.py``); hybrid SWA models count their sliding
@@ -65,7 +65,10 @@ def _ranks(r: Replica, notes: list[str]) -> RankBudgets:
                      f"{describe_communicators(tp=tp, world=tp * r.pp, link=r.link)}.")
     pre = min(frees_known) * MIB - context * GIB
     fraction = r.fraction
-    vlm = runner_vlm_factor(r.version) if model.is_multimodal else 1.0
+    from pytest_gpulayout.engines.sglang.engine import serves_multimodal  # engine imports this module
+
+    served_mm = model.is_multimodal and serves_multimodal(r.version, model, (knobs or LaunchKnobs()).given) is None
+    vlm = runner_vlm_factor(r.version) if served_mm else 1.0
     if vlm != 1.0:
         fraction *= vlm
         notes.append(f"SGLang {r.version} reduces mem_fraction_static for a multimodal model: "
@@ -99,7 +102,7 @@ def rank_budgets(r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_
                  enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
                  gpu_total_mib: int, notes: list[str]) -> RankBudgets:
     """SGLang's ranks; nothing is reserved beside the weights and the pool inside the fraction."""
-    out = _ranks(r, notes)
+    out = _ranks(r, notes, knobs)
     out.reserves.extend([0] * len(r.gpus))
     out.reserve_why = SGLANG_RESERVE_WHY
     return out

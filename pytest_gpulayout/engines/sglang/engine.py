@@ -108,20 +108,174 @@ def _facts_for_lists(version: Version) -> ReleaseFacts | None:
     return facts
 
 
-def prefill_graphs_off(version: Version, model: ModelSpec | None, facts: ReleaseFacts | None) -> str | None:
-    """Why SGLang ``version`` captures no prefill CUDA graphs for ``model`` by default, in words for the
-    verdict's notes (None: it captures them, or the rule does not say). See ``MULTIMODAL_PREFILL_RULES``;
-    ``facts`` give the allow-lists (``prefill_graphs`` of ``releases/<ver>.json``, else the model-config
-    lists of ``architectures.kinds``)."""
+#: ``ModelConfig.__init__`` (``configs/model_config.py``): without ``--enable-multimodal`` these architectures get
+#: ``enable_multimodal = False``, so ``is_multimodal`` is False and SGLang neither shrinks ``mem_fraction_static``
+#: for them (0.4.x model runner, ``adjust_mem_fraction_for_vlm`` from 0.4.10) nor applies its multimodal
+#: prefill-graph rule. Read: 0.4.6, 0.4.9, 0.4.10 (Gemma 3, Llama 4; 0.4.6 l.76); 0.5.1, 0.5.2, 0.5.4, 0.5.6,
+#: 0.5.8-0.5.15 (+ Step3VL; 0.5.6 l.137); 0.5.16-0.5.23 (+ Inkling; 0.5.23 l.692). Releases before 0.4.6 not read.
+MM_DISABLED_MODELS: tuple[tuple[Version, frozenset[str]], ...] = (
+    (Version("0.4.6"), frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration"})),
+    (Version("0.5.1"), frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                  "Step3VLForConditionalGeneration"})),
+    (Version("0.5.16"), frozenset({"Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration",
+                                   "Step3VLForConditionalGeneration", "InklingForConditionalGeneration"})),
+)
+#: From 0.5.10 the list is skipped under ``--model-impl transformers`` (``self.model_impl != ModelImpl.TRANSFORMERS``).
+MM_DISABLED_SPARES_TRANSFORMERS_FROM = Version("0.5.10")
+
+
+def mm_disabled_models(version: Version) -> frozenset[str]:
+    """``mm_disabled_models`` of ``version`` (empty before 0.4.6: not read)."""
+    out: frozenset[str] = frozenset()
+    for since, archs in MM_DISABLED_MODELS:
+        if since <= version:
+            out = archs
+    return out
+
+
+def serves_multimodal(version: Version, model: ModelSpec | None, given: Mapping[str, str | None]) -> str | None:
+    """Why SGLang ``version`` serves multimodal ``model`` as a text model (``ModelConfig.is_multimodal`` False),
+    in words; None when it serves it as multimodal (or the model has no vision tower). ``given``: the
+    deployment's flags (``LaunchKnobs.given``)."""
+    if model is None or not model.is_multimodal or not model.architectures:
+        return None
+    arch = model.architectures[0]
+    if arch not in mm_disabled_models(version) or "--enable-multimodal" in given:
+        return None
+    if version >= MM_DISABLED_SPARES_TRANSFORMERS_FROM and (given.get("--model-impl") or "") == "transformers":
+        return None
+    return (f"SGLang {version} leaves multimodal input off for {arch} unless --enable-multimodal "
+            f"(configs/model_config.py ModelConfig.__init__ mm_disabled_models): it does not reduce "
+            f"mem_fraction_static for the vision tower.")
+
+
+#: ``_handle_piecewise_cuda_graph`` rule 1 (0.5.10-0.5.13 ``server_args.py``) and the tc_piecewise "model-arch
+#: blacklist" (0.5.14): ``configs/model_config.py piecewise_cuda_graph_disabled_model_archs`` by release.
+PIECEWISE_DISABLED_ARCHS: tuple[tuple[Version, frozenset[str]], ...] = (
+    (Version("0.5.10"), frozenset({"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
+                                   "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})),
+    (Version("0.5.12"), frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN",
+                                   "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeV2_5ForCausalLM",
+                                   "LLaDAModelLM"})),
+    (Version("0.5.13"), frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "Qwen3NextForCausalLM",
+                                   "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})),
+)
+#: 0.5.14: the default prefill backend is ``tc_piecewise`` (``model_executor/cuda_graph_config.py``
+#: ``CudaGraphConfig.prefill``); 0.5.15+: ``breakable`` on CUDA (``default_prefill_backend``).
+BREAKABLE_DEFAULT_FROM = Version("0.5.15")
+#: PP: every piecewise / tc_piecewise rule list has "pipeline parallelism (pp_size > 1)" (0.5.10-0.5.14); the
+#: breakable rules of 0.5.15-0.5.18 (``server_args.py _disable_breakable_cudagraph_if_incompatible``) have none,
+#: so the graphs stay on with PP; 0.5.19 ``arg_groups/cuda_graph_hook.py`` l.122 turns breakable off for PP > 1.
+PP_KEEPS_BREAKABLE = (Version("0.5.15"), Version("0.5.19"))
+
+
+def _tc_conditions(version: Version, model: ModelSpec | None, pp: int,
+                   given: Mapping[str, str | None]) -> list[str]:
+    """The conditions of the piecewise (0.5.10-0.5.13 ``_handle_piecewise_cuda_graph``) / tc_piecewise (0.5.14
+    ``_disable_tc_piecewise_cudagraph_if_incompatible``) rules that a deployment states (its flags, PP, the
+    architecture); the multimodal rule is ``prefill_graphs_off``'s."""
+    out = []
+    arch = model.architectures[0] if model is not None and model.architectures else None
+    blocked: frozenset[str] = frozenset()
+    for since, archs in PIECEWISE_DISABLED_ARCHS:
+        if since <= version:
+            blocked = archs
+    if arch in blocked and version < Version("0.5.15"):
+        out.append(f"{arch} (configs/model_config.py piecewise_cuda_graph_disabled_model_archs)")
+    if version < Version("0.5.11") and given.get("--speculative-algorithm"):
+        out.append("speculative decoding")
+    if "--enable-dp-attention" in given:
+        out.append("DP attention")
+    if "--enable-torch-compile" in given:
+        out.append("--enable-torch-compile")
+    if "--enable-lora" in given or given.get("--lora-paths"):
+        out.append("LoRA")
+    if pp > 1:
+        out.append("PP > 1")
+    return out
+
+
+def _breakable_conditions(version: Version, model: ModelSpec | None,
+                          given: Mapping[str, str | None]) -> list[str]:
+    """The breakable rules a deployment states, by release (0.5.15-0.5.18 ``server_args.py``, 0.5.19+
+    ``arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible``): "MLA attention" 0.5.15-0.5.16,
+    "MLA attention (non-DSA)" 0.5.17, none from 0.5.18; LoRA and DP attention 0.5.15-0.5.16; "decode context
+    parallel (dcp_size > 1)" from 0.5.16; "two-batch overlap" from 0.5.17."""
+    out = []
+    v = version
+    if model is not None and model.is_mla and v < Version("0.5.18"):
+        if v < Version("0.5.17"):
+            out.append("MLA attention")
+        elif not model.is_sparse_mla:
+            out.append("MLA attention (non-DSA)")
+    if v < Version("0.5.17"):
+        if "--enable-lora" in given or given.get("--lora-paths"):
+            out.append("LoRA")
+        if "--enable-dp-attention" in given:
+            out.append("DP attention")
+    if v >= Version("0.5.16") and int(given.get("--dcp-size") or 1) > 1:
+        out.append("decode context parallel (dcp_size > 1)")
+    if v >= Version("0.5.17") and "--enable-two-batch-overlap" in given:
+        out.append("two-batch overlap")
+    return out
+
+
+def _given_off(version: Version, given: Mapping[str, str | None]) -> str | None | bool:
+    """A prefill backend the deployment names: its reason when off, True when it locks the graphs on (no rule
+    applies), None when it names none. 0.5.10-0.5.13: ``--enforce-piecewise-cuda-graph`` skips every rule,
+    ``--disable-piecewise-cuda-graph`` turns them off; 0.5.14+ (``_parse_cuda_graph_config``):
+    ``--disable-prefill-cuda-graph`` / ``--cuda-graph-backend-prefill`` (the old flags are aliases of it) lock the
+    backend and ``_apply_cuda_graph_compatibility`` skips the rules."""
+    if version < Version("0.5.14"):
+        if "--enforce-piecewise-cuda-graph" in given:
+            return True
+        if "--disable-piecewise-cuda-graph" in given:
+            return "--disable-piecewise-cuda-graph"
+        return None
+    backend = given.get("--cuda-graph-backend-prefill")
+    if "--enforce-piecewise-cuda-graph" in given:
+        backend = "tc_piecewise"
+    if "--disable-piecewise-cuda-graph" in given:
+        backend = "disabled"
+    if backend is not None:
+        return f"--cuda-graph-backend-prefill={backend}" if backend.lower() == "disabled" else True
+    if "--disable-prefill-cuda-graph" in given:
+        return "--disable-prefill-cuda-graph"
+    return None
+
+
+def prefill_graphs_off(version: Version, model: ModelSpec | None, facts: ReleaseFacts | None, *, pp: int = 1,
+                       given: Mapping[str, str | None] | None = None) -> str | None:
+    """Why SGLang ``version`` captures no prefill CUDA graphs for ``model`` in this deployment, in words for the
+    verdict's notes (None: it captures them, or the rule does not say). ``given``: the deployment's flags
+    (``LaunchKnobs.given``); a flag naming the prefill backend wins (``_given_off``), then the rules of the
+    release's default backend (``_tc_conditions``, ``_breakable_conditions``; PP > 1 is ``memory_defaults``'s,
+    silent), then the multimodal rule (``MULTIMODAL_PREFILL_RULES``): ``facts`` give the allow-lists
+    (``prefill_graphs`` of ``releases/<ver>.json``, else the model-config lists of ``architectures.kinds``)."""
     rule = multimodal_prefill_rule(version)
-    if rule is None or model is None or not model.is_multimodal:
+    if rule is None:
+        return None
+    g: Mapping[str, str | None] = given or {}
+    named = _given_off(version, g)
+    if named is True:
+        return None
+    if isinstance(named, str):
+        return (f"SGLang {version} captures no prefill CUDA graphs with {named}: its default mem_fraction_static "
+                f"keeps no memory for them.")
+    tc = version < BREAKABLE_DEFAULT_FROM
+    reasons = (_tc_conditions(version, model, 1, g) if tc else _breakable_conditions(version, model, g))
+    if reasons:
+        where = ("server_args.py _handle_piecewise_cuda_graph" if version < Version("0.5.14") else
+                 "server_args.py _disable_tc_piecewise_cudagraph_if_incompatible" if tc else
+                 "server_args.py _disable_breakable_cudagraph_if_incompatible" if version < Version("0.5.19")
+                 else _HOOK)
+        return (f"SGLang {version} disables prefill CUDA graphs for {', '.join(reasons)} ({where}): its default "
+                f"mem_fraction_static keeps no memory for them.")
+    if model is None or not model.is_multimodal or serves_multimodal(version, model, g) is not None:
         return None
     arch = model.architectures[0] if model.architectures else None
     data: Mapping[str, Any] = facts.data if facts is not None else {}
     graphs: Mapping[str, Any] = data.get("prefill_graphs", {})
-    off_by_default = graphs.get("multimodal_off_by_default", {}).get("archs", ())
-    if arch is not None and arch in off_by_default:
-        return None  # SGLang serves it as a text model unless --enable-multimodal
     where = rule.where
     if not rule.allow_lists:
         return (f"SGLang {version} disables prefill CUDA graphs for every multimodal model ({where}), "
@@ -145,6 +299,21 @@ def prefill_graphs_off(version: Version, model: ModelSpec | None, facts: Release
     return (f"SGLang {version} disables prefill CUDA graphs for {arch or 'this multimodal model'} (not in its "
             f"allow-list, configs/model_config.py {lists}{read}; {where}): its default mem_fraction_static "
             f"keeps no memory for them.")
+
+
+def vision_tower_factor(model: ModelSpec) -> float:
+    """``adjust_mem_fraction_for_vlm`` (0.4.10+; 0.5.6 ``server_args.py`` l.4278, 0.5.23
+    ``arg_groups/memory_hook.py`` l.417): ``0.95 x clamp(1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1), 0.8, 1.05)`` with
+    ``L = getattr(vision_config, "num_hidden_layers", 24)``, ``H = getattr(vision_config, "hidden_size", 1024)``
+    on the transformers config object. The Qwen-VL vision configs have no ``num_hidden_layers`` (24 then), and
+    Qwen2-VL's ``hidden_size`` is the merger's 3,584, not the ViT's 1,280 (``ModelSpec.vision_config_shape``);
+    the other towers' ``num_hidden_layers`` / ``hidden_size`` are the tower's own."""
+    layers, hidden = model.vision_num_layers or 24, model.vision_hidden_size or 1024
+    if model.vision_config_shape is not None:
+        raw_layers, raw_hidden = model.vision_config_shape
+        layers, hidden = raw_layers or 24, raw_hidden or hidden
+    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
 #: ``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK`` ("1"/"true") turns the TP balance error into a warning from
@@ -226,9 +395,14 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
       (9.5 + TP x PP / 2) below 90, (12 + TP x PP / 2) below 160, else 32 GiB.
     * 0.5.3+: R = 512 + 1.5 x max(chunk, 2048) + 2 x max_bs + TP x PP / 8 x 1024 (MiB), plus the
       prefill-graph reserve (8 MiB per captured size, 1.5 GiB for MLA) where those graphs are on
-      (default from 0.5.10; off with PP > 1, and with ``prefill_graphs`` False: the model is one SGLang
-      turns them off for, ``prefill_graphs_off``), floored at 10 GiB above 60 GiB.
-      From 0.5.18 ``--disable-cuda-graph`` drops both graph terms; before, neither.
+      (default from 0.5.10; off with PP > 1 except on 0.5.15-0.5.18, whose breakable rules have no PP check
+      (``PP_KEEPS_BREAKABLE``), and with ``prefill_graphs`` False: SGLang turns them off for this model or
+      deployment, ``prefill_graphs_off``), floored at 10 GiB above 60 GiB.
+      ``--disable-cuda-graph`` (``enforce_eager``): 0.5.10-0.5.13 keep both graph terms (it does not touch
+      ``disable_piecewise_cuda_graph``); 0.5.14 drops the prefill one (``_parse_cuda_graph_config`` locks the
+      prefill backend to disabled, ``_handle_gpu_memory_settings`` counts it only when not disabled); from
+      0.5.15 the decode term too (``decode_cuda_graph_config.backend != Backend.DISABLED``, 0.5.15
+      ``server_args.py``; ``reserve_for_graph_mb`` from 0.5.16).
 
     Speculative decoding and DP attention are not modelled here (the callers name them as not
     modelled); the vision-tower factor is applied by ``SglangEngine.default_memory_fraction``.
@@ -272,11 +446,13 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
         return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - "
                               f"{reserved:.0f} MiB reserved for TP x PP = {world}) / {g:.0f} MiB")
     assert max_bs is not None
-    graphs = not (enforce_eager and v >= Version("0.5.18"))
+    graphs = not (enforce_eager and v >= Version("0.5.15"))
     reserved = 512 + max(chunk, 2048) * 1.5 + world / 8 * 1024
     if graphs:
         reserved += max_bs * 2
-    captured = prefill_graphs and graphs and v >= PREFILL_GRAPHS_DEFAULT_FROM and pp == 1
+    pp_on = pp == 1 or PP_KEEPS_BREAKABLE[0] <= v < PP_KEEPS_BREAKABLE[1]
+    eager_off = enforce_eager and v >= Version("0.5.14")
+    captured = prefill_graphs and not eager_off and v >= PREFILL_GRAPHS_DEFAULT_FROM and pp_on
     if captured:
         reserved += 1.5 * 1024 if is_mla else len(prefill_graph_sizes(chunk)) * 8
     if g > 60 * GIB_MIB:
@@ -315,7 +491,13 @@ KNOB_FLAGS: Mapping[str, KnobFlag] = {
     "--max-running-requests": KnobFlag("max_num_seqs"),
     "--page-size": KnobFlag("block_size"),
 }
-NEUTRAL_FLAGS = frozenset({
+#: Flags the prefill-graph rule and ``serves_multimodal`` read from ``LaunchKnobs.given``, their whole effect on
+#: the checks (the others they read, ``--enable-dp-attention``, ``--dcp-size`` ..., stay not modelled).
+GIVEN_MODELLED = frozenset({
+    "--enable-multimodal", "--disable-piecewise-cuda-graph", "--enforce-piecewise-cuda-graph",
+    "--disable-prefill-cuda-graph", "--cuda-graph-backend-prefill",
+})
+NEUTRAL_FLAGS = GIVEN_MODELLED | frozenset({
     "--trust-remote-code", "--served-model-name", "--log-level", "--api-key", "--skip-tokenizer-init",
     "--load-format", "--random-seed", "--enable-metrics", "--tokenizer-path", "--chat-template",
     "--disable-radix-cache", "--log-requests", "--show-time-cost", "--download-dir", "--revision",
@@ -326,7 +508,8 @@ VALUE_FLAGS = frozenset({
     "--chat-template", "--download-dir", "--revision", "--tool-call-parser", "--reasoning-parser",
     "--dist-init-addr", "--nnodes", "--node-rank", "--dtype", "--quantization", "--max-total-tokens",
     "--max-prefill-tokens", "--speculative-algorithm", "--attention-backend", "--ep-size", "--schedule-policy",
-    "--cpu-offload-gb", "--json-model-override-args",
+    "--cpu-offload-gb", "--json-model-override-args", "--cuda-graph-backend-prefill", "--dcp-size", "--model-impl",
+    "--lora-paths",
 })
 ENV_KNOBS: Mapping[str, str] = {"SGLANG_PP_LAYER_PARTITION": "pp_layer_partition"}
 #: SGLang 0.5.23 ``environ.py`` variables that choose a kernel or a memory budget and that the checks do
@@ -411,7 +594,7 @@ class SglangEngine:
                                 tp: int, pp: int, model: ModelSpec | None,
                                 knobs: LaunchKnobs | None = None) -> FractionDefault:
         k = knobs or LaunchKnobs()
-        off = prefill_graphs_off(version, model, _facts_for_lists(version))
+        off = prefill_graphs_off(version, model, _facts_for_lists(version), pp=pp, given=k.given)
 
         def sized(prefill_graphs: bool) -> MemoryDefaults:
             return memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),
@@ -423,10 +606,12 @@ class SglangEngine:
         notes = (off,) if off is not None and sized(True).mem_fraction_static != f else ()
         if host_min_total_mib < gpu_total_mib:
             why += " (SGLang sizes by the smallest GPU on the host)"
-        if model is not None and model.vision_num_layers and model.vision_hidden_size and version >= Version("0.4.10"):
-            # adjust_mem_fraction_for_vlm (0.4.10+)
-            ratio = model.vision_num_layers * model.vision_hidden_size ** 2 / (24 * 1024 ** 2)
-            factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+        text_only = serves_multimodal(version, model, k.given)
+        if text_only is not None:
+            notes = (*notes, text_only)
+        elif (model is not None and model.vision_num_layers and model.vision_hidden_size
+              and version >= Version("0.4.10")):
+            factor = vision_tower_factor(model)
             f = f * factor
             why += f", x {factor:.3f} for the vision tower"
         return FractionDefault(f, why, notes)
