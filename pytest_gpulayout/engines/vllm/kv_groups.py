@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from pytest_gpulayout.model.spec import CHUNKED, NO_KV, SLIDING
+from pytest_gpulayout.model.spec import CHUNKED, NO_KV, SLIDING, ModelSpec
 
 #: The hybrid KV cache manager (one group per attention kind) exists in V1 from 0.10.
 HYBRID_SINCE = Version("0.10")
@@ -172,6 +172,25 @@ def hybrid_layout(version: Version, *, token_bytes: int, state_page: int, block_
     else:
         per_request = 1
     return HybridLayout(block, page, per_request, mode, (page - state_page) / state_page if state_page else 0.0)
+
+
+#: NemotronH keeps its SSM state in float32 unless its config names a dtype, from 0.20
+#: (``NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE``: 0.20.0 models/config.py L410; not in
+#: 0.19.1). Other families keep the model dtype ("auto": ``MambaStateDtypeCalculator``).
+NEMOTRON_H_FP32_SSM_SINCE = Version("0.20")
+
+
+def vllm_state_bytes(model: ModelSpec, tp: int, version: Version) -> tuple[int, ...]:
+    """Per layer, the state vLLM keeps on one rank (``MambaSpec`` before padding; 0 for attention
+    layers): ``ModelSpec.layer_state_bytes`` with this release's state dtype. A config's own
+    ``mamba_ssm_cache_dtype`` is not read: NemotronH's float32 default is assumed."""
+    ls = model.linear_state
+    if ls is None:
+        return model.layer_state_bytes(tp)
+    nemotron = any(a.startswith("NemotronH") for a in model.architectures)
+    ssm = 4 if nemotron and version >= NEMOTRON_H_FP32_SSM_SINCE else None
+    one = ls.bytes_per_rank(tp, min(model.dtype_bytes, 2), ssm)
+    return tuple(one if k == NO_KV else 0 for k in model.layer_kinds)
 
 
 def in_flight_tokens(version: Version, max_num_batched_tokens: int, pp: int) -> int:
@@ -300,4 +319,4 @@ def describe(cache: VllmKvCache, version: Version) -> str:
 
 
 __all__ = ["HybridLayout", "VllmKvCache", "describe", "hybrid_layout", "in_flight_tokens", "mamba_cache_mode",
-           "vllm_kv_cache"]
+           "vllm_kv_cache", "vllm_state_bytes"]
