@@ -27,10 +27,10 @@ pages from 0.10 (``HybridAttentionMambaModelConfig``: ``model_executor/models/co
 
 * the attention block is raised to ``align x cdiv(state page, align x attention bytes per token)``
   tokens, and the state page is padded to the attention page ("Padding mamba page size by X%");
-  ``align`` is 16 up to 0.11 (0.10.2 config.py L385); 64 for MLA from 0.12 (0.12.0 config.py
+  ``align`` is 16 up to 0.11 (0.10.2 config.py L381); 64 for MLA from 0.12 (0.12.0 config.py
   L356); from 0.20 ``max(the backend's smallest kernel block, block_size)`` (16 for FlashAttention,
   FlashInfer and Triton; 128 at least for MLA: 0.32.0 interface.py L1062-1082). A larger
-  ``--block-size`` wins where it is larger (0.10.2 config.py L396);
+  ``--block-size`` wins where it is larger (0.10.2 config.py L387);
 * the state layers form groups of their own: one spec for all of them, grouped with the rule above;
 * one request needs per state group 1 block (``MambaSpec.max_memory_usage_bytes``, 0.10.2
   ``v1/kv_cache_interface.py`` L209) with ``mamba_cache_mode`` "none"; 2 with "align" (0.19.1
@@ -137,7 +137,7 @@ def mamba_cache_mode(version: Version, state_kind: str | None) -> str:
 
 def block_alignment(version: Version, *, block_size: int, is_mla: bool) -> int:
     """The multiple the hybrid attention block is rounded to: 16 up to 0.11 (0.10.2 models/config.py
-    L383: "FA only supports block size multiple of 16"); 64 for MLA from 0.12 (0.12.0 L356; 128 with
+    L377-381: "FA only support setting block size to multiple of 16"); 64 for MLA from 0.12 (0.12.0 L356; 128 with
     CUTLASS MLA, not assumed); from 0.20 ``max(min kernel block, block_size)`` with the backend a CUDA
     GPU gets by default (FlashAttention on Hopper and older, ``MultipleOf(16)``: 0.32.0
     ``flash_attn.py`` L365; FlashInfer and Triton also start at 16), MLA at least 128 (0.32.0
