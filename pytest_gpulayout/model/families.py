@@ -119,13 +119,29 @@ class LinearState:
     heads: int
     dim_a: int
     dim_b: int
+    #: Mamba2: the B/C groups in ``conv_dim`` (``2 x n_groups x d_state`` of it); 0: not Mamba2
+    n_groups: int = 0
+
+    def conv_elements_per_rank(self, tp: int = 1) -> int:
+        """The convolution state. Mamba2 replicates its groups so each rank's heads keep theirs:
+        ``n_groups + extra_groups_for_head_shards`` (``tp - n_groups`` when TP does not divide it;
+        vLLM ``mamba_utils.MambaStateShapeCalculator.mamba2_state_shape``, 0.10.2 to 0.32)."""
+        conv_dim = self.conv_dim
+        if self.n_groups and self.n_groups % tp:
+            conv_dim += 2 * (tp - self.n_groups) * self.dim_b
+        return -(-conv_dim // tp) * max(0, self.conv_kernel - 1)
+
+    def ssm_elements_per_rank(self, tp: int = 1) -> int:
+        return -(-self.heads // tp) * self.dim_a * self.dim_b
 
     def elements_per_rank(self, tp: int = 1) -> int:
-        conv = -(-self.conv_dim // tp) * max(0, self.conv_kernel - 1)
-        return conv + -(-self.heads // tp) * self.dim_a * self.dim_b
+        return self.conv_elements_per_rank(tp) + self.ssm_elements_per_rank(tp)
 
-    def bytes_per_rank(self, tp: int = 1, dtype_bytes: int = 2) -> int:
-        return self.elements_per_rank(tp) * dtype_bytes
+    def bytes_per_rank(self, tp: int = 1, dtype_bytes: int = 2, ssm_dtype_bytes: int | None = None) -> int:
+        """``ssm_dtype_bytes``: the recurrent state's own dtype (``--mamba-ssm-cache-dtype``), where
+        it is not the conv state's."""
+        return (self.conv_elements_per_rank(tp) * dtype_bytes
+                + self.ssm_elements_per_rank(tp) * (ssm_dtype_bytes or dtype_bytes))
 
     def tp_widths(self) -> tuple[tuple[str, int], ...]:
         """The widths vLLM ``divide()``s by TP for this state (a non-divisor fails at load)."""
@@ -165,7 +181,7 @@ def linear_state(cfg: Mapping[str, Any], model_type: str, *, hidden: int, heads:
         groups = _geti(cfg, "n_groups", "mamba_n_groups") or 1
         k = _geti(cfg, "conv_kernel", "mamba_d_conv") or 4
         inter = mheads * hd
-        return LinearState(MAMBA2, inter + 2 * groups * state, k, mheads, hd, state)
+        return LinearState(MAMBA2, inter + 2 * groups * state, k, mheads, hd, state, groups)
     if model_type == "jamba" or "mamba_d_state" in cfg:
         expand = _geti(cfg, "mamba_expand") or 2
         state = _geti(cfg, "mamba_d_state") or 16

@@ -45,9 +45,6 @@ CASES = {c.log: c for c in bench.CASES}
 
 #: Complete-header logs the prediction misses today, with the measured reason (see module docstring).
 KNOWN_MISSES: dict[str, str] = {
-    # held out (fitted=False): recorded as scored, not investigated or tuned here
-    "vllm/201.txt": "held-out hybrid Gated DeltaNet model (Qwen3-Next: 544-token attention block, DeltaNet state "
-                    "sharing the pages); outside the band when added, left for the rules' owners",
 }
 
 

@@ -30,7 +30,7 @@ from pytest_gpulayout.engines.vllm.defaults import (
 )
 from pytest_gpulayout.engines.vllm.defaults import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
-from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache
+from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache, vllm_state_bytes
 from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
@@ -288,7 +288,9 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
                 pp=r.pp,
                 sliding_window=model.sliding_window,
                 chunk_size=model.attention_chunk_size,
-                state_bytes=stage_states,
+                state_bytes=[vllm_state_bytes(model, tp, version)[i] for i in r.ranges[stage]],
+                is_mla=model.is_mla,
+                state_kind=model.linear_state.kind if model.linear_state else None,
             )
             out.caches.append(cache)
             out.tokens.append(cache.logged_tokens if r.kv_by_stage[stage] else None)
