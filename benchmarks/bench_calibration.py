@@ -175,6 +175,9 @@ class Case:
     #: the memory model's rules were read or tuned while this log was in view (the calibration set);
     #: False: a log added after them, held out, that nobody tuned to
     fitted: bool = True
+    #: a held-out log whose error led to a rule read after it (now ``fitted``): its error as first scored,
+    #: before that rule, so the held-out record keeps what the rules gave on it unseen
+    first_scored_pct: float | None = None
     #: launch flags the log states that are inputs of predict_pool (None / False: the engine's default)
     enforce_eager: bool = False
     max_num_batched_tokens: int | None = None
@@ -240,7 +243,8 @@ CASES: tuple[Case, ...] = (
     # fitted: vLLM's hybrid layout (engines/vllm/kv_groups.py hybrid_layout: 544-token block, state pages,
     # 1 + 3 groups) was read in the wheel after this held-out log was scored (+305 % before)
     Case("vllm/201.txt", "vllm", "0.10.2", "Qwen/Qwen3-Next-80B-A3B-Instruct", "NVIDIA H200",
-         tp=2, pp=1, memory_fraction=None, max_model_len=262144, complete=True, fitted=True),
+         tp=2, pp=1, memory_fraction=None, max_model_len=262144, complete=True, fitted=True,
+         first_scored_pct=304.9),
     Case("vllm/202.txt", "vllm", "0.8.4", "Qwen/Qwen2.5-7B", "NVIDIA GeForce RTX 3090",
          tp=1, pp=1, memory_fraction=None, max_model_len=4096, complete=True, fitted=False,
          max_num_batched_tokens=8192),
@@ -777,7 +781,9 @@ def ledger_rows() -> list[dict[str, object]]:
         row["column_b"] = {"predicted_tokens": r.prediction.kv_tokens,
                            "predicted_budget_gib": round(r.prediction.kv_budget_bytes_per_rank / GIB, 3),
                            "error_pct": None if e is None else round(e, 2),
-                           "complete": c.complete, "fitted": c.fitted, "assumed": c.assumed or None}
+                           "complete": c.complete, "fitted": c.fitted, "assumed": c.assumed or None,
+                           "first_scored_pct": c.first_scored_pct if c.first_scored_pct is not None
+                           else None if c.fitted or e is None else round(e, 2)}
         rows.append(row)
     return rows
 
@@ -790,6 +796,12 @@ def group_of(row: dict[str, object]) -> str | None:
     return "fitted" if b["fitted"] else "held_out"
 
 
+def _first_scored(row: dict[str, object]) -> bool:
+    """A complete row that was scored as held out (it may be fitted since)."""
+    b = row.get("column_b")
+    return isinstance(b, dict) and bool(b["complete"]) and b.get("first_scored_pct") is not None
+
+
 def ledger_summary(rows: list[dict[str, object]]) -> dict[str, dict[str, object]]:
     """Median and worst |error| of column B per group, and column A's exact count."""
     out: dict[str, dict[str, object]] = {}
@@ -799,6 +811,12 @@ def ledger_summary(rows: list[dict[str, object]]) -> dict[str, dict[str, object]
         if errs:
             out[g] = {"n": len(errs), "median_pct": round(statistics.median(e for e, _ in errs), 2),
                       "worst_pct": round(errs[-1][0], 2), "worst_log": errs[-1][1]}
+    first = sorted((abs(float(r["column_b"]["first_scored_pct"])), str(r["log"]))  # type: ignore[index]
+                   for r in rows if _first_scored(r))
+    if first:
+        out["held_out_as_first_scored"] = {"n": len(first),
+                                           "median_pct": round(statistics.median(e for e, _ in first), 2),
+                                           "worst_pct": round(first[-1][0], 2), "worst_log": first[-1][1]}
     figures = [f for r in rows for f in (r.get("column_a") or [])]  # type: ignore[attr-defined]
     whole = [f for f in figures if f["all_workers"]]
     out["column_a"] = {"n": len(whole), "exact": sum(1 for f in whole if f["exact"]),
@@ -847,6 +865,16 @@ def readme_block(data: dict[str, object]) -> str:
         each = ", ".join(f"{r['log']} {float(r['column_b']['error_pct']):+.1f} %" for r in scored)  # type: ignore[index]
         lines.append(f"- **B on {label}** (n={s['n']}): **median |error| {s['median_pct']:.1f} %, worst "
                      f"{s['worst_pct']:.1f} %** ({each}).")
+    s = rec.get("held_out_as_first_scored")
+    if s is not None:
+        firsts = [r for r in rows if _first_scored(r)]
+        since = [r for r in firsts if r["column_b"]["fitted"]]  # type: ignore[index]
+        lines.append(
+            f"- **B on every held-out log as first scored**, before any rule read after it (n={s['n']}): "
+            f"**median |error| {s['median_pct']:.1f} %, worst {s['worst_pct']:.1f} %** ({s['worst_log']})"
+            + (": " + "; ".join(f"{r['log']} was {float(r['column_b']['first_scored_pct']):+.1f} %, "  # type: ignore[index]
+                                f"{float(r['column_b']['error_pct']):+.1f} % since the rule read after it"  # type: ignore[index]
+                                for r in since) if since else "") + ".")
     assumed = [r for r in rows if isinstance(r.get("column_b"), dict) and not r["column_b"]["complete"]]  # type: ignore[index]
     lines.append("- Engines and releases predicted for: "
                  + "; ".join(f"{e} {', '.join(sorted(v, key=Version))}" for e, v in sorted(engines.items()))

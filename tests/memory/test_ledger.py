@@ -67,3 +67,16 @@ def test_readme_block_is_generated_from_the_ledger(recorded: dict[str, object]) 
     start = readme.index(bench.README_BEGIN)
     end = readme.index(bench.README_END) + len(bench.README_END)
     assert readme[start:end] == bench.readme_block(recorded), "run bench_calibration.py --write-readme"
+
+
+def test_a_held_out_logs_first_score_is_kept(recorded: dict[str, object], now: list[dict[str, object]]) -> None:
+    """A held-out log that led to a rule read after it becomes ``fitted``, but its error as first scored stays in
+    the ledger (``Case.first_scored_pct``), so the held-out record says what the rules gave on it unseen."""
+    was = {str(r["log"]): r["column_b"]["first_scored_pct"]  # type: ignore[index]
+           for r in recorded["rows"] if isinstance(r.get("column_b"), dict)  # type: ignore[attr-defined]
+           and r["column_b"].get("first_scored_pct") is not None}  # type: ignore[index]
+    kept = {str(r["log"]): r["column_b"]["first_scored_pct"]  # type: ignore[index]
+            for r in now if isinstance(r.get("column_b"), dict) and r["column_b"].get("first_scored_pct") is not None}  # type: ignore[index]
+    assert "vllm/201.txt" in was and was["vllm/201.txt"] > 300  # the hybrid layout, before it was read
+    lost = {log: pct for log, pct in was.items() if kept.get(log) != pct}
+    assert not lost, f"held-out first scores lost or rewritten: {lost}"
