@@ -33,6 +33,8 @@ Modes (``--fake-mode``, comma separated):
                  have written their ``main-*.pid`` into ``--fake-pid-dir`` before the replay
   default-signals  install no handler: SIGINT is Python's KeyboardInterrupt (and stays ignored when
                  the engine inherited it ignored), SIGTERM kills; like vLLM's API server before uvicorn
+``--fake-wait-for PATH``: before the replay, wait (up to 30 s) until PATH exists, so a test can make
+something happen while the engine runs, not before it or after its stop.
 Every process writes ``<pid-dir>/<role>-<pid>.pid`` ("pid pgid sid") so tests can check that all of
 them are gone.
 """
@@ -206,7 +208,7 @@ def _ray_workers(pid_dir: str, detached: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(add_help=False)
     for name in ("log", "mode", "scale", "max-gap", "pid-dir", "exit-code", "flood-mb", "stop-s",
-                 "use-shm"):
+                 "use-shm", "wait-for"):
         parser.add_argument(f"--fake-{name}", dest=name.replace("-", "_"))
     ns, rest = parser.parse_known_args()
     log = _opt(ns, "log", "")
@@ -233,6 +235,10 @@ def main() -> None:
         startup, shutdown = startup[:first_kv], []
 
     shm = _make_shm(pid_dir, modes)
+    wait_for = _opt(ns, "wait_for", "")
+    deadline = time.monotonic() + 30
+    while wait_for and not os.path.exists(wait_for) and time.monotonic() < deadline:
+        time.sleep(0.01)
     if "use-shm" in modes:
         _use_shm(_opt(ns, "use_shm", ""))
 

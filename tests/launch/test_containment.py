@@ -217,11 +217,19 @@ def test_a_segment_under_an_engine_name_that_the_engine_never_used_is_not_remove
     theirs = Path("/dev/shm") / f"psm_not_the_engines_{os.getpid()}_{when}"
     if when == "before":
         theirs.write_bytes(b"x")
-    timer = threading.Timer(0.2, theirs.write_bytes, (b"x",)) if when == "during" else None
+
+    def during() -> None:  # once the engine runs (its pid file), so after the listing the launch takes
+        deadline = time.monotonic() + 30
+        while not list(fake.pids.glob("main-*.pid")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        theirs.write_bytes(b"x")
+
+    timer = threading.Thread(target=during) if when == "during" else None
+    opts = {"wait_for": theirs} if when == "during" else {}  # and the engine waits for it: before its stop
     try:
         if timer is not None:
             timer.start()
-        result = fake.run(fake.argv("replay,shm,ignore-term", scale=0.05), stop_when="ready", grace_s=0.5)
+        result = fake.run(fake.argv("replay,shm,ignore-term", scale=0.05, **opts), stop_when="ready", grace_s=0.5)
         assert theirs.exists()
         assert str(theirs) not in result.cleaned
         if when == "during":  # new, unheld, engine-named: left, and the log says so
