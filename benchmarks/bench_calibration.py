@@ -24,7 +24,8 @@ no header: their inputs are their own "non-default args" line. Logs without a co
 
 Assumptions common to column B: the GPU was idle before launch, so NVML's free memory is its total
 less ~500 MiB (driver reservation and CUDA context); NVML totals per GPU model are those of the
-table ``GPU_TOTAL_MIB``; the KV cache dtype is the model's (``auto``) unless the header says otherwise.
+table ``GPU_TOTAL_MIB``, and the total CUDA reports is NVML's less ~450 MiB unless ``GPU_CUDA_TOTAL_MIB``
+has the model's printed figure; the KV cache dtype is the model's (``auto``) unless the header says otherwise.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pytest_gpulayout.engines.sglang.engine import SGLANG  # noqa: E402
 from pytest_gpulayout.engines.vllm.engine import VLLM  # noqa: E402
 from pytest_gpulayout.engines.vllm.kv_groups import vllm_kv_cache  # noqa: E402
 from pytest_gpulayout.launch.logparse import StartupLog, parse_log  # noqa: E402
-from pytest_gpulayout.machine.facts import GIB, Gpu  # noqa: E402
+from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, Gpu  # noqa: E402
 from pytest_gpulayout.memory.communicators import TpLink  # noqa: E402
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage, kv_layer_bytes_per_token  # noqa: E402
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_pool  # noqa: E402
@@ -77,6 +78,17 @@ GPU_TOTAL_MIB = {
     # nvidia-smi "45397MiB /  46068MiB" for NVIDIA L40S (tim-roethig/ai-platform
     # platform/docs/qwen3_235b_on_8xl40s.md and ollama_vs_vllm.md, driver 565.57.01)
     "NVIDIA L40S": 46068,
+}
+#: The total CUDA reports (``cudaMemGetInfo`` / ``torch.cuda.mem_get_info()[1]``, what vLLM multiplies by
+#: ``gpu_memory_utilization``), MiB, where a public source prints it; the others are NVML's total less
+#: ``DRIVER_RESERVE_ESTIMATE_MIB``. A100 40GB: deviceQuery "Total amount of global memory: 40339 MBytes
+#: (42298834944 bytes)" (NVIDIA A100-PCIE-40GB and A100-SXM4-40GB, CUDA 12.x drivers; e.g.
+#: bottlerocket-os/bottlerocket#3873), a 621 MiB reservation, not 450. vllm/109's own hint agrees:
+#: "increase --gpu-memory-utilization from 0.9000 to 0.9596" is ``round(0.9 + estimate / total_mem, 4)``
+#: (0.19.1 ``v1/worker/gpu_worker.py determine_available_memory``) with the estimate printed as 2.35 GiB,
+#: so total_mem is 39.31-39.55 GiB (40,256-40,496 MiB): 40,339 is inside, 40,960 - 450 = 40,510 is not.
+GPU_CUDA_TOTAL_MIB = {
+    "NVIDIA A100-SXM4-40GB": 40339,
 }
 #: How the logs' TP groups talk, by the GPU's name: "80GB HBM3" H100s, SXM A100s and H200s are the
 #: NVLink (HGX) parts (the PCIe ones are named "H100 PCIe", "A100-PCIE", "H200 NVL"); a 4090 or an L4
@@ -207,7 +219,8 @@ CASES: tuple[Case, ...] = (
     Case("vllm/101.txt", "vllm", "0.10.2", "Qwen/Qwen3-14B", "NVIDIA A100-SXM4-40GB",
          tp=1, pp=1, memory_fraction=None, max_model_len=32768, complete=False, fitted=False,
          assumed="gpu_memory_utilization not stated (default 0.9 assumed; the reporter says the memory was "
-                 "'set'); A100 40GB form factor not stated (SXM4 assumed, PCIe has the same 40960 MiB); "
+                 "'set'); A100 40GB form factor not stated (SXM4 assumed, PCIe has the same 40960 MiB and 40,339 MiB "
+                 "CUDA total); "
                  "the LMCache kv-transfer connector is not an input of predict_pool"),
     Case("vllm/102.txt", "vllm", "0.11.0", "openai/gpt-oss-120b", "NVIDIA H100 80GB HBM3",
          tp=1, pp=1, memory_fraction=0.95, max_model_len=131072, complete=False, fitted=False,
@@ -547,7 +560,13 @@ def log_header(log: str) -> dict[str, str]:
 
 def idle_gpus(name: str, count: int) -> list[Gpu]:
     total = GPU_TOTAL_MIB[name]
-    return [Gpu(i, name=name, memory_total_mib=total, memory_free_mib=total - IDLE_USED_MIB)
+    cuda = GPU_CUDA_TOTAL_MIB.get(name)
+    if cuda is None:
+        return [Gpu(i, name=name, memory_total_mib=total, memory_free_mib=total - IDLE_USED_MIB)
+                for i in range(count)]
+    # the reservation as NVML's v2 struct would give it, and the same idle margin below CUDA's total
+    idle_free = cuda - (IDLE_USED_MIB - DRIVER_RESERVE_ESTIMATE_MIB)
+    return [Gpu(i, name=name, memory_total_mib=total, memory_free_mib=idle_free, memory_reserved_mib=total - cuda)
             for i in range(count)]
 
 
@@ -823,8 +842,9 @@ def readme_block(data: dict[str, object]) -> str:
                  + f". {len(assumed)} rows with an assumed input are shown, not scored: "
                  + "; ".join(f"{r['log']} ({r['column_b']['assumed']})" for r in assumed) + ".")  # type: ignore[index]
     lines.append(f"- Assumed in every row of B: the GPU idle before the launch (NVML free = total - {IDLE_USED_MIB} "
-                 f"MiB), NVML totals by GPU model, the interconnect by GPU model, the KV dtype the model's own "
-                 f"unless the header says otherwise.")
+                 f"MiB), NVML totals by GPU model, CUDA's total NVML's less ~450 MiB where no public figure is "
+                 f"known (A100 40GB: 40,339 MiB, deviceQuery), the interconnect by GPU model, the KV dtype the "
+                 f"model's own unless the header says otherwise.")
     lines.append(README_END)
     return "\n".join(lines)
 
