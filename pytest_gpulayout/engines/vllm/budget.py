@@ -18,6 +18,7 @@ from pytest_gpulayout.engines.vllm.defaults import (
     FLASHINFER_SAMPLER_ENV,
     FLASHINFER_SAMPLER_OPT_IN_SINCE,
     KV_CACHE_MEMORY_BYTES_SINCE,
+    TRITON_TOP_K_TOP_P_MIN_ROWS,
     V1_DEFAULT_SINCE,
     counts_communicators_in_budget,
     counts_other_tenants,
@@ -27,6 +28,7 @@ from pytest_gpulayout.engines.vllm.defaults import (
     samples_on_driver_only,
     v0_chunked_prefill,
     warmup_sorts_logits,
+    warmup_uses_triton_top_k_top_p,
 )
 from pytest_gpulayout.engines.vllm.defaults import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
@@ -58,7 +60,8 @@ VLLM_NON_TORCH_OLD_GIB = 0.35
 #: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
 VLLM_CUDAGRAPH_GIB = 0.5
 #: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities (V1 where
-#: FlashInfer or the Triton top-k/top-p kernel samples: ``engines/vllm/engine.warmup_sorts_logits``).
+#: FlashInfer samples: ``engines/vllm/engine.warmup_sorts_logits``; an estimate, not re-read against
+#: FlashInfer's own buffers). The Triton kernel's path is ``TRITON_SAMPLER_BYTES_PER_LOGIT``.
 SAMPLER_BYTES_PER_LOGIT = 8
 #: V0's profile run samples with ``top_k = vocab - 1`` (0.7.2 ``worker/model_runner.py _dummy_run``:
 #: "Enable top-k sampling to reflect the accurate memory usage"), so the driver sorts every logit
@@ -72,6 +75,48 @@ SAMPLER_BYTES_PER_LOGIT = 8
 #: (gpt-oss-120b, 1024 x 201,088 logits on one H100, 0.10.1 from pip, no FlashInfer) logged
 #: -2.14 GiB for KV, 7.5 GiB held besides the weights; this gives 7.3 GiB of it.
 SORTING_SAMPLER_BYTES_PER_LOGIT = 38
+#: V1 from 0.17 where the Triton top-k/top-p kernel filters in place (``defaults.warmup_uses_triton_top_k_top_p``),
+#: per logit at ``random_sample`` (0.19.1 ``v1/sample/sampler.py Sampler.forward`` -> ``sample`` ->
+#: ``v1/sample/ops/topk_topp_sampler.py forward_native`` -> ``random_sample``; 0.17.0 the same): the
+#: model-dtype logits ``_dummy_sampler_run`` still holds (2 B), ``Sampler.forward``'s
+#: ``logits.to(torch.float32)`` (4), ``forward_native``'s ``probs = logits.softmax(dtype=float32)`` (4) and
+#: ``random_sample``'s ``q = torch.empty_like(probs)`` (4): 14 B.
+TRITON_SAMPLER_BYTES_PER_LOGIT = 14
+#: ``apply_top_k_top_p_triton`` keeps a per-program fp32 row of the vocabulary, cached for the process
+#: (0.17.0 / 0.19.1 ``v1/sample/ops/topk_topp_triton.py``: ``NUM_PROGRAMS = min(num_sm, batch_size)``;
+#: ``size = min(next_power_of_2(NUM_PROGRAMS), num_sm)``; ``buffer = logits.new_empty((size, vocab_size))``
+#: in ``_TRITON_BUFFER_CACHE``), so ``num_sm`` rows of 4 B logits are live at the warm-up's peak.
+TRITON_BUFFER_BYTES_PER_LOGIT = 4
+#: Streaming multiprocessors (NVIDIA's data sheets) by a substring of the NVML name, upper case, first
+#: match wins; the Triton buffer's rows (``num_compute_units``). Unknown GPUs: ``DEFAULT_SM_COUNT``
+#: (Hopper SXM's; the buffer differs by < 0.1 GiB across these GPUs at a 152k vocabulary).
+SM_COUNTS: tuple[tuple[str, int], ...] = (
+    ("H100 PCIE", 114), ("H100", 132), ("H200", 132), ("H800", 132), ("GH200", 132), ("H20", 78),
+    ("B200", 148), ("A100", 108), ("A800", 108), ("L40S", 142), ("L40", 142), ("L20", 92), ("L4", 58),
+    ("RTX 4090", 128), ("RTX 3090", 82), ("RTX A6000", 84), ("A40", 84), ("A10G", 80), ("A10", 72),
+)
+DEFAULT_SM_COUNT = 132
+#: V1's profile run keeps the dummy forward's output while the sampler warms up (0.9.2 and 0.19.1
+#: ``v1/worker/gpu_model_runner.py profile_run``: ``hidden_states, last_hidden_states = self._dummy_run(
+#: self.max_num_tokens, is_profile=True)``, then ``self._dummy_sampler_run(last_hidden_states)``, and
+#: ``del hidden_states`` only after it): ``max_num_batched_tokens x hidden`` in the model dtype, plus the
+#: ``num_reqs`` gathered rows (``hidden_states[logit_indices]``) and their ``torch.rand_like`` copy in
+#: ``_dummy_sampler_run``. 2 B per value (bf16/fp16), as the forward estimate counts them.
+HIDDEN_BYTES = 2
+
+
+def sm_count(gpu_name: str) -> int:
+    """The GPU's streaming multiprocessors by name (``SM_COUNTS``), else ``DEFAULT_SM_COUNT``."""
+    upper = gpu_name.upper().replace("-", " ")
+    return next((n for key, n in SM_COUNTS if key in upper), DEFAULT_SM_COUNT)
+
+
+def triton_buffer_rows(rows: int, gpu_name: str) -> int:
+    """Rows of ``apply_top_k_top_p_triton``'s cached buffer for a batch of ``rows`` (0.19.1
+    ``topk_topp_triton.py``): ``min(next_power_of_2(min(num_sm, rows)), num_sm)``."""
+    sms = sm_count(gpu_name)
+    programs = max(1, min(sms, rows))
+    return min(1 << (programs - 1).bit_length(), sms)
 
 
 def activation_reserve_bytes(
@@ -93,15 +138,20 @@ def activation_reserve_bytes(
     link: TpLink,
     sampler_sorts: bool,
     v0: bool | None = None,
+    triton_top_k_top_p: bool = False,
 ) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
     vLLM (``Worker.determine_available_memory``: ``requested - non_kv_cache_memory - cudagraph``)::
 
         forward = max_num_batched_tokens x 2 B x (3 x hidden + max(3 x ffn, 2 x q + k + v) per rank)
-        sampler = max_num_seqs x vocab x 8 B       # V1 (FlashInfer / Triton): fp32 logits + probabilities
+        sampler = max_num_seqs x vocab x 8 B       # V1 with FlashInfer: fp32 logits + probabilities
+                  max_num_seqs x vocab x 14 B      # V1 >= 0.17, the Triton kernel (``triton_top_k_top_p``),
+                  + min(next_pow2(rows), SMs) x vocab x 4 B    # and its cached per-program buffer
                   max_num_seqs x vocab x 38 B      # the top-k/top-p sort: V0 (< 0.8) on the sampling
                                                    # rank only; V1 on every rank where ``sampler_sorts``
+                  + (max_num_batched_tokens + 2 x max_num_seqs) x hidden x 2 B   # V1: the dummy
+                                                   # forward's hidden states, still held (``HIDDEN_BYTES``)
         reserve = max(forward, sampler) + non-torch (0.15 GiB; 0.35 where the release counts
                   ``total - free``; +0.25 GiB over several GPUs, +1.25 GiB instead before 0.11
                   when the TP group talks over NVLink or ``link`` is unknown) + 0.5 GiB CUDA
@@ -110,6 +160,8 @@ def activation_reserve_bytes(
     ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
     does (``engines/vllm/engine.samples_on_driver_only``); the other ranks reserve the forward peak alone.
     ``sampler_sorts``: whether the warm-up takes the PyTorch sort (``engines/vllm/engine.warmup_sorts_logits``).
+    ``triton_top_k_top_p``: whether it takes the Triton kernel (``defaults.warmup_uses_triton_top_k_top_p``;
+    batches under ``TRITON_TOP_K_TOP_P_MIN_ROWS`` rows sort instead).
     ``v0``: the engine runs V0 (``defaults.runs_v0``: before 0.8, or 0.8-0.10.1 below SM 8.0); None:
     the release's default engine. V0 batches a whole ``max_model_len`` prompt in its profile run
     unless it prefills in chunks (``defaults.v0_chunked_prefill``).
@@ -144,11 +196,17 @@ def activation_reserve_bytes(
     # V1 warms up min(max_num_seqs, max_num_batched_tokens) requests (0.10.1 ``_dummy_run``:
     # ``num_reqs = min(num_tokens, max_num_reqs)``); V0 profiles max_num_seqs sequences
     rows = seqs if v0 else min(seqs, tokens)
-    sampler = (
-        rows * model.vocab_size * (SORTING_SAMPLER_BYTES_PER_LOGIT if sampler_sorts else SAMPLER_BYTES_PER_LOGIT)
-        if samples or not v0
-        else 0
-    )
+    triton = triton_top_k_top_p and not v0 and rows >= TRITON_TOP_K_TOP_P_MIN_ROWS
+    sampler_sorts = sampler_sorts or (triton_top_k_top_p and not v0 and not triton)
+    if v0:
+        sampler = rows * model.vocab_size * SORTING_SAMPLER_BYTES_PER_LOGIT if samples else 0
+    else:
+        per_logit = (SORTING_SAMPLER_BYTES_PER_LOGIT if sampler_sorts
+                     else TRITON_SAMPLER_BYTES_PER_LOGIT if triton else SAMPLER_BYTES_PER_LOGIT)
+        sampler = rows * model.vocab_size * per_logit
+        if triton:
+            sampler += triton_buffer_rows(rows, gpu_name) * model.vocab_size * TRITON_BUFFER_BYTES_PER_LOGIT
+        sampler += (tokens + 2 * rows) * h * HIDDEN_BYTES  # profile_run's hidden states, still held
     base = VLLM_NON_TORCH_OLD_GIB if counts_other_tenants(v, v0=v0) else VLLM_NON_TORCH_GIB
     non_torch = base
     if tp * pp * dp > 1:
@@ -163,6 +221,8 @@ def activation_reserve_bytes(
         if v0
         else f"the sampler warm-up's top-k/top-p sort (PyTorch; {_sort_fix(v)})"
         if sampler_sorts
+        else "the sampler warm-up (Triton top-k/top-p)"
+        if triton
         else "the sampler warm-up"
     )
     why = (
@@ -201,6 +261,7 @@ def _reserves(
     enable_expert_parallel: bool,
     sampler_sorts: bool,
     v0: bool,
+    triton_top_k_top_p: bool = False,
 ) -> tuple[list[int], str]:
     """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
     driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
@@ -223,6 +284,7 @@ def _reserves(
         link=r.link,
         sampler_sorts=sampler_sorts,
         v0=v0,
+        triton_top_k_top_p=triton_top_k_top_p,
     )
     reserve, why = reserve_of()
     n = r.tp * r.pp
@@ -365,6 +427,7 @@ def rank_budgets(
         r.version, env=env, host_env=host.env, host_flashinfer=host.library("flashinfer-python")
     )
     sorts = warmup_sorts_logits(r.version, env=env, flashinfer_installed=flashinfer, v0=v0)
+    triton = warmup_uses_triton_top_k_top_p(r.version, env=env, v0=v0)
     if assumed and not v0:
         notes.append(assumed)
     reserves, why = _reserves(
@@ -377,6 +440,7 @@ def rank_budgets(
         enable_expert_parallel=enable_expert_parallel,
         sampler_sorts=sorts,
         v0=v0,
+        triton_top_k_top_p=triton,
     )
     batched = (
         max_num_batched_tokens

@@ -88,7 +88,12 @@ def counts_communicators_in_budget(version: Version) -> bool:
 #: Triton kernel (``apply_top_k_top_p_triton``) that needs no sort.
 FLASHINFER_SAMPLER_OPT_IN_SINCE = Version("0.12")
 TRITON_TOP_K_TOP_P_SINCE = Version("0.17")
+FLASHINFER_SAMPLER_DEFAULT_SINCE = Version("0.21")
 FLASHINFER_SAMPLER_ENV = "VLLM_USE_FLASHINFER_SAMPLER"
+#: The Triton top-k/top-p kernel takes batches of at least this many rows (0.17.0 / 0.19.1
+#: ``v1/sample/ops/topk_topp_sampler.apply_top_k_top_p``: ``if HAS_TRITON and logits.shape[0] >= 8``);
+#: smaller ones still sort (``apply_top_k_top_p_pytorch``).
+TRITON_TOP_K_TOP_P_MIN_ROWS = 8
 
 
 def _env_flag(env: Mapping[str, str], name: str) -> bool | None:
@@ -113,6 +118,21 @@ def warmup_sorts_logits(version: Version, *, env: Mapping[str, str], flashinfer_
     if version < TRITON_TOP_K_TOP_P_SINCE:
         return flag is not True
     return False
+
+
+def warmup_uses_triton_top_k_top_p(version: Version, *, env: Mapping[str, str], v0: bool | None = None) -> bool:
+    """Whether the release's sampler warm-up takes the Triton top-k/top-p kernel (``TRITON_TOP_K_TOP_P_SINCE``)
+    rather than FlashInfer: V1 from 0.17 on CUDA where FlashInfer does not sample, i.e. unless
+    ``VLLM_USE_FLASHINFER_SAMPLER=1`` before 0.21, and only with ``=0`` from 0.21 (FlashInfer by default:
+    ``FLASHINFER_SAMPLER_DEFAULT_SINCE``). 0.19.1 ``TopKTopPSampler.__init__``: ``forward_cuda`` (FlashInfer)
+    only ``if envs.VLLM_USE_FLASHINFER_SAMPLER``, else ``forward_native``, whose ``apply_top_k_top_p``
+    sends ``TRITON_TOP_K_TOP_P_MIN_ROWS`` rows or more to ``apply_top_k_top_p_triton``."""
+    if version < V1_DEFAULT_SINCE or v0 or version < TRITON_TOP_K_TOP_P_SINCE:
+        return False
+    flag = _env_flag(env, FLASHINFER_SAMPLER_ENV)
+    if version < FLASHINFER_SAMPLER_DEFAULT_SINCE:
+        return flag is not True
+    return flag is False
 
 
 def flashinfer_in_engine_image(version: Version, *, env: Mapping[str, str], host_env: Mapping[str, str],
