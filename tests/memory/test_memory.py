@@ -450,7 +450,9 @@ def test_enforce_eager_skips_the_cuda_graph_estimate_from_0_20():
     kw = dict(engine=VLLM, tp=1, pp=1, gpus=gpus(1), max_model_len=8192, memory_fraction=0.9)
     graphs, eager = (predict_pool(m, engine_version="0.33.0", enforce_eager=e, **kw) for e in (False, True))
     assert eager.kv_tokens > graphs.kv_tokens
-    assert graphs.activation_reserve_gib - eager.activation_reserve_gib == pytest.approx(0.5)
+    # 1024 requests on an 80 GB GPU: 51 PIECEWISE + 51 FULL graphs, 36 layers at 0.3 MiB per graph per layer
+    assert "PIECEWISE=51 (largest=512), FULL=51 (largest=512)" in graphs.activation_reserve_why
+    assert graphs.activation_reserve_gib - eager.activation_reserve_gib == pytest.approx(100 * 36 * 0.3 / 1024, abs=1e-3)
     old = [predict_pool(m, engine_version="0.15.1", enforce_eager=e, **kw).kv_tokens for e in (False, True)]
     assert old[0] == old[1]
 

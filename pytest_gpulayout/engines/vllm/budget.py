@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.vllm.cudagraphs import ESTIMATE_SUBTRACTED_SINCE, CudaGraphs, cuda_graphs, graphs_off
+from pytest_gpulayout.engines.vllm.cudagraphs import OBSERVED_GIB as OBSERVED_CUDAGRAPH_GIB
 from pytest_gpulayout.engines.vllm.defaults import (
     FLASHINFER_SAMPLER_ENV,
     FLASHINFER_SAMPLER_OPT_IN_SINCE,
@@ -56,9 +58,6 @@ VLLM_NON_TORCH_MULTI_GPU_GIB = 0.25
 #: tensors, the worker's own CUDA context included: vllm/001 (one RTX 3090) logs
 #: ``non_torch_memory=0.35GiB``. Replaces ``VLLM_NON_TORCH_GIB`` for those releases.
 VLLM_NON_TORCH_OLD_GIB = 0.35
-#: vLLM >= 0.20 subtracts an estimate of the CUDA-graph pool before sizing the KV cache
-#: (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``). Logs: "0.58 GiB (estimated)"; 0.88 ~ 0.8592 on 24 GiB.
-VLLM_CUDAGRAPH_GIB = 0.5
 #: vLLM's sampler warm-up holds ``max_num_seqs x vocab`` fp32 logits and probabilities (V1 where
 #: FlashInfer samples: ``engines/vllm/engine.warmup_sorts_logits``; an estimate, not re-read against
 #: FlashInfer's own buffers). The Triton kernel's path is ``TRITON_SAMPLER_BYTES_PER_LOGIT``.
@@ -139,6 +138,7 @@ def activation_reserve_bytes(
     sampler_sorts: bool,
     v0: bool | None = None,
     triton_top_k_top_p: bool = False,
+    given: Mapping[str, str | None] | None = None,
 ) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
@@ -154,8 +154,8 @@ def activation_reserve_bytes(
                                                    # forward's hidden states, still held (``HIDDEN_BYTES``)
         reserve = max(forward, sampler) + non-torch (0.15 GiB; 0.35 where the release counts
                   ``total - free``; +0.25 GiB over several GPUs, +1.25 GiB instead before 0.11
-                  when the TP group talks over NVLink or ``link`` is unknown) + 0.5 GiB CUDA
-                  graphs (>= 0.20 unless enforce_eager)
+                  when the TP group talks over NVLink or ``link`` is unknown) + CUDA graphs
+                  (>= 0.20 unless enforce_eager, -O0 or cudagraph_mode NONE: ``cudagraph_estimate``)
 
     ``samples``: whether this rank runs the sampler. In V0 only the driver of the last pipeline stage
     does (``engines/vllm/engine.samples_on_driver_only``); the other ranks reserve the forward peak alone.
@@ -212,8 +212,10 @@ def activation_reserve_bytes(
     if tp * pp * dp > 1:
         nvlink = counts_communicators_in_budget(v) and over_nvlink(tp, link)
         non_torch += NVLINK_COMMUNICATOR_GIB if nvlink else VLLM_NON_TORCH_MULTI_GPU_GIB
-    graphs = VLLM_CUDAGRAPH_GIB if (v >= Version("0.20") and not enforce_eager) else 0.0
-    total = max(forward, sampler) + (non_torch + graphs) * GIB
+    cg = cudagraph_estimate(model, v, pp=pp, tokens=tokens, seqs=seqs, gpu_name=gpu_name,
+                            enforce_eager=enforce_eager, given=given, v0=v0)
+    graphs = cg.estimate_bytes / GIB if cg is not None else 0.0
+    total = max(forward, sampler) + non_torch * GIB + (cg.estimate_bytes if cg is not None else 0)
     peak = (
         "forward"
         if forward >= sampler
@@ -227,9 +229,22 @@ def activation_reserve_bytes(
     )
     why = (
         f"activation peak ~{max(forward, sampler) / GIB:.2f} GiB, {peak} (max_num_batched_tokens {tokens}, "
-        f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB" + (f" + CUDA graphs {graphs:.2f} GiB" if graphs else "")
+        f"max_num_seqs {seqs}) + non-torch {non_torch:.2f} GiB"
+        + (f" + CUDA graphs {graphs:.2f} GiB ({cg.describe()})" if cg is not None and graphs else "")
     )
     return round(total), why
+
+
+def cudagraph_estimate(model: ModelSpec, v: Version, *, pp: int, tokens: int, seqs: int, gpu_name: str,
+                       enforce_eager: bool, given: Mapping[str, str | None] | None, v0: bool) -> CudaGraphs | None:
+    """What vLLM takes out of the budget for CUDA graphs (``engines/vllm/cudagraphs.py``): from 0.20 (its
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` default) in V1 unless graphs are off; the rank's layers are
+    the largest stage's. None: nothing subtracted."""
+    if v < ESTIMATE_SUBTRACTED_SINCE or v0 or graphs_off(given or {}, enforce_eager=enforce_eager):
+        return None
+    layers = -(-model.num_hidden_layers // max(pp, 1))
+    return cuda_graphs(v, layers=layers, max_num_seqs=seqs, max_num_batched_tokens=tokens, gpu_name=gpu_name,
+                       given=given)
 
 
 def _scheduler(model: ModelSpec, v: Version, *, v0: bool, gpu_total_mib: int | None, gpu_name: str,
@@ -241,6 +256,25 @@ def _scheduler(model: ModelSpec, v: Version, *, v0: bool, gpu_total_mib: int | N
                                  multimodal=model.is_multimodal, mla=model.is_mla) if v0 else None
     return vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name, max_model_len=max_len,
                                    v0=v0, chunked_prefill=chunked, multimodal=model.is_multimodal and v0)
+
+
+def _cudagraph_note(r: Replica, knobs: LaunchKnobs, *, v0: bool, enforce_eager: bool, batched: int,
+                    max_num_seqs: int | None, gpu_total_mib: int) -> str:
+    """The pool's note on the CUDA-graph estimate vLLM subtracts (0.20+), "" where it subtracts none."""
+    seqs = max_num_seqs or _scheduler(r.model, r.version, v0=v0, gpu_total_mib=gpu_total_mib, gpu_name=r.gpu_name,
+                                      max_model_len=r.max_model_len)[1]
+    cg = cudagraph_estimate(r.model, r.version, pp=r.pp, tokens=batched, seqs=seqs, gpu_name=r.gpu_name,
+                            enforce_eager=enforce_eager, given=knobs.given, v0=v0)
+    if cg is None:
+        return ""
+    lo, hi = OBSERVED_CUDAGRAPH_GIB
+    return (
+        f"vLLM {r.version} subtracts its measured CUDA-graph estimate from the KV budget "
+        f"(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default 1 since 0.20): predicted here "
+        f"{cg.estimate_bytes / GIB:.2f} GiB per GPU ({cg.count} graphs: {cg.describe()}; {cg.layers} layers per "
+        f"rank); observed {lo}-{hi} GiB in public logs for the default sizes, so the pool may differ by about "
+        f"a GiB either way (--enforce-eager or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 subtract nothing)."
+    )
 
 
 def _sort_fix(v: Version) -> str:
@@ -262,6 +296,7 @@ def _reserves(
     sampler_sorts: bool,
     v0: bool,
     triton_top_k_top_p: bool = False,
+    given: Mapping[str, str | None] | None = None,
 ) -> tuple[list[int], str]:
     """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
     driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
@@ -285,6 +320,7 @@ def _reserves(
         sampler_sorts=sampler_sorts,
         v0=v0,
         triton_top_k_top_p=triton_top_k_top_p,
+        given=given,
     )
     reserve, why = reserve_of()
     n = r.tp * r.pp
@@ -441,12 +477,17 @@ def rank_budgets(
         sampler_sorts=sorts,
         v0=v0,
         triton_top_k_top_p=triton,
+        given=knobs.given,
     )
     batched = (
         max_num_batched_tokens
         or _scheduler(r.model, r.version, v0=v0, gpu_total_mib=gpu_total_mib, gpu_name=r.gpu_name,
                       max_model_len=r.max_model_len)[0]
     )
+    cg_note = _cudagraph_note(r, knobs, v0=v0, enforce_eager=enforce_eager, batched=batched,
+                              max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib)
+    if cg_note:
+        notes.append(cg_note)
     out = _ranks(r, knobs, reserves, batched, notes, v0=v0)
     out.reserves.extend(reserves)
     out.reserve_why = why
