@@ -452,7 +452,8 @@ def test_enforce_eager_skips_the_cuda_graph_estimate_from_0_20():
     assert eager.kv_tokens > graphs.kv_tokens
     # 1024 requests on an 80 GB GPU: 51 PIECEWISE + 51 FULL graphs, 36 layers at 0.3 MiB per graph per layer
     assert "PIECEWISE=51 (largest=512), FULL=51 (largest=512)" in graphs.activation_reserve_why
-    assert graphs.activation_reserve_gib - eager.activation_reserve_gib == pytest.approx(100 * 36 * 0.3 / 1024, abs=1e-3)
+    graph_gib = 100 * 36 * 0.3 / 1024
+    assert graphs.activation_reserve_gib - eager.activation_reserve_gib == pytest.approx(graph_gib, abs=1e-3)
     old = [predict_pool(m, engine_version="0.15.1", enforce_eager=e, **kw).kv_tokens for e in (False, True)]
     assert old[0] == old[1]
 

@@ -405,14 +405,18 @@ def test_without_a_need_layouts_with_room_for_a_few_requests_rank_first(capsys):
     rows = [r for r in out["layouts"] if not r["refused"]]
     order = [(r["tensor_parallel_size"], r["pipeline_parallel_size"], r["data_parallel_size"]) for r in rows]
     assert order[0] == (4, 1, 1)
-    assert order.index((4, 1, 1)) < order.index((2, 1, 2))
     held = {k: min(r["full_length_requests"]) for k, r in zip(order, rows, strict=True)}
-    assert held[(2, 1, 2)] < assumed <= held[(4, 1, 1)]
+    assert held[(1, 2, 1)] < assumed <= held[(4, 1, 1)]
+    # TP=2 (x DP=2) held one request per copy until vLLM's CUDA-graph estimate (0.20+, ~2 GiB per GPU for
+    # 80 layers: engines/vllm/cudagraphs.py) took it below one 32k request: refused, not ranked
+    everything = {(r["tensor_parallel_size"], r["pipeline_parallel_size"], r["data_parallel_size"]): r
+                  for r in out["layouts"]}
+    assert "less than one 32,768-token request" in everything[(2, 1, 2)]["refused"]
     # every layout with room for the assumed need comes before every one without
     ok = [min(r["full_length_requests"]) >= assumed for r in rows]
     assert ok == sorted(ok, reverse=True)
-    tp2dp2 = rows[order.index((2, 1, 2))]
-    assert f"fewer than the {assumed} assumed" in tp2dp2["why"]
+    pp2 = rows[order.index((1, 2, 1))]
+    assert f"fewer than the {assumed} assumed" in pp2["why"]
     assert main(["plan", *args]) == 0
     text = capsys.readouterr().out
     assert f"needs: none given; assumed room for {assumed} full-length requests per replica" in text
