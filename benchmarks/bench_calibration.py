@@ -78,6 +78,9 @@ GPU_TOTAL_MIB = {
     # nvidia-smi "45397MiB /  46068MiB" for NVIDIA L40S (tim-roethig/ai-platform
     # platform/docs/qwen3_235b_on_8xl40s.md and ollama_vs_vllm.md, driver 565.57.01)
     "NVIDIA L40S": 46068,
+    # "RTX PRO 6000 Blackwell Server Edition (595.84), UUID GPU-f07ea2df-..., 97,887 MiB total" (a host query
+    # quoted in a public repository report, search-index file id 67160152436)
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": 97887,
 }
 #: The total CUDA reports (``cudaMemGetInfo`` / ``torch.cuda.mem_get_info()[1]``, what vLLM multiplies by
 #: ``gpu_memory_utilization``), MiB, where a public source prints it; the others are NVML's total less
@@ -105,6 +108,8 @@ GPU_LINK = {
     # a PCIe card without NVLink (log 111: "Custom allreduce is disabled because it's not supported on
     # more than two PCIe-only GPUs")
     "NVIDIA L40S": TpLink.PCIE,
+    # a PCIe card without NVLink (log 301's nvidia-smi topo -m: SYS between every pair)
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": TpLink.PCIE,
 }
 #: Free memory on an idle GPU, below NVML's total: the driver's reservation (which vLLM's total
 #: leaves out: ``Gpu.cuda_total_mib``, 450 MiB where NVML did not say) and a little more.
@@ -275,6 +280,16 @@ CASES: tuple[Case, ...] = (
          max_num_batched_tokens=8192,
          assumed="model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B: its config.json was not found in a source, "
                  "predicted with the Qwen2.5-7B geometry (the log's 7.1441 GiB per rank matches log 203's)"),
+    # round 4 (logs 301-): held out, vLLM 0.20+ / SGLang / hybrids, found by exact engine strings
+    Case("vllm/301.txt", "vllm", "0.27.1", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+         "NVIDIA RTX PRO 6000 Blackwell Server Edition", tp=4, pp=1, memory_fraction=0.90, max_model_len=32768,
+         complete=False, fitted=False, max_num_seqs=32,
+         assumed="VLLM_USE_DEEP_GEMM=0 (vLLM's own block-FP8 kernels instead of DeepGEMM, which crashed on sm_120) "
+                 "is not an input of predict_pool"),
+    Case("vllm/302.txt", "vllm", "0.31.0", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA A100-SXM4-80GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=131072, complete=True, fitted=False,
+         assumed="A100 80GB form factor not stated (SXM4 taken; the PCIe card has the same 81,920 MiB and 108 SMs, "
+                 "and at TP 1 the link does not enter)"),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
@@ -422,6 +437,11 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                max_model_len=262144, figure="available",
                why="hybrid Gated DeltaNet: 544-token attention block sharing its page with the DeltaNet state "
                    "(kv_groups.hybrid_layout)"),
+    FigureCase("vllm/301.txt", "vllm", "0.27.1", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", tp=4, pp=1,
+               block_size=16, max_model_len=32768, figure="available",
+               why="the figure is each worker's 'Current kv cache memory in use is 27.85 GiB' (all four print it)"),
+    FigureCase("vllm/302.txt", "vllm", "0.31.0", "meta-llama/Llama-3.1-8B-Instruct", tp=1, pp=1, block_size=16,
+               max_model_len=131072, figure="available"),
     FigureCase("vllm-cpu/vllm-tiny.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1, block_size=128,
                max_model_len=512, figure="available"),
     FigureCase("vllm-cpu/vllm-tp2.log", "vllm", "0.32.0", "tiny-llama", tp=2, pp=1, block_size=128,
