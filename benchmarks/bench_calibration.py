@@ -160,6 +160,8 @@ MODEL_LOADERS: dict[str, Callable[[], ModelSpec]] = {
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-235b-a22b-fp8")),
     "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
     "Qwen/Qwen3-Next-80B-A3B-Instruct": lambda: load_model(str(MODELS / "qwen3-next-80b-a3b-instruct")),
+    # log sglang/301 names the FP8 checkpoint itself, whose bundled config the folder holds
+    "Qwen/Qwen3-30B-A3B-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
     # The Qwen2.5-7B base checkpoint (logs 202-203): loaded from the bundled Qwen2.5-7B-Instruct config (same
     # 28 layers, 28/4 heads, 3584 hidden, 152064 vocab, untied embeddings; the base's config.json differs in
     # max_position_embeddings, which the logs' explicit max_model_len makes moot). No base config.json was
@@ -305,6 +307,11 @@ CASES: tuple[Case, ...] = (
          tp=4, pp=1, memory_fraction=0.80, max_model_len=40960, complete=True, fitted=False,
          assumed="release unknown (SGLang main at commit ebaf86d4, June 2026); with mem_fraction_static "
                  "given, 0.4.9, 0.5.3, 0.5.10 and 0.5.23 all predict the same pool"),
+    Case("sglang/301.txt", "sglang", "0.5.23", "Qwen/Qwen3-30B-A3B-FP8", "NVIDIA H100 80GB HBM3",
+         tp=1, pp=1, memory_fraction=0.83, max_model_len=40960, complete=True, fitted=False,
+         assumed="release unknown (an SGLang image of August 2026): with mem_fraction_static given the pool is the "
+                 "static share less weights and communicators, 0.5.23 rules taken; attention_backend='triton' and the "
+                 "build's prefill/decode CUDA-graph config sit outside that share"),
     Case("sglang/102.txt", "sglang", "0.4.2", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA H100 80GB HBM3",
          tp=1, pp=1, memory_fraction=0.88, max_model_len=131072, complete=False, fitted=False,
          assumed="GPU unknown (80GB class, docs build machine): H100 80GB assumed (A100-SXM4-80GB predicts "
@@ -467,6 +474,11 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                max_model_len=40960, figure="kv_size"),
     FigureCase("sglang/101.txt", "sglang", "0.5.23", "Qwen/Qwen3-14B", tp=4, pp=1, block_size=1,
                max_model_len=40960, figure="avail_mem", memory_fraction=0.80),
+    FigureCase("sglang/301.txt", "sglang", "0.5.23", "Qwen/Qwen3-30B-A3B-FP8", tp=1, pp=1, block_size=1,
+               max_model_len=40960, figure="kv_size"),
+    # no avail_mem row for sglang/301: "Load weight end" avail mem 49.33 / usage 29.15 at 0.83 leaves 35.99 GiB
+    # (393,034-393,143 tokens) where the build allocated 392,920; what this 2026 build also takes from the
+    # static share is not known here
     FigureCase("sglang/102.txt", "sglang", "0.4.2", "meta-llama/Llama-3.1-8B-Instruct", tp=1, pp=1, block_size=1,
                max_model_len=131072, figure="kv_size"),
     FigureCase("sglang/103.txt", "sglang", "0.5.4", "meta-llama/Llama-3.3-70B-Instruct", tp=8, pp=1,
