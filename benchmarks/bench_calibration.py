@@ -78,6 +78,9 @@ GPU_TOTAL_MIB = {
     # nvidia-smi "45397MiB /  46068MiB" for NVIDIA L40S (tim-roethig/ai-platform
     # platform/docs/qwen3_235b_on_8xl40s.md and ollama_vs_vllm.md, driver 565.57.01)
     "NVIDIA L40S": 46068,
+    # "RTX PRO 6000 Blackwell Server Edition (595.84), UUID GPU-f07ea2df-..., 97,887 MiB total" (a host query
+    # quoted in a public repository report, search-index file id 67160152436)
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": 97887,
 }
 #: The total CUDA reports (``cudaMemGetInfo`` / ``torch.cuda.mem_get_info()[1]``, what vLLM multiplies by
 #: ``gpu_memory_utilization``), MiB, where a public source prints it; the others are NVML's total less
@@ -105,6 +108,8 @@ GPU_LINK = {
     # a PCIe card without NVLink (log 111: "Custom allreduce is disabled because it's not supported on
     # more than two PCIe-only GPUs")
     "NVIDIA L40S": TpLink.PCIE,
+    # a PCIe card without NVLink (log 301's nvidia-smi topo -m: SYS between every pair)
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": TpLink.PCIE,
 }
 #: Free memory on an idle GPU, below NVML's total: the driver's reservation (which vLLM's total
 #: leaves out: ``Gpu.cuda_total_mib``, 450 MiB where NVML did not say) and a little more.
@@ -155,6 +160,8 @@ MODEL_LOADERS: dict[str, Callable[[], ModelSpec]] = {
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-235b-a22b-fp8")),
     "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
     "Qwen/Qwen3-Next-80B-A3B-Instruct": lambda: load_model(str(MODELS / "qwen3-next-80b-a3b-instruct")),
+    # log sglang/301 names the FP8 checkpoint itself, whose bundled config the folder holds
+    "Qwen/Qwen3-30B-A3B-FP8": lambda: load_model(str(MODELS / "qwen3-30b-a3b-fp8")),
     # The Qwen2.5-7B base checkpoint (logs 202-203): loaded from the bundled Qwen2.5-7B-Instruct config (same
     # 28 layers, 28/4 heads, 3584 hidden, 152064 vocab, untied embeddings; the base's config.json differs in
     # max_position_embeddings, which the logs' explicit max_model_len makes moot). No base config.json was
@@ -275,6 +282,16 @@ CASES: tuple[Case, ...] = (
          max_num_batched_tokens=8192,
          assumed="model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B: its config.json was not found in a source, "
                  "predicted with the Qwen2.5-7B geometry (the log's 7.1441 GiB per rank matches log 203's)"),
+    # round 4 (logs 301-): held out, vLLM 0.20+ / SGLang / hybrids, found by exact engine strings
+    Case("vllm/301.txt", "vllm", "0.27.1", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+         "NVIDIA RTX PRO 6000 Blackwell Server Edition", tp=4, pp=1, memory_fraction=0.90, max_model_len=32768,
+         complete=False, fitted=False, max_num_seqs=32,
+         assumed="VLLM_USE_DEEP_GEMM=0 (vLLM's own block-FP8 kernels instead of DeepGEMM, which crashed on sm_120) "
+                 "is not an input of predict_pool"),
+    Case("vllm/302.txt", "vllm", "0.31.0", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA A100-SXM4-80GB",
+         tp=1, pp=1, memory_fraction=None, max_model_len=131072, complete=True, fitted=False,
+         assumed="A100 80GB form factor not stated (SXM4 taken; the PCIe card has the same 81,920 MiB and 108 SMs, "
+                 "and at TP 1 the link does not enter)"),
     Case("sglang/001.txt", "sglang", "0.4.9", "Qwen/Qwen3-235B-A22B-FP8", "NVIDIA H100 80GB HBM3",
          tp=4, pp=1, memory_fraction=0.93, max_model_len=None, complete=True,
          assumed="version unknown, but with mem_fraction_static given SGLang's pool does not depend on it; "
@@ -290,6 +307,11 @@ CASES: tuple[Case, ...] = (
          tp=4, pp=1, memory_fraction=0.80, max_model_len=40960, complete=True, fitted=False,
          assumed="release unknown (SGLang main at commit ebaf86d4, June 2026); with mem_fraction_static "
                  "given, 0.4.9, 0.5.3, 0.5.10 and 0.5.23 all predict the same pool"),
+    Case("sglang/301.txt", "sglang", "0.5.23", "Qwen/Qwen3-30B-A3B-FP8", "NVIDIA H100 80GB HBM3",
+         tp=1, pp=1, memory_fraction=0.83, max_model_len=40960, complete=True, fitted=False,
+         assumed="release unknown (an SGLang image of August 2026): with mem_fraction_static given the pool is the "
+                 "static share less weights and communicators, 0.5.23 rules taken; attention_backend='triton' and the "
+                 "build's prefill/decode CUDA-graph config sit outside that share"),
     Case("sglang/102.txt", "sglang", "0.4.2", "meta-llama/Llama-3.1-8B-Instruct", "NVIDIA H100 80GB HBM3",
          tp=1, pp=1, memory_fraction=0.88, max_model_len=131072, complete=False, fitted=False,
          assumed="GPU unknown (80GB class, docs build machine): H100 80GB assumed (A100-SXM4-80GB predicts "
@@ -422,6 +444,11 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                max_model_len=262144, figure="available",
                why="hybrid Gated DeltaNet: 544-token attention block sharing its page with the DeltaNet state "
                    "(kv_groups.hybrid_layout)"),
+    FigureCase("vllm/301.txt", "vllm", "0.27.1", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", tp=4, pp=1,
+               block_size=16, max_model_len=32768, figure="available",
+               why="the figure is each worker's 'Current kv cache memory in use is 27.85 GiB' (all four print it)"),
+    FigureCase("vllm/302.txt", "vllm", "0.31.0", "meta-llama/Llama-3.1-8B-Instruct", tp=1, pp=1, block_size=16,
+               max_model_len=131072, figure="available"),
     FigureCase("vllm-cpu/vllm-tiny.log", "vllm", "0.32.0", "tiny-llama", tp=1, pp=1, block_size=128,
                max_model_len=512, figure="available"),
     FigureCase("vllm-cpu/vllm-tp2.log", "vllm", "0.32.0", "tiny-llama", tp=2, pp=1, block_size=128,
@@ -447,6 +474,11 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
                max_model_len=40960, figure="kv_size"),
     FigureCase("sglang/101.txt", "sglang", "0.5.23", "Qwen/Qwen3-14B", tp=4, pp=1, block_size=1,
                max_model_len=40960, figure="avail_mem", memory_fraction=0.80),
+    FigureCase("sglang/301.txt", "sglang", "0.5.23", "Qwen/Qwen3-30B-A3B-FP8", tp=1, pp=1, block_size=1,
+               max_model_len=40960, figure="kv_size"),
+    # no avail_mem row for sglang/301: "Load weight end" avail mem 49.33 / usage 29.15 at 0.83 leaves 35.99 GiB
+    # (393,034-393,143 tokens) where the build allocated 392,920; what this 2026 build also takes from the
+    # static share is not known here
     FigureCase("sglang/102.txt", "sglang", "0.4.2", "meta-llama/Llama-3.1-8B-Instruct", tp=1, pp=1, block_size=1,
                max_model_len=131072, figure="kv_size"),
     FigureCase("sglang/103.txt", "sglang", "0.5.4", "meta-llama/Llama-3.3-70B-Instruct", tp=8, pp=1,

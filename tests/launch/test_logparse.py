@@ -118,6 +118,18 @@ REAL: dict[str, dict[str, Any]] = {
                          max_concurrency_len=4096, available_kv_gib=None, weights_gib=7.1441, error_kind=None),
     "vllm/204.txt": dict(engine="vllm", kv_tokens=367_968, kv_tokens_all=(367968, 368352), max_concurrency=89.84,
                          max_concurrency_len=4096, available_kv_gib=None, weights_gib=7.1441, error_kind=None),
+    # round 4 (logs 301-): vLLM 0.20+, SGLang and hybrids, held out
+    # 0.27.1 prints no "Available KV cache memory" in this excerpt: the figure is each worker's
+    # "Current kv cache memory in use is 27.85 GiB." at the end of its free-memory summary
+    "vllm/301.txt": dict(engine="vllm", kv_tokens=621_392, max_concurrency=18.96, max_concurrency_len=32768,
+                         available_kv_gib=27.85, weights_gib=55.19, error_kind=None),
+    # 0.31 prints the pool and the concurrency on one line
+    "vllm/302.txt": dict(engine="vllm", kv_tokens=460_496, max_concurrency=3.51, max_concurrency_len=131072,
+                         available_kv_gib=56.21, weights_gib=15.0, error_kind=None),
+    # a 2026 SGLang build: "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, ..."; no concurrency line,
+    # the concurrency is max_total_num_tokens / context_len (392,920 / 40,960)
+    "sglang/301.txt": dict(engine="sglang", kv_tokens=392_920, max_concurrency=9.59, max_concurrency_len=40960,
+                           available_kv_gib=35.98, weights_gib=29.15, error_kind=None),
     "vllm/103.txt": dict(engine="vllm", kv_tokens=79_392, weights_gib=57.752, error_kind="kv_cache_too_small",
                          error_numbers={"max_model_len": 131072, "kv_tokens": 79392}),
     "vllm/104.txt": dict(engine="vllm", kv_tokens=1280, gpu_blocks=80, max_concurrency=0.16,
