@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,12 +179,13 @@ class Snapshot:
                 found.append(f"lock: {err}")
         return found
 
-    def wait_clean(self, seconds: float) -> list[str]:
-        """``leaks()`` once nothing is left, or what is still there after ``seconds``."""
+    def wait_clean(self, seconds: float, known: Collection[str] = ()) -> list[str]:
+        """``leaks()`` once nothing but ``known`` (leftovers the caller accounts for) is left, or what is
+        still there after ``seconds``."""
         deadline = time.monotonic() + seconds
         while True:
             found = self.leaks()
-            if not found or time.monotonic() >= deadline:
+            if not [x for x in found if x not in known] or time.monotonic() >= deadline:
                 return found
             time.sleep(0.5)
 

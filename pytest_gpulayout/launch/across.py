@@ -312,10 +312,12 @@ def _not_launched(dep: Deployment, why: str, command: Sequence[str] = ()) -> Fin
 def launch_across(dep: Deployment, model: Any, machine: Machine, spans: Sequence[NodeSpan], *, engine: Served,
                   prediction_tokens: int | None, log_path: Path, engine_version: str | None,
                   stop_when: str = "kv", grace_s: float = 10.0,
-                  worker_exit_s: float = WORKER_EXIT_S,
+                  worker_exit_s: float | None = None,
                   progress: Progress | None = None) -> tuple[Finding, LaunchResult | None]:
     """Launch ``dep`` across ``spans`` (see the module docstring); never raises for engine or cluster
-    trouble: that is the finding."""
+    trouble: that is the finding. ``worker_exit_s``: default ``WORKER_EXIT_S``, read at the call."""
+    if worker_exit_s is None:
+        worker_exit_s = WORKER_EXIT_S
     address = machine.source[len(RAY_PREFIX):]
     try:
         ray, joined_here = _connect(address)

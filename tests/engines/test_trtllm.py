@@ -195,7 +195,10 @@ def fake_dep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
 
 
 def test_startup_with_the_fake_engine_replaying_a_trtllm_log(fake_dep: Deployment, tmp_path: Path) -> None:
-    dep = replace(fake_dep, require=Require(kv_tokens=800_000))
+    # the excerpt has neither a profiling mark nor a ready line, so its pool line is never the final
+    # one: the launch runs to its timeout and is judged on the pool it read by then. The replay takes
+    # well under a second; 5 s of timeout, not the fixture's 30 s of waiting for nothing.
+    dep = replace(fake_dep, require=Require(kv_tokens=800_000), launch=replace(fake_dep.launch, timeout_s=5))
     r = launch_deployment(dep, None, engine=ENGINES["trtllm"], log_dir=tmp_path / "logs")
     assert r.finding.status is Status.PASS, r.finding.message
     assert r.kv_tokens == 860_320 and "TensorRT-LLM started" in r.finding.message

@@ -4,7 +4,9 @@ Three real launches, each compared before and after (``tests/leaks.py``: ``/dev/
 temp directory and ``/tmp``, listening ports, the GPU lock, processes):
 
 - a normal launch (case 9 and the speed promise): no ZMQ sockets or ``vllm_dist_*`` left in the
-  temp directory, and the tree gone within 2 s of the KV line;
+  temp directory, and the tree gone within 2 s of the KV line. It is also the TP=1 case of the
+  startup check's real pool (``test_startup_engine.py`` launches TP=2): the pool it reads is the
+  1 GiB the launch asked for, equal to the prediction, and ``require`` holds;
 - SIGTERM to the launching process after the weights are loaded (case 1): vLLM is stopped with
   its own stop signal (SIGTERM) and a real grace, its ``psm_*``/``sem.mp-*`` do not stay in ``/dev/shm``, the log is
   complete to its last line;
@@ -28,7 +30,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -36,9 +38,10 @@ import pytest
 from leaks import Snapshot
 from real_engines import vllm_python
 
-from pytest_gpulayout.deployment import Deployment, Launch
-from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.deployment import Deployment, Launch, Require
+from pytest_gpulayout.engines.registry import ENGINES, log_grammars
 from pytest_gpulayout.findings import Status
+from pytest_gpulayout.launch import logparse
 from pytest_gpulayout.launch.startup import StartupReport, launch_deployment
 
 HERE = Path(__file__).parents[1]
@@ -47,6 +50,11 @@ TINY_DIR = HERE / "data" / "models" / "tiny-llama"
 KV_LINE = "KV cache size:"
 
 
+def tiny_tokens_per_gib() -> int:
+    """1 GiB of KV for the tiny Llama on one rank: 2 (K, V) x bf16 x head_dim x KV heads x layers."""
+    cfg = json.loads((TINY_DIR / "config.json").read_text())
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    return (1 << 30) // (cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim * 2 * 2)
 
 
 @dataclass
@@ -102,6 +110,8 @@ class Normal:
     report: StartupReport
     leaks: list[str]
     kv_line_in_log: bool
+    expected: int       # its pool: VLLM_CPU_KVCACHE_SPACE=1 is 1 GiB of KV
+    seconds: float      # the launch, start to return
 
 
 @pytest.fixture(scope="module")
@@ -112,14 +122,19 @@ def normal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Normal]:
 
 def _normal(tmp_path_factory: pytest.TempPathFactory, etmp: Path) -> Iterator[Normal]:
     setup = _setup(tmp_path_factory.mktemp("normal"), etmp)
+    expected = tiny_tokens_per_gib()
+    setup.dep = replace(setup.dep, require=Require(kv_tokens=expected))
     old = os.environ.get("GPULAYOUT_LOCK_DIR")
     os.environ["GPULAYOUT_LOCK_DIR"] = str(setup.locks)
     before = setup.snapshot()
     try:
-        report = launch_deployment(setup.dep, None, engine=ENGINES[setup.dep.engine], log_dir=setup.work / "logs")
+        t0 = time.monotonic()
+        report = launch_deployment(setup.dep, None, engine=ENGINES[setup.dep.engine], log_dir=setup.work / "logs",
+                                   prediction_tokens=expected)
+        seconds = time.monotonic() - t0
         leaks = before.wait_clean(3)
         text = report.log_path.read_text(errors="replace") if report.log_path else ""
-        yield Normal(setup, report, leaks, KV_LINE in text)
+        yield Normal(setup, report, leaks, KV_LINE in text, expected, seconds)
     finally:
         before.kill_strays()
         if old is None:
@@ -139,6 +154,27 @@ def test_real_vllm_leaves_nothing_in_tmp_shm_or_ports(normal: Normal) -> None:
     assert result is not None
     # vLLM did write into the launch's private TMPDIR (its ZMQ sockets), and the launch removed it
     assert any("/gpulayout-" in c and "entr" in c for c in result.cleaned), result.cleaned
+
+
+@pytest.mark.engine
+def test_real_vllm_cpu_pool_tp1(normal: Normal) -> None:
+    """The startup check's real pool at TP=1 (TP=2: ``test_startup_engine.py``): 1 GiB of KV on the one
+    rank, equal to the prediction, read before the server was up; nothing of the launch is left."""
+    report, expected = normal.report, normal.expected
+    print(f"\nvLLM CPU TP=1: KV after {report.seconds_to_kv} s, total {normal.seconds:.1f} s")
+    assert report.finding.status is Status.PASS, report.finding.message
+    assert report.kv_tokens == expected
+    assert report.max_concurrency == pytest.approx(expected / 512)
+    assert report.finding.data["ratio"] == 1.0
+    assert report.result is not None and report.result.stopped_by == "kv"
+    assert not report.result.log.ready  # verdict before the server was up
+    assert report.result.leftover_pids == ()
+    assert normal.leaks == []  # its processes among them (the launch's marker in their environment)
+    # the saved log says the same to `gpulayout parse-log`, although it goes on into the interrupted
+    # start-up's shutdown (tracebacks of cancelled work are not startup errors)
+    assert report.log_path is not None
+    saved = logparse.parse_log(report.log_path.read_text(errors="replace"), log_grammars("auto"))
+    assert (saved.kv_tokens, saved.error_kind) == (expected, None)
 
 
 @pytest.mark.engine

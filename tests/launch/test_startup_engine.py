@@ -358,12 +358,12 @@ def vllm_dep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("tp", [1, 2])
-def test_real_vllm_cpu_pool(vllm_dep: Deployment, tmp_path: Path, tp: int) -> None:
+def test_real_vllm_cpu_pool_tp2(vllm_dep: Deployment, tmp_path: Path) -> None:
+    """TP=1: the containment tests' normal launch asserts the same of its pool (one vLLM start-up
+    fewer: ``test_containment_engine.py::test_real_vllm_cpu_pool_tp1``)."""
+    tp = 2
     expected = tiny_tokens_per_gib(tp)  # VLLM_CPU_KVCACHE_SPACE=1: 1 GiB of KV per rank
-    env = dict(vllm_dep.launch.env)
-    if tp == 2:
-        env["VLLM_CPU_OMP_THREADS_BIND"] = "0|1"
+    env = {**vllm_dep.launch.env, "VLLM_CPU_OMP_THREADS_BIND": "0|1"}
     dep = replace(vllm_dep, tensor_parallel_size=tp, require=Require(kv_tokens=expected),
                   launch=replace(vllm_dep.launch, env=MappingProxyType(env)))
     before = Snapshot.take(markers=(dep.model,))

@@ -386,7 +386,12 @@ def test_vllm_across_hosts_runs_on_the_head_and_no_worker_is_left_on_any_node(cl
 
 
 def test_vllm_workers_that_outlive_the_head_are_found_by_the_marker_killed_and_reported(cluster, models, ray_machine,
-                                                                                        tmp_path) -> None:
+                                                                                        tmp_path, monkeypatch) -> None:
+    from pytest_gpulayout.launch import across
+
+    # detached actors never exit by themselves: each node's sweep waits its whole WORKER_EXIT_S (10 s)
+    # before it kills them. 3 s is as long a wait to outlive (non-detached workers exit in 1-3 s).
+    monkeypatch.setattr(across, "WORKER_EXIT_S", 3.0)
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     dep = fake_dep("leaky", "vllm", models, gpus("a", 0) + gpus("b", 0), 1, 2, "vllm-ray-ib.log",

@@ -71,7 +71,12 @@ def test_real_measure_chooses_more_sequences_and_agrees_with_the_generator(tmp_p
     low, high = data["verdict"]["ratio"]["ci95"]
     assert 1.0 < low <= data["verdict"]["ratio"]["mean"] <= high
     for name, d in data["deployments"].items():
-        assert d["requests"] == {"completed": MEASURE["requests"] * MEASURE["windows"], "failed": 0}, name
+        # every window's requests all completed. Where the first pass's interval still overlapped 1 (windows
+        # of a second or less on a shared machine), measure launched both again for two windows more each,
+        # as it does (measure/run.py): the count follows the windows run
+        extra = len(d["windows"]) - MEASURE["windows"]
+        assert extra >= 0 and extra % 2 == 0, name
+        assert d["requests"] == {"completed": MEASURE["requests"] * len(d["windows"]), "failed": 0}, name
         assert d["clocks"] is None  # the CPU build: no NVML
         assert d["engine_metrics"]["samples"] > 0 and d["engine_metrics"]["kv_usage_max"] is not None
         for w in d["windows"]:  # each window's figures are the generator's own for that run
