@@ -83,6 +83,10 @@ class StartupLog:
     error_numbers: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     error_line: str | None = None
     ready: bool = False
+    #: ``kv_tokens`` is a pool the engine sized before its final one, and the final never came (TensorRT-LLM's
+    #: ``KvCacheCreator`` builds a small cache to profile with, then the real one: ``engines/trtllm/log.py``):
+    #: what a launch stopped in between saw, not the pool it would serve from
+    kv_provisional: bool = False
     #: what the engine printed about its own configuration (``LogGrammar.config``; keys ``CONFIG_KEYS``),
     #: the first value of each key: the settings it actually ran with, to hold the deployment to
     config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

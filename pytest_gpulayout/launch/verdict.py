@@ -189,6 +189,11 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         leftover = (f" Engine processes {', '.join(map(str, result.leftover_pids))} survived SIGKILL and are "
                     f"still running: kill them before the next launch.")
 
+    provisional = ""
+    if kv is not None and log.kv_provisional and result.stopped_by != "ready":
+        provisional = (f" It had printed only the pool it profiles with ({kv:,} tokens), not the one it serves "
+                       f"from.")
+        kv = None
     if kv is None or result.stopped_by == "error":
         if log.error_kind is not None:
             fix = _FIXES.get(log.error_kind, "see the engine's log")
@@ -196,7 +201,7 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
                    f"Fix: {fix}.{where}{leftover}")
         elif result.stopped_by == "timeout":
             msg = (f"{dep.name}: {name} did not report its KV pool within {dep.launch.timeout_s:.0f} s "
-                   f"(launch.timeout_s); raise the timeout if the model is large, else see the log."
+                   f"(launch.timeout_s).{provisional} Raise the timeout if the model is large, else see the log."
                    f"{where}{leftover}")
         elif result.stopped_by == "watchdog":
             code = result.watchdog_returncode
@@ -206,7 +211,8 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
                    f"its KV pool; the launcher stopped {name}'s process tree itself. Nothing is known of "
                    f"{name}'s own fate: run the check again.{where}{leftover}")
         elif result.stopped_by == "interrupt":
-            msg = (f"{dep.name}: the launch was interrupted before {name} reported its KV pool.{where}{leftover}")
+            msg = (f"{dep.name}: the launch was interrupted before {name} reported its KV pool.{provisional}"
+                   f"{where}{leftover}")
         else:
             msg = (f"{dep.name}: {name} exited with code {result.returncode} before reporting its KV pool, "
                    f"and its log names no known cause.{where}{leftover}")

@@ -236,6 +236,8 @@ class TrtLlmLogWatcher:
             error_numbers=MappingProxyType(dict(numbers)),
             error_line=line,
             ready=self.ready,
+            # the estimation pool only: the launch stopped before the profiled one (or the paste cut it)
+            kv_provisional=kv_tokens is not None and not self._final_pools and not self.ready,
         )
 
 
