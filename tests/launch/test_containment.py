@@ -483,6 +483,9 @@ def test_whatever_the_spawn_raises_what_the_launch_made_is_removed(
 DRIVER = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
+    # Ctrl-C as in a terminal, whatever started pytest: a run in a background job (`&`) ignores SIGINT, and
+    # the launcher keeps an ignored signal ignored (Case 7)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
     print("launching", flush=True)

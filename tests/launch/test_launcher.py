@@ -245,8 +245,11 @@ def test_stop_when_must_be_known(fake: Fake) -> None:
 # Interrupting the process that launched the engine
 # ------------------------------------------------------------------------------------------------
 DRIVER = textwrap.dedent("""
-    import os, sys
+    import os, signal, sys
     from pathlib import Path
+    # Ctrl-C as in a terminal, whatever started pytest: a run in a background job (`&`) ignores SIGINT, and
+    # the launcher keeps an ignored signal ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
     argv = sys.argv[1:-1]
@@ -278,7 +281,8 @@ def test_interrupted_launcher_leaves_no_engine(fake: Fake, sig: signal.Signals) 
 
 def test_an_ignored_sigint_leaves_the_launch_alone(fake: Fake) -> None:
     # a job started with `&` ignores SIGINT: a stray one must not kill the engine mid-launch
-    driver_src = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n" + DRIVER.replace(
+    driver_src = DRIVER.replace("signal.signal(signal.SIGINT, signal.default_int_handler)",
+                                "signal.signal(signal.SIGINT, signal.SIG_IGN)").replace(
         "launch(argv,", "r = launch(argv,").replace('print("launch returned", flush=True)',
                                                       'print("launch returned", r.stopped_by, flush=True)')
     argv = fake.argv(TINY_LOG, scale=0.3)

@@ -99,9 +99,11 @@ def test_interrupting_a_measurement_leaves_nothing_behind(tmp_path: Path, model_
     work = tmp_path / "work"
     before = Snapshot.take(markers=(str(model_dir),))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # Ctrl-C as in a terminal, whatever started pytest (a background job ignores SIGINT, and so would the CLI)
     proc = subprocess.Popen([sys.executable, "-m", "pytest_gpulayout.cli", "measure", str(path), "--log-dir",
                              str(work), "--deployments", "seqs1"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not list(work.glob("*.job.json")):  # the load started
