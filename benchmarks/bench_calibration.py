@@ -9,7 +9,7 @@ two columns per log.
   KV cache (vLLM "Available KV cache memory" / V0 ``kv_cache_size=`` / the CPU backend's "Explicitly
   set (X/..) GiB for KV cache"; SGLang's K + V size, or "Load weight end" avail mem and mem usage
   with ``mem_fraction_static``) through the engine's arithmetic: vLLM's blocks and KV cache groups
-  (``memory/vllm_kv.py``), SGLang's cell size and its one padded slot (``memory_pool.py``). Pure
+  (``engines/vllm/kv_groups.py``), SGLang's cell size and its one padded slot (``memory_pool.py``). Pure
   arithmetic: it must give the logged count for some figure that prints as the log's (each printed
   number is within 0.005 GiB of the truth), which pins the bytes per token per rank.
 * **B, the pool from free memory and flags** (``CASES``): ``memory.pool.predict_pool`` with the
@@ -520,7 +520,7 @@ FIGURE_SKIPPED: dict[str, str] = {
 
 
 def _vllm_tokens(model: ModelSpec, c: FigureCase, budget: int) -> tuple[int, int]:
-    """vLLM's token count for ``budget`` bytes per worker: the KV cache groups of memory/vllm_kv.py
+    """vLLM's token count for ``budget`` bytes per worker: the KV cache groups of engines/vllm/kv_groups.py
     (one group for these models: ``budget // (page x layers) x block``), MIN over PP stages."""
     version = Version(c.version)
     layer = kv_layer_bytes_per_token(model, tp=c.tp, kv_cache_dtype=c.kv_cache_dtype)

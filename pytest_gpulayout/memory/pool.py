@@ -163,7 +163,7 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     gpt-oss-style hybrid SWA models in SGLang report the full-attention pool: ``rest`` over
     ``full_layers + 0.8 x swa_layers`` layers. ``max_model_len`` defaults to the model's derived
     maximum; ``max_concurrency`` is ``kv_tokens / max_model_len`` except for vLLM hybrid sliding
-    models (their KV cache groups, ``memory/vllm_kv.py``). GPU memory unknown -> ``MemoryUnknown``.
+    models (their KV cache groups, ``engines/vllm/kv_groups.py``). GPU memory unknown -> ``MemoryUnknown``.
 
     ``link``: the interconnect of the replica's TP groups (``communicators.tp_link``; unknown counts as
     NVLink), which sizes the communicators SGLang and vLLM before 0.11 take out of the pool.

@@ -340,7 +340,7 @@ def test_sglang_mm_disabled_models_table_matches_the_extracted_release() -> None
     ``tools/engine_facts.py`` extracted from the 0.5.23 wheel (``prefill_graphs.multimodal_off_by_default``)."""
     from packaging.version import Version
 
-    from pytest_gpulayout.engines.sglang.engine import mm_disabled_models
+    from pytest_gpulayout.engines.sglang.multimodal import mm_disabled_models
     from pytest_gpulayout.generation import release_facts
 
     facts = release_facts("sglang", Version("0.5.23"))

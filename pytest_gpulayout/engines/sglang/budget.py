@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB
@@ -65,8 +66,6 @@ def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> Ra
                      f"{describe_communicators(tp=tp, world=tp * r.pp, link=r.link)}.")
     pre = min(frees_known) * MIB - context * GIB
     fraction = r.fraction
-    from pytest_gpulayout.engines.sglang.engine import serves_multimodal  # engine imports this module
-
     served_mm = model.is_multimodal and serves_multimodal(r.version, model, (knobs or LaunchKnobs()).given) is None
     vlm = runner_vlm_factor(r.version) if served_mm else 1.0
     if vlm != 1.0:
