@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from pytest_gpulayout.machine.facts import Gpu
@@ -49,18 +49,38 @@ NAME_TABLE: tuple[tuple[str, Capability], ...] = (
     ("P100", (6, 0)), ("P40", (6, 1)), ("P4", (6, 1)), ("GTX 1080", (6, 1)),
 )
 
+#: Streaming multiprocessors (NVIDIA's data sheets), matched like ``NAME_TABLE`` (the Triton top-k/top-p
+#: kernel's per-program buffer has one row per SM: ``engines/vllm/budget.py``).
+SM_TABLE: tuple[tuple[str, int], ...] = (
+    ("H100 PCIE", 114), ("H100", 132), ("H200", 132), ("H800", 132), ("GH200", 132), ("H20", 78),
+    ("B200", 148), ("A100", 108), ("A800", 108), ("L40S", 142), ("L40", 142), ("L20", 92), ("L4", 58),
+    ("RTX 4090", 128), ("RTX 3090", 82), ("RTX A6000", 84), ("A40", 84), ("A10G", 80), ("A10", 72),
+)
+
+_T = TypeVar("_T")
 _CC_RE = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
 #: NVML names MIG slices "<GPU name> MIG 3g.40gb": the slice has its parent's capability
 _MIG_RE = re.compile(r"\s+MIG\s+\S+$")
 
 
+def _by_name(table: Sequence[tuple[str, _T]], name: str) -> _T | None:
+    """The first entry of ``table`` whose key stands in ``name`` as a whole word (NVML's spelling, a MIG
+    slice as its parent GPU)."""
+    upper = _MIG_RE.sub("", name.upper()).replace("-", " ")
+    for key, value in table:
+        if re.search(rf"(?<![A-Z0-9]){re.escape(key)}(?![A-Z0-9])", upper):
+            return value
+    return None
+
+
 def capability_from_name(name: str) -> Capability | None:
     """The capability NVIDIA lists for a GPU named ``name`` (NVML's spelling); None when not in the table."""
-    upper = _MIG_RE.sub("", name.upper()).replace("-", " ")
-    for key, cc in NAME_TABLE:
-        if re.search(rf"(?<![A-Z0-9]){re.escape(key)}(?![A-Z0-9])", upper):
-            return cc
-    return None
+    return _by_name(NAME_TABLE, name)
+
+
+def sm_count_from_name(name: str) -> int | None:
+    """The streaming multiprocessors of a GPU named ``name`` (``SM_TABLE``); None when not in the table."""
+    return _by_name(SM_TABLE, name)
 
 
 def parse_capability(text: object) -> Capability | None:

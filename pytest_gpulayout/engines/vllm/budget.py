@@ -38,6 +38,7 @@ from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, v
 from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.machine.capability import sm_count_from_name
 from pytest_gpulayout.machine.facts import GIB, MIB
 from pytest_gpulayout.memory.capability import compute_capability
 from pytest_gpulayout.memory.common import MemoryEngine, engine_version
@@ -86,14 +87,8 @@ TRITON_SAMPLER_BYTES_PER_LOGIT = 14
 #: ``size = min(next_power_of_2(NUM_PROGRAMS), num_sm)``; ``buffer = logits.new_empty((size, vocab_size))``
 #: in ``_TRITON_BUFFER_CACHE``), so ``num_sm`` rows of 4 B logits are live at the warm-up's peak.
 TRITON_BUFFER_BYTES_PER_LOGIT = 4
-#: Streaming multiprocessors (NVIDIA's data sheets) by a substring of the NVML name, upper case, first
-#: match wins; the Triton buffer's rows (``num_compute_units``). Unknown GPUs: ``DEFAULT_SM_COUNT``
-#: (Hopper SXM's; the buffer differs by < 0.1 GiB across these GPUs at a 152k vocabulary).
-SM_COUNTS: tuple[tuple[str, int], ...] = (
-    ("H100 PCIE", 114), ("H100", 132), ("H200", 132), ("H800", 132), ("GH200", 132), ("H20", 78),
-    ("B200", 148), ("A100", 108), ("A800", 108), ("L40S", 142), ("L40", 142), ("L20", 92), ("L4", 58),
-    ("RTX 4090", 128), ("RTX 3090", 82), ("RTX A6000", 84), ("A40", 84), ("A10G", 80), ("A10", 72),
-)
+#: Streaming multiprocessors where ``machine/capability.py``'s ``SM_TABLE`` does not know the GPU: Hopper
+#: SXM's (the Triton buffer differs by < 0.1 GiB across the GPUs there at a 152k vocabulary).
 DEFAULT_SM_COUNT = 132
 #: V1's profile run keeps the dummy forward's output while the sampler warms up (0.9.2 and 0.19.1
 #: ``v1/worker/gpu_model_runner.py profile_run``: ``hidden_states, last_hidden_states = self._dummy_run(
@@ -105,9 +100,8 @@ HIDDEN_BYTES = 2
 
 
 def sm_count(gpu_name: str) -> int:
-    """The GPU's streaming multiprocessors by name (``SM_COUNTS``), else ``DEFAULT_SM_COUNT``."""
-    upper = gpu_name.upper().replace("-", " ")
-    return next((n for key, n in SM_COUNTS if key in upper), DEFAULT_SM_COUNT)
+    """The GPU's streaming multiprocessors by name (``machine/capability.py``), else ``DEFAULT_SM_COUNT``."""
+    return sm_count_from_name(gpu_name) or DEFAULT_SM_COUNT
 
 
 def triton_buffer_rows(rows: int, gpu_name: str) -> int:

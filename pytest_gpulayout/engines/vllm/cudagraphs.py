@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from pytest_gpulayout.machine.capability import capability_from_name
 from pytest_gpulayout.machine.facts import GIB, MIB
 
 #: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" (0.20.0 ``envs.py`` L1724-1726; "0" in 0.19.1).
@@ -46,8 +47,6 @@ BLACKWELL_CEILING_SINCE = Version("0.28")
 CAPTURES_MAX_NUM_SEQS_SINCE = Version("0.32")
 DEFAULT_CEILING = 512
 BLACKWELL_CEILING = 1024
-#: SM 10.x (``is_device_capability_family(100)``) by NVML name; RTX 50xx / RTX PRO Blackwell are SM 12.x.
-_SM100_NAMES = ("B200", "B300", "GB200", "GB300")
 
 #: What one more captured graph adds, per layer of the rank (the pieces of a PIECEWISE graph and the
 #: kernels of a FULL one both grow with the layers). The envelope (largest) of ``estimate / (layers x
@@ -92,8 +91,10 @@ class CudaGraphs:
 
 
 def _sm100(gpu_name: str) -> bool:
-    upper = gpu_name.upper()
-    return any(n in upper for n in _SM100_NAMES)
+    """SM 10.x (``is_device_capability_family(100)``) by the GPU's name (``machine/capability.py``); the RTX
+    50xx and RTX PRO Blackwell cards are SM 12.x."""
+    cc = capability_from_name(gpu_name)
+    return cc is not None and cc[0] == 10
 
 
 def capture_sizes(version: Version, *, max_num_seqs: int, max_num_batched_tokens: int, gpu_name: str = "",
