@@ -156,7 +156,7 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
     """Each invocation as a validated ``Deployment`` named after where it stands."""
     taken: set[str] = set()
     entries: dict[str, dict[str, Any]] = {}
-    by_name: dict[str, tuple[Invocation, Any]] = {}
+    by_name: dict[str, tuple[Invocation, Any, tuple[str, str | None] | None]] = {}
     for inv, pod in invocations:
         if not get_engine(inv.engine).command_line_keys:
             continue  # its flags are not read back into manifest keys yet (llama.cpp)
@@ -170,16 +170,16 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
             entry["engine_version"] = tagged[1]  # the image runs that release: its rules are the ones to judge
         name = safe_name(inv.source, taken)
         entries[name] = entry
-        by_name[name] = (inv, pod)
+        by_name[name] = (inv, pod, tagged)
     if not entries:
         return []
     data: Mapping[str, Any] = {"version": 1, "machine": machine, "deployments": entries}
     manifest = parse_manifest(data, path=path, where=str(path))
     out = []
     for dep in manifest.deployments:
-        inv, pod = by_name[dep.name]
+        inv, pod, tagged = by_name[dep.name]
         s = spread(inv)
-        image, release = _tagged(inv) or ("", None)
+        image, release = tagged or ("", None)
         out.append(Found(replace(dep, name=inv.source), inv.source, inv, pod, machine, s.nodes, s.local_dp, s.master,
                          image, release))
     return out
