@@ -328,7 +328,7 @@ def test_sglang_prefill_graphs_off_for_multimodal_models_by_release(version: str
 def test_sglang_prefill_graph_allow_list_comes_from_the_release_facts() -> None:
     """The allow-list is data: the extracted ``prefill_graphs`` of ``releases/0.5.23.json``. The same model
     is spared once the facts list it, and a PP deployment (no prefill graphs anyway) says nothing."""
-    from pytest_gpulayout.engines.sglang.engine import prefill_graphs_off
+    from pytest_gpulayout.engines.sglang.prefill_graphs import prefill_graphs_off
     from pytest_gpulayout.generation import ReleaseFacts, release_facts
 
     facts = release_facts("sglang", Version("0.5.23"))
@@ -358,7 +358,7 @@ def test_sglang_vision_tower_factor_reads_the_config_objects_attributes() -> Non
     ``getattr(vision_config, "hidden_size", 1024)``; transformers' Qwen2-VL / Qwen2.5-VL vision configs
     (4.57.1-5.19.0) define no ``num_hidden_layers``, and Qwen2-VL's ``hidden_size`` is the merger's 3,584.
     Qwen2-VL: 24 x 3,584^2 -> clamped to 0.8 (x 0.95 = 0.76), not 32 x 1,280^2 (0.847); Qwen2.5-VL: 24 x 1,280^2."""
-    from pytest_gpulayout.engines.sglang.engine import vision_tower_factor
+    from pytest_gpulayout.engines.sglang.multimodal import vision_tower_factor
 
     qwen2 = spec_from_config(QWEN2_VL_7B, name="Qwen2-VL-7B-Instruct", source="test")
     assert vision_tower_factor(qwen2) == pytest.approx(0.76)
@@ -406,7 +406,7 @@ def _mla(**extra: Any) -> ModelSpec:
 def test_sglang_breakable_prefill_graphs_are_off_for_mla(version: str, sparse: bool, off: bool) -> None:
     """0.5.15-0.5.16 ``server_args.py _disable_breakable_cudagraph_if_incompatible``: "MLA attention"; 0.5.17:
     "MLA attention (non-DSA)"; 0.5.18 drops it. With the graphs off there is no 1.5 GiB MLA prefill reserve."""
-    from pytest_gpulayout.engines.sglang.engine import prefill_graphs_off
+    from pytest_gpulayout.engines.sglang.prefill_graphs import prefill_graphs_off
 
     m = _mla(index_head_dim=128) if sparse else _mla()
     reason = prefill_graphs_off(Version(version), m, None)
@@ -460,7 +460,7 @@ def test_sglang_prefill_graphs_off_for_what_the_deployment_states(version: str, 
 def test_sglang_an_enforced_prefill_backend_skips_the_rules() -> None:
     """``--enforce-piecewise-cuda-graph`` returns before every rule (0.5.10-0.5.13); from 0.5.14 it is an alias of
     ``--cuda-graph-backend-prefill=tc_piecewise``, which locks the backend (``_apply_cuda_graph_compatibility``)."""
-    from pytest_gpulayout.engines.sglang.engine import prefill_graphs_off
+    from pytest_gpulayout.engines.sglang.prefill_graphs import prefill_graphs_off
 
     vl = _vl("Qwen2_5_VLForConditionalGeneration")
     for v in ("0.5.12", "0.5.16"):

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
@@ -29,8 +29,13 @@ from pytest_gpulayout.engine import (
 )
 from pytest_gpulayout.engines.sglang import budget, cli, divisibility, generation, launch
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
-from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal
-from pytest_gpulayout.generation import ReleaseFacts, extracted_releases, release_facts
+from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal, vision_tower_factor
+from pytest_gpulayout.engines.sglang.prefill_graphs import (
+    PP_KEEPS_BREAKABLE,
+    PREFILL_GRAPHS_DEFAULT_FROM,
+    facts_for_lists,
+    prefill_graphs_off,
+)
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -47,233 +52,6 @@ if TYPE_CHECKING:
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
     from pytest_gpulayout.model.spec import ModelSpec
-
-
-#: Piecewise (prefill) CUDA graphs: opt-in from 0.5.6, on by default from 0.5.10
-#: (``server_args.py``: ``disable_piecewise_cuda_graph: bool = False``).
-PREFILL_GRAPHS_DEFAULT_FROM = Version("0.5.10")
-
-
-@dataclass(frozen=True)
-class MultimodalPrefillRule:
-    """From ``since``, SGLang turns prefill CUDA graphs off for a multimodal model before it sizes memory
-    (``where``), unless its architecture is on one of ``allow_lists`` (``configs/model_config.py``)."""
-
-    since: Version
-    where: str
-    allow_lists: tuple[str, ...]
-
-
-_PIECEWISE_LIST = "multimodal_piecewise_cuda_graph_supported_model_archs"
-_BREAKABLE_LIST = "multimodal_breakable_cuda_graph_supported_model_archs"
-_HOOK = "arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible"
-#: The rule release by release (each wheel read; the CUDA-graph config is resolved before the memory
-#: settings in every one of them, so the default ``mem_fraction_static`` keeps nothing for graphs that are off):
-#:
-#: * 0.5.10-0.5.13 ``server_args.py _handle_piecewise_cuda_graph`` ("9. Multimodal / VLM models"): every one.
-#: * 0.5.14: the default backend is ``tc_piecewise``; ``_disable_tc_piecewise_cudagraph_if_incompatible``
-#:   spares ``multimodal_piecewise_cuda_graph_supported_model_archs``.
-#: * 0.5.15: breakable on CUDA; ``_disable_breakable_cudagraph_if_incompatible`` spares none.
-#: * 0.5.16-0.5.21: the breakable rule spares ``multimodal_breakable_cuda_graph_supported_model_archs``, and
-#:   ``_apply_cuda_graph_compatibility`` moves the piecewise list's architectures to ``tc_piecewise``.
-#: * 0.5.19+: the rules move to ``arg_groups/cuda_graph_hook.py``; 0.5.22 drops the piecewise switch.
-#:
-#: The lists themselves are read from the release's extracted facts (``releases/<ver>.json``,
-#: ``prefill_graphs``), as is ``mm_disabled_models``: architectures whose multimodal input is off unless
-#: ``--enable-multimodal`` (``ModelConfig.__init__``), which SGLang therefore treats as text models.
-MULTIMODAL_PREFILL_RULES = (
-    MultimodalPrefillRule(Version("0.5.10"), "server_args.py _handle_piecewise_cuda_graph", ()),
-    MultimodalPrefillRule(Version("0.5.14"), "server_args.py _disable_tc_piecewise_cudagraph_if_incompatible",
-                          (_PIECEWISE_LIST,)),
-    MultimodalPrefillRule(Version("0.5.15"), "server_args.py _disable_breakable_cudagraph_if_incompatible", ()),
-    MultimodalPrefillRule(Version("0.5.16"), "server_args.py _disable_breakable_cudagraph_if_incompatible",
-                          (_BREAKABLE_LIST, _PIECEWISE_LIST)),
-    MultimodalPrefillRule(Version("0.5.19"), _HOOK, (_BREAKABLE_LIST, _PIECEWISE_LIST)),
-    MultimodalPrefillRule(Version("0.5.22"), _HOOK, (_BREAKABLE_LIST,)),
-)
-
-
-def multimodal_prefill_rule(version: Version) -> MultimodalPrefillRule | None:
-    """The rule in force on ``version`` (None before 0.5.10: no prefill graphs by default)."""
-    rules = [r for r in MULTIMODAL_PREFILL_RULES if r.since <= version]
-    return rules[-1] if rules else None
-
-
-def _facts_for_lists(version: Version) -> ReleaseFacts | None:
-    """The facts that answer for ``version``: the nearest extracted release at or below it, else the oldest
-    extracted one (the allow-lists and ``mm_disabled_models`` only grew from 0.5.16 to 0.5.23)."""
-    facts = release_facts("sglang", version)
-    if facts is None:
-        known = extracted_releases("sglang")
-        facts = release_facts("sglang", known[0]) if known else None
-    return facts
-
-
-#: ``_handle_piecewise_cuda_graph`` rule 1 (0.5.10-0.5.13 ``server_args.py``) and the tc_piecewise "model-arch
-#: blacklist" (0.5.14): ``configs/model_config.py piecewise_cuda_graph_disabled_model_archs`` by release.
-PIECEWISE_DISABLED_ARCHS: tuple[tuple[Version, frozenset[str]], ...] = (
-    (Version("0.5.10"), frozenset({"DeepseekV32ForCausalLM", "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM",
-                                   "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})),
-    (Version("0.5.12"), frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN",
-                                   "Qwen3NextForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeV2_5ForCausalLM",
-                                   "LLaDAModelLM"})),
-    (Version("0.5.13"), frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "Qwen3NextForCausalLM",
-                                   "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})),
-)
-#: 0.5.14: the default prefill backend is ``tc_piecewise`` (``model_executor/cuda_graph_config.py``
-#: ``CudaGraphConfig.prefill``); 0.5.15+: ``breakable`` on CUDA (``default_prefill_backend``).
-BREAKABLE_DEFAULT_FROM = Version("0.5.15")
-#: PP: every piecewise / tc_piecewise rule list has "pipeline parallelism (pp_size > 1)" (0.5.10-0.5.14); the
-#: breakable rules of 0.5.15-0.5.18 (``server_args.py _disable_breakable_cudagraph_if_incompatible``) have none,
-#: so the graphs stay on with PP; 0.5.19 ``arg_groups/cuda_graph_hook.py`` l.122 turns breakable off for PP > 1.
-PP_KEEPS_BREAKABLE = (Version("0.5.15"), Version("0.5.19"))
-
-
-def _tc_conditions(version: Version, model: ModelSpec | None, pp: int,
-                   given: Mapping[str, str | None]) -> list[str]:
-    """The conditions of the piecewise (0.5.10-0.5.13 ``_handle_piecewise_cuda_graph``) / tc_piecewise (0.5.14
-    ``_disable_tc_piecewise_cudagraph_if_incompatible``) rules that a deployment states (its flags, PP, the
-    architecture); the multimodal rule is ``prefill_graphs_off``'s."""
-    out = []
-    arch = model.architectures[0] if model is not None and model.architectures else None
-    blocked: frozenset[str] = frozenset()
-    for since, archs in PIECEWISE_DISABLED_ARCHS:
-        if since <= version:
-            blocked = archs
-    if arch in blocked and version < Version("0.5.15"):
-        out.append(f"{arch} (configs/model_config.py piecewise_cuda_graph_disabled_model_archs)")
-    if version < Version("0.5.11") and given.get("--speculative-algorithm"):
-        out.append("speculative decoding")
-    if "--enable-dp-attention" in given:
-        out.append("DP attention")
-    if "--enable-torch-compile" in given:
-        out.append("--enable-torch-compile")
-    if "--enable-lora" in given or given.get("--lora-paths"):
-        out.append("LoRA")
-    if pp > 1:
-        out.append("PP > 1")
-    return out
-
-
-def _breakable_conditions(version: Version, model: ModelSpec | None,
-                          given: Mapping[str, str | None]) -> list[str]:
-    """The breakable rules a deployment states, by release (0.5.15-0.5.18 ``server_args.py``, 0.5.19+
-    ``arg_groups/cuda_graph_hook.py disable_breakable_cudagraph_if_incompatible``): "MLA attention" 0.5.15-0.5.16,
-    "MLA attention (non-DSA)" 0.5.17, none from 0.5.18; LoRA and DP attention 0.5.15-0.5.16; "decode context
-    parallel (dcp_size > 1)" from 0.5.16; "two-batch overlap" from 0.5.17."""
-    out = []
-    v = version
-    if model is not None and model.is_mla and v < Version("0.5.18"):
-        if v < Version("0.5.17"):
-            out.append("MLA attention")
-        elif not model.is_sparse_mla:
-            out.append("MLA attention (non-DSA)")
-    if v < Version("0.5.17"):
-        if "--enable-lora" in given or given.get("--lora-paths"):
-            out.append("LoRA")
-        if "--enable-dp-attention" in given:
-            out.append("DP attention")
-    if v >= Version("0.5.16") and int(given.get("--dcp-size") or 1) > 1:
-        out.append("decode context parallel (dcp_size > 1)")
-    if v >= Version("0.5.17") and "--enable-two-batch-overlap" in given:
-        out.append("two-batch overlap")
-    return out
-
-
-def _given_off(version: Version, given: Mapping[str, str | None]) -> str | None | bool:
-    """A prefill backend the deployment names: its reason when off, True when it locks the graphs on (no rule
-    applies), None when it names none. 0.5.10-0.5.13: ``--enforce-piecewise-cuda-graph`` skips every rule,
-    ``--disable-piecewise-cuda-graph`` turns them off; 0.5.14+ (``_parse_cuda_graph_config``):
-    ``--disable-prefill-cuda-graph`` / ``--cuda-graph-backend-prefill`` (the old flags are aliases of it) lock the
-    backend and ``_apply_cuda_graph_compatibility`` skips the rules."""
-    if version < Version("0.5.14"):
-        if "--enforce-piecewise-cuda-graph" in given:
-            return True
-        if "--disable-piecewise-cuda-graph" in given:
-            return "--disable-piecewise-cuda-graph"
-        return None
-    backend = given.get("--cuda-graph-backend-prefill")
-    if "--enforce-piecewise-cuda-graph" in given:
-        backend = "tc_piecewise"
-    if "--disable-piecewise-cuda-graph" in given:
-        backend = "disabled"
-    if backend is not None:
-        return f"--cuda-graph-backend-prefill={backend}" if backend.lower() == "disabled" else True
-    if "--disable-prefill-cuda-graph" in given:
-        return "--disable-prefill-cuda-graph"
-    return None
-
-
-def prefill_graphs_off(version: Version, model: ModelSpec | None, facts: ReleaseFacts | None, *, pp: int = 1,
-                       given: Mapping[str, str | None] | None = None) -> str | None:
-    """Why SGLang ``version`` captures no prefill CUDA graphs for ``model`` in this deployment, in words for the
-    verdict's notes (None: it captures them, or the rule does not say). ``given``: the deployment's flags
-    (``LaunchKnobs.given``); a flag naming the prefill backend wins (``_given_off``), then the rules of the
-    release's default backend (``_tc_conditions``, ``_breakable_conditions``; PP > 1 is ``memory_defaults``'s,
-    silent), then the multimodal rule (``MULTIMODAL_PREFILL_RULES``): ``facts`` give the allow-lists
-    (``prefill_graphs`` of ``releases/<ver>.json``, else the model-config lists of ``architectures.kinds``)."""
-    rule = multimodal_prefill_rule(version)
-    if rule is None:
-        return None
-    g: Mapping[str, str | None] = given or {}
-    named = _given_off(version, g)
-    if named is True:
-        return None
-    if isinstance(named, str):
-        return (f"SGLang {version} captures no prefill CUDA graphs with {named}: its default mem_fraction_static "
-                f"keeps no memory for them.")
-    tc = version < BREAKABLE_DEFAULT_FROM
-    reasons = (_tc_conditions(version, model, 1, g) if tc else _breakable_conditions(version, model, g))
-    if reasons:
-        where = ("server_args.py _handle_piecewise_cuda_graph" if version < Version("0.5.14") else
-                 "server_args.py _disable_tc_piecewise_cudagraph_if_incompatible" if tc else
-                 "server_args.py _disable_breakable_cudagraph_if_incompatible" if version < Version("0.5.19")
-                 else _HOOK)
-        return (f"SGLang {version} disables prefill CUDA graphs for {', '.join(reasons)} ({where}): its default "
-                f"mem_fraction_static keeps no memory for them.")
-    if model is None or not model.is_multimodal or serves_multimodal(version, model, g) is not None:
-        return None
-    arch = model.architectures[0] if model.architectures else None
-    data: Mapping[str, Any] = facts.data if facts is not None else {}
-    graphs: Mapping[str, Any] = data.get("prefill_graphs", {})
-    where = rule.where
-    if not rule.allow_lists:
-        return (f"SGLang {version} disables prefill CUDA graphs for every multimodal model ({where}), "
-                f"{arch or 'this one'} included: its default mem_fraction_static keeps no memory for them.")
-    same_release = facts is not None and facts.release <= version
-    mm = graphs.get("multimodal", {})
-    allow = mm.get("allow_list") or {}
-    if same_release and allow.get("list") in rule.allow_lists:
-        allowed: set[str] = set(allow.get("archs", ()))
-        where = f"{mm.get('file', where).removeprefix('sglang/srt/')} {mm.get('function', '')}".strip()
-    else:
-        kinds = data.get("architectures", {}).get("kinds", {})
-        allowed = {a for name in rule.allow_lists for a in kinds.get(name, ())}
-    if arch is not None and arch in allowed:
-        return None
-    lists = " / ".join(rule.allow_lists)
-    read = ""
-    if facts is not None and facts.release != version:
-        read = (f"; as extracted from {facts.release}, the nearest release below it" if facts.release < version
-                else f"; as extracted from {facts.release}: none was for {version}")
-    return (f"SGLang {version} disables prefill CUDA graphs for {arch or 'this multimodal model'} (not in its "
-            f"allow-list, configs/model_config.py {lists}{read}; {where}): its default mem_fraction_static "
-            f"keeps no memory for them.")
-
-
-def vision_tower_factor(model: ModelSpec) -> float:
-    """``adjust_mem_fraction_for_vlm`` (0.4.10+; 0.5.6 ``server_args.py`` l.4278, 0.5.23
-    ``arg_groups/memory_hook.py`` l.417): ``0.95 x clamp(1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1), 0.8, 1.05)`` with
-    ``L = getattr(vision_config, "num_hidden_layers", 24)``, ``H = getattr(vision_config, "hidden_size", 1024)``
-    on the transformers config object. The Qwen-VL vision configs have no ``num_hidden_layers`` (24 then), and
-    Qwen2-VL's ``hidden_size`` is the merger's 3,584, not the ViT's 1,280 (``ModelSpec.vision_config_shape``);
-    the other towers' ``num_hidden_layers`` / ``hidden_size`` are the tower's own."""
-    layers, hidden = model.vision_num_layers or 24, model.vision_hidden_size or 1024
-    if model.vision_config_shape is not None:
-        raw_layers, raw_hidden = model.vision_config_shape
-        layers, hidden = raw_layers or 24, raw_hidden or hidden
-    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
-    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
 #: ``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK`` ("1"/"true") turns the TP balance error into a warning from
@@ -554,7 +332,7 @@ class SglangEngine:
                                 tp: int, pp: int, model: ModelSpec | None,
                                 knobs: LaunchKnobs | None = None) -> FractionDefault:
         k = knobs or LaunchKnobs()
-        off = prefill_graphs_off(version, model, _facts_for_lists(version), pp=pp, given=k.given)
+        off = prefill_graphs_off(version, model, facts_for_lists(version), pp=pp, given=k.given)
 
         def sized(prefill_graphs: bool) -> MemoryDefaults:
             return memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),

@@ -49,3 +49,18 @@ def serves_multimodal(version: Version, model: ModelSpec | None, given: Mapping[
     return (f"SGLang {version} leaves multimodal input off for {arch} unless --enable-multimodal "
             f"(configs/model_config.py ModelConfig.__init__ mm_disabled_models): it does not reduce "
             f"mem_fraction_static for the vision tower.")
+
+
+def vision_tower_factor(model: ModelSpec) -> float:
+    """``adjust_mem_fraction_for_vlm`` (0.4.10+; 0.5.6 ``server_args.py`` l.4278, 0.5.23
+    ``arg_groups/memory_hook.py`` l.417): ``0.95 x clamp(1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1), 0.8, 1.05)`` with
+    ``L = getattr(vision_config, "num_hidden_layers", 24)``, ``H = getattr(vision_config, "hidden_size", 1024)``
+    on the transformers config object. The Qwen-VL vision configs have no ``num_hidden_layers`` (24 then), and
+    Qwen2-VL's ``hidden_size`` is the merger's 3,584, not the ViT's 1,280 (``ModelSpec.vision_config_shape``);
+    the other towers' ``num_hidden_layers`` / ``hidden_size`` are the tower's own."""
+    layers, hidden = model.vision_num_layers or 24, model.vision_hidden_size or 1024
+    if model.vision_config_shape is not None:
+        raw_layers, raw_hidden = model.vision_config_shape
+        layers, hidden = raw_layers or 24, raw_hidden or hidden
+    ratio = layers * hidden ** 2 / (24 * 1024 ** 2)
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
