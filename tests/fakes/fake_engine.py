@@ -15,12 +15,12 @@ Modes (``--fake-mode``, comma separated):
   flood          print ``--fake-flood-mb`` MB of noise as fast as possible before the replay
   daemon         double-fork a daemon that calls setsid() in between and ignores SIGTERM/SIGINT; the
                  middle process exits at once, so the daemon is an orphan no tree walk sees being born
-  shm            create and map ``/dev/shm/psm_fake_<pid>`` and ``sem.mp-fake-<pid>`` (like vLLM's
+  shm            create and map ``/dev/shm/psm_fake<tag>_<pid>`` and ``sem.mp-fake<tag>-<pid>`` (like vLLM's
                  multiprocessing resource tracker); only a graceful stop unlinks them (names in
                  ``<pid-dir>/shm.json``)
   shm-closed     create ``/dev/shm/psm_unmapped_<pid>``, hold it open a moment and close it without
                  mapping it (also in ``shm.json``): a segment the tree made and no longer uses
-  shm-child      a child creates and maps ``/dev/shm/psm_fake_child_<pid>``, holds it a moment and exits
+  shm-child      a child creates and maps ``/dev/shm/psm_fake<tag>_child_<pid>``, holds it a moment and exits
                  without unlinking it (also in ``shm.json``): made and used by the tree, held by no one
                  at the stop (a vLLM worker gone before its resource tracker)
   use-shm        map the existing ``/dev/shm/<--fake-use-shm>`` read-only (a model kept in ``/dev/shm``
@@ -49,6 +49,7 @@ import re
 import signal
 import sys
 import time
+import zlib
 from datetime import datetime
 
 KV_RE = re.compile(r"KV cache size:|KV Cache is allocated|blocks: \d|max_total_num_tokens=")
@@ -124,10 +125,17 @@ def _daemonize(pid_dir: str) -> None:
     os.waitpid(middle, 0)
 
 
+def shm_tag(pid_dir: str) -> str:
+    """The ``<tag>`` in the fake's ``/dev/shm`` names: its pid directory's, so that a test counts its own
+    fake's segments and not a neighbour's under ``pytest -n`` (``Fake.snapshot``)."""
+    return f"{zlib.crc32(pid_dir.encode()):08x}" if pid_dir else ""
+
+
 def _make_shm(pid_dir: str, modes: set[str]) -> list[str]:
     import mmap
 
-    names = [f"psm_fake_{os.getpid()}", f"sem.mp-fake-{os.getpid()}"] if "shm" in modes else []
+    tag = shm_tag(pid_dir)
+    names = [f"psm_fake{tag}_{os.getpid()}", f"sem.mp-fake{tag}-{os.getpid()}"] if "shm" in modes else []
     keep = []
     for name in names:
         fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -135,7 +143,7 @@ def _make_shm(pid_dir: str, modes: set[str]) -> list[str]:
         keep.append(mmap.mmap(fd, 1 << 20))
         os.close(fd)
     if "shm-child" in modes:
-        name = f"psm_fake_child_{os.getpid()}"
+        name = f"psm_fake{tag}_child_{os.getpid()}"
         child = os.fork()
         if child == 0:
             fd = os.open(f"/dev/shm/{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)

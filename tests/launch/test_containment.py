@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from fakes import fake_engine
 from leaks import Snapshot
 
 from pytest_gpulayout.deployment import Deployment, Launch
@@ -85,8 +86,9 @@ class Fake:
         return list(json.loads(f.read_text())) if f.is_file() else []
 
     def snapshot(self) -> Snapshot:
-        # only the fake's own /dev/shm names: other tenants' engines come and go meanwhile
-        return Snapshot.take(private_dirs=(self.etmp,), markers=(str(self.pids),), shm_only="fake")
+        # only this fake's own /dev/shm names: other tenants' engines, and other tests' fakes, come and go
+        return Snapshot.take(private_dirs=(self.etmp,), markers=(str(self.pids),),
+                             shm_only=f"fake{fake_engine.shm_tag(str(self.pids))}")
 
 
 @pytest.fixture
