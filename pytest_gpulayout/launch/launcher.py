@@ -1022,13 +1022,15 @@ class _Launch:
 
     def _keep_locks(self, survivors: list[int]) -> None:
         """Survivors of SIGKILL and no watchdog to hold the GPU locks until they are gone: a keeper does
-        (``watchdog.py --hold``), so the next launch never starts beside them."""
-        if not self.locks.fds:
+        (``watchdog.py --hold``), so the next launch never starts beside them, and then removes the private
+        ``TMPDIR`` and the cgroup the survivors may have been using."""
+        if not (self.locks.fds or self.tmpdir or self.cgroup):
             return
         table = process_table()
         held = ",".join(f"{p}:{table[p].start}" for p in survivors if p in table)
         with contextlib.suppress(OSError, ValueError):
             subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, "--hold", held,
-                              "--keep", ",".join(map(str, self.locks.fds))],
+                              "--keep", ",".join(map(str, self.locks.fds)), "--tmpdir", self.tmpdir,
+                              "--cgroup", self.cgroup],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, pass_fds=self.locks.fds)

@@ -249,9 +249,33 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
-def hold(keep: list[int], pids: dict[int, int], poll_s: float = 0.2, kill_every_s: float = 5.0) -> None:
+def remove_private(tmpdir: str, cgroup: str) -> int:
+    """Remove the launch's private ``TMPDIR`` and its cgroup once nothing of the tree is left; the entries
+    the ``TMPDIR`` still had (the engine's sockets and files), for the report."""
+    entries = 0
+    if tmpdir and os.path.isdir(tmpdir):
+        try:
+            entries = len(os.listdir(tmpdir))
+        except OSError:
+            entries = 0
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    if cgroup:
+        for _ in range(50):
+            try:
+                os.rmdir(cgroup)
+                break
+            except OSError as err:
+                if err.errno != errno.EBUSY:
+                    break
+                time.sleep(0.01)
+    return entries
+
+
+def hold(keep: list[int], pids: dict[int, int], poll_s: float = 0.2, kill_every_s: float = 5.0, *,
+         tmpdir: str = "", cgroup: str = "") -> None:
     """Keep the GPU lock descriptors ``keep`` open while any of ``pids`` (pid -> start ticks) lives,
-    SIGKILLing them again now and then (a process out of uninterruptible sleep dies at once)."""
+    SIGKILLing them again now and then (a process out of uninterruptible sleep dies at once); then remove
+    the launch's ``tmpdir`` and ``cgroup``, which the survivors may have been using."""
     next_kill = time.monotonic() + kill_every_s
     while True:
         live = {p: s for p, s in pids.items() if _start_ticks(p) == s}
@@ -266,6 +290,7 @@ def hold(keep: list[int], pids: dict[int, int], poll_s: float = 0.2, kill_every_
             for child in _children():
                 os.waitpid(child, os.WNOHANG)
         time.sleep(poll_s)
+    remove_private(tmpdir, cgroup)
     for fd in keep:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -541,23 +566,9 @@ class Watchdog:
                     cleaned.append(path)
                 except OSError:
                     pass
-            if self.tmpdir and os.path.isdir(self.tmpdir):
-                try:
-                    entries = len(os.listdir(self.tmpdir))
-                except OSError:
-                    entries = 0
-                shutil.rmtree(self.tmpdir, ignore_errors=True)
-                if entries:
-                    cleaned.append(f"{self.tmpdir} ({entries} entr{'y' if entries == 1 else 'ies'})")
-            if self.cgroup:
-                for _ in range(50):
-                    try:
-                        os.rmdir(self.cgroup)
-                        break
-                    except OSError as err:
-                        if err.errno != errno.EBUSY:
-                            break
-                        time.sleep(0.01)
+            entries = remove_private(self.tmpdir, self.cgroup)
+            if entries:
+                cleaned.append(f"{self.tmpdir} ({entries} entr{'y' if entries == 1 else 'ies'})")
         self.send(final=self.stop_requested, killed=sorted(killed), cleaned=cleaned, leftover=leftover,
                   unattributed=[os.path.join(SHM_DIR, n) for n in unattributed])
         if leftover:  # survivors of SIGKILL: the GPU locks stay held until they are gone too
@@ -565,7 +576,7 @@ class Watchdog:
             for fd in (self.status, self.control):
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            hold(self.keep, starts)
+            hold(self.keep, starts, tmpdir=self.tmpdir, cgroup=self.cgroup)
             self.reap()
         if self.shm_watch is not None:
             self.shm_watch.close()
@@ -586,7 +597,8 @@ def main(args: Iterable[str]) -> int:
         key = argv.pop(0)
         opts[key.lstrip("-")] = argv.pop(0) if argv else ""
     engine = argv[1:]
-    if "hold" in opts:  # the launcher's keeper: hold the GPU locks while the survivors it names live
+    if "hold" in opts:  # the launcher's keeper: hold the GPU locks while the survivors it names live, then
+        # remove the launch's TMPDIR and cgroup
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         pids: dict[int, int] = {}
@@ -594,7 +606,7 @@ def main(args: Iterable[str]) -> int:
             pid, _, start = item.partition(":")
             if pid.isdigit() and start.isdigit():
                 pids[int(pid)] = int(start)
-        hold(_fds(opts.get("keep", "")), pids)
+        hold(_fds(opts.get("keep", "")), pids, tmpdir=opts.get("tmpdir", ""), cgroup=opts.get("cgroup", ""))
         return 0
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):  # a terminal's signals are the launcher's to act on
         signal.signal(sig, signal.SIG_IGN)

@@ -737,14 +737,18 @@ def test_without_its_watchdog_the_launcher_keeps_the_lock_while_a_survivor_lives
     child = fake.processes()["child"]
     try:
         assert spared and result.leftover_pids == (child,)
+        environ = Path(f"/proc/{child}/environ").read_bytes().decode(errors="replace").split("\0")
+        tmpdir = dict(kv.split("=", 1) for kv in environ if "=" in kv).get("TMPDIR", "")
+        assert "gpulayout-" in tmpdir and os.path.isdir(tmpdir)  # the launch's own, kept while it may be used
         time.sleep(0.5)
         assert not _lock_free(fake.locks / "index-0.lock"), "the GPU lock was released beside a survivor"
         os.kill(child, signal.SIGCONT)
         os.kill(child, signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while not _lock_free(fake.locks / "index-0.lock") and time.monotonic() < deadline:
+        while (not _lock_free(fake.locks / "index-0.lock") or os.path.isdir(tmpdir)) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _lock_free(fake.locks / "index-0.lock")
+        assert not os.path.isdir(tmpdir), "the launch's TMPDIR outlived the survivor"
     finally:
         with contextlib.suppress(OSError):
             os.kill(child, signal.SIGKILL)
