@@ -187,6 +187,33 @@ class ParsedArgs:
         return None
 
 
+@dataclass(frozen=True)
+class ResolvedArgs:
+    """A command line as one release's parser and argument post-processing resolve it: every option's
+    destination (``max_num_batched_tokens``) with its typed value, the release's own default where the
+    line does not set it. What the config-time rules (each engine's refusals at config time) and the
+    memory model read, so that one parse per deployment feeds every check.
+
+    ``release``: the release whose table parsed the line (the nearest shipped at or below the one judged;
+    ``release_note`` says so when they differ). ``errors``: the release's own refusals of the line, in its
+    words (argparse's usage errors: unknown or ambiguous flags, bad values, bad choices)."""
+
+    engine: str
+    release: str
+    values: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    given: frozenset[str] = frozenset()
+    errors: tuple[str, ...] = ()
+    release_note: str = ""
+
+    def get(self, dest: str, default: object = None) -> object:
+        """The value of ``dest`` (its release default when not given; ``default`` when the release has none)."""
+        return self.values.get(dest, default)
+
+    def is_set(self, dest: str) -> bool:
+        """Whether the command line itself sets ``dest``."""
+        return dest in self.given
+
+
 def _looks_like_option(token: str, table: FlagTable) -> bool:
     return token.startswith("-") and token != "-" and not _NEGATIVE.match(token)
 
