@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pytest_gpulayout.origin import Origin
 from pytest_gpulayout.workload import MeasureSpec
 
 
@@ -93,3 +94,5 @@ class Deployment(ParallelShape):
     llamacpp: Any = None
     #: the ``measure:`` block (``gpulayout measure``: workload.py); None when the manifest has none
     measure: MeasureSpec | None = None
+    #: where an artifact's deployment stands (``origin.py``: the object, its pod, its image); None for a manifest's
+    origin: Origin | None = None

@@ -14,16 +14,16 @@ chooses it once).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from packaging.version import InvalidVersion, Version
 
+from pytest_gpulayout.check import Override
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
@@ -79,10 +79,6 @@ class GenerationVerdict:
     refusals: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-
-
-#: static checks by name, each a pure function of one resolved deployment
-CheckTable = Mapping[str, "Callable[[Subject], Finding]"]
 
 
 @dataclass(frozen=True)
@@ -157,16 +153,9 @@ class Engine(MemoryEngine, Protocol):
     server_module: str
     flags: Flags
 
-    #: the engine's own static checks by name, where its model differs from the shared rules (llama.cpp:
-    #: layers split by memory, no TP groups); None: the shared ``rules/`` answer for it
-    checks: CheckTable | None
-
-    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
-        """``shared``, the rule's finding for check ``check``, as this engine decides it where it differs
-        (TensorRT-LLM: its ``Mapping`` refusals, a pool that starts with a shorter ``max_seq_len``); the
-        finding unchanged where it agrees. ``evaluate`` calls it for every check, so an engine changes one
-        verdict without replacing the table or importing ``rules/``."""
-        ...
+    #: the checks it answers differently, by name (``check.Replace`` / ``Amend`` / ``Omit``: llama.cpp's layers
+    #: split by memory, TensorRT-LLM's ``Mapping`` refusals); every other check of the suite runs as it is
+    check_overrides: Mapping[str, Override]
 
     def parse_version(self, text: str) -> Version:
         """A release as this engine spells it (``0.11.0``; llama.cpp's ``b11434``); ``InputError`` naming

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final, TypeVar
 
 
@@ -179,19 +179,35 @@ def facts_from_json(check: str, data: Mapping[str, Any]) -> Facts:
 class Finding:
     """One check's verdict for one deployment.
 
-    ``message`` names the deployment, the GPUs and the number that decided, and the fix.
-    ``facts`` holds those numbers, typed; ``data`` is their JSON form (serialization only).
+    ``text`` says what decided (the GPUs, the number, the engine's words) and the fix; ``deployment`` is
+    the deployment it is about (the runner sets it: a rule writes only its sentence), and ``message``, the
+    two together, is what a person reads. ``facts`` holds the numbers, typed; ``data`` is their JSON form
+    (serialization only). Code reads ``status``, ``facts`` and ``text``, never a message taken apart.
     """
 
     check: str
     status: Status
-    message: str
+    text: str
     facts: Facts = field(default_factory=NoFacts)
+    deployment: str = ""
 
     def __post_init__(self) -> None:
         # a finding built from plain JSON numbers (a saved report, a hand-made test) gets typed facts
         if isinstance(self.facts, Mapping):
             object.__setattr__(self, "facts", facts_from_json(self.check, self.facts))
+
+    @property
+    def message(self) -> str:
+        """``<deployment>: <text>``: the line the CLI prints, pytest reports and the JSON carries."""
+        return f"{self.deployment}: {self.text}" if self.deployment else self.text
+
+    def about(self, deployment: str) -> Finding:
+        """This finding, of ``deployment``."""
+        return self if self.deployment == deployment else replace(self, deployment=deployment)
+
+    def with_status(self, status: Status, text: str | None = None) -> Finding:
+        """The same finding and facts with another verdict (and sentence)."""
+        return replace(self, status=status, text=self.text if text is None else text)
 
     @property
     def data(self) -> dict[str, Any]:

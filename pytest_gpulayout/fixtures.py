@@ -14,7 +14,6 @@ from typing import Any
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.evaluate import load_models, subject_of
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.launch.progress import Progress
@@ -24,6 +23,7 @@ from pytest_gpulayout.measure.baseline import BaselineKey, compare_or_save, load
 from pytest_gpulayout.measure.run import measure, measured_release
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
+from pytest_gpulayout.runner import load_models, subject_of
 from pytest_gpulayout.workload import MeasureSpec, Slo
 
 

@@ -12,10 +12,13 @@ check's node id is ``gpulayout.yaml::qwen3-8b-tp2::kv_pool``, which ``pytest``, 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,8 +71,18 @@ def _enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("gpulayout", False))
 
 
+#: the suite's modules: in a checkout, ``checks/`` beside the package; in the wheel, ``pytest_gpulayout/checks``
+_HERE = Path(__file__).resolve().parent
+SUITE_DIR = _HERE / "checks" if (_HERE / "checks").is_dir() else _HERE.parent / "checks"
+#: the suite's id prefix where it lies outside the rootdir (an installed package): where the wheel puts it
+INSTALLED_PREFIX = "pytest_gpulayout/checks"
+#: the suite's modules that only an option brings in
+_OPT_IN_MODULES = {"test_measure.py": "gpulayout_measure"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "gpulayout: a GPU layout preflight check (added by pytest-gpulayout)")
+    config.addinivalue_line("markers", "gpulayout(check): a GPU layout preflight check of the suite "
+                                       "(added by pytest-gpulayout); -m 'not gpulayout' leaves them out")
     if not _enabled(config):
         return
     from pytest_gpulayout.errors import GpuLayoutError, ProbeError
@@ -92,11 +105,34 @@ def pytest_configure(config: pytest.Config) -> None:
                 writable_path(target, "--" + option.replace("_", "-"))
             except GpuLayoutError as err:
                 raise pytest.UsageError(f"gpulayout: {err}") from None
-    config.pluginmanager.register(_ActivePlugin(state), "gpulayout-active")
     assert state.manifest is not None
-    if not _covers(config.args, state.manifest.path, Path(config.invocation_params.dir)):
-        # no path given (nor testpaths) reaches the manifest: its checks run beside whatever else is collected
-        config.args.append(str(state.manifest.path))
+    active = _ActivePlugin(state, _suite_prefix(config), Path(config.rootpath))
+    config.args[:] = active.take_arguments(config.args, Path(config.invocation_params.dir))
+    config.pluginmanager.register(active, "gpulayout-active")
+    _last_failed_in_the_suite(config, active.prefix)
+
+
+def _last_failed_in_the_suite(config: pytest.Config, prefix: str) -> None:
+    """``--lf`` where a failure of the suite and one of the user's own tests are both on record: pytest then
+    collects only the files it finds under the rootdir by the failures' ids, which an installed suite is not;
+    its files are added to those (pytest's ``LFPlugin._last_failed_paths``; nothing changes where it has none)."""
+    lf = config.pluginmanager.get_plugin("lfplugin")
+    paths = getattr(lf, "_last_failed_paths", None)
+    if not isinstance(paths, set):
+        return
+    for nodeid in getattr(lf, "lastfailed", {}):
+        where = str(getattr(nodeid, "path", "") or str(nodeid).split("::", 1)[0])
+        if where.startswith(prefix + "/") and (SUITE_DIR / where[len(prefix) + 1:]).is_file():
+            paths.update({SUITE_DIR / where[len(prefix) + 1:], *(SUITE_DIR / where[len(prefix) + 1:]).parents})
+
+
+def _suite_prefix(config: pytest.Config) -> str:
+    """The suite's id prefix: its path from the rootdir (``checks`` in this project's checkout), else where the
+    wheel installs it, so that an id reads the same in every project that installed the plugin."""
+    try:
+        return SUITE_DIR.relative_to(Path(config.rootpath).resolve()).as_posix()
+    except ValueError:
+        return INSTALLED_PREFIX
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -106,27 +142,79 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _covers(args: Iterable[str], manifest: Path, invocation_dir: Path) -> bool:
-    """Whether one of pytest's collection arguments reaches the manifest already: the file itself
-    (``gpulayout.yaml``, ``gpulayout.yaml::dep``, ``gpulayout.yaml::dep::check``) or a folder that holds
-    it. Adding it again beside ``gpulayout.yaml::dep`` would widen the run to the whole file."""
-    for arg in args:
-        path = Path(arg.split("::", 1)[0])
-        path = path if path.is_absolute() else invocation_dir / path
-        if _same_file(path, manifest):
-            return True
-        if path.is_dir() and Path(os.path.abspath(manifest)).is_relative_to(os.path.abspath(path)):
-            return True
-    return False
+def _within(path: Path, folder: Path) -> bool:
+    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(folder))
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """``gpulayout.yaml::<deployment>[::<check>]`` on the command line: those items of the suite only."""
+
+    argument: str
+    deployment: str
+    check: str | None
 
 
 class _ActivePlugin:
-    """Hooks that exist only while ``--gpulayout`` is on."""
+    """Hooks that exist only while ``--gpulayout`` is on: the suite's modules are collected (``checks/``),
+    parametrized by the manifest's deployments, and their findings gathered for the table and the report."""
 
-    def __init__(self, state: GpuLayoutState):
+    def __init__(self, state: GpuLayoutState, prefix: str, rootpath: Path):
         self.state = state
+        self.prefix = prefix
+        self.rootpath = Path(os.path.abspath(rootpath))
         self.outcomes: dict[str, dict[str, dict[str, Any]]] = {}
         self.kept_logs: Path | None = None
+        self.selections: list[_Selection] = []
+
+    # -- the command line: the manifest and the suite's ids ------------------------------------------
+    def take_arguments(self, args: list[str], here: Path) -> list[str]:
+        """pytest's arguments with the manifest's taken out (``gpulayout.yaml``, ``gpulayout.yaml::<deployment>
+        [::<check>]``: a selection of the suite's items), the suite's ids made paths where the suite is
+        installed (``pytest_gpulayout/checks/test_links.py::test_links[x]``), and the suite added unless an
+        argument already names a part of it."""
+        manifest = self.state.manifest
+        assert manifest is not None
+        out: list[str] = []
+        names_suite = False
+        for arg in args:
+            path, sep, rest = arg.partition("::")
+            where = Path(path) if Path(path).is_absolute() else here / path
+            if _same_file(where, manifest.path):
+                if rest:
+                    dep, _, check = rest.partition("::")
+                    if dep not in manifest.names or (check and check not in self.state.checks_of(dep)):
+                        raise pytest.UsageError(f"not found: {arg} (deployments: {', '.join(manifest.names)})")
+                    self.selections.append(_Selection(arg, dep, check or None))
+                continue
+            suite_path = self._suite_path(path, where)
+            if suite_path is not None:
+                names_suite = True
+                out.append(str(suite_path) + sep + rest)
+                continue
+            if where.is_dir() and _within(SUITE_DIR, where):
+                names_suite = True
+            out.append(arg)
+        if not names_suite:
+            # no argument (nor testpaths) reaches the suite: it runs beside whatever else is collected
+            out.append(str(SUITE_DIR))
+        return out
+
+    def _suite_path(self, path: str, where: Path) -> Path | None:
+        """The suite's file an argument names: by its real path, or by its id where that is not a path here
+        (as printed, or as pytest shows it from a folder below the rootdir: ``../pytest_gpulayout/checks/...``)."""
+        if where.exists():
+            return where if _within(where, SUITE_DIR) and where != SUITE_DIR else None
+        names = [path]
+        try:
+            names.append(Path(os.path.abspath(where)).relative_to(self.rootpath).as_posix())
+        except ValueError:
+            pass
+        for name in names:
+            for prefix in {self.prefix, INSTALLED_PREFIX}:
+                if name.startswith(prefix + "/") and (candidate := SUITE_DIR / name[len(prefix) + 1:]).exists():
+                    return candidate
+        return None
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         m = self.state.machine
@@ -141,31 +229,83 @@ class _ActivePlugin:
             lines.extend(f"gpulayout: note: {note}" for note in manifest.notes)
         return lines
 
-    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ManifestFile | None:
-        """The manifest is a test file (whatever its name), its deployments and checks the tests in it."""
-        manifest = self.state.manifest
-        # by name first: a stat for every file pytest walks would be a cost; and a symlink to the
-        # manifest under another name is not collected a second time
-        if manifest is not None and file_path.name == manifest.path.name and _same_file(file_path, manifest.path):
-            node = ManifestFile.from_parent(parent, path=file_path)
-            node.add_marker("gpulayout")  # -m "not gpulayout" leaves the checks out
-            return node
+    # -- collection: the suite's modules -----------------------------------------------------------
+    def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
+        option = _OPT_IN_MODULES.get(collection_path.name)
+        if option and collection_path.parent == SUITE_DIR and not config.getoption(option, False):
+            return True  # ``measure`` only with --gpulayout-measure
         return None
 
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        # a user's own test that asks for ``gpulayout_deployment`` runs once per deployment
-        if "gpulayout_deployment" in metafunc.fixturenames and self.state.manifest is not None:
-            names = [d.name for d in self.state.manifest.deployments]
-            metafunc.parametrize("gpulayout_deployment", names, ids=names, indirect=True)
+    def pytest_pycollect_makemodule(self, module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+        if module_path.parent != SUITE_DIR:
+            return None
+        return SuiteModule.from_parent(parent, path=module_path, nodeid=f"{self.prefix}/{module_path.name}")
 
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        # a test that asks for ``gpulayout_deployment`` runs once per deployment: the suite's modules, and a
+        # user's own; a suite test marked for one check only for the deployments that check exists for
+        manifest = self.state.manifest
+        if "gpulayout_deployment" not in metafunc.fixturenames or manifest is None:
+            return
+        marker = metafunc.definition.get_closest_marker("gpulayout")
+        check = marker.args[0] if marker is not None and marker.args else None
+        names = [d.name for d in manifest.deployments if check is None or check in self.state.checks_of(d.name)]
+        metafunc.parametrize("gpulayout_deployment", names, ids=names, indirect=True)
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """The suite's items read a deployment at a time, its checks in the suite's order (pytest collects the
+        modules by file name); a check that exists for no deployment (``deploy`` without an artifact) has no item;
+        ``gpulayout.yaml::<deployment>[::<check>]`` keeps those only."""
+        from pytest_gpulayout.suite import CHECK_NAMES
+
+        manifest = self.state.manifest
+        order = {name: i for i, name in enumerate(manifest.names if manifest is not None else ())}
+        suite = [i for i in items if _item_check(i) is not None]
+        if not suite:
+            return
+        ours = {id(i) for i in suite}
+        judged = [i for i in suite if _item_deployment(i) in order]  # not a check's empty parameter set
+        judged.sort(key=lambda i: (order[_item_deployment(i) or ""], _check_index(_item_check(i), CHECK_NAMES)))
+        first = next(n for n, i in enumerate(items) if id(i) in ours)
+        others = [i for i in items if id(i) not in ours]
+        items[:] = others[:first] + judged + others[first:]
+        unwanted = self._manifest_deselections(config)
+        if not (self.selections or unwanted):
+            return
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            dep, check = _item_deployment(item), _item_check(item)
+            chosen = not self.selections or any(dep == s.deployment and (s.check is None or s.check == check)
+                                                for s in self.selections)
+            refused = any(dep == s.deployment and (s.check is None or s.check == check) for s in unwanted)
+            (keep if chosen and not refused else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def _manifest_deselections(self, config: pytest.Config) -> list[_Selection]:
+        """``--deselect gpulayout.yaml::<deployment>[::<check>]``: the manifest's way of naming the suite's items."""
+        manifest = self.state.manifest
+        here = Path(config.invocation_params.dir)
+        out = []
+        for arg in config.getoption("deselect", None) or ():
+            path, _, rest = str(arg).partition("::")
+            where = Path(path) if Path(path).is_absolute() else here / path
+            if manifest is not None and rest and _same_file(where, manifest.path):
+                dep, _, check = rest.partition("::")
+                out.append(_Selection(str(arg), dep, check or None))
+        return out
+
+    # -- outcomes: the findings each item judged ----------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
         outcome = yield
         report = outcome.get_result()
         finding = getattr(item, "_gpulayout_finding", None)
         if finding is not None and report.when == "call":
-            report.gpulayout = {"deployment": item._gpulayout_deployment,  # type: ignore[attr-defined]
-                                "check": finding.check, **finding.to_json()}
+            report.gpulayout = {"deployment": finding.deployment, "check": finding.check, "text": finding.text,
+                                **finding.to_json()}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "gpulayout", None)
@@ -174,27 +314,25 @@ class _ActivePlugin:
 
     def _findings(self) -> dict[str, dict[str, Finding]]:
         """Findings per deployment and check, in manifest and check order (xdist reports arrive shuffled)."""
-        from pytest_gpulayout.evaluate import ALL_CHECKS
         from pytest_gpulayout.findings import Finding, Status, facts_from_json
+        from pytest_gpulayout.suite import CHECK_NAMES
 
         order = [d.name for d in self.state.manifest.deployments] if self.state.manifest else []
         names = sorted(self.outcomes, key=lambda n: order.index(n) if n in order else len(order))
-        return {dep: {c: Finding(c, Status(d["status"]), d["message"], facts_from_json(c, d["data"]))
-                      for c in ALL_CHECKS if (d := self.outcomes[dep].get(c)) is not None}
+        return {dep: {c: Finding(c, Status(d["status"]), d["text"], facts_from_json(c, d["data"]), deployment=dep)
+                      for c in CHECK_NAMES if (d := self.outcomes[dep].get(c)) is not None}
                 for dep in names}
 
     def _not_run(self) -> dict[str, tuple[str, ...]]:
         """Per deployment of the manifest, the checks that did not run (``-k``, ``-x``, deselection, an
         interrupt): a partial run is never reported as a pass."""
-        from pytest_gpulayout.evaluate import expected_checks
-
         manifest = self.state.manifest
         if manifest is None:
             return {}
         out = {}
         for dep in manifest.deployments:
             ran = self.outcomes.get(dep.name, {})
-            missing = tuple(c for c in expected_checks(dep) if c not in ran)
+            missing = tuple(c for c in self.state.checks_of(dep.name) if c not in ran)
             if missing:
                 out[dep.name] = missing
         return out
@@ -204,14 +342,14 @@ class _ActivePlugin:
             terminalreporter.write_line(f"gpulayout: logs of the launches that did not pass are in {self.kept_logs}")
         if not self.outcomes:
             return
-        from pytest_gpulayout.evaluate import ALL_CHECKS
         from pytest_gpulayout.report.text import summary_table
+        from pytest_gpulayout.suite import CHECK_NAMES
 
         findings = self._findings()
         not_run = self._not_run()
         for name in not_run:
             findings.setdefault(name, {})
-        checks = [c for c in ALL_CHECKS if any(c in f for f in findings.values())
+        checks = [c for c in CHECK_NAMES if any(c in f for f in findings.values())
                   or any(c in missing for missing in not_run.values())]
         terminalreporter.write_sep("=", "gpulayout")
         for line in summary_table(findings, checks, not_run):
@@ -224,7 +362,7 @@ class _ActivePlugin:
                 + "; ".join(f"{name}: {', '.join(m)}" for name, m in not_run.items()), yellow=True)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_gpulayout.evaluate import finish_run_log_dir
+        from pytest_gpulayout.runner import finish_run_log_dir
 
         # the temporary log folder (no cache dir, no GPULAYOUT_LOG_DIR): gone unless a launch did not pass
         self.kept_logs = finish_run_log_dir()
@@ -234,7 +372,7 @@ class _ActivePlugin:
         html_path = session.config.getoption("gpulayout_html", None)
         if not (report_path or html_path) or not self.outcomes:
             return
-        from pytest_gpulayout.evaluate import DeploymentResult, Report
+        from pytest_gpulayout.runner import DeploymentResult, Report
 
         state = self.state
         findings = self._findings()
@@ -260,66 +398,37 @@ class _ActivePlugin:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
-# -- the manifest as a test file: gpulayout.yaml -> deployment -> check ---------------------------
-
-class ManifestFile(pytest.File):
-    """The manifest, collected by ``--gpulayout``: one :class:`DeploymentNode` per deployment, in the
-    manifest's order. Its items carry the ``gpulayout`` marker (``-m "not gpulayout"`` leaves them out)."""
-
-    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from pytest_gpulayout.session import get_state
-
-        manifest = get_state(self.config).manifest
-        for dep in manifest.deployments if manifest is not None else ():
-            yield DeploymentNode.from_parent(self, name=dep.name)
-        if manifest is not None and self.config.getoption("gpulayout_measure", False):
-            # the measurement of every deployment, after their checks: ``gpulayout.yaml::measure``
-            yield pytest.Function.from_parent(self, name="measure", callobj=_measure_all_deployments)
+def _item_deployment(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("gpulayout_deployment") if callspec is not None else None
 
 
-def _measure_all_deployments(gpulayout_measure_suite: Callable[[], dict[str, Any]]) -> None:
-    """Measure the deployments under load one after the other and say which serves best (opt-in:
-    ``--gpulayout-measure``; ``--gpulayout-measure-baseline FILE`` fails a regression)."""
-    gpulayout_measure_suite()
+def _check_index(check: str | None, names: tuple[str, ...]) -> int:
+    return names.index(check) if check in names else len(names)
 
 
-class DeploymentNode(pytest.Collector):
-    """One deployment of the manifest: one :class:`CheckItem` per check its engine is judged by."""
-
-    def collect(self) -> Iterator[CheckItem]:
-        from pytest_gpulayout.evaluate import expected_checks
-        from pytest_gpulayout.session import get_state
-
-        for check in expected_checks(get_state(self.config).deployment(self.name)):
-            yield CheckItem.from_parent(self, name=check)
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        from pytest_gpulayout.session import get_state
-
-        _, line = get_state(self.config).manifest_location(self.name)
-        return self.path, line - 1, self.name
+def _item_check(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("gpulayout")
+    return str(marker.args[0]) if marker is not None and marker.args else None
 
 
-class CheckItem(pytest.Item):
-    """One check of one deployment: ``gpulayout.yaml::<deployment>::<check>``."""
+# -- the suite's modules: checks/ ------------------------------------------------------------------
 
-    @property
-    def deployment(self) -> str:
-        assert self.parent is not None
-        return self.parent.name
+class SuiteModule(pytest.Module):
+    """One module of the suite (``checks/test_links.py``), imported under a name of this package
+    (``pytest_gpulayout._suite.test_links``), never as a top-level ``test_links`` or ``checks``: a user's own
+    ``test_links.py`` or ``checks`` package beside it keeps its name."""
 
-    def runtest(self) -> None:
-        from pytest_gpulayout.session import get_state
-
-        _judge(get_state(self.config), self, self.deployment, self.name)
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        from pytest_gpulayout.session import get_state
-
-        _, line = get_state(self.config).manifest_location(self.deployment)
-        # where the fix goes; the failure's heading (not "deployment::check": pytest's verbose line
-        # turns the dots of a domain into "::", and deployment names may hold dots)
-        return self.path, line - 1, f"{self.deployment}: {self.name}"
+    def _getobj(self) -> Any:
+        name = f"pytest_gpulayout._suite.{self.path.stem}"
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, self.path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        return module
 
 
 def _judge(state: GpuLayoutState, node: pytest.Item, deployment: str, check: str) -> Finding:
@@ -327,7 +436,12 @@ def _judge(state: GpuLayoutState, node: pytest.Item, deployment: str, check: str
     xdist too: ``pytest_runtest_makereport``) and JUnit, and becomes the test's outcome."""
     from pytest_gpulayout.errors import GpuLayoutError
     from pytest_gpulayout.report.text import junit_properties
+    from pytest_gpulayout.suite import CHECK_NAMES
 
+    if check not in state.checks_of(deployment):
+        if check not in CHECK_NAMES:
+            pytest.fail(f"gpulayout: no check named {check!r} (the suite's: {', '.join(CHECK_NAMES)})", pytrace=False)
+        pytest.skip(f"{deployment}: {check} is not a check of this deployment")
     problem = None
     try:
         finding = state.finding(deployment, check)
@@ -336,7 +450,6 @@ def _judge(state: GpuLayoutState, node: pytest.Item, deployment: str, check: str
     if problem:  # outside the except: one line, not "During handling of the above exception"
         pytest.fail(problem, pytrace=False)
     node._gpulayout_finding = finding  # type: ignore[attr-defined]
-    node._gpulayout_deployment = deployment  # type: ignore[attr-defined]
     node.user_properties.extend(junit_properties(finding))
     _outcome(state, finding, deployment)
     return finding
@@ -428,8 +541,8 @@ def gpulayout_manifest(request: pytest.FixtureRequest) -> Manifest:
 
 @pytest.fixture
 def gpulayout_deployment(request: pytest.FixtureRequest) -> Deployment:
-    """The deployment under test, in a user's own test: with ``--gpulayout`` such a test runs once per
-    deployment of the manifest (the plugin's checks themselves are the manifest's items)."""
+    """The deployment under test: with ``--gpulayout``, a test that asks for it (the suite's modules in
+    ``checks/``, and a team's own beside them) runs once per deployment of the manifest."""
     if not hasattr(request, "param"):
         pytest.fail("gpulayout_deployment is parametrized by `pytest --gpulayout` over the manifest's "
                     "deployments; use gpulayout_manifest.deployment(name) in your own tests", pytrace=False)
@@ -437,15 +550,38 @@ def gpulayout_deployment(request: pytest.FixtureRequest) -> Deployment:
 
 
 @pytest.fixture
-def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Any) -> Callable[[str], Finding]:
-    """Run one check for the current deployment and turn its finding into the test's outcome (as the
-    manifest's own ``<deployment>::<check>`` item does)."""
+def gpulayout_check(request: pytest.FixtureRequest, gpulayout_deployment: Deployment) -> Callable[[str], Finding]:
+    """``gpulayout_check("links")``: run one check of the suite for the current deployment and make its finding
+    the test's outcome (fail fails, warn warns and fails under --gpulayout-strict, skip skips), with its numbers
+    as JUnit properties and in the summary table: what every module of ``checks/`` does."""
     state = _state(request)
 
     def run(check: str) -> Finding:
         return _judge(state, request.node, gpulayout_deployment.name, check)
 
     return run
+
+
+@pytest.fixture
+def gpulayout_finding(request: pytest.FixtureRequest, gpulayout_deployment: Deployment) -> Callable[[str], Finding]:
+    """``gpulayout_finding("kv_pool")``: the finding of one check for the current deployment, to assert on
+    (its ``status``, ``text`` and typed ``facts``: ``KvPoolFacts.predicted_kv_tokens``, ``LinksFacts.worst_link``
+    ...) in a team's own check; the same finding the suite's item reports, from the same runner."""
+    from pytest_gpulayout.errors import GpuLayoutError
+
+    state = _state(request)
+
+    def get(check: str) -> Finding:
+        if check not in state.checks_of(gpulayout_deployment.name):
+            pytest.skip(f"{gpulayout_deployment.name}: {check} is not a check of this deployment")
+        problem = None
+        try:
+            return state.finding(gpulayout_deployment.name, check)
+        except GpuLayoutError as err:
+            problem = f"gpulayout: {err}"
+        pytest.fail(problem, pytrace=False)
+
+    return get
 
 
 @pytest.fixture

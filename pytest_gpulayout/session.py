@@ -1,31 +1,33 @@
 """State of one pytest run with ``--gpulayout``: options, manifest, machine, models, cached findings.
 
 Created on first need (``pytest_configure`` when enabled, or a fixture in a user's own test), stored
-in ``config.stash``. Imported lazily by the plugin so that pytest without ``--gpulayout`` pays nothing.
+in ``config.stash``. The plugin imports it only when it is needed, so that pytest without ``--gpulayout`` pays
+nothing; everything it uses is imported here, at the top.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_gpulayout.artifacts import load as artifacts
+from pytest_gpulayout.check import LaunchOptions
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import ENGINES
-from pytest_gpulayout.evaluate import evaluate, load_models, run_startup_check
+from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import Host
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from pytest_gpulayout.launch.progress import Progress
-    from pytest_gpulayout.machine.facts import Machine
-    from pytest_gpulayout.manifest.load import Manifest
-    from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.inputs.files import log_folder
+from pytest_gpulayout.launch.progress import Progress, pytest_reporter
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
+from pytest_gpulayout.manifest.load import MANIFEST_NAME, Manifest, find_manifest, load_manifest
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.runner import Runner, checks_of, load_models, subject_of
 
 
 def _opt(config: pytest.Config, name: str, ini: str | None = None) -> str | None:
@@ -50,7 +52,8 @@ class GpuLayoutState:
     manifest: Manifest | None = None
     _machine: Machine | None = None
     models: dict[str, ModelSpec] = field(default_factory=dict)
-    findings: dict[str, dict[str, Finding]] = field(default_factory=dict)
+    #: each deployment's runner: every check of it run once, whatever asks (``runner.Runner``)
+    runners: dict[str, Runner] = field(default_factory=dict)
     #: the installed engines and engine variables, read once for the whole run
     host: Host = field(default_factory=_read_host)
     #: the manifest's line of each key under ``deployments:`` (``manifest_location``)
@@ -69,12 +72,10 @@ class GpuLayoutState:
         """--gpulayout-manifest, else a ``gpulayout.yaml`` named on the command line (``pytest --gpulayout
         deploy/gpulayout.yaml::qwen3-8b-tp2``), else ini ``gpulayout_manifest``, else the rootdir's."""
         if self.manifest is None:
-            from pytest_gpulayout.manifest.load import find_manifest, load_manifest
 
             explicit = self.config.getoption("gpulayout_manifest", None) or self._manifest_argument()
             path = find_manifest(explicit, self.config.getini("gpulayout_manifest") or None,
                                  Path(self.config.rootpath), also=Path(self.config.invocation_params.dir))
-            from pytest_gpulayout.artifacts import load as artifacts
 
             if artifacts.is_manifest(path) or path.name == "gpulayout.yaml":
                 self.manifest = load_manifest(path)
@@ -88,8 +89,6 @@ class GpuLayoutState:
     def _manifest_argument(self) -> str | None:
         """The one ``gpulayout.yaml`` among pytest's collection arguments (``path`` or ``path::node``).
         Two different ones are refused: a run checks one manifest."""
-        from pytest_gpulayout.errors import InputError
-        from pytest_gpulayout.manifest.load import MANIFEST_NAME
 
         here = Path(self.config.invocation_params.dir)
         found = {os.path.abspath(here / part) for arg in self.config.args
@@ -104,7 +103,6 @@ class GpuLayoutState:
         loaded when one is named (option or ini) or ``gpulayout.yaml`` sits in the rootdir or the
         invocation dir, so that its ``machine:`` is honoured; None when there is none to find."""
         if self.manifest is None:
-            from pytest_gpulayout.manifest.load import MANIFEST_NAME
 
             named = self.config.getoption("gpulayout_manifest", None) or self.config.getini("gpulayout_manifest")
             dirs = (Path(self.config.rootpath), Path(self.config.invocation_params.dir))
@@ -125,7 +123,6 @@ class GpuLayoutState:
     @property
     def machine(self) -> Machine:
         if self._machine is None:
-            from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
 
             spec, base = self.machine_spec
             self._machine = load_machine(spec, base, model_dirs_of([m.source for m in self.models.values()]),
@@ -136,10 +133,17 @@ class GpuLayoutState:
         assert self.manifest is not None
         return self.manifest.deployment(name)
 
-    def static_findings(self, name: str) -> dict[str, Finding]:
-        if name not in self.findings:
-            self.findings[name] = evaluate(self.deployment(name), self.machine, self.models[name], self.host)
-        return self.findings[name]
+    def runner(self, name: str) -> Runner:
+        """The deployment's runner (made once): the same one every item of it asks."""
+        if name not in self.runners:
+            options = LaunchOptions(launch=self.launch, log_dir=self.log_dir(), progress=self._launch_progress())
+            subject = subject_of(self.deployment(name), self.machine, self.models[name], self.host)
+            self.runners[name] = Runner(subject, self.host, options)
+        return self.runners[name]
+
+    def checks_of(self, name: str) -> tuple[str, ...]:
+        """The checks deployment ``name`` is judged by, in order (known before anything is resolved)."""
+        return tuple(c.name for c in checks_of(self.deployment(name)))
 
     def manifest_location(self, name: str) -> tuple[str, int]:
         """(manifest path, line of the deployment's key) for warnings and each item's location; line 1
@@ -164,7 +168,6 @@ class GpuLayoutState:
 
     def named_log_dir(self) -> Path | None:
         """The log folder the user named: --gpulayout-log-dir, else $GPULAYOUT_LOG_DIR (checked, created)."""
-        from pytest_gpulayout.inputs.files import log_folder
 
         option = self.config.getoption("gpulayout_log_dir", None)
         if option:
@@ -183,18 +186,11 @@ class GpuLayoutState:
         return Path(cache.mkdir("gpulayout-logs")) if cache is not None else None
 
     def finding(self, name: str, check: str) -> Finding:
-        static = self.static_findings(name)
-        if check != "startup":
-            return static[check]
-        if "startup" not in static:
-            static["startup"] = run_startup_check(self.deployment(name), self.machine, self.models[name],
-                                                  static, launch=self.launch, log_dir=self.log_dir(),
-                                                  host=self.host, progress=self._launch_progress())
-        return static["startup"]
+        """The finding of ``check`` for deployment ``name``, from its runner (the checks its gates name run first)."""
+        return self.runner(name).finding(check)
 
     def _launch_progress(self) -> Callable[[str], Progress] | None:
         """Launch phases through the terminal reporter (not on xdist workers, not with -q: launch/progress.py)."""
-        from pytest_gpulayout.launch.progress import pytest_reporter
 
         reporter = pytest_reporter(self.config)
         return reporter.for_launch if reporter is not None else None

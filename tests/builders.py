@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment, Require
 from pytest_gpulayout.engine import Subject
-from pytest_gpulayout.evaluate import subject_of
+from pytest_gpulayout.runner import subject_of
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
 from pytest_gpulayout.model.spec import ModelSpec

@@ -15,6 +15,7 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.manifest.load import parse_manifest
+from pytest_gpulayout.origin import Origin, Pod
 
 _KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
          "memory_fraction", "kv_cache_dtype")
@@ -180,6 +181,8 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
         inv, pod, tagged = by_name[dep.name]
         s = spread(inv)
         image, release = tagged or ("", None)
-        out.append(Found(replace(dep, name=inv.source), inv.source, inv, pod, machine, s.nodes, s.local_dp, s.master,
-                         image, release))
+        origin = Origin(file=path, source=inv.source, entry=inv.entry, pod=pod if isinstance(pod, Pod) else None,
+                        nodes=s.nodes, local_dp=s.local_dp, master=s.master, image=image, image_release=release)
+        out.append(Found(replace(dep, name=inv.source, origin=origin), inv.source, inv, pod, machine, s.nodes,
+                         s.local_dp, s.master, image, release))
     return out

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
-from pytest_gpulayout.artifacts.kubernetes import Pod
+from pytest_gpulayout.origin import Pod
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
 

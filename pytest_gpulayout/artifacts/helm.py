@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
-from pytest_gpulayout.artifacts.kubernetes import Pod
+from pytest_gpulayout.origin import Pod
 
 #: the chart's entry point (its engine image's): vLLM's server
 _ENTRY = ("python3", "-m", "vllm.entrypoints.openai.api_server")

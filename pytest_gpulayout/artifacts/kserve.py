@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
-from pytest_gpulayout.artifacts.kubernetes import Pod, argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.origin import Pod
 
 KINDS = ("InferenceService", "ServingRuntime", "ClusterServingRuntime", "LLMInferenceService")
 #: what KServe's Hugging Face server and the LLMInferenceService controller start: vLLM's server

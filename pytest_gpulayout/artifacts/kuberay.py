@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv, find_in_text
-from pytest_gpulayout.artifacts.kubernetes import Pod, argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.origin import Pod
 
 KINDS = ("RayCluster", "RayService", "RayJob")
 #: the operator that adds a memory-backed /dev/shm to every Ray pod (``ray-operator`` pod builder)

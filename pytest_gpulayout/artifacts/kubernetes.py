@@ -7,45 +7,15 @@ RDMA devices, the GPU product its node selector asks for) is kept for the ``depl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from dataclasses import field as dc_field
 from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
+from pytest_gpulayout.origin import Pod
 
 KINDS = ("Pod", "Deployment", "StatefulSet", "Job", "LeaderWorkerSet")
 #: the node label GPU Feature Discovery sets to the GPU's product name (``NVIDIA-H100-80GB-HBM3``)
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
-@dataclass(frozen=True)
-class Pod:
-    """What the ``deploy`` check reads of the pod (or compose service) that runs an engine."""
-
-    obj: str                       # Kind/name (compose: services/name)
-    container: str
-    field: str                     # the dotted path of the pod spec (``spec.template.spec``)
-    gpus: int | None               # GPUs one pod gets (None: not requested)
-    shm: bool                      # /dev/shm is a memory emptyDir, a host path, or the host's IPC
-    #: pods that make one engine: LWS size, a Ray cluster's pods, KServe's head + workers (1: the pod alone)
-    group_size: int = 1
-    role: str = ""                 # leader | worker (LWS, KServe workers)
-    #: the field that says the group size (``spec.leaderWorkerTemplate.size``); "" for one pod
-    group_field: str = ""
-    #: GPUs over the whole group where its pods differ (a Ray cluster: head plus worker groups)
-    group_gpus: int | None = None
-    gpus_field: str = ""           # the field the GPU count is read from (default: resources.limits)
-    shm_field: str = ""            # where /dev/shm would be declared (default: the pod's volumes)
-    shm_by: str = ""               # the operator that mounts /dev/shm itself (KubeRay)
-    #: whether the pods of the group are always one engine (LWS, Ray, KServe) or replicas that become one
-    #: only when the command line says so (--nnodes over a StatefulSet's replicas)
-    group_is_world: bool = False
-    host_network: bool = False
-    dns_policy: str = ""
-    rdma: bool = False             # an RDMA device is requested (or the host's, privileged on its network)
-    env: Mapping[str, str] = dc_field(default_factory=lambda: MappingProxyType({}))
-    product: str = ""              # the nvidia.com/gpu.product the node selector asks for
 
 
 def is_kubernetes(doc: object) -> bool:

@@ -8,7 +8,6 @@ from typing import Any
 
 from pytest_gpulayout.artifacts import commands, compose, helm, kserve, kuberay, kubernetes
 from pytest_gpulayout.artifacts.build import Found, build
-from pytest_gpulayout.artifacts.deploy import check
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.machine.presets import list_presets, load_preset
 from pytest_gpulayout.manifest.load import Manifest
@@ -125,21 +124,3 @@ def as_manifest(found: list[Found], machine: str | None, path: Path) -> Any:
     machine = machine or (found[0].machine if found else "")
     return Manifest(path=path, machine=machine, base_dir=path.parent, deployments=tuple(f.deployment for f in found),
                     notes=())
-
-
-def add_deploy_findings(report: Any, found: list[Found]) -> None:
-    """The ``deploy`` check's finding on each deployment that came from a Kubernetes object."""
-    for f in found:
-        finding = check(f)
-        result = report.results.get(f.deployment.name)
-        if finding is not None and result is not None:
-            result.findings[finding.check] = finding
-
-
-def add_sources(data: dict[str, Any], found: list[Found]) -> None:
-    """``source`` and ``entry`` of each deployment in the JSON report."""
-    for f in found:
-        entry = data.get("deployments", {}).get(f.deployment.name)
-        if isinstance(entry, dict):
-            entry["source"] = f.source
-            entry["entry"] = f.invocation.entry

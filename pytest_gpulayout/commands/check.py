@@ -31,10 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_gpulayout.evaluate import ALL_CHECKS, finish_run_log_dir, load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
     from pytest_gpulayout.report.text import summary_table
+    from pytest_gpulayout.runner import finish_run_log_dir, load_models, run_checks
 
     if args.html:
         writable_path(args.html, "--html")
@@ -70,8 +70,6 @@ def run(args: argparse.Namespace) -> int:
         if kept is not None:
             print(f"gpulayout: logs of the launches that did not pass are in {kept} (--log-dir DIR keeps "
                   f"every launch's log)", file=sys.stderr)
-    if found is not None:
-        artifacts.add_deploy_findings(report, found)
 
     if args.html:
         from pytest_gpulayout.report.html import write_html
@@ -80,10 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         for note in manifest.notes:  # stderr: the JSON on stdout stays what a pipeline parses
             print(f"gpulayout: note: {note}", file=sys.stderr)
-        data = report.to_json()
-        if found is not None:
-            artifacts.add_sources(data, found)
-        json.dump(data, sys.stdout, indent=2)
+        json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         out = sys.stdout
@@ -98,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             for f in result.findings.values():
                 out.write(f"  {f.status.value:<4}  {f.check:<9}  {f.message}\n")
         out.write("\n" + "\n".join(summary_table({n: r.findings for n, r in report.results.items()},
-                                                ALL_CHECKS)) + "\n")
+                                                report.checks)) + "\n")
     status = report.status
     if status is Status.FAIL or (args.strict and status is Status.WARN):
         return 1

@@ -189,8 +189,9 @@ def run(args: argparse.Namespace) -> int:
     machine = load_machine(args.machine, Path.cwd(), engines=registry.ENGINES.values())
     if get_engine(args.engine).has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
         from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
+        from pytest_gpulayout.runner import evaluate
 
-        return run_llamacpp_plan(args, model, machine)
+        return run_llamacpp_plan(args, model, machine, lambda dep: evaluate(dep, machine, model))
     if args.engine_version and args.engine_version.startswith("b"):
         from pytest_gpulayout.errors import InputError
 

@@ -45,9 +45,9 @@ def run(args: argparse.Namespace) -> int:
 
         model_dirs: tuple[str, ...] = ()
         if args.manifest:
-            from pytest_gpulayout.evaluate import load_models
             from pytest_gpulayout.machine.sources import model_dirs_of
             from pytest_gpulayout.manifest.load import load_manifest
+            from pytest_gpulayout.runner import load_models
 
             models = load_models(load_manifest(Path(args.manifest)).deployments)
             model_dirs = model_dirs_of([m.source for m in models.values()])

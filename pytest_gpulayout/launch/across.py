@@ -304,7 +304,7 @@ def with_nodes(base: Finding, spans: Sequence[NodeSpan], logs: Sequence[str], sw
 
 
 def _not_launched(dep: Deployment, why: str, command: Sequence[str] = ()) -> Finding:
-    return failed(CHECK, f"{dep.name}: cannot launch across the Ray cluster's hosts: {why}",
+    return failed(CHECK, f"cannot launch across the Ray cluster's hosts: {why}",
                   StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None, error_kind=None,
                                log_path=None, command=tuple(command)))
 

@@ -130,11 +130,11 @@ def launch_deployment(
                else engine.default_command(release(engine, version), sys.executable))
         if "was not found" in str(err) or "not executable" in str(err):
             module = engine.server_module
-            msg = (f"{dep.name}: cannot launch {name}: {cmd[0]!r} was not found or is not executable. "
+            msg = (f"cannot launch {name}: {cmd[0]!r} was not found or is not executable. "
                    f"Install {name} where the check runs, or set launch.command in the manifest to the "
                    f"engine's entry point, e.g. [/path/to/venv/bin/python, -m, {module}]")
         else:
-            msg = f"{dep.name}: cannot launch {name}: {err}"
+            msg = f"cannot launch {name}: {err}"
         finding = failed(CHECK, msg, StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None,
                                                   error_kind=None, predicted_kv_tokens=prediction_tokens,
                                                   ratio=None, log_path=None, command=tuple(cmd)))
@@ -166,7 +166,7 @@ def _launch_across(dep: Deployment, model: ModelSpec | None, machine: Machine, *
     try:
         spans = node_spans(dep, machine)
     except LaunchError as err:
-        finding = failed(CHECK, f"{dep.name}: cannot launch across hosts: {err}",
+        finding = failed(CHECK, f"cannot launch across hosts: {err}",
                          StartupFacts(kv_tokens=None, max_concurrency=None, seconds_to_kv=None, error_kind=None,
                                       predicted_kv_tokens=prediction_tokens, log_path=None))
         return StartupReport(None, (), None, None, None, None, finding, None)

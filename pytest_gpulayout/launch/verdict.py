@@ -197,24 +197,24 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     if kv is None or result.stopped_by == "error":
         if log.error_kind is not None:
             fix = _FIXES.get(log.error_kind, "see the engine's log")
-            msg = (f"{dep.name}: {name} failed to start {dep.layout} ({log.error_kind}): {log.error_line}. "
+            msg = (f"{name} failed to start {dep.layout} ({log.error_kind}): {log.error_line}. "
                    f"Fix: {fix}.{where}{leftover}")
         elif result.stopped_by == "timeout":
-            msg = (f"{dep.name}: {name} did not report its KV pool within {dep.launch.timeout_s:.0f} s "
+            msg = (f"{name} did not report its KV pool within {dep.launch.timeout_s:.0f} s "
                    f"(launch.timeout_s).{provisional} Raise the timeout if the model is large, else see the log."
                    f"{where}{leftover}")
         elif result.stopped_by == "watchdog":
             code = result.watchdog_returncode
             how = (f"by {signal.Signals(-code).name}" if code is not None and code < 0
                    and -code in signal.valid_signals() else f"with code {code}")
-            msg = (f"{dep.name}: the launch's watchdog was killed from outside ({how}) before {name} reported "
+            msg = (f"the launch's watchdog was killed from outside ({how}) before {name} reported "
                    f"its KV pool; the launcher stopped {name}'s process tree itself. Nothing is known of "
                    f"{name}'s own fate: run the check again.{where}{leftover}")
         elif result.stopped_by == "interrupt":
-            msg = (f"{dep.name}: the launch was interrupted before {name} reported its KV pool.{provisional}"
+            msg = (f"the launch was interrupted before {name} reported its KV pool.{provisional}"
                    f"{where}{leftover}")
         else:
-            msg = (f"{dep.name}: {name} exited with code {result.returncode} before reporting its KV pool, "
+            msg = (f"{name} exited with code {result.returncode} before reporting its KV pool, "
                    f"and its log names no known cause.{where}{leftover}")
         msg += disagree + killed + waited
         if tail:
@@ -245,7 +245,7 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
                         "flags differ (memory_fraction, --enforce-eager, launch.env such as "
                         "VLLM_CPU_KVCACHE_SPACE)")
             off += ". The real pool is the one to trust"
-    said = f"{dep.name}: {name} started {dep.layout} with a KV pool of {pool}"
+    said = f"{name} started {dep.layout} with a KV pool of {pool}"
     said += f" = {conc_text}" if conc_text else ""
     said += f" after {result.seconds_to_kv:.0f} s" if result.seconds_to_kv is not None else ""
     said += pred

@@ -60,7 +60,6 @@ from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.evaluate import engine_of, evaluate
 from pytest_gpulayout.findings import facts_of, present
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Machine
@@ -86,6 +85,7 @@ from pytest_gpulayout.planner.verdicts import (
     requests_number,
 )
 from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, FractionOrigin, KvPoolFacts
+from pytest_gpulayout.runner import engine_of, evaluate
 
 #: How a plan picks the GPUs of a layout: ``(machine, tp, pp, dp, links)`` -> GPU indices or None.
 Chooser = Callable[[Machine, int, int, int, LinkCosts, "Sequence[int] | None"], "tuple[int, ...] | None"]

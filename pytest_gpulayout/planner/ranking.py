@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_gpulayout.evaluate import engine_of
 from pytest_gpulayout.findings import Status, facts_of, present
 from pytest_gpulayout.machine.facts import Machine, describe_link, is_nvlink
 from pytest_gpulayout.planner.gpus import LinkCosts
@@ -19,6 +18,7 @@ from pytest_gpulayout.planner.verdicts import default_fraction_name, requests_nu
 from pytest_gpulayout.rules.heads import HeadsFacts
 from pytest_gpulayout.rules.kv_pool import TIGHT_MARGIN, KvPoolFacts, shortfalls
 from pytest_gpulayout.rules.links import LinksFacts
+from pytest_gpulayout.runner import engine_of
 
 
 def crosses_hosts(row: LayoutRow, machine: Machine) -> bool:

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.evaluate import STATIC_CHECKS, engine_of
 from pytest_gpulayout.findings import Finding, Status, facts_of, present, worst
 from pytest_gpulayout.machine.facts import describe_link, link_family
 from pytest_gpulayout.model.spec import ModelSpec
@@ -23,9 +22,11 @@ from pytest_gpulayout.rules.balance import BalanceFacts
 from pytest_gpulayout.rules.heads import tp_problems
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts
 from pytest_gpulayout.rules.links import SLOW_FAMILIES, LinksFacts
+from pytest_gpulayout.runner import engine_of
+from pytest_gpulayout.suite import STATIC_NAMES
 
-#: Order the checks are shown in (the static checks of ``evaluate``).
-CHECK_ORDER = tuple(STATIC_CHECKS)
+#: Order the checks are shown in (the suite's static checks).
+CHECK_ORDER = STATIC_NAMES
 
 
 def default_fraction_name(engine: str) -> str:
@@ -36,11 +37,6 @@ def default_fraction_name(engine: str) -> str:
 def _first_clause(text: str) -> str:
     """``32 attention heads do not divide by TP=3 (vLLM: ...)`` -> the part before the quote."""
     return text.split(" (", 1)[0].strip()
-
-
-def _strip_name(message: str, name: str) -> str:
-    prefix = f"{name}: "
-    return message[len(prefix) :] if message.startswith(prefix) else message
 
 
 def _shorten(text: str, limit: int = 150) -> str:
@@ -147,7 +143,7 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand,
                 f"balance: vLLM's start-up check fails: a GPU has {-margin:.2f} GiB less free than "
                 f"gpu_memory_utilization x total"
             )
-    return f"{f.check}: " + _shorten(_strip_name(f.message, dep.name))
+    return f"{f.check}: " + _shorten(f.text)
 
 
 def requests_number(x: float) -> str:

@@ -25,16 +25,16 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpulayout.evaluate import ALL_CHECKS
 from pytest_gpulayout.findings import Status, verdict_of, worst
 from pytest_gpulayout.machine.facts import Machine, describe_link, link_family
 from pytest_gpulayout.report.text import key_number, per_replica_text, requests_text
 from pytest_gpulayout.report.views import DeploymentView, GpuMemory, plan_views, views_from_report
+from pytest_gpulayout.suite import CHECK_NAMES
 
 if TYPE_CHECKING:  # annotations only: keep this module light to import
     from pytest_gpulayout.planner.rows import Plan
 
-CHECKS = ALL_CHECKS
+CHECKS = CHECK_NAMES
 
 # Memory segments, bottom of the card first: (key, label, fill colour, text colour).
 SEGMENTS = (

@@ -7,67 +7,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-from pytest_gpulayout.findings import Finding, Status, present, verdict_of, worst
-from pytest_gpulayout.launch.facts import StartupFacts
-from pytest_gpulayout.rules.balance import BalanceFacts
-from pytest_gpulayout.rules.cluster import ClusterFacts
-from pytest_gpulayout.rules.heads import HeadsFacts
-from pytest_gpulayout.rules.kv_pool import KvPoolFacts
-from pytest_gpulayout.rules.links import LinksFacts
-from pytest_gpulayout.rules.placement import PlacementFacts
+from pytest_gpulayout.findings import Finding, Status, verdict_of, worst
+from pytest_gpulayout.suite import cell as suite_cell
 
 _MARK = {Status.PASS: "pass", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.SKIP: "skip"}
 
 
-def _tokens(n: Any) -> str:
-    if not isinstance(n, (int, float)):
-        return ""
-    n = int(n)
-    if abs(n) >= 10_000_000:
-        return f"{n / 1e6:.0f}M tok"
-    if abs(n) >= 10_000:
-        return f"{n / 1e3:.0f}k tok"
-    return f"{n} tok"
-
-
 def key_number(f: Finding) -> str:
-    """The one number a reader scans for in each check's cell."""
-    facts = f.facts
-    if isinstance(facts, PlacementFacts):
-        gpus = present(facts.gpus)
-        return "GPU " + ",".join(map(str, gpus)) if gpus else f"{facts.gpus_needed} needed"
-    if isinstance(facts, HeadsFacts):
-        if f.status is Status.FAIL:  # the number that decided: heads that TP does not divide (else see message)
-            if facts.attention_heads_per_rank is None:
-                return f"{facts.num_attention_heads} heads, TP={facts.tensor_parallel_size}"
-            return ""
-        return f"kv/rank {facts.kv_heads_per_rank}"
-    if isinstance(facts, BalanceFacts):
-        # vLLM deployments carry their own rule's margin; SGLang's is the 0.9-rule headroom
-        margin = present(facts.vllm_min_margin_gib)
-        if margin is not None:
-            return f"{margin:+.2f} GiB"
-        if facts.headroom_gib is not None:
-            return f"{facts.headroom_gib:+.2f} GiB"
-        return ""
-    if isinstance(facts, LinksFacts):
-        return str(facts.worst_link or "")
-    if isinstance(facts, KvPoolFacts):
-        return _tokens(facts.predicted_kv_tokens)
-    if isinstance(facts, ClusterFacts):
-        if facts.mismatches:
-            return "differs: " + ",".join(m.what for m in facts.mismatches)
-        if facts.transport:
-            return facts.transport
-        return f"{len(facts.nodes)} nodes" if len(facts.nodes) > 1 else ""
-    if isinstance(facts, StartupFacts):
-        kind = present(facts.error_kind)
-        if kind:
-            return str(kind)
-        return _tokens(present(facts.kv_tokens))
-    return ""
+    """The one number a reader scans for in each check's cell: the check object says which (``Check.cell``)."""
+    return suite_cell(f)
 
 
 def cell(f: Finding | None) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from pytest_gpulayout.check import Rule
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.sglang import engine as sglang
@@ -39,7 +40,7 @@ from pytest_gpulayout.engines.vllm.defaults import (
     counts_communicators_in_budget,
     oversubscribes_silently,
 )
-from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, register_facts, skipped, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, present, register_facts, skipped, warned
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryUnknown, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
@@ -272,12 +273,12 @@ def check_balance(s: Subject) -> Finding:
     try:
         placement = place(dep, machine)
     except PlacementError as err:
-        return skipped(CHECK, f"{dep.name}: balance not checked: {err}", _UNKNOWN)
+        return skipped(CHECK, f"balance not checked: {err}", _UNKNOWN)
     missing = [i for i in placement.gpus if machine.gpu(i).memory_free_mib is None
                or machine.gpu(i).memory_total_mib is None]
     if missing:
         # Never a pass: the engines' start-up memory rules are exactly what nobody could look at.
-        return warned(CHECK, f"{dep.name}: memory balance NOT checked: free memory of "
+        return warned(CHECK, f"memory balance NOT checked: free memory of "
                       f"{', '.join(f'GPU{i}' for i in missing)} is unknown (machine from {machine.source}). "
                       f"Probe the host (machine: auto) or use a snapshot with memory to get a verdict.", _UNKNOWN)
     frees = [_gib(machine.gpu(i).memory_free_mib) for i in placement.gpus]
@@ -316,10 +317,26 @@ def check_balance(s: Subject) -> Finding:
             parts.append(lop[:2])
             data = replace(data, **lop[2])
     if not parts:
-        return skipped(CHECK, f"{dep.name}: SGLang's TP balance rule applies only with TP > 1, and a single "
-                       f"replica has no peers to compare: nothing to check.", data)
+        return skipped(CHECK, "SGLang's TP balance rule applies only with TP > 1, and a single "
+                       "replica has no peers to compare: nothing to check.", data)
     order = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
     status = max((s for s, _ in parts), key=order.__getitem__)
     parts.sort(key=lambda p: -order[p[0]])
-    msg = f"{dep.name}: " + "; ".join(m for _, m in parts) + "."
+    msg = "; ".join(m for _, m in parts) + "."
     return Finding(CHECK, status, msg, data)
+
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, BalanceFacts)
+    # vLLM deployments carry their own rule's margin; SGLang's is the 0.9-rule headroom
+    margin = present(facts.vllm_min_margin_gib)
+    if margin is not None:
+        return f"{margin:+.2f} GiB"
+    if facts.headroom_gib is not None:
+        return f"{facts.headroom_gib:+.2f} GiB"
+    return ""
+
+
+BALANCE = Rule(CHECK, "SGLang's TP memory-balance rule and its headroom; vLLM's free-memory-at-startup rule; "
+               "lopsided DP pools.", BalanceFacts, check_balance, _number)

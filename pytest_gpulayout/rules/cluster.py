@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gpulayout.check import Rule
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import Facts, Finding, RawFacts, Status, register_facts
 from pytest_gpulayout.machine.nodes import NodeFacts, model_dir_key
@@ -108,12 +109,12 @@ def _model_value(f: NodeFacts, key: str) -> str | None:
 def check_cluster(s: Subject) -> Finding:
     dep, machine, model = s.dep, s.machine, s.model
     if len(machine.hosts) <= 1:
-        return Finding(CHECK, Status.SKIP, f"{dep.name}: one host: nothing to compare across nodes.",
+        return Finding(CHECK, Status.SKIP, "one host: nothing to compare across nodes.",
                        RawFacts({"nodes": list(machine.hosts), "mismatches": [], "transport": None}))
     try:
         placement = s.placement
     except PlacementError as err:
-        return Finding(CHECK, Status.SKIP, f"{dep.name}: cluster not checked: {err}",
+        return Finding(CHECK, Status.SKIP, f"cluster not checked: {err}",
                        RawFacts({"nodes": [], "mismatches": [], "transport": None}))
     per_node: dict[str, int] = {}
     for g in placement.gpus:
@@ -124,7 +125,7 @@ def check_cluster(s: Subject) -> Finding:
     unknown = [h for h in hosts if h not in machine.nodes]
     if unknown:
         return Finding(CHECK, Status.WARN,
-                       f"{dep.name}: no node facts for {', '.join(unknown)} (this machine source has no nodes: "
+                       f"no node facts for {', '.join(unknown)} (this machine source has no nodes: "
                        f"section), so versions, model files and the network cannot be compared. Probe the "
                        f"cluster with machine: ray, or take the snapshot with gpulayout snapshot --ray.",
                        ClusterFacts(nodes=hosts, gpus_per_node=per_node))
@@ -216,7 +217,7 @@ def check_cluster(s: Subject) -> Finding:
 
     facts = ClusterFacts(nodes=hosts, mismatches=tuple(mismatches), transport=transport, model_dir=key,
                          shm_mib=shm, ib_active=ib_active, gpus_per_node=per_node)
-    lead = f"{dep.name}: {len(hosts)} node{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)})"
+    lead = f"{len(hosts)} node{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)})"
     if fails:
         return Finding(CHECK, Status.FAIL, f"{lead}: " + "; ".join(fails + warns) + ".", facts)
     if warns:
@@ -226,3 +227,18 @@ def check_cluster(s: Subject) -> Finding:
     model_txt = f"; the model in {key} is the same on each" if key else ""
     net = f"; NCCL goes over InfiniBand ({', '.join(ib_active[ref])} on {ref})" if transport == "ib" else ""
     return Finding(CHECK, Status.PASS, f"{lead} agree on {agree}{model_txt}{net}.", facts)
+
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, ClusterFacts)
+    if facts.mismatches:
+        return "differs: " + ",".join(m.what for m in facts.mismatches)
+    if facts.transport:
+        return facts.transport
+    return f"{len(facts.nodes)} nodes" if len(facts.nodes) > 1 else ""
+
+
+CLUSTER = Rule(CHECK, "Several hosts: the same engine, torch, Python and Ray on every node, the model present and "
+               "identical on each, InfiniBand rather than sockets, /dev/shm large enough?", ClusterFacts, check_cluster,
+               _number)

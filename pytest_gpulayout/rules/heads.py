@@ -36,8 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_gpulayout.check import Rule
 from pytest_gpulayout.engine import ShardLayout, Subject
-from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, failed, passed, register_facts, warned
 from pytest_gpulayout.memory.kv import kv_heads_per_rank
 from pytest_gpulayout.memory.stages import pp_partition
 from pytest_gpulayout.model.spec import ModelSpec
@@ -152,10 +153,10 @@ def check_heads(s: Subject) -> Finding:
     if generation.refusals:  # the release refuses the model on these GPUs before any layout question
         more = f" (and {len(generation.refusals) - 1} more refusal(s): " + "; ".join(generation.refusals[1:]) + ")" \
             if len(generation.refusals) > 1 else ""
-        return failed(CHECK, f"{dep.name}: {model.name} cannot start: {generation.refusals[0]}{more}.", data)
+        return failed(CHECK, f"{model.name} cannot start: {generation.refusals[0]}{more}.", data)
     problems = tp_problems(model, tp)
     if dep.enable_expert_parallel and not model.is_moe and rules.ep_without_experts_error is not None:
-        return failed(CHECK, f"{dep.name}: enable_expert_parallel is set but {model.name} has no experts "
+        return failed(CHECK, f"enable_expert_parallel is set but {model.name} has no experts "
                       f"({s.engine.display}: \"{rules.ep_without_experts_error}\"). Remove enable_expert_parallel.",
                       data)
     ep, expert_shards = expert_layout(s)
@@ -164,7 +165,7 @@ def check_heads(s: Subject) -> Finding:
         ok_dp = [d for d in range(1, max(8, len(machine.gpus) if machine else 8) + 1) if width % (tp * d) == 0]
         return failed(
             CHECK,
-            f"{dep.name}: vLLM shards every expert of {model.name} over TP x DP = {expert_shards} ranks when "
+            f"vLLM shards every expert of {model.name} over TP x DP = {expert_shards} ranks when "
             f"expert parallel is off, and the expert MLP width {width} does not divide by {expert_shards}. "
             f"Set enable_expert_parallel: true, or a data_parallel_size that divides it with TP={tp}: "
             f"{', '.join(map(str, ok_dp))}.", data)
@@ -173,7 +174,7 @@ def check_heads(s: Subject) -> Finding:
         ok = valid_tp_sizes(model, limit)
         return failed(
             CHECK,
-            f"{dep.name}: {model.name} cannot run with TP={tp}: " + "; ".join(problems)
+            f"{model.name} cannot run with TP={tp}: " + "; ".join(problems)
             + f". TP sizes that divide: {', '.join(map(str, ok))}"
             + (f"; or keep TP={max(t for t in ok if t < tp)} and add pipeline_parallel_size for the rest."
                if any(t < tp for t in ok) else "."),
@@ -214,7 +215,7 @@ def check_heads(s: Subject) -> Finding:
         if min(split) == 0:
             return failed(
                 CHECK,
-                f"{dep.name}: PP={pp} is more stages than {model.name}'s {model.num_hidden_layers} layers "
+                f"PP={pp} is more stages than {model.name}'s {model.num_hidden_layers} layers "
                 f"(split {list(split)}): use at most pipeline_parallel_size: {model.num_hidden_layers}.",
                 data,
             )
@@ -229,7 +230,7 @@ def check_heads(s: Subject) -> Finding:
         if dep.enable_expert_parallel:
             what = rules.ep_spans
             if ep > model.num_experts:
-                return failed(CHECK, f"{dep.name}: expert parallel size {ep} ({what}) exceeds the "
+                return failed(CHECK, f"expert parallel size {ep} ({what}) exceeds the "
                               f"{model.num_experts} experts of {model.name}: some ranks would hold none.", data)
             if model.num_experts % ep:
                 status_warn = True
@@ -248,7 +249,7 @@ def check_heads(s: Subject) -> Finding:
         status_warn = True
     notes.extend(generation.warnings)
     notes.extend(generation.notes)
-    msg = f"{dep.name}: {h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."
+    msg = f"{h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."
     return (warned if status_warn else passed)(CHECK, msg, data)
 
 
@@ -282,11 +283,11 @@ def _problem_sentence(model: ModelSpec, layout: ShardLayout, p: WidthProblem) ->
 
 def _shard_message(s: Subject, layout: ShardLayout, p: WidthProblem, limit: int) -> str:
     """The fail for a refused share: what, the engine's words, and the layouts that start."""
-    dep, model, vsource = s.dep, s.model, s.version_source
+    model, vsource = s.model, s.version_source
     rules = s.engine.shard_rules()
     engine = s.engine.display
     assumed = " (assumed: the newest release known; pin engine_version)" if vsource == "assumed latest known" else ""
-    head = (f"{dep.name}: {model.name} cannot start on {engine} {layout.version}{assumed} with TP={layout.tp}"
+    head = (f"{model.name} cannot start on {engine} {layout.version}{assumed} with TP={layout.tp}"
             + (f" DP={layout.dp}" if layout.dp > 1 else "")
             + (" and expert parallel" if layout.expert_parallel else "") + ": "
             + _problem_sentence(model, layout, p) + ". "
@@ -324,3 +325,18 @@ def _shard_message(s: Subject, layout: ShardLayout, p: WidthProblem, limit: int)
         fixes.append("no TP size up to "
                      f"{limit} divides: use a checkpoint without this quantization")
     return head + " Works instead: " + "; or ".join(fixes) + "."
+
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, HeadsFacts)
+    if f.status is Status.FAIL:  # the number that decided: heads that TP does not divide (else see the message)
+        if facts.attention_heads_per_rank is None:
+            return f"{facts.num_attention_heads} heads, TP={facts.tensor_parallel_size}"
+        return ""
+    return f"kv/rank {facts.kv_heads_per_rank}"
+
+
+HEADS = Rule(CHECK, "Do attention heads, KV heads (and their replication), PP layers, experts and quantized widths "
+             "divide the way the engine requires, and does the release build the model on these GPUs?",
+             HeadsFacts, check_heads, _number)

@@ -14,6 +14,7 @@ import enum
 import math
 from dataclasses import dataclass, field, replace
 
+from pytest_gpulayout.check import Gate, Rule, Then, fails
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import (
@@ -119,10 +120,10 @@ def _too_long(s: Subject) -> tuple[Status, str, int, int] | None:
     value = dep.launch.env.get(env, host.getenv(env) or "")
     where = "launch.env" if env in dep.launch.env else "the environment"
     if str(value).lower() in ("1", "true"):
-        return (Status.WARN, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
+        return (Status.WARN, f"max_model_len {dep.max_model_len:,} is beyond {model.name}'s "
                 f"{limit:,} positions; {env}=1 in {where} lets the engine start, but quality past "
                 f"{limit:,} tokens is not what the model was trained for.", dep.max_model_len, limit)
-    return (Status.FAIL, f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
+    return (Status.FAIL, f"max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
             f"positions, so {engine.display} refuses to start (\"{engine.too_long_text}\"). "
             f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.",
             dep.max_model_len, limit)
@@ -186,9 +187,9 @@ def _check_pool(s: Subject) -> Finding:
         per_token, weights = _without_memory(s)
         data = KvPoolFacts(kv_bytes_per_token_per_rank=per_token, weights_gib_per_rank=round(weights / GIB, 2))
         if isinstance(err, PlacementError):
-            return skipped(CHECK, f"{dep.name}: pool not predicted: {err}", data)
+            return skipped(CHECK, f"pool not predicted: {err}", data)
         # Never a pass: the pool is what the deployment serves from, and nobody looked at the memory.
-        return warned(CHECK, f"{dep.name}: KV pool NOT checked: {err}. Known without memory: {per_token:,} "
+        return warned(CHECK, f"KV pool NOT checked: {err}. Known without memory: {per_token:,} "
                       f"bytes of KV per token per rank, {weights / GIB:.2f} GiB of weights per rank. Probe the "
                       f"host (machine: auto) or use a snapshot with memory to get a verdict.", data)
     tokens = [p.kv_tokens for p in preds]
@@ -222,7 +223,7 @@ def _check_pool(s: Subject) -> Finding:
         data = replace(data, not_modelled=knobs.not_modelled + knobs.env_not_modelled)
         extra.append(knobs.not_modelled_note())
     notes = (" " + " ".join(extra)) if extra else ""
-    head = f"{dep.name}: predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
+    head = f"predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
         return failed(CHECK, f"{head}: {_no_room(s, p)}{notes}", data)
     if p.fits_one_request is False:
@@ -249,3 +250,27 @@ def _check_pool(s: Subject) -> Finding:
     met = [t for t in (dep.require.kv_tokens and f"require.kv_tokens {dep.require.kv_tokens:,}",
                        dep.require.concurrency and f"require.concurrency {dep.require.concurrency}") if t]
     return passed(CHECK, f"{head}{conc}: meets {' and '.join(met)}.{notes}", data)
+
+
+def tokens_text(n: object) -> str:
+    """``161k tok``: a token count as the summary table shows it."""
+    if not isinstance(n, (int, float)):
+        return ""
+    n = int(n)
+    if abs(n) >= 10_000_000:
+        return f"{n / 1e6:.0f}M tok"
+    if abs(n) >= 10_000:
+        return f"{n / 1e3:.0f}k tok"
+    return f"{n} tok"
+
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, KvPoolFacts)
+    return tokens_text(facts.predicted_kv_tokens)
+
+
+#: a pool for a layout the engine refuses to build is not a verdict: the numbers stay, the pass does not
+KV_POOL = Rule(CHECK, "The KV pool predicted the way the engine release computes it, against require.kv_tokens / "
+               "require.concurrency.", KvPoolFacts, check_kv_pool, _number,
+               gates=(Gate("heads", fails, Then.NOT_JUDGED, "the engine refuses this layout"),))

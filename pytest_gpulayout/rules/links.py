@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pytest_gpulayout.check import Rule
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, skipped, warned
@@ -131,7 +132,7 @@ def check_links(s: Subject) -> Finding:
     try:
         placement = s.placement
     except PlacementError as err:
-        return skipped(CHECK, f"{dep.name}: links not checked: {err}", LinksFacts(worst_link=None))
+        return skipped(CHECK, f"links not checked: {err}", LinksFacts(worst_link=None))
     allowed = dep.require.tp_links
     boundaries = sorted({machine.effective_link(a, b) or "unknown" for a, b in placement.stage_boundaries()})
     moe = moe_groups(s, placement)
@@ -152,12 +153,12 @@ def check_links(s: Subject) -> Finding:
             data = replace(data, worst_link=slowest(known))
             return passed(
                 CHECK,
-                f"{dep.name}: no TP group spans two GPUs; PP stage boundaries cross "
+                f"no TP group spans two GPUs; PP stage boundaries cross "
                 f"{', '.join(boundaries)} (fine: pipeline parallel sends activations only between stages).",
                 data,
             )
-        return skipped(CHECK, f"{dep.name}: each replica uses one GPU (TP=1, PP=1): no link carries "
-                       f"model traffic.", data)
+        return skipped(CHECK, "each replica uses one GPU (TP=1, PP=1): no link carries "
+                       "model traffic.", data)
 
     unknown: list[str] = []
     worst_kind: str | None = None
@@ -180,7 +181,7 @@ def check_links(s: Subject) -> Finding:
     data = replace(data, worst_link=worst_kind, transport=transport[0] if transport else ABSENT)
     if worst_kind is None:
         unknown_txt = ", ".join(dict.fromkeys(unknown))
-        return warned(CHECK, f"{dep.name}: the machine source ({machine.source}) does not say how "
+        return warned(CHECK, f"the machine source ({machine.source}) does not say how "
                       f"{unknown_txt} are linked; cannot judge the TP groups. Probe the host or use "
                       f"a snapshot with links.", data)
     verdict = _policy_status(worst_kind, allowed)
@@ -199,7 +200,7 @@ def check_links(s: Subject) -> Finding:
                   else f"{len(moe)} MoE group{'s' if len(moe) > 1 else ''} of {len(moe[0])}")
         return (warned if unknown else passed)(
             CHECK,
-            f"{dep.name}: {inside}; slowest link inside is {worst_kind} ({desc}){policy}.{moe_txt}{unknown_txt}",
+            f"{inside}; slowest link inside is {worst_kind} ({desc}){policy}.{moe_txt}{unknown_txt}",
             data,
         )
     if worst_role == "TP":
@@ -217,17 +218,26 @@ def check_links(s: Subject) -> Finding:
     if allowed:
         return failed(
             CHECK,
-            f"{dep.name}: {where} is joined by {worst_kind} ({desc}), which require.tp_links {list(allowed)} "
+            f"{where} is joined by {worst_kind} ({desc}), which require.tp_links {list(allowed)} "
             f"does not accept. {instead}, or put the group on GPUs linked by {', '.join(allowed)}."
             + moe_txt + unknown_txt,
             data,
         )
     if link_family(worst_kind) in SLOW_FAMILIES:
         keep = "one host" if link_family(worst_kind) == "NET" else "one socket"
-        return warned(CHECK, f"{dep.name}: {where} is joined by {worst_kind} ({desc}): "
+        return warned(CHECK, f"{where} is joined by {worst_kind} ({desc}): "
                       f"{_slow_text(worst_kind, transport, traffic)}. {instead}, or keep the group inside {keep}; "
                       f"{accept} accepts it, a require.tp_links without {worst_kind} makes it a failure."
                       + moe_txt + unknown_txt, data)
-    return warned(CHECK, f"{dep.name}: {where} is joined by {worst_kind} ({desc}): {does}, or {accept} to "
+    return warned(CHECK, f"{where} is joined by {worst_kind} ({desc}): {does}, or {accept} to "
                   f"accept it." + moe_txt + unknown_txt, data)
 
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, LinksFacts)
+    return str(facts.worst_link or "")
+
+
+LINKS = Rule(CHECK, "Is each TP group joined by NVLink/NVSwitch, or is this a PCIe / cross-socket / cross-host TP that "
+             "should be PP?", LinksFacts, check_links, _number)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from pytest_gpulayout.check import Rule
 from pytest_gpulayout.engine import Subject
-from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, register_facts, warned
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, failed, passed, present, register_facts, warned
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.placement import PlacementError, format_group
 
@@ -53,7 +54,7 @@ def check_placement(s: Subject) -> Finding:
     try:
         placement = s.placement
     except PlacementError as err:
-        return failed(CHECK, f"{dep.name}: {err}. Change gpus, or reduce tensor/pipeline/data_parallel_size.",
+        return failed(CHECK, f"{err}. Change gpus, or reduce tensor/pipeline/data_parallel_size.",
                       data)
     data = replace(data, gpus=tuple(placement.gpus),
                    replicas=tuple(tuple(tuple(stage) for stage in rep) for rep in placement.replicas))
@@ -91,8 +92,19 @@ def check_placement(s: Subject) -> Finding:
         warnings.append(f"other tenants and MIG mode of {gpus_txt} are unknown (machine from {machine.source}: "
                         f"topo text lists links only); probe the host (machine: auto) to check them")
     if problems:
-        return failed(CHECK, f"{dep.name}: " + "; ".join(problems + warnings) + ".", data)
+        return failed(CHECK, "; ".join(problems + warnings) + ".", data)
     if warnings:
-        return warned(CHECK, f"{dep.name}: " + "; ".join(warnings) + ".", data)
-    return passed(CHECK, f"{dep.name}: {dep.layout} on {gpus_txt} ({len(placement.gpus)} of "
+        return warned(CHECK, "; ".join(warnings) + ".", data)
+    return passed(CHECK, f"{dep.layout} on {gpus_txt} ({len(placement.gpus)} of "
                   f"{len(machine.gpus)} visible), whole GPUs, no other tenants.", data)
+
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, PlacementFacts)
+    gpus = present(facts.gpus)
+    return "GPU " + ",".join(map(str, gpus)) if gpus else f"{facts.gpus_needed} needed"
+
+
+PLACEMENT = Rule(CHECK, "Are the GPUs the layout needs visible, whole (no other tenants), not MIG slices, alike inside "
+                 "a TP group, and enough (TP x PP x DP)?", PlacementFacts, check_placement, _number)

@@ -8,15 +8,21 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.artifacts import commands
-from pytest_gpulayout.artifacts.build import build
-from pytest_gpulayout.artifacts.deploy import check
+from pytest_gpulayout.artifacts.build import Found, build
 from pytest_gpulayout.artifacts.load import load_artifact, load_command
 from pytest_gpulayout.cli import main
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.findings import Status
+from pytest_gpulayout.findings import Finding, Status
+from pytest_gpulayout.rules.deploy import DEPLOY, deploy_finding
 
 DATA = Path(__file__).parents[1] / "data" / "deploy"
 MACHINE = "preset:8xH100-sxm"
+
+
+def check(f: Found) -> Finding | None:
+    """The ``deploy`` finding of a deployment read from an artifact, named as the runner names it (None: no pod)."""
+    dep = f.deployment
+    return deploy_finding(dep).about(dep.name) if DEPLOY.applies(dep) else None
 
 
 def test_cmd_reads_flags_as_vllm_does() -> None:
@@ -62,7 +68,7 @@ def test_vllm_docs_kubernetes_example_warns_on_its_moving_tag(tmp_path: Path) ->
     assert f.deployment.engine_version is None  # vllm/vllm-openai:latest names no release
     finding = check(f)
     assert finding is not None and finding.status is Status.WARN
-    assert finding.message == ("Deployment/mistral-7b container mistral-7b: the image vllm/vllm-openai:latest names "
+    assert finding.message == ("Deployment/mistral-7b/mistral-7b: the image vllm/vllm-openai:latest names "
                                "no release (its tag moves), so the checks judged another release than the one that "
                                "will run: pin a release tag")
     # the same Deployment on a release tag: that release is the one judged, and the pass line says so
@@ -118,7 +124,7 @@ def test_lws_example() -> None:
     assert (f.deployment.model, f.deployment.tp, f.deployment.pp) == ("meta-llama/Llama-3.1-405B-Instruct", 8, 2)
     finding = check(f)  # the official example spans two nodes on the pod network: a warning, no failure
     assert finding is not None and finding.status is Status.WARN
-    assert finding.message == ("LeaderWorkerSet/vllm container vllm-leader: the engine spans 2 pods but "
+    assert finding.message == ("LeaderWorkerSet/vllm/vllm-leader[leader]: the engine spans 2 pods but "
                                "spec.leaderWorkerTemplate.leaderTemplate.spec requests no RDMA device (rdma/* or a "
                                "host device, or privileged on the host network) and sets no NCCL_IB_HCA / "
                                "NCCL_SOCKET_IFNAME: NCCL falls back to TCP sockets between the nodes")
@@ -160,7 +166,7 @@ def test_sglang_statefulset_on_the_host_network_cannot_resolve_its_master() -> N
     assert (f.nodes, f.master) == (2, "sglang-master-pod")
     finding = check(f)
     assert finding is not None and finding.message == (
-        "StatefulSet/distributed-sglang container sglang-container: spec.template.spec.hostNetwork is true with "
+        "StatefulSet/distributed-sglang/sglang-container: spec.template.spec.hostNetwork is true with "
         "dnsPolicy ClusterFirst (the node's resolv.conf), so the master address 'sglang-master-pod' does not "
         "resolve: set spec.template.spec.dnsPolicy: ClusterFirstWithHostNet")
 
@@ -184,28 +190,28 @@ def test_lws_sglang_worker_is_read_but_is_the_leaders_engine(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(("name", "old", "new", "words"), [
     ("lws-sglang.yaml", "size: 2", "size: 1",
-     "LeaderWorkerSet/sglang container sglang-leader: spec.leaderWorkerTemplate.size 1 x 1 GPUs per pod = 1, but "
+     "LeaderWorkerSet/sglang/sglang-leader[leader]: spec.leaderWorkerTemplate.size 1 x 1 GPUs per pod = 1, but "
      "TP x PP x DP = 2"),
     ("kserve-llmisvc-dp-ep-qwen3.yaml", "tensor: 1", "tensor: 4",
-     "LLMInferenceService/qwen3-coder-30b-a3b-instruct container main: spec.template.containers[main].resources."
+     "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main: spec.template.containers[main].resources."
      "limits.nvidia.com/gpu is 8, but TP x PP x local DP = 32 (4 x 1 x 8) on this pod"),
     ("kuberay-rayservice-vllm.yaml", 'TENSOR_PARALLELISM: "2"', 'TENSOR_PARALLELISM: "4"',
-     "RayService/llama-3-8b container llm: spec.rayClusterConfig.workerGroupSpecs[*].replicas give the Ray cluster "
+     "RayService/llama-3-8b/serveConfigV2/applications[llm]: spec.rayClusterConfig.workerGroupSpecs[*].replicas give the Ray cluster "
      "2 GPU(s), but TP x PP x DP = 4"),
     ("sglang-compose.yaml", "--host 0.0.0.0", "--tp 2 --host 0.0.0.0",
-     "services/sglang container sglang: services.sglang.deploy.resources.reservations.devices is 1, but "
+     "services/sglang: services.sglang.deploy.resources.reservations.devices is 1, but "
      "TP x PP x DP = 2"),
     ("sglang-distributed-sts.yaml", "replicas: 2   #", "replicas: 1   #",
-     "StatefulSet/distributed-sglang container sglang-container: spec.replicas is 1, but --nnodes 2"),
+     "StatefulSet/distributed-sglang/sglang-container: spec.replicas is 1, but --nnodes 2"),
     ("production-stack-values-15-a-raycluster.yaml", "pipelineParallelSize: 2", "pipelineParallelSize: 4",
-     "modelSpec/distilgpt2-raycluster container distilgpt2-raycluster: servingEngineSpec.modelSpec[distilgpt2-"
+     "servingEngineSpec.modelSpec[distilgpt2-raycluster]: servingEngineSpec.modelSpec[distilgpt2-"
      "raycluster].replicaCount (Ray workers) + raySpec.headNode.requestGPU give the Ray cluster 2 GPU(s), but "
      "TP x PP x DP = 4"),
     ("vllm-docs-deployment.yaml", "--max_num_batched_tokens 1024", "--max_num_batched_tokens 1024 -tp 2",
-     "Deployment/mistral-7b container mistral-7b: spec.template.spec.containers[mistral-7b].resources.limits."
+     "Deployment/mistral-7b/mistral-7b: spec.template.spec.containers[mistral-7b].resources.limits."
      "nvidia.com/gpu is 1, but TP x PP x DP = 2"),
     ("lws-vllm.yaml", "size: 2", "size: 1",
-     "LeaderWorkerSet/vllm container vllm-leader: spec.leaderWorkerTemplate.size 1 x 8 GPUs per pod = 8, but "
+     "LeaderWorkerSet/vllm/vllm-leader[leader]: spec.leaderWorkerTemplate.size 1 x 8 GPUs per pod = 8, but "
      "TP x PP x DP = 16"),
 ])
 def test_planted_defects_fail_in_one_line(tmp_path: Path, name: str, old: str, new: str, words: str) -> None:
@@ -223,7 +229,7 @@ def test_no_dev_shm_at_tp_above_one(tmp_path: Path) -> None:
     [f] = load_artifact(p, MACHINE)
     finding = check(f)
     assert finding is not None and finding.status is Status.FAIL
-    assert finding.message.startswith("Deployment/mistral-7b container mistral-7b: spec.template.spec.volumes has "
+    assert finding.message.startswith("Deployment/mistral-7b/mistral-7b: spec.template.spec.volumes has "
                                       "no /dev/shm")
 
 

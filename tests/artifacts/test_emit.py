@@ -6,12 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpulayout.artifacts.deploy import check
+from pytest_gpulayout.artifacts.build import Found
 from pytest_gpulayout.artifacts.load import load_artifact
 from pytest_gpulayout.cli import main
-from pytest_gpulayout.findings import Status
+from pytest_gpulayout.findings import Finding, Status
+from pytest_gpulayout.rules.deploy import DEPLOY, deploy_finding
 
 MACHINE = "preset:8xH100-sxm"
+
+
+def check(f: Found) -> Finding | None:
+    """The ``deploy`` finding of a deployment read from an artifact, named as the runner names it (None: no pod)."""
+    dep = f.deployment
+    return deploy_finding(dep).about(dep.name) if DEPLOY.applies(dep) else None
 
 
 @pytest.mark.parametrize(("kind", "suffix"), [("cmd", ".sh"), ("k8s", ".yaml"), ("lws", ".yaml"),

@@ -57,7 +57,7 @@ deployments:
     result = pytester.runpytest_subprocess("--gpulayout", "-v", "-p", "no:cacheprovider",
                                            f"--gpulayout-report={report}", timeout=600)
     out = result.stdout.str()
-    assert "gpulayout.yaml::tiny-tp2::startup PASSED" in out, out[-3000:]
+    assert "pytest_gpulayout/checks/test_startup.py::test_startup[tiny-tp2] PASSED" in out, out[-3000:]
     startup = json.loads(report.read_text())["deployments"]["tiny-tp2"]["checks"]["startup"]
     assert startup["status"] == "pass"
     assert startup["data"]["kv_tokens"] == expected

@@ -298,7 +298,7 @@ def test_pytest_on_a_terminal_keeps_one_line_per_launch(tmp_path: Path) -> None:
     assert code == 0, text
     _one_live_line(text)
     # the line of dots goes on after the kept line
-    assert re.search(r"gpulayout: startup tiny: cleaned[^\n]*\ngpulayout\.yaml \.", text), text
+    assert re.search(r"gpulayout: startup tiny: cleaned[^\n]*\npytest_gpulayout/checks/test_startup\.py \.", text), text
 
 
 def test_pytest_launch_shows_phases_and_stays_quiet_with_q(pytester: pytest.Pytester, tmp_path: Path,
@@ -318,7 +318,7 @@ def test_pytest_launch_shows_phases_and_stays_quiet_with_q(pytester: pytest.Pyte
     assert shown == list(PHASES), out
     assert json.loads(report.read_text())["deployments"]["tiny"]["checks"]["startup"]["status"] == "pass"
     # the file's result line goes on after the phase lines (pytest prints its path again)
-    assert re.search(r"gpulayout: startup tiny: cleaned.*\ngpulayout\.yaml \.", out), out
+    assert re.search(r"gpulayout: startup tiny: cleaned.*\npytest_gpulayout/checks/test_startup\.py \.", out), out
     # -q: quiet, the outcome only (and still a pass)
     quiet = pytester.runpytest_subprocess("--gpulayout", "--gpulayout-launch", "-p", "no:cacheprovider", "-q",
                                           "-k", "startup", timeout=120)

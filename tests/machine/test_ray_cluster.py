@@ -176,9 +176,9 @@ def test_pytest_suite_runs_the_cluster_check_against_the_cluster(cluster, manife
     out = r.stdout
     assert r.returncode == 1, out + r.stderr
     for name in ("right-tp2-pp2", "tp-across", "pp-across"):
-        assert f"gpulayout.yaml::{name}::cluster PASSED" in out, out
+        assert f"pytest_gpulayout/checks/test_cluster.py::test_cluster[{name}] PASSED" in out, out
     for name in ("onto-c-missing", "onto-c-differs"):
-        assert f"gpulayout.yaml::{name}::cluster FAILED" in out, out
+        assert f"pytest_gpulayout/checks/test_cluster.py::test_cluster[{name}] FAILED" in out, out
     assert f"is missing on {C}: copy it there" in out    # the finding's message is the failure text
     assert "2 failed, 3 passed" in out
 

@@ -154,10 +154,10 @@ def test_suite_measures_every_deployment_with_junit_properties(project: pytest.P
         2 * float(props["gpulayout.measure.dp2.output_tokens_per_s"]), rel=1e-3)
     assert props["gpulayout.measure.dp2.requests.completed"] == "48"
     assert "gpulayout.measure.tp2.itl_ms.p99" in props
-    assert "gpulayout.yaml::measure PASSED" in out or "passed" in out
+    assert "pytest_gpulayout/checks/test_measure.py::test_measure PASSED" in out or "passed" in out
     without = _run(project, "--gpulayout", "-k", "measure")   # opt-in: no measure item without the flag
     without.assert_outcomes()
-    assert "gpulayout.yaml::measure" not in without.stdout.str()
+    assert "test_measure" not in without.stdout.str()
 
 
 def test_junit_properties_flatten_the_figures() -> None:

@@ -13,7 +13,7 @@ from pytest_gpulayout.engine import Engine
 from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.evaluate import evaluate
+from pytest_gpulayout.runner import evaluate
 from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu
 from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.memory.common import MemoryUnknown

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parents[1] / "data"
+#: the suite's id prefix in a project that installed the plugin (its modules lie outside the rootdir)
+SUITE = "pytest_gpulayout/checks"
 
 MANIFEST = """\
 version: 1
@@ -47,7 +49,7 @@ def test_inert_without_flag(pytester: pytest.Pytester):
         import sys
         def test_nothing_loaded():
             heavy = [m for m in ("pynvml", "yaml", "pytest_gpulayout.session", "pytest_gpulayout.machine.probe",
-                                 "pytest_gpulayout.evaluate") if m in sys.modules]
+                                 "pytest_gpulayout.runner") if m in sys.modules]
             assert heavy == []
         """
     )
@@ -63,14 +65,14 @@ def test_header_ids_and_summary(project):
     out = result.stdout.str()
     assert "gpulayout: machine snapshot:" in out
     assert "2 x NVIDIA L4, driver 580.95.05" in out
-    # the checks are items of the manifest: <manifest>::<deployment>::<check>, in the manifest's order
-    assert "gpulayout.yaml::qwen3-8b-tp2::links PASSED" in out
-    assert "gpulayout.yaml::qwen3-8b-pp2::heads PASSED" in out
+    # the checks are the suite's modules, one item per check and deployment, a deployment's checks together
+    assert f"{SUITE}/test_links.py::test_links[qwen3-8b-tp2] PASSED" in out
+    assert f"{SUITE}/test_heads.py::test_heads[qwen3-8b-pp2] PASSED" in out
     # startup is opt-in: skipped with the reason
-    assert "gpulayout.yaml::qwen3-8b-tp2::startup SKIPPED" in out
-    ids = [line.split(" ")[0] for line in out.splitlines() if line.startswith("gpulayout.yaml::") and "%]" in line]
+    assert f"{SUITE}/test_startup.py::test_startup[qwen3-8b-tp2] SKIPPED" in out
+    ids = [line.split(" ")[0] for line in out.splitlines() if line.startswith(SUITE) and "%]" in line]
     checks = ["placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
-    assert ids == [f"gpulayout.yaml::{d}::{c}" for d in ("qwen3-8b-tp2", "qwen3-8b-pp2") for c in checks]
+    assert ids == [f"{SUITE}/test_{c}.py::test_{c}[{d}]" for d in ("qwen3-8b-tp2", "qwen3-8b-pp2") for c in checks]
     # terminal summary: one table, deployment x check
     summary = out[out.index("= gpulayout ="):]
     assert "qwen3-8b-tp2" in summary and "WARN PHB" in summary and "kv/rank 4" in summary
@@ -98,8 +100,8 @@ def test_fail_carries_the_message_without_traceback(project):
     out = result.stdout.str()
     assert "needs 4 GPUs; the machine shows 2" in out
     assert "Traceback" not in out and "plugin.py" not in out  # pytrace=False: the message, not the plugin's source
-    assert "_ qwen3-8b-tp2: placement _" in out  # the failure's heading names the deployment and the check
-    assert "FAILED gpulayout.yaml::qwen3-8b-tp2::placement - " in out  # an id pytest can be given back
+    assert "_ test_placement[qwen3-8b-tp2] _" in out  # the failure's heading names the check and the deployment
+    assert f"FAILED {SUITE}/test_placement.py::test_placement[qwen3-8b-tp2]" in out  # an id pytest takes back
 
 
 def test_junit_properties_and_report_file(project, tmp_path):
@@ -108,7 +110,8 @@ def test_junit_properties_and_report_file(project, tmp_path):
     p.runpytest("--gpulayout", "-p", "no:cacheprovider", f"--junitxml={xml}", f"--gpulayout-report={report}")
     text = xml.read_text()
     assert 'name="gpulayout.links.worst_link" value="PHB"' in text
-    assert '<testcase classname="gpulayout.yaml.qwen3-8b-tp2" name="links"' in text  # the deployment, the check
+    # the check's module and its item, by deployment
+    assert '<testcase classname="pytest_gpulayout.checks.test_links" name="test_links[qwen3-8b-tp2]"' in text
     assert 'name="gpulayout.heads.kv_heads_per_rank" value="4"' in text
     assert 'name="gpulayout.kv_pool.predicted_kv_tokens_per_replica" value="[' in text
     data = json.loads(report.read_text())
@@ -274,5 +277,12 @@ def test_manifest_option_accepts_a_deployment_artifact(pytester: pytest.Pytester
     result = pytester.runpytest("--gpulayout", "--gpulayout-manifest", "k8s.yaml", "--gpulayout-machine",
                                 "two-l4.yaml", "-v", "-p", "no:cacheprovider", "-k", "heads")
     out = result.stdout.str()
-    assert "k8s.yaml::Deployment/qwen/vllm::heads PASSED" in out
+    assert f"{SUITE}/test_heads.py::test_heads[Deployment/qwen/vllm] PASSED" in out
     assert result.ret == 0
+    # the whole suite: deploy is one of its checks, so TP=2 without a /dev/shm volume fails here as it does in
+    # `gpulayout check k8s.yaml` (issue 28: pytest said "5 passed, 2 skipped", the CLI "fail deploy")
+    whole = pytester.runpytest("--gpulayout", "--gpulayout-manifest", "k8s.yaml", "--gpulayout-machine",
+                               "two-l4.yaml", "-p", "no:cacheprovider", "-rf")
+    whole.assert_outcomes(passed=5, skipped=2, failed=1, warnings=1)
+    assert f"FAILED {SUITE}/test_deploy.py::test_deploy[Deployment/qwen/vllm]" in whole.stdout.str()
+    assert "Deployment/qwen/vllm: spec.template.spec.volumes has no /dev/shm" in whole.stdout.str()

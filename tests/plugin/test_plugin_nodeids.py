@@ -1,9 +1,11 @@
-"""Issue 24 item 11: node ids a user can re-run. The checks are items of the manifest itself,
-``gpulayout.yaml::<deployment>::<check>`` (the way YAML-test plugins collect their files), so pytest,
-``--lf``, ``-k``, ``--deselect`` and ``-m`` take them back, and a user's own ``test_links.py`` shares no
-id with them. Before, a failed check printed ``test_kv_pool.py::test_kv_pool[qwen3-8b-tp2]``, a module of
-the shipped ``checks/`` folder that ``pytest test_kv_pool.py::...`` could not find, and the suite's
-``test_links.py::test_tp_link[...]`` began like a user's ``test_links.py::...``."""
+"""Node ids a user can re-run (issue 24 item 11, kept through issue 28). The checks are the suite's modules,
+``checks/`` (in the wheel ``pytest_gpulayout/checks``), one test per check parametrized by deployment:
+``pytest_gpulayout/checks/test_links.py::test_links[qwen3-8b-tp2]`` where the suite lies outside the rootdir
+(every project that installs the plugin, and these pytester projects). pytest, ``--lf``, ``-k``, ``--deselect``
+and ``-m`` take them back: a printed id is re-run as printed (the plugin finds the installed module), the
+manifest names a selection (``gpulayout.yaml::<deployment>[::<check>]``), and a user's own ``test_links.py``
+shares neither an id nor a module name with them (the suite's modules are imported as
+``pytest_gpulayout._suite.<name>``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 DATA = Path(__file__).parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ["placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
+SUITE = "pytest_gpulayout/checks"
 
 MANIFEST = """\
 version: 1
@@ -49,8 +52,12 @@ def _ran(result: pytest.RunResult) -> list[str]:
             if (m := re.match(r"(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)", line))]
 
 
+def _id(deployment: str, check: str) -> str:
+    return f"{SUITE}/test_{check}.py::test_{check}[{deployment}]"
+
+
 def _ids(*deployments: str, checks: list[str] = CHECKS) -> list[str]:
-    return [f"gpulayout.yaml::{d}::{c}" for d in deployments for c in checks]
+    return [_id(d, c) for d in deployments for c in checks]
 
 
 NO_CACHE = ("-p", "no:cacheprovider")
@@ -62,8 +69,8 @@ def test_the_ids_are_manifest_deployment_check(pytester: pytest.Pytester):
     assert _ran(result) == _ids("qwen3-8b-tp2", "qwen3.5-pp2")  # the manifest's order, a deployment's checks together
     result.assert_outcomes(passed=10, skipped=4, warnings=1)
     # the warning is reported under the check's id; it points at the deployment's line in the manifest
-    assert re.search(r"gpulayout\.yaml::qwen3-8b-tp2::links\n.*gpulayout\.yaml:9: GpuLayoutWarning",
-                     result.stdout.str())
+    assert re.search(re.escape(_id("qwen3-8b-tp2", "links")) + r"\n.*gpulayout\.yaml:9: GpuLayoutWarning",
+                     result.stdout.str()), result.stdout.str()
 
 
 def test_a_deployment_or_one_check_by_its_id(pytester: pytest.Pytester):
@@ -71,10 +78,13 @@ def test_a_deployment_or_one_check_by_its_id(pytester: pytest.Pytester):
     one_deployment = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "gpulayout.yaml::qwen3.5-pp2")
     assert _ran(one_deployment) == _ids("qwen3.5-pp2")
     # a dotted deployment name stays one id part, in the verbose line too
-    assert "gpulayout.yaml::qwen3.5-pp2::kv_pool PASSED" in one_deployment.stdout.str()
+    assert f"{_id('qwen3.5-pp2', 'kv_pool')} PASSED" in one_deployment.stdout.str()
     one_check = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "gpulayout.yaml::qwen3-8b-tp2::kv_pool")
-    assert _ran(one_check) == ["gpulayout.yaml::qwen3-8b-tp2::kv_pool"]
+    assert _ran(one_check) == [_id("qwen3-8b-tp2", "kv_pool")]
     one_check.assert_outcomes(passed=1)
+    # ... and by the suite's own id, as pytest prints it
+    by_id = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, _id("qwen3-8b-tp2", "kv_pool"))
+    assert _ran(by_id) == [_id("qwen3-8b-tp2", "kv_pool")]
     missing = pytester.runpytest("--gpulayout", *NO_CACHE, "gpulayout.yaml::qwen3-8b-tp9")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     assert "not found: " in missing.stderr.str() + missing.stdout.str()
@@ -84,7 +94,7 @@ def test_a_failed_id_is_rerun_as_printed_and_by_lf(pytester: pytest.Pytester):
     _project(pytester.path, MANIFEST + TOO_MANY)
     first = pytester.runpytest("--gpulayout", "-rf")  # with the cache: --lf needs it
     failed = re.findall(r"^FAILED (\S+) - ", first.stdout.str(), re.M)
-    assert failed == ["gpulayout.yaml::too-many::placement"], first.stdout.str()
+    assert failed == [_id("too-many", "placement")], first.stdout.str()
     # the printed id, given back to pytest, runs that check again
     again = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, *failed)
     assert _ran(again) == failed
@@ -92,7 +102,12 @@ def test_a_failed_id_is_rerun_as_printed_and_by_lf(pytester: pytest.Pytester):
     # --lf reruns the failure only
     last_failed = pytester.runpytest("--gpulayout", "-v", "--lf")
     assert _ran(last_failed) == failed
-    last_failed.assert_outcomes(failed=1, deselected=20)
+    last_failed.assert_outcomes(failed=1)
+    # --lf with a failure of the user's own beside it: both are run again
+    pytester.makepyfile(test_mine="def test_mine():\n    assert False\n")
+    pytester.runpytest("--gpulayout")
+    both = pytester.runpytest("--gpulayout", "-v", "--lf")
+    assert sorted(_ran(both)) == sorted([*failed, "test_mine.py::test_mine"]), both.stdout.str()
     assert "run-last-failure: rerun previous 1 failure" in last_failed.stdout.str()
 
 
@@ -109,7 +124,7 @@ def test_deselect_a_deployment_or_a_check(pytester: pytest.Pytester, tmp_path: P
     _project(pytester.path)
     report = tmp_path / "r.json"
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "--deselect", "gpulayout.yaml::qwen3-8b-tp2",
-                                "--deselect", "gpulayout.yaml::qwen3.5-pp2::startup", f"--gpulayout-report={report}")
+                                "--deselect", _id("qwen3.5-pp2", "startup"), f"--gpulayout-report={report}")
     assert _ran(result) == _ids("qwen3.5-pp2", checks=CHECKS[:-1])
     result.assert_outcomes(passed=5, skipped=1, deselected=8)
     # what did not run is listed (item 10): a deselected check keeps a deployment from passing
@@ -153,20 +168,24 @@ def test_a_manifest_outside_the_collected_paths_still_gives_its_checks(pytester:
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE)
     ran = _ran(result)
     assert ran[0] == "tests/test_mine.py::test_mine"
-    assert ran[1:] == [i.replace("gpulayout.yaml", "deploy/prod.yml") for i in _ids("qwen3-8b-tp2", "qwen3.5-pp2")]
-    # ... and its ids run by themselves, also from another directory
+    assert ran[1:] == _ids("qwen3-8b-tp2", "qwen3.5-pp2")
+    # ... and a selection of them by the manifest's path, also from another directory
     one = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "deploy/prod.yml::qwen3.5-pp2::heads")
-    assert _ran(one) == ["deploy/prod.yml::qwen3.5-pp2::heads"]
+    assert _ran(one) == [_id("qwen3.5-pp2", "heads")]
     monkeypatch.chdir(pytester.path / "tests")
     from_tests = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "../deploy/prod.yml::qwen3.5-pp2::heads")
-    assert _ran(from_tests) == ["../deploy/prod.yml::qwen3.5-pp2::heads"]  # as pytest shows ids from below the rootdir
+    assert _ran(from_tests) == ["../" + _id("qwen3.5-pp2", "heads")]  # as pytest shows ids from below the rootdir
+    again = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "../" + _id("qwen3.5-pp2", "heads"))
+    assert _ran(again) == ["../" + _id("qwen3.5-pp2", "heads")]
+    by_id = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, _id("qwen3.5-pp2", "heads"))
+    assert _ran(by_id) == ["../" + _id("qwen3.5-pp2", "heads")]
 
 
 def test_a_gpulayout_yaml_named_on_the_command_line_is_the_manifest(pytester: pytest.Pytester):
     pytester.makeini("[pytest]\n")  # the rootdir holds no gpulayout.yaml
     _project(pytester.path / "examples" / "l4")
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "examples/l4/gpulayout.yaml::qwen3-8b-tp2::heads")
-    assert _ran(result) == ["examples/l4/gpulayout.yaml::qwen3-8b-tp2::heads"]
+    assert _ran(result) == [_id("qwen3-8b-tp2", "heads")]
     _project(pytester.path / "examples" / "other")
     two = pytester.runpytest("--gpulayout", *NO_CACHE, "examples/l4/gpulayout.yaml",
                              "examples/other/gpulayout.yaml")
@@ -179,7 +198,7 @@ def test_xdist_workers_run_the_items_and_the_ids_come_back(pytester: pytest.Pyte
     _project(pytester.path, MANIFEST + TOO_MANY)
     report = tmp_path / "r.json"
     result = pytester.runpytest_subprocess("--gpulayout", "-n", "2", "-rf", *NO_CACHE, f"--gpulayout-report={report}")
-    assert re.findall(r"^FAILED (\S+) - ", result.stdout.str(), re.M) == ["gpulayout.yaml::too-many::placement"]
+    assert re.findall(r"^FAILED (\S+) - ", result.stdout.str(), re.M) == [_id("too-many", "placement")]
     data = json.loads(report.read_text())
     assert list(data["deployments"]) == ["qwen3-8b-tp2", "qwen3.5-pp2", "too-many"]
     assert data["deployments"]["too-many"]["checks"]["placement"]["status"] == "fail"
@@ -187,8 +206,9 @@ def test_xdist_workers_run_the_items_and_the_ids_come_back(pytester: pytest.Pyte
 
 
 def test_a_llamacpp_deployment_has_its_engines_checks(pytester: pytest.Pytester):
-    """llama.cpp is judged by five static checks (no ``cluster``); the suite of one module per check ran
-    ``test_cluster`` for it too and ended in ``KeyError: 'cluster'``."""
+    """llama.cpp is judged by five static checks and ``startup``: it omits ``cluster`` (``Omit`` in its
+    ``check_overrides``), so the suite has no ``test_cluster`` item for it (an earlier suite of one module per
+    check ran ``test_cluster`` for it too and ended in ``KeyError: 'cluster'``)."""
     example = ROOT / "examples" / "06-llamacpp-mismatched"
     for name in ("gpulayout.yaml", "machine.yaml", "qwen2.5-32b-q4_k_m.header.gguf"):
         shutil.copy(example / name, pytester.path / name)

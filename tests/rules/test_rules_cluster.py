@@ -11,7 +11,7 @@ from builders import subject
 
 from pytest_gpulayout.deployment import Deployment, Require
 from pytest_gpulayout.errors import InputError, ProbeError
-from pytest_gpulayout.evaluate import evaluate
+from pytest_gpulayout.runner import evaluate
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine import ray as ray_source
 from pytest_gpulayout.machine.facts import Gpu, Machine

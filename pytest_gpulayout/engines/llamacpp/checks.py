@@ -28,9 +28,11 @@ Pure functions of (deployment, machine, model); the facts they read are in the a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
+from pytest_gpulayout.check import Omit, Override, Replace
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.llamacpp.flags import (
@@ -101,23 +103,23 @@ def check_placement(s: Subject) -> Finding:
     try:
         gpus = deployment_gpus(dep, machine)
     except ValueError as err:
-        return _finding("placement", Status.FAIL, f"{dep.name}: {err}", gpus=None)
+        return _finding("placement", Status.FAIL, f"{err}", gpus=None)
     data: dict[str, Any] = {"gpus": list(gpus), "split_mode": flags.mode}
     if not gpus:
-        return _finding("placement", Status.WARN, f"{dep.name}: no GPU visible: llama.cpp would run every layer "
-                                                  f"on the CPU", **data)
+        return _finding("placement", Status.WARN, "no GPU visible: llama.cpp would run every layer "
+                                                  "on the CPU", **data)
     mig = [g for g in gpus if machine.gpu(g).mig]
     if mig:
-        return _finding("placement", Status.FAIL, f"{dep.name}: GPU{mig[0]} is a MIG slice; give llama.cpp whole "
+        return _finding("placement", Status.FAIL, f"GPU{mig[0]} is a MIG slice; give llama.cpp whole "
                                                   f"GPUs", **data)
     main = flags.main_gpu or 0
     if main >= len(gpus):
         return _finding("placement", Status.FAIL,
-                        f"{dep.name}: main_gpu {main} but llama.cpp sees {len(gpus)} GPUs (0..{len(gpus) - 1}): "
+                        f"main_gpu {main} but llama.cpp sees {len(gpus)} GPUs (0..{len(gpus) - 1}): "
                         f"it stops with 'invalid value for main_gpu'", **data)
     if flags.tensor_split is not None and len(flags.tensor_split) > len(gpus):
         return _finding("placement", Status.FAIL,
-                        f"{dep.name}: tensor_split has {len(flags.tensor_split)} proportions for {len(gpus)} "
+                        f"tensor_split has {len(flags.tensor_split)} proportions for {len(gpus)} "
                         f"GPUs: give one per GPU", **data)
     tenants = [g for g in gpus if machine.gpu(g).processes]
     used = ", ".join(f"GPU{g}" for g in gpus)
@@ -125,14 +127,14 @@ def check_placement(s: Subject) -> Finding:
         used = f"GPU{gpus[main]} only (split_mode none, main_gpu {main})"
     if not machine.tenants_known:
         return _finding("placement", Status.WARN,
-                        f"{dep.name}: {used}; other tenants and MIG mode of these GPUs are unknown (machine from "
+                        f"{used}; other tenants and MIG mode of these GPUs are unknown (machine from "
                         f"{machine.source}: topo text lists links only); probe the host (machine: auto) to check "
                         f"them", **data)
     if tenants:
         return _finding("placement", Status.WARN,
-                        f"{dep.name}: {used}; GPU{tenants[0]} runs other processes: their memory is not free for "
+                        f"{used}; GPU{tenants[0]} runs other processes: their memory is not free for "
                         f"llama.cpp (the balance check counts free memory)", **data)
-    return _finding("placement", Status.PASS, f"{dep.name}: llama.cpp uses {used}", **data)
+    return _finding("placement", Status.PASS, f"llama.cpp uses {used}", **data)
 
 
 def check_heads(s: Subject) -> Finding:
@@ -150,30 +152,30 @@ def check_heads(s: Subject) -> Finding:
     if spec is not None and (spec.is_mla or arch in ONE_CACHE_TYPE_ARCHS) and flags.type_k != flags.type_v:
         why = "an MLA model: its cache keeps one latent row, read as V too" if spec.is_mla else f"'{arch}'"
         return _finding("heads", Status.FAIL,
-                        f"{dep.name}: cache_type_k {flags.type_k} and cache_type_v {flags.type_v} differ, which "
+                        f"cache_type_k {flags.type_k} and cache_type_v {flags.type_v} differ, which "
                         f"llama.cpp refuses for {why} (llama.cpp: 'model does not support different K "
                         f"({flags.type_k}) and V ({flags.type_v}) cache types'); give both the same type", **data)
     for which, ctype, dim in (("K", flags.type_k, model.head_dim), ("V", flags.type_v, model.head_dim_v)):
         block = CACHE_TYPES[ctype][0]
         if dim and dim % block:
             return _finding("heads", Status.FAIL,
-                            f"{dep.name}: cache_type_{which.lower()} {ctype} stores blocks of {block} values, which do "
+                            f"cache_type_{which.lower()} {ctype} stores blocks of {block} values, which do "
                             f"not divide the head size {dim} (llama.cpp: '{which} cache type {ctype} with block size "
                             f"{block} does not divide n_embd_head_{which.lower()}={dim}'); use f16, bf16 or f32",
                             **data)
     if flags.mode == "tensor":
         if arch in NO_TENSOR_SPLIT_ARCHS:
             return _finding("heads", Status.FAIL,
-                            f"{dep.name}: split_mode tensor is not implemented for architecture '{arch}' (llama.cpp: "
+                            f"split_mode tensor is not implemented for architecture '{arch}' (llama.cpp: "
                             f"'LLAMA_SPLIT_MODE_TENSOR not implemented for architecture'); use split_mode: layer",
                             **data)
         if model.num_key_value_heads % n:
             return _finding("heads", Status.WARN,
-                            f"{dep.name}: split_mode tensor over {n} GPUs splits {model.num_key_value_heads} KV heads "
+                            f"split_mode tensor over {n} GPUs splits {model.num_key_value_heads} KV heads "
                             f"unevenly: one GPU holds more KV than the others", **data)
-        return _finding("heads", Status.PASS, f"{dep.name}: split_mode tensor: {model.num_key_value_heads} KV heads "
+        return _finding("heads", Status.PASS, f"split_mode tensor: {model.num_key_value_heads} KV heads "
                                               f"over {n} GPUs ({per_rank} each)", **data)
-    return _finding("heads", Status.PASS, f"{dep.name}: split_mode {flags.mode} keeps whole layers and heads: "
+    return _finding("heads", Status.PASS, f"split_mode {flags.mode} keeps whole layers and heads: "
                                           f"nothing must divide", **data)
 
 
@@ -186,14 +188,14 @@ def check_balance(s: Subject) -> Finding:
     spec = _spec(model)
     flags = _flags(dep)
     if spec is None:
-        return _finding("balance", Status.FAIL, f"{dep.name}: engine llamacpp needs a .gguf model", devices=[])
+        return _finding("balance", Status.FAIL, "engine llamacpp needs a .gguf model", devices=[])
     try:
         gpus = deployment_gpus(dep, machine)
     except ValueError as err:
-        return _finding("balance", Status.SKIP, f"{dep.name}: not judged: {err}", devices=[])
+        return _finding("balance", Status.SKIP, f"not judged: {err}", devices=[])
     free = [machine.gpu(g).memory_free_mib for g in gpus]
     if not gpus or any(f is None for f in free):
-        return _finding("balance", Status.WARN, f"{dep.name}: GPU memory unknown from {machine.source}: the "
+        return _finding("balance", Status.WARN, f"GPU memory unknown from {machine.source}: the "
                                                 f"per-device fit cannot be judged", devices=[],
                         min_free_gib=None, max_free_gib=None, headroom_gib=None)
     lay = plan_layout(spec, flags, gpus, free)
@@ -214,7 +216,7 @@ def check_balance(s: Subject) -> Finding:
                                                    if lay.split_source == "free memory" else ""))
     cpu = (f"; {len(lay.cpu.layers)} of {spec.num_hidden_layers} layers and their KV stay on the CPU "
            f"({_fmt_gib(lay.cpu.weights + lay.cpu.kv)} of host memory; much slower)" if lay.cpu.layers else "")
-    head = f"{dep.name}: split_mode {lay.mode}, {split}: {per_dev}{cpu}"
+    head = f"split_mode {lay.mode}, {split}: {per_dev}{cpu}"
     over = [d for d in lay.devices if d.free_mib is not None and d.total / MIB > d.free_mib]
     tight = [d for d in lay.devices
              if d.free_mib is not None and d.total and d.total / MIB + FIT_TARGET_MIB > d.free_mib]
@@ -250,12 +252,12 @@ def check_links(s: Subject) -> Finding:
     try:
         gpus = deployment_gpus(dep, machine)
     except ValueError as err:
-        return _finding("links", Status.SKIP, f"{dep.name}: not judged: {err}", worst_link=None)
+        return _finding("links", Status.SKIP, f"not judged: {err}", worst_link=None)
     rpc_note, rpc_status = _rpc_verdict(dep, flags)
     if rpc_status is Status.FAIL:
         return _finding("links", Status.FAIL, rpc_note, worst_link="NET", rpc=list(flags.rpc))
     if flags.mode == "none" or len(gpus) < 2:
-        msg = f"{dep.name}: one GPU: no link between GPUs is used"
+        msg = "one GPU: no link between GPUs is used"
         return _finding("links", rpc_status if flags.rpc else Status.SKIP,
                         msg + (f"; {rpc_note}" if flags.rpc else ""), worst_link="NET" if flags.rpc else None)
     kinds = [machine.effective_link(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1:]]
@@ -263,7 +265,7 @@ def check_links(s: Subject) -> Finding:
     worst = slowest(known)
     data = {"worst_link": worst, "split_mode": flags.mode, "rpc": list(flags.rpc)}
     if worst is None:
-        return _finding("links", Status.WARN, f"{dep.name}: the links between the GPUs are unknown from "
+        return _finding("links", Status.WARN, f"the links between the GPUs are unknown from "
                                               f"{machine.source}", **data)
     where = "-".join(f"GPU{g}" for g in gpus)
     notes = []
@@ -284,9 +286,9 @@ def check_links(s: Subject) -> Finding:
         notes.append(rpc_note)
         status = max(status, rpc_status, key=lambda s: s.severity)
     if not notes:
-        return _finding("links", Status.PASS, f"{dep.name}: split_mode {flags.mode} over {where} ({worst}): only the "
+        return _finding("links", Status.PASS, f"split_mode {flags.mode} over {where} ({worst}): only the "
                                               f"activations cross at each layer split, any link will do", **data)
-    return _finding("links", status, f"{dep.name}: " + "; ".join(notes), **data)
+    return _finding("links", status, "; ".join(notes), **data)
 
 
 def _rpc_verdict(dep: Deployment, flags: LlamaCppFlags) -> tuple[str, Status]:
@@ -296,7 +298,7 @@ def _rpc_verdict(dep: Deployment, flags: LlamaCppFlags) -> tuple[str, Status]:
     poc = ("--rpc is, in llama.cpp's own words (tools/rpc/README.md), a fragile and insecure proof of concept: "
            "the RPC protocol has no authentication or encryption")
     if remote and flags.rpc_host is None:
-        return (f"{dep.name}: rpc lists {remote[0]}: the rpc-server there must listen on a non-loopback address "
+        return (f"rpc lists {remote[0]}: the rpc-server there must listen on a non-loopback address "
                 f"(rpc-server -H), open to anyone on that network, and the manifest does not say so; set rpc_host "
                 f"to the address it listens on to accept that, or tunnel the RPC port over SSH to 127.0.0.1. {poc}",
                 Status.FAIL)
@@ -310,12 +312,12 @@ def check_kv_pool(s: Subject) -> Finding:
     spec = _spec(model)
     flags = _flags(dep)
     if spec is None:
-        return _finding("kv_pool", Status.FAIL, f"{dep.name}: engine llamacpp needs a .gguf model",
+        return _finding("kv_pool", Status.FAIL, "engine llamacpp needs a .gguf model",
                         predicted_kv_tokens=None)
     try:
         gpus = deployment_gpus(dep, machine)
     except ValueError as err:
-        return _finding("kv_pool", Status.SKIP, f"{dep.name}: not judged: {err}", predicted_kv_tokens=None)
+        return _finding("kv_pool", Status.SKIP, f"not judged: {err}", predicted_kv_tokens=None)
     free = [machine.gpu(g).memory_free_mib for g in gpus]
     lay = plan_layout(spec, flags, gpus, free)
     ctx = lay.ctx
@@ -335,7 +337,7 @@ def check_kv_pool(s: Subject) -> Finding:
         per_dev += (", " if per_dev else "") + f"CPU {lay.cpu.kv / MIB:,.2f} MiB"
     sharing = (f"{ctx.slots} slots share one unified cache of {ctx.cells:,} cells" if flags.kv_unified
                else f"{ctx.slots} slot{'s' if ctx.slots > 1 else ''} x {ctx.cells:,} cells")
-    msg = (f"{dep.name}: KV cache {lay.kv_total / MIB:,.2f} MiB ({sharing}, K {flags.type_k}, V {flags.type_v}, "
+    msg = (f"KV cache {lay.kv_total / MIB:,.2f} MiB ({sharing}, K {flags.type_k}, V {flags.type_v}, "
            f"{lay.kv_bytes_per_token:,} B/token): {per_dev}")
     problems = []
     if dep.require.kv_tokens is not None and ctx.tokens < dep.require.kv_tokens:
@@ -356,10 +358,12 @@ def check_kv_pool(s: Subject) -> Finding:
     return _finding("kv_pool", Status.PASS, msg, **data)
 
 
-CHECKS: dict[str, Callable[[Subject], Finding]] = {
-    "placement": check_placement,
-    "heads": check_heads,
-    "balance": check_balance,
-    "links": check_links,
-    "kv_pool": check_kv_pool,
-}
+#: llama.cpp's answers under the suite's names (``Engine.check_overrides``); it spans no Ray cluster
+OVERRIDES: Mapping[str, Override] = MappingProxyType({
+    "placement": Replace(check_placement),
+    "heads": Replace(check_heads),
+    "balance": Replace(check_balance),
+    "links": Replace(check_links),
+    "kv_pool": Replace(check_kv_pool),
+    "cluster": Omit("llama.cpp spans no Ray cluster: its --rpc servers are judged by links"),
+})

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import CheckTable, Flags, FractionDefault, GenerationVerdict, RayCluster, ShardLayout
+from pytest_gpulayout.engine import Flags, FractionDefault, GenerationVerdict, RayCluster, ShardLayout
 from pytest_gpulayout.engines.llamacpp import cli, launch
-from pytest_gpulayout.engines.llamacpp.checks import CHECKS
+from pytest_gpulayout.engines.llamacpp.checks import OVERRIDES
 from pytest_gpulayout.engines.llamacpp.flags import (
     ENGINE,
     NAME,
@@ -30,7 +30,6 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
-    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -67,10 +66,7 @@ class LlamaCppEngine:
     metrics_args: tuple[str, ...] = ("--metrics",)
     server_module = ""
     #: layers split by memory, no TP groups: answers of its own under the same check names
-    checks: CheckTable | None = CHECKS
-
-    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
-        return shared  # the shared rules (or its own table) say it
+    check_overrides = OVERRIDES
     flags = Flags(model="-m", tensor_parallel_size="", pipeline_parallel_size="", data_parallel_size="",
                   max_model_len="", memory_fraction="", kv_cache_dtype="")  # own keys: manifest/llamacpp.py
 

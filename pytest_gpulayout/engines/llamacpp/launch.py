@@ -116,10 +116,10 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
                                                  f" within {dep.launch.timeout_s:.0f} s" if stopped_by == "timeout"
                                                  else ""))
         shown = "\n".join("    " + ln[:300] for ln in [t for t in tail if t.strip()][-12:])
-        return Finding(CHECK, Status.FAIL, f"{dep.name}: {NAME} {why}.{differs}{where}{left}"
+        return Finding(CHECK, Status.FAIL, f"{NAME} {why}.{differs}{where}{left}"
                        + (f"\n  last lines:\n{shown}" if shown else ""), RawFacts(data))
     cache = log.kv[0] if log.kv else None
-    said = (f"{dep.name}: {NAME} allocated {log.kv_mib:,.2f} MiB of KV cache ("
+    said = (f"{NAME} allocated {log.kv_mib:,.2f} MiB of KV cache ("
             + ", ".join(f"{k} {v:,.2f} MiB" for k, v in logged.items())
             + (f"; {cache.cells:,} cells x {cache.streams or 1} stream(s), {cache.layers} layers" if cache and
                cache.cells else "") + ")"
@@ -162,7 +162,7 @@ def launch_llamacpp(dep: Deployment, model: ModelSpec | None, *, machine: Machin
                         log_path=log_path, grace_s=grace_s, gpus=keys, watcher=watcher,
                         progress=progress)
     except LaunchError as err:
-        msg = f"{dep.name}: cannot launch {NAME}: {err}"
+        msg = f"cannot launch {NAME}: {err}"
         if "was not found" in str(err) or "not executable" in str(err):  # the hint only where it is the fix
             msg += (". Install llama-server where the check runs (PATH), or set launch.command to its path, "
                     "e.g. [/opt/llama.cpp/build/bin/llama-server]")

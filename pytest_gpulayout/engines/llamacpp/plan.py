@@ -14,18 +14,15 @@ the tightest GPU).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.deployment import Deployment, Require
-from pytest_gpulayout.engine import resolve
-from pytest_gpulayout.engines.llamacpp.checks import CHECKS
-from pytest_gpulayout.engines.llamacpp.engine import LLAMACPP
 from pytest_gpulayout.engines.llamacpp.flags import FIT_TARGET_MIB, LlamaCppFlags, format_split
 from pytest_gpulayout.engines.llamacpp.memory import fitting_split
 from pytest_gpulayout.findings import Finding, Status, worst
-from pytest_gpulayout.host import BARE_HOST
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.gguf import GgufSpec
 
@@ -67,15 +64,17 @@ class LlamaCppRow:
     def why(self) -> str:
         bad = [f for f in self.findings.values() if f.status in (Status.FAIL, Status.WARN)]
         if bad:
-            return bad[0].message.split(": ", 1)[-1]
-        return self.findings["balance"].message.split(": ", 1)[-1]
+            return bad[0].text
+        return self.findings["balance"].text
 
 
 def plan_llamacpp(model: GgufSpec, machine: Machine, *, ctx_size: int | None, parallel: int | None,
                   cache_type_k: str | None = None, cache_type_v: str | None = None,
-                  engine_version: str | None = None) -> list[LlamaCppRow]:
-    """The split modes and ratios worth trying, judged by the checks ``check`` runs, for the llama.cpp
-    build ``engine_version`` (``b11434``; None: unknown, as in a manifest without ``engine_version``)."""
+                  engine_version: str | None = None,
+                  judge: Callable[[Deployment], Mapping[str, Finding]]) -> list[LlamaCppRow]:
+    """The split modes and ratios worth trying, each judged by ``judge`` (the runner's static checks, which
+    ``check`` runs: ``runner.evaluate``), for the llama.cpp build ``engine_version`` (``b11434``; None:
+    unknown, as in a manifest without ``engine_version``)."""
     gpus = machine.indices
     base = LlamaCppFlags(ctx_size=ctx_size, parallel=parallel, cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     free = [machine.gpu(g).memory_free_mib for g in gpus]
@@ -107,14 +106,9 @@ def plan_llamacpp(model: GgufSpec, machine: Machine, *, ctx_size: int | None, pa
     for f in cands:
         dep = Deployment(name="plan", model=model.source, engine="llamacpp", gpus=tuple(gpus), llamacpp=f,
                          require=Require(), base_dir=Path.cwd(), engine_version=engine_version)
-        rows.append(LlamaCppRow(f, tuple(gpus), _judged(dep, machine, model)))
+        rows.append(LlamaCppRow(f, tuple(gpus), dict(judge(dep))))
     rows.sort(key=LlamaCppRow.key)
     return rows
-
-
-def _judged(dep: Deployment, machine: Machine, model: GgufSpec) -> dict[str, Finding]:
-    subject = resolve(dep, machine, model, BARE_HOST, engine=LLAMACPP)
-    return {n: fn(subject) for n, fn in CHECKS.items()}
 
 
 def plan_json(model: GgufSpec, machine: Machine, rows: list[LlamaCppRow]) -> dict[str, Any]:

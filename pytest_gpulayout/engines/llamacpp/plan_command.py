@@ -5,15 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Mapping
 
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.llamacpp.plan import format_llamacpp_plan, plan_json, plan_llamacpp
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.model.gguf import GgufSpec
 from pytest_gpulayout.model.spec import ModelSpec
 
 
-def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machine) -> int:
+def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machine,
+                      judge: Callable[[Deployment], Mapping[str, Finding]]) -> int:
+    """``judge``: the runner's static checks for one candidate (``runner.evaluate`` with this machine and model)."""
     if not isinstance(model, GgufSpec):
         raise InputError("--engine llamacpp plans a .gguf model file", where=args.model, key="MODEL")
     for flag in ("memory_fraction", "html"):
@@ -33,7 +38,8 @@ def run_llamacpp_plan(args: argparse.Namespace, model: ModelSpec, machine: Machi
     ctx_size = args.max_model_len
     if args.concurrency is not None:
         ctx_size = (args.max_model_len or model.n_ctx_train) * args.concurrency
-    rows = plan_llamacpp(model, machine, ctx_size=ctx_size, parallel=args.concurrency, engine_version=version)
+    rows = plan_llamacpp(model, machine, ctx_size=ctx_size, parallel=args.concurrency, engine_version=version,
+                         judge=judge)
     if args.json:
         json.dump(plan_json(model, machine, rows), sys.stdout, indent=2)
         sys.stdout.write("\n")

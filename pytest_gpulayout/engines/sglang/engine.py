@@ -13,13 +13,14 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from pytest_gpulayout.check import Override
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import (
-    CheckTable,
     Flags,
     FractionDefault,
     GenerationVerdict,
@@ -45,7 +46,6 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
-    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -281,10 +281,7 @@ class SglangEngine:
     command_line_keys = True
     metrics_args: tuple[str, ...] = ("--enable-metrics",)
     server_module = "sglang.launch_server"
-    checks: CheckTable | None = None  # the shared rules/ answer for it
-
-    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
-        return shared  # the shared rules (or its own table) say it
+    check_overrides: Mapping[str, Override] = MappingProxyType({})  # the suite's checks as they are
     flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
                   data_parallel_size="--dp-size", max_model_len="--context-length",
                   memory_fraction="--mem-fraction-static",

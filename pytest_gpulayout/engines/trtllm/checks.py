@@ -13,8 +13,10 @@ comes in, TensorRT-LLM's verdict goes out; this folder never imports ``rules/``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from types import MappingProxyType
 
+from pytest_gpulayout.check import Amend, Override
 from pytest_gpulayout.engine import Subject
 from pytest_gpulayout.engines.trtllm.defaults import SEQ_LEN_LOWERED_TEXT
 from pytest_gpulayout.engines.trtllm.divisibility import fraction_refusal, mapping_refusals
@@ -34,7 +36,7 @@ def amend_heads(s: Subject, shared: Finding) -> Finding:
         return shared
     r = refusals[0]
     return Finding(shared.check, Status.FAIL,
-                   f"{dep.name}: TensorRT-LLM refuses TP={dep.tp} PP={dep.pp}"
+                   f"TensorRT-LLM refuses TP={dep.tp} PP={dep.pp}"
                    + (f" EP={ep}" if ep is not None else "") + (f" CP={sizes.cp}" if sizes.cp else "")
                    + (f" cluster={sizes.cluster}" if sizes.cluster else "")
                    + f" on {dep.gpu_count} GPUs: \"{r.text}\" ({r.source}). Choose an ep_size that divides "
@@ -57,7 +59,7 @@ def amend_kv_pool(s: Subject, f: Finding) -> Finding:
     if dep.memory_fraction is not None:
         r = fraction_refusal(dep.memory_fraction)
         if r is not None:
-            return Finding(f.check, Status.FAIL, f"{dep.name}: memory_fraction {dep.memory_fraction:g} is "
+            return Finding(f.check, Status.FAIL, f"memory_fraction {dep.memory_fraction:g} is "
                            f"--kv_cache_free_gpu_memory_fraction, and TensorRT-LLM refuses it: \"{r.text}\" "
                            f"({r.source}). Use a fraction below 1.", f.facts)
     limit = s.model.max_position_embeddings
@@ -67,7 +69,7 @@ def amend_kv_pool(s: Subject, f: Finding) -> Finding:
     too_long = bool(dep.max_model_len and limit and dep.max_model_len > limit)
     if (too_long and f.status is not Status.FAIL) or refused_at_config:
         return Finding(f.check, Status.WARN,
-                       f"{dep.name}: max_model_len {dep.max_model_len:,} is beyond {s.model.name}'s "
+                       f"max_model_len {dep.max_model_len:,} is beyond {s.model.name}'s "
                        f"{limit:,} positions; what TensorRT-LLM does then was not read (not "
                        f"modelled): use max_model_len {limit:,} or less to be sure.", f.facts)
     if f.status is not Status.WARN:
@@ -76,17 +78,17 @@ def amend_kv_pool(s: Subject, f: Finding) -> Finding:
     if p is None or p.fits_one_request is not False or p.kv_tokens <= 0:
         return f
     n = p.kv_tokens  # get_max_atten_window_upper_bound: whole blocks, beam width 1
-    head = f.message.split(": ", 1)[-1]
+    head = f.text
     if parallel_sizes(dep.launch.args, dep.base_dir).fail_fast:
-        return Finding(f.check, Status.FAIL, f"{dep.name}: TensorRT-LLM refuses to start: the pool of {n:,} tokens "
+        return Finding(f.check, Status.FAIL, f"TensorRT-LLM refuses to start: the pool of {n:,} tokens "
                        f"cannot hold one {p.max_model_len:,}-token request and "
                        f"--fail_fast_on_attention_window_too_large is set. {head}", f.facts)
     return Finding(f.check, Status.WARN,
-                   f"{dep.name}: starts with max_seq_len lowered to {n:,}: TensorRT-LLM's pool cannot hold one "
+                   f"starts with max_seq_len lowered to {n:,}: TensorRT-LLM's pool cannot hold one "
                    f"{p.max_model_len:,}-token request, so it warns \"{SEQ_LEN_LOWERED_TEXT.format(n=n)}\" and "
                    f"serves requests of at most {n:,} tokens (resource_manager.py "
                    f"_validate_and_adjust_attention_windows). {head}", f.facts)
 
 
-#: the checks whose shared finding TensorRT-LLM amends, by name
-AMENDS: Mapping[str, Callable[[Subject, Finding], Finding]] = {"heads": amend_heads, "kv_pool": amend_kv_pool}
+#: the checks whose shared finding TensorRT-LLM amends, by name (``Engine.check_overrides``)
+OVERRIDES: Mapping[str, Override] = MappingProxyType({"heads": Amend(amend_heads), "kv_pool": Amend(amend_kv_pool)})

@@ -18,7 +18,6 @@ from packaging.version import Version
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import (
-    CheckTable,
     Flags,
     FractionDefault,
     GenerationVerdict,
@@ -27,7 +26,7 @@ from pytest_gpulayout.engine import (
     parse_version,
 )
 from pytest_gpulayout.engines.trtllm import budget, cli, divisibility, flags, launch
-from pytest_gpulayout.engines.trtllm.checks import AMENDS
+from pytest_gpulayout.engines.trtllm.checks import OVERRIDES
 from pytest_gpulayout.engines.trtllm.defaults import LATEST_KNOWN, SEQ_LEN_LOWERED_TEXT, default_fraction
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
@@ -36,7 +35,6 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
-    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -87,13 +85,7 @@ class TrtLlmEngine:
     #: not measured here (no CPU build)
     stop_signal: int = signal.SIGTERM
     server_module = "tensorrt_llm.commands.serve"
-    checks: CheckTable | None = None  # the shared rules, amended below
-
-    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
-        """``Mapping``'s refusals in ``heads``; the fraction's bounds and a start with a lowered
-        ``max_seq_len`` in ``kv_pool`` (``checks.py``)."""
-        amend = AMENDS.get(check)
-        return shared if amend is None else amend(s, shared)
+    check_overrides = OVERRIDES
     flags = Flags(model="", tensor_parallel_size="--tp_size", pipeline_parallel_size="--pp_size",
                   data_parallel_size="", max_model_len="--max_seq_len",
                   memory_fraction="--kv_cache_free_gpu_memory_fraction", kv_cache_dtype="",

@@ -125,7 +125,7 @@ def lowered_verdict(dep: Deployment, model: ModelSpec | None, finding: Finding, 
     again = judge(dataclasses.replace(dep, max_model_len=n), model, result, name=name)
     asked = f" (asked for {dep.max_model_len:,})" if dep.max_model_len else ""
     said = ("\"" + SEQ_LEN_LOWERED_TEXT.format(n=n) + "\"")
-    message = (f"{dep.name}: {name} starts with max_seq_len lowered to {n:,}{asked}: its KV pool of "
+    message = (f"{name} starts with max_seq_len lowered to {n:,}{asked}: its KV pool of "
                f"{result.log.kv_tokens:,} tokens cannot hold one full request, so it shortens them and warns "
                f"{said} (--fail_fast_on_attention_window_too_large makes it refuse). Lower max_model_len, raise "
                f"memory_fraction or spread the model over more GPUs. {again.message.split(': ', 1)[-1]}")

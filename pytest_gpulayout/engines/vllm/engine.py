@@ -10,13 +10,14 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from pytest_gpulayout.check import Override
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import (
-    CheckTable,
     Flags,
     FractionDefault,
     GenerationVerdict,
@@ -34,7 +35,6 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
-    from pytest_gpulayout.findings import Finding
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
@@ -78,10 +78,7 @@ class VllmEngine:
     #: what serves ``/metrics`` (vLLM's API server always does)
     metrics_args: tuple[str, ...] = ()
     server_module = "vllm.entrypoints.openai.api_server"
-    checks: CheckTable | None = None  # the shared rules/ answer for it
-
-    def amend_check(self, check: str, s: Subject, shared: Finding) -> Finding:
-        return shared  # the shared rules (or its own table) say it
+    check_overrides: Mapping[str, Override] = MappingProxyType({})  # the suite's checks as they are
     flags = Flags(model="--model", tensor_parallel_size="--tensor-parallel-size",
                   pipeline_parallel_size="--pipeline-parallel-size", data_parallel_size="--data-parallel-size",
                   max_model_len="--max-model-len", memory_fraction="--gpu-memory-utilization",

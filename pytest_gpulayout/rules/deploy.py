@@ -20,10 +20,13 @@ the field.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 
-from pytest_gpulayout.artifacts.build import Found
-from pytest_gpulayout.artifacts.kubernetes import Pod
-from pytest_gpulayout.findings import Finding, Status
+from pytest_gpulayout.check import Rule
+from pytest_gpulayout.deployment import Deployment
+from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.findings import Finding, NoFacts, Status
+from pytest_gpulayout.origin import Origin, Pod
 
 CHECK = "deploy"
 _NCCL_NET = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "NCCL_NET", "NCCL_IB_DISABLE")
@@ -41,44 +44,47 @@ def _fail(message: str) -> Finding:
     return Finding(CHECK, Status.FAIL, message)
 
 
-def _group_failure(found: Found, pod: Pod, pods: int, need: int, shape: str, where: str) -> Finding | None:
+def _group_failure(pod: Pod, pods: int, need: int, shape: str) -> Finding | None:
     """The group (its pods x GPUs, or a Ray cluster's GPUs) smaller than the world."""
     if pod.group_gpus is not None:  # a Ray cluster: the world over all its GPUs
         if pod.group_gpus < need:
-            return _fail(f"{where}: {pod.group_field} give the Ray cluster {pod.group_gpus} GPU(s), but {shape}: "
+            return _fail(f"{pod.group_field} give the Ray cluster {pod.group_gpus} GPU(s), but {shape}: "
                          "the engine's placement group never fits")
     elif (pods > 1 or pod.group_is_world) and pod.gpus is not None and pod.gpus * pods < need:
-        return _fail(f"{where}: {pod.group_field} {pods} x {pod.gpus} GPUs per pod = {pod.gpus * pods}, but "
+        return _fail(f"{pod.group_field} {pods} x {pod.gpus} GPUs per pod = {pod.gpus * pods}, but "
                      f"{shape}: the group is too small for the world size")
     return None
 
 
-def _pod_failure(found: Found, pod: Pod, per_pod: int, pods: int, shape: str, where: str,
+def _pod_failure(dep: Deployment, origin: Origin, pod: Pod, per_pod: int, pods: int, shape: str,
                  gpus_field: str) -> Finding | None:
     """The GPUs one pod asks for below what the layout puts on it."""
-    dep = found.deployment
     if pod.group_gpus is not None:
         return None  # Ray places the workers over the cluster
     if pod.gpus is None:
         if pod.obj.startswith("services/"):
             return None  # compose's count: all: every GPU of the machine
-        return _fail(f"{where}: {gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this pod")
+        return _fail(f"{gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this pod")
     if pod.gpus < per_pod:
-        return _fail(f"{where}: {gpus_field} is {pod.gpus}, but " +
-                     (f"TP x PP x local DP = {per_pod} ({dep.tp} x {dep.pp} x {found.local_dp})" if found.local_dp
+        return _fail(f"{gpus_field} is {pod.gpus}, but " +
+                     (f"TP x PP x local DP = {per_pod} ({dep.tp} x {dep.pp} x {origin.local_dp})" if origin.local_dp
                       else shape if pods == 1 else f"{shape} over {pods} pods = {per_pod}") + " on this pod: ask for "
                      f"{per_pod}")
     return None
 
 
-def check(found: Found) -> Finding | None:
-    """The ``deploy`` finding of one deployment found in an artifact (None: a bare command line)."""
-    pod = found.pod
-    if not isinstance(pod, Pod):
-        return None
-    dep = found.deployment
+def check_deploy(s: Subject) -> Finding:
+    """The ``deploy`` finding of a deployment an artifact's pod runs (``DEPLOY.applies``)."""
+    return deploy_finding(s.dep)
+
+
+def deploy_finding(dep: Deployment) -> Finding:
+    """``check_deploy`` from the deployment alone: all it reads is where the artifact puts it (``dep.origin``)."""
+    origin = dep.origin
+    if origin is None or origin.pod is None:
+        raise ValueError(f"{dep.name}: the deploy check judges a deployment an artifact's pod runs")
+    found, pod = origin, origin.pod
     need = dep.tp * dep.pp * dep.dp
-    where = f"{pod.obj} container {pod.container}"
     gpus_field = pod.gpus_field or f"{pod.field}.containers[{pod.container}].resources.limits.nvidia.com/gpu"
     shape = f"TP x PP x DP = {need} ({dep.tp} x {dep.pp} x {dep.dp})"
     nodes = found.nodes if found.nodes and found.nodes > 1 else None
@@ -87,24 +93,24 @@ def check(found: Found) -> Finding | None:
     elif nodes:
         pods = nodes
         if pod.group_field and pod.group_size < nodes:
-            return _fail(f"{where}: {pod.group_field} is {pod.group_size}, but --nnodes {nodes}: the engine waits "
+            return _fail(f"{pod.group_field} is {pod.group_size}, but --nnodes {nodes}: the engine waits "
                          f"for {nodes - pod.group_size} node(s) that never start")
     else:
         pods = 1
     per_pod = dep.tp * dep.pp * found.local_dp if found.local_dp else -(-need // pods)
-    group = _group_failure(found, pod, pods, need, shape, where)
-    one = _pod_failure(found, pod, per_pod, pods, shape, where, gpus_field)
+    group = _group_failure(pod, pods, need, shape)
+    one = _pod_failure(dep, origin, pod, per_pod, pods, shape, gpus_field)
     for failure in ((one, group) if found.local_dp else (group, one)):
         if failure is not None:
             return failure
     if dep.tp > 1 and not pod.shm and not pod.shm_by:
         shm_field = pod.shm_field or f"{pod.field}.volumes"
-        return _fail(f"{where}: {shm_field} has no /dev/shm (an emptyDir with medium: Memory mounted at /dev/shm) "
+        return _fail(f"{shm_field} has no /dev/shm (an emptyDir with medium: Memory mounted at /dev/shm) "
                      f"but TP={dep.tp}: NCCL's shared memory transport runs out of the container's 64 MiB default")
     crosses = pods > 1 and (pod.gpus is None or pod.gpus < need)  # the world does not fit on one pod
     if crosses and pod.host_network and pod.dns_policy != "ClusterFirstWithHostNet" and found.master \
             and not _is_ip(found.master) and not found.master.startswith("$"):
-        return _fail(f"{where}: {pod.field}.hostNetwork is true with dnsPolicy {pod.dns_policy or 'ClusterFirst'} "
+        return _fail(f"{pod.field}.hostNetwork is true with dnsPolicy {pod.dns_policy or 'ClusterFirst'} "
                      f"(the node's resolv.conf), so the master address {found.master!r} does not resolve: set "
                      f"{pod.field}.dnsPolicy: ClusterFirstWithHostNet")
     notes = []
@@ -121,15 +127,28 @@ def check(found: Found) -> Finding | None:
     if crosses and not pod.rdma:
         nccl = sorted(k for k in pod.env if k in _NCCL_NET)
         return Finding(CHECK, Status.WARN,
-                       f"{where}: the engine spans {pods} pods but {pod.field} requests no RDMA device (rdma/* or "
+                       f"the engine spans {pods} pods but {pod.field} requests no RDMA device (rdma/* or "
                        "a host device, or privileged on the host network) and sets "
                        + (", ".join(nccl) if nccl else "no NCCL_IB_HCA / NCCL_SOCKET_IFNAME")
                        + ": NCCL falls back to TCP sockets between the nodes"
                        + (f"; and {untagged}" if untagged else ""))
     have = pod.group_gpus if pod.group_gpus is not None else pod.gpus
     if untagged:
-        return Finding(CHECK, Status.WARN, f"{where}: {untagged}")
+        return Finding(CHECK, Status.WARN, untagged)
     return Finding(CHECK, Status.PASS,
-                   f"{where}: {'all' if have is None else have} GPU(s) "
+                   f"{'all' if have is None else have} GPU(s) "
                    f"{'in the cluster' if pod.group_gpus is not None else 'per pod'} for {shape}"
                    + (f" over {pods} pods" if pods > 1 else "") + (f"; {'; '.join(notes)}" if notes else ""))
+
+
+@dataclass(frozen=True)
+class DeployRule(Rule):
+    """``deploy`` exists only for what an artifact's pod (or compose service) runs."""
+
+    def applies(self, dep: Deployment) -> bool:
+        return dep.origin is not None and dep.origin.pod is not None
+
+
+DEPLOY = DeployRule(CHECK, "What only the artifact can get wrong: GPUs per pod against the layout, the group "
+                    "against the world, /dev/shm at TP > 1, the master's address under hostNetwork, RDMA across "
+                    "pods, an image tag that names no release.", NoFacts, check_deploy)
