@@ -102,12 +102,15 @@ class _Vars:
     positional: tuple[str, ...] | None = None
     arg0: str = "sh"
     functions: dict[str, Node] = field(default_factory=dict)
+    #: variables whose value was built from unknown ones (``MODEL=$1``): what they stand for
+    tainted: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def child(self, env: Mapping[str, str], positional: tuple[str, ...] | None, arg0: str = "sh") -> _Vars:
         """A child shell's: what was exported, plus ``env``."""
         exported = {k: v for k, v in self.values.items() if k in self.exported and isinstance(v, str)}
         values: dict[str, str | tuple[str, ...]] = {**exported, **env}
-        return _Vars(values, set(values), positional, arg0)
+        tainted = {k: v for k, v in self.tainted.items() if k in exported and k not in env}
+        return _Vars(values, set(values), positional, arg0, tainted=tainted)
 
     def environ(self) -> dict[str, str]:
         return {k: v for k, v in self.values.items() if k in self.exported and isinstance(v, str)}
@@ -184,6 +187,8 @@ class _Reader:
             if self.vars.positional is None:
                 raise _Unknown("$#")
             return str(len(self.vars.positional))
+        if name in self.vars.tainted:
+            self.unknown.extend(self.vars.tainted[name])
         return self.vars.values.get(name)
 
     def words(self, node: Node) -> list[_Field]:
@@ -298,8 +303,8 @@ class _Reader:
         row = self.row_of(node.start_byte)
         try:
             value = self._expand(node)
-        except _Unknown as err:
-            self.unknown.append(err.name)
+        except _Unknown:
+            self.unknown.append(raw)  # as written: the text that stays in the word
             return self._append(fields, raw, row, quoted=True, split=False, new=start)
         if isinstance(value, tuple):  # "$@", "${arr[@]}": one word each
             new = start
@@ -519,6 +524,7 @@ class _Reader:
             return None
         append = any(c.type == "+=" for c in node.children)
         value_node = kids[1] if len(kids) > 1 else None
+        mark = len(self.unknown)
         value: str | tuple[str, ...]
         if value_node is None:
             value = ""
@@ -532,6 +538,12 @@ class _Reader:
         elif append and isinstance(old, tuple):
             value = old + (value if isinstance(value, tuple) else (value,))
         self.vars.values[name] = value
+        tainted = tuple(dict.fromkeys(self.unknown[mark:]))
+        del self.unknown[mark:]
+        if tainted:
+            self.vars.tainted[name] = tainted
+        else:
+            self.vars.tainted.pop(name, None)
         return name
 
     def _declare(self, node: Node) -> None:
@@ -595,13 +607,17 @@ class _Reader:
     # -- what runs -------------------------------------------------------------------------------------------
 
     def _emit(self, argv: Sequence[str], env: Mapping[str, str], line: int, unknown: tuple[str, ...], image: str,
-              via: tuple[str, ...]) -> None:
+              via: tuple[str, ...], consumed: Sequence[str] = ()) -> None:
+        # what stayed unknown in a launcher's own options (a docker -v mount) is not the command's
+        kept = [*argv, *env.values()]
+        unknown = tuple(u for u in unknown if any(u in w for w in kept) or not any(u in w for w in consumed))
         self.out.append(Command(tuple(argv), line, MappingProxyType(dict(env)), image, unknown, via))
 
     def _run(self, words: list[str], fields: list[_Field] | None, env: dict[str, str], line: int,
              unknown: tuple[str, ...], stdin: _Field | None, *, image: str, via: tuple[str, ...]) -> None:
         """Run ``words`` as the shell would: builtins, functions, launchers, shells, and then the command."""
         offset = 0  # index of words[0] in fields (for the rows of a ``-c`` string)
+        consumed = list(words)
         while words:
             head = words[0].rsplit("/", 1)[-1]
             if head in self.vars.functions and self.depth < _MAX_DEPTH and not via:
@@ -669,7 +685,7 @@ class _Reader:
                 offset += len(words) - len(rest)
                 words, via = rest, via + (" ".join(pair),)
                 if image and pair in L.IMAGE_FIRST and not words:
-                    self._emit(words, env, line, unknown, image, via)
+                    self._emit(words, env, line, unknown, image, via, consumed)
                     return
                 continue
             if head in L.LAUNCHERS:
@@ -722,7 +738,7 @@ class _Reader:
                 continue
             break
         if words:
-            self._emit(words, env, line, unknown, image, via)
+            self._emit(words, env, line, unknown, image, via, consumed)
 
     def _shell(self, words: list[str], fields: list[_Field] | None, offset: int, env: dict[str, str], line: int,
                unknown: tuple[str, ...], stdin: _Field | None, image: str, via: tuple[str, ...]) -> None:
