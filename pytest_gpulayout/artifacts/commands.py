@@ -1,22 +1,22 @@
-"""Engine invocations in shell text: ``vllm serve``, ``python -m vllm.entrypoints.openai.api_server``,
-``python -m sglang.launch_server`` / ``sglang serve``, ``llama-server``; with line continuations, ``sh -c``
-strings, ``VAR=value`` prefixes, ``env``/``exec`` and ``&&`` / ``;`` / ``|`` between commands (``shlex``)."""
+"""Engine invocations in what an artifact runs: ``vllm serve``, ``python -m vllm.entrypoints.openai.api_server``,
+``python -m sglang.launch_server`` / ``sglang serve``, ``llama-server``, ``trtllm-serve serve``. The shell text and
+exec-form command lines are read by ``inputs/shell.py`` (quotes across lines, heredocs, ``&&`` / ``;`` / ``|`` /
+``&``, ``sh -c``, variables, launchers such as ``srun``, ``torchrun``, ``docker run IMAGE``); this module says
+which of the commands found run an engine, and with which arguments."""
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.shell import Command, Script, read_argv, read_script
 
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "{", "}", "\n"}
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
-_WRAPPERS = {"exec", "env", "nohup", "time", "sudo", "stdbuf", "nice", "numactl", "taskset", "srun"}
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,14 @@ class Invocation:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: the container image it runs in (``""``: none said, a bare command line)
     image: str = ""
+    #: ``$VAR`` / ``$(...)`` in its words that neither the script nor its environment gives (their text is kept)
+    unknown: tuple[str, ...] = ()
 
 
 def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
     """``(engine, entry as written, index where its arguments start)`` when ``argv`` runs an engine."""
     i = 0
-    while i < len(argv) and (argv[i] in _WRAPPERS or _ENV.match(argv[i]) or (i and argv[i - 1] == "numactl"
-                                                                             and argv[i].startswith("-"))):
+    while i < len(argv) and _ENV.match(argv[i]):
         i += 1
     if i >= len(argv):
         return None
@@ -58,19 +59,6 @@ def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
                         return engine.name, f"python -m {module}", i + j + 3
                 return None
     return None
-
-
-def _commands(tokens: Sequence[str]) -> Iterator[list[str]]:
-    cmd: list[str] = []
-    for t in tokens:
-        if t in _SEPARATORS or (t and set(t) <= set(";&|()")):
-            if cmd:
-                yield cmd
-            cmd = []
-        else:
-            cmd.append(t)
-    if cmd:
-        yield cmd
 
 
 def image_entry(image: str) -> tuple[str, ...] | None:
@@ -102,72 +90,70 @@ def image_release(image: str) -> tuple[str, str | None] | None:
     return None
 
 
+def _engine_words() -> re.Pattern[str]:
+    words = {w for e in ENGINES.values() for cmd in e.entry_commands for w in cmd[:1]}
+    words |= {m.split(".", 1)[0] for e in ENGINES.values() for m in e.entry_modules}
+    return re.compile(r"\b(" + "|".join(sorted(map(re.escape, words))) + r")\b")
+
+
+def _invocations(script: Script, where: str, *, lines: bool) -> list[Invocation]:
+    """The engine invocations among a script's commands; a part the shell would refuse, where it names an
+    engine, is an ``InputError`` naming its line (elsewhere it is no engine's business)."""
+    engines = _engine_words()
+    for problem in script.problems:
+        if engines.search(problem.text):
+            raise InputError(f"the shell cannot read this: {problem.text.splitlines()[0].split(': ', 1)[-1]}"
+                             f" ({problem.text.split(':', 1)[0]})", where=f"{where}:{problem.line}" if lines
+                             else where)
+    out: list[Invocation] = []
+    for c in script.commands:
+        inv = _invocation(c, f"{where}:{c.line}" if lines else where)
+        if inv is not None:
+            out.append(inv)
+    return out
+
+
+def _invocation(c: Command, source: str) -> Invocation | None:
+    argv: Sequence[str] = c.argv
+    served = image_entry(c.image) if c.image else None
+    if served is not None and (not argv or argv[0].startswith("-")):
+        argv = [*served, *argv]
+    found = match(argv)
+    if found is None:
+        return None
+    engine, entry, start = found
+    prefix: dict[str, str] = {}
+    for word in argv[:start]:  # VAR=x words before the engine in an exec-form command
+        if not _ENV.match(word):
+            break
+        name, _, value = word.partition("=")
+        prefix[name] = value
+    return Invocation(engine, tuple(argv[start:]), entry, source, MappingProxyType({**c.env, **prefix}), c.image,
+                      c.unknown)
+
+
 def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None = None,
                  image: str = "") -> list[Invocation]:
-    """Engine invocations in one argument vector (``sh -c "..."`` is read as shell text). A container of an
-    engine's own image whose arguments start with a flag (or that has none) runs that image's entry point."""
+    """Engine invocations in one argument vector (an exec-form command: a container's ``command`` + ``args``),
+    launchers unwrapped and ``sh -c "..."`` read as shell text. A container of an engine's own image whose
+    arguments start with a flag (or that has none) runs that image's entry point."""
     env = dict(env or {})
     served = image_entry(image) if image else None
     if served is not None and (not argv or argv[0].startswith("-")):
         argv = [*served, *argv]
-    out: list[Invocation] = []
-    for j, a in enumerate(argv):
-        if a == "-c" and j > 0 and argv[j - 1].rsplit("/", 1)[-1] in ("sh", "bash", "dash", "zsh") \
-                and j + 1 < len(argv):
-            return [Invocation(i.engine, i.args, i.entry, source, MappingProxyType({**env, **i.env}), image)
-                    for i in find_in_text(argv[j + 1], source)]
-    prefix_env = {}
-    for a in argv:
-        if _ENV.match(a):
-            k, _, v = a.partition("=")
-            prefix_env[k] = v
-        elif a not in _WRAPPERS:
-            break
-    found = match(argv)
-    if found is not None:
-        engine, entry, start = found
-        out.append(Invocation(engine, tuple(argv[start:]), entry, source, MappingProxyType({**env, **prefix_env}),
-                              image))
-    return out
+    try:
+        script = read_argv(list(argv), env)
+    except InputError as err:  # the shell grammar is not installed
+        raise InputError(err.message, where=source) from None
+    return [Invocation(i.engine, i.args, i.entry, i.source, i.env, i.image or image, i.unknown)
+            for i in _invocations(script, source, lines=False)]
 
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(first line number, line)`` with backslash continuations joined."""
-    buf: list[str] = []
-    start = 0
-    for n, line in enumerate(text.splitlines(), 1):
-        if not buf:
-            start = n
-        if line.rstrip().endswith("\\"):
-            buf.append(line.rstrip()[:-1])
-            continue
-        buf.append(line)
-        yield start, " ".join(buf)
-        buf = []
-    if buf:
-        yield start, " ".join(buf)
-
-
-def find_in_text(text: str, where: str) -> list[Invocation]:
-    """Every engine invocation in shell text, each named ``where:LINE``."""
-    out: list[Invocation] = []
-    exported: dict[str, str] = {}
-    for line_no, line in _logical_lines(text):
-        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|()")
-        lexer.whitespace_split = True
-        lexer.commenters = "#"
-        try:
-            tokens = list(lexer)
-        except ValueError as err:
-            if re.search(r"\b(vllm|sglang|llama-server)\b", line):
-                raise InputError(f"cannot split the shell line: {err}", where=f"{where}:{line_no}") from None
-            continue
-        for cmd in _commands(tokens):
-            if cmd[0] == "export":
-                for a in cmd[1:]:
-                    if _ENV.match(a):
-                        k, _, v = a.partition("=")
-                        exported[k] = v
-                continue
-            out.extend(find_in_argv(cmd, f"{where}:{line_no}", exported))
-    return out
+def find_in_text(text: str, where: str, env: Mapping[str, str] | None = None) -> list[Invocation]:
+    """Every engine invocation in shell text, each named ``where:LINE`` (the line its first word stands on);
+    ``env``: the environment the text runs with (a container's)."""
+    try:
+        script = read_script(text, env)
+    except InputError as err:  # the shell grammar is not installed
+        raise InputError(err.message, where=where) from None
+    return _invocations(script, where, lines=True)
