@@ -37,16 +37,16 @@ from types import MappingProxyType
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs import launchers as L
 
-try:  # the `shell` extra: without it, shell text is refused in one line (``read_script``)
+try:  # a dependency; a broken install is refused in one line (``read_script``), never a traceback
     import tree_sitter_bash
     from tree_sitter import Language, Node, Parser, Tree
 
     HAVE_GRAMMAR = True
-except ImportError:  # pragma: no cover - exercised where the extra is not installed
+except ImportError:  # pragma: no cover - only where the install is broken
     HAVE_GRAMMAR = False
 
-MISSING_GRAMMAR = ("reading shell text needs the shell grammar (tree-sitter-bash): pip install "
-                   "'pytest-gpulayout[shell]'")
+MISSING_GRAMMAR = ("reading shell text needs the shell grammar (tree-sitter-bash), which did not import: "
+                   "pip install --force-reinstall tree-sitter tree-sitter-bash")
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
