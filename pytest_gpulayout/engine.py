@@ -340,11 +340,19 @@ class Subject:
             raise p
         return p
 
+    @property
+    def max_model_len(self) -> int | None:
+        """The context length the engine runs with: the deployment's ``max_model_len``, else the model's own
+        derived maximum (``ModelSpec.max_position_embeddings``, as the engines derive it from the config)."""
+        return self.dep.max_model_len or self.model.max_position_embeddings or None
+
     @cached_property
     def _replicas(self) -> tuple[PoolPrediction, ...] | Exception:
         try:
             return tuple(predict_replicas(self.dep, self.machine, self.model, self.host, self.knobs,
-                                          engine=self.engine))
+                                          engine=self.engine, version=self.version,
+                                          version_source=self.version_source, placement=self.placement,
+                                          max_model_len=self.max_model_len))
         except Exception as err:  # MemoryUnknown, PlacementError, InputError: re-raised to each reader
             return err
 

@@ -15,17 +15,15 @@ from typing import TYPE_CHECKING, Protocol
 from packaging.version import Version
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.memory.replica import MemoryUnknown, RankBudgets, Replica
 
 if TYPE_CHECKING:
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.knobs import LaunchKnobs
-    from pytest_gpulayout.memory.pool import RankBudgets, Replica
     from pytest_gpulayout.model.spec import ModelSpec
 
-
-class MemoryUnknown(ValueError):
-    """The pool cannot be predicted because a GPU's memory is unknown (e.g. a machine read from
-    ``nvidia-smi topo -m`` text). The message says which GPU and which figure; checks skip with it."""
+__all__ = ["FractionAnswer", "MemoryEngine", "MemoryUnknown", "RankBudgets", "Replica", "engine_version",
+           "resolve_version"]
 
 
 class FractionAnswer(Protocol):

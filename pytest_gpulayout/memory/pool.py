@@ -19,7 +19,7 @@ CUDA context) we use a documented estimate and say so; the ``startup`` check mea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from packaging.version import Version
 
@@ -27,15 +27,16 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
-from pytest_gpulayout.memory.common import MemoryEngine, MemoryUnknown, resolve_version
+from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, tp_link
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage
+from pytest_gpulayout.memory.replica import Replica, need_memory
 from pytest_gpulayout.memory.reserves import default_fraction_answer
 from pytest_gpulayout.memory.stages import stage_ranges
 from pytest_gpulayout.memory.weights import weight_bytes_by_stage
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.placement import place
+from pytest_gpulayout.placement import Placement
 
 #: ``model.notes`` that say a value was filled in rather than read (``model/config.py``): class
 #: defaults for keys a config leaves out, a missing ``intermediate_size`` or ``torch_dtype``.
@@ -82,63 +83,15 @@ class PoolPrediction:
         return self.max_concurrency >= 1.0
 
 
-def need_memory(gpus: Sequence[Gpu], attr: str, what: str, engine: str) -> list[int]:
-    missing = [g.index for g in gpus if getattr(g, attr) is None]
-    if missing:
-        names = ", ".join(f"GPU{i}" for i in missing)
-        raise MemoryUnknown(f"the {what} of {names} is unknown, and {engine} sizes its pool from it "
-                            f"(use a live probe or a snapshot with memory)")
-    return [getattr(g, attr) for g in gpus]
-
-
-
-@dataclass(frozen=True)
-class Replica:
-    """One replica as each engine's rank loop reads it (``engines/<name>/budget.py``): layout, GPUs in
-    rank order, the memory fraction and the per-stage sizes (``rank = pp_rank x tp + tp_rank``)."""
-
-    model: ModelSpec
-    version: Version
-    tp: int
-    pp: int
-    gpus: tuple[Gpu, ...]
-    fraction: float
-    kv_cache_dtype: str
-    max_model_len: int | None
-    ranges: tuple[range, ...]
-    kv_by_stage: tuple[int, ...]
-    w_by_stage: tuple[int, ...]
-    link: TpLink = TpLink.UNKNOWN
-
-    @property
-    def gpu_name(self) -> str:
-        return self.gpus[0].name if self.gpus else ""
-
-
-@dataclass
-class RankBudgets:
-    """An engine's answer per rank: the KV budget, the tokens it alone could hold (None: no KV layer
-    on its stage), what it reserves besides the weights and why; where the engine measures the pool's
-    concurrency its own way (vLLM's KV cache groups), that figure and its note."""
-
-    block: int
-    budgets: list[int]
-    tokens: list[int | None]
-    caches: list[object | None]
-    reserves: list[int] = field(default_factory=list)
-    reserve_why: str = ""
-    concurrency: float | None = None
-    concurrency_note: str = ""
-
-
-def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str | None, tp: int, pp: int,
+def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str | Version | None, tp: int, pp: int,
                  gpus: Sequence[Gpu], max_model_len: int | None, memory_fraction: float | None,
                  kv_cache_dtype: str = "auto", enable_expert_parallel: bool = False, dp: int = 1,
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                  max_num_seqs: int | None = None,
                  pp_layer_partition: str | Sequence[int] | None = None,
                  host: Host = BARE_HOST, host_min_total_mib: int | None = None,
-                 knobs: LaunchKnobs | None = None, link: TpLink = TpLink.UNKNOWN) -> PoolPrediction:
+                 knobs: LaunchKnobs | None = None, link: TpLink = TpLink.UNKNOWN,
+                 version_source: str | None = None) -> PoolPrediction:
     """Predict one replica's KV pool. ``gpus`` are the replica's GPUs in rank order
     (``rank = pp_rank x tp + tp_rank``, both engines' mapping).
 
@@ -181,7 +134,11 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     if len(gpus) != tp * pp:
         raise ValueError(f"predict_pool needs one replica's {tp * pp} GPUs (TP={tp} x PP={pp}), "
                          f"got {len(gpus)}")
-    version, vsource = resolve_version(e, engine_version, host)
+    if isinstance(engine_version, Version) and version_source is not None:
+        version, vsource = engine_version, version_source  # the deployment's release, resolved once (Subject)
+    else:
+        version, vsource = resolve_version(e, None if engine_version is None else str(engine_version), host)
+    max_len = max_model_len or model.max_position_embeddings
     notes: list[str] = []
     if vsource == "assumed latest known":
         notes.append(f"{e.name} is not installed here: defaults of {e.name} {version} assumed (pin engine_version).")
@@ -201,7 +158,7 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
                                        enable_expert_parallel=enable_expert_parallel, dp=dp,
                                        pp_layer_partition=pp_layer_partition, version=version)
     replica = Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
-                       kv_cache_dtype=kv_cache_dtype, max_model_len=max_model_len, ranges=tuple(ranges),
+                       kv_cache_dtype=kv_cache_dtype, max_model_len=max_len, ranges=tuple(ranges),
                        kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)
     ranks = e.rank_budgets(replica, knobs=k, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
                            enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
@@ -219,7 +176,6 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
         limiting_rank, kv_tokens = min(range(len(budgets)), key=budgets.__getitem__), 0
         notes.append(f"{model.name} has no layer with a per-token KV cache: there is no token pool to size.")
 
-    max_len = max_model_len or model.max_position_embeddings
     concurrency: float | None = None
     own_measure = ranks.concurrency is not None
     if max_len:
@@ -272,15 +228,16 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
 
 
 def predict_replicas(dep: Deployment, machine: Machine, model: ModelSpec, host: Host, knobs: LaunchKnobs, *,
-                     engine: MemoryEngine) -> list[PoolPrediction]:
-    """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown`` /
-    ``PlacementError``): each replica's GPUs in rank order, as the engines place them. ``knobs``: the
-    launch's settings. The checks read it once per deployment, through ``engine.Subject.replicas``."""
-    placement = place(dep, machine)
+                     engine: MemoryEngine, version: Version, version_source: str, placement: Placement,
+                     max_model_len: int | None) -> list[PoolPrediction]:
+    """One ``PoolPrediction`` per DP replica of ``dep`` on ``machine`` (raises ``MemoryUnknown``): each
+    replica's GPUs in rank order, as the engines place them. The release, the placement and the context
+    length are the deployment's own, resolved once (``engine.Subject``), as are ``knobs``, the launch's
+    settings; the checks read the result once per deployment, through ``Subject.replicas``."""
     predicted = [
         predict_pool(
-            model, engine=engine, engine_version=dep.engine_version, tp=dep.tp, pp=dep.pp,
-            gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=dep.max_model_len,
+            model, engine=engine, engine_version=version, version_source=version_source, tp=dep.tp, pp=dep.pp,
+            gpus=[machine.gpu(i) for i in placement.replica_gpus(d)], max_model_len=max_model_len,
             memory_fraction=dep.memory_fraction, kv_cache_dtype=dep.kv_cache_dtype,
             enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp, host=host,
             host_min_total_mib=host_min_total_mib(machine, placement.replica_gpus(d)), knobs=knobs,

@@ -46,7 +46,7 @@ from pytest_gpulayout.memory.common import MemoryUnknown, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, communicator_gib, tp_link
 from pytest_gpulayout.memory.reserves import default_memory_fraction
 from pytest_gpulayout.memory.weights import weight_bytes_per_rank
-from pytest_gpulayout.placement import Placement, PlacementError, place
+from pytest_gpulayout.placement import Placement, PlacementError
 
 CHECK = "balance"
 SGLANG_RATIO = 0.9
@@ -271,7 +271,7 @@ def _weights_gib(s: Subject) -> float:
 def check_balance(s: Subject) -> Finding:
     dep, machine, host = s.dep, s.machine, s.host
     try:
-        placement = place(dep, machine)
+        placement = s.placement
     except PlacementError as err:
         return skipped(CHECK, f"balance not checked: {err}", _UNKNOWN)
     missing = [i for i in placement.gpus if machine.gpu(i).memory_free_mib is None

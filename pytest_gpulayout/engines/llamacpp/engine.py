@@ -24,7 +24,7 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.memory.common import MemoryUnknown
-from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 

@@ -16,7 +16,7 @@ from pytest_gpulayout.machine.facts import GIB, MIB
 from pytest_gpulayout.memory.communicators import communicator_gib
 from pytest_gpulayout.memory.communicators import describe as describe_communicators
 from pytest_gpulayout.memory.kv import kv_layer_bytes_per_token
-from pytest_gpulayout.memory.pool import RankBudgets, Replica, need_memory
+from pytest_gpulayout.memory.replica import RankBudgets, Replica, need_memory
 from pytest_gpulayout.model.spec import NO_KV, SLIDING
 
 #: SGLang measures ``pre`` (``get_available_gpu_memory``, MIN over the TP x PP world) after its CUDA

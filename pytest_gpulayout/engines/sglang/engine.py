@@ -40,7 +40,7 @@ from pytest_gpulayout.engines.sglang.prefill_graphs import (
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
-from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 

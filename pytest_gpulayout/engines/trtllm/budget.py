@@ -32,7 +32,7 @@ from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB
 from pytest_gpulayout.memory.communicators import communicator_gib
 from pytest_gpulayout.memory.communicators import describe as describe_communicators
-from pytest_gpulayout.memory.pool import RankBudgets, Replica, need_memory
+from pytest_gpulayout.memory.replica import RankBudgets, Replica, need_memory
 from pytest_gpulayout.model.spec import ModelSpec
 
 #: Memory outside torch on a rank without peers: CUDA context and library workspaces (an estimate;

@@ -30,7 +30,7 @@ from pytest_gpulayout.engines.trtllm.checks import OVERRIDES
 from pytest_gpulayout.engines.trtllm.defaults import LATEST_KNOWN, SEQ_LEN_LOWERED_TEXT, default_fraction
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
-from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:

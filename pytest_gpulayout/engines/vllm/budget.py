@@ -44,7 +44,7 @@ from pytest_gpulayout.memory.capability import compute_capability
 from pytest_gpulayout.memory.common import MemoryEngine, engine_version
 from pytest_gpulayout.memory.communicators import NVLINK_COMMUNICATOR_GIB, TpLink, over_nvlink
 from pytest_gpulayout.memory.kv import kv_heads_per_rank, kv_layer_bytes_per_token
-from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.weights import expert_sharding
 from pytest_gpulayout.model.spec import NO_KV, ModelSpec
 
@@ -244,8 +244,9 @@ def cudagraph_estimate(model: ModelSpec, v: Version, *, pp: int, tokens: int, se
 def _scheduler(model: ModelSpec, v: Version, *, v0: bool, gpu_total_mib: int | None, gpu_name: str,
                max_model_len: int | None) -> tuple[int, int]:
     """The scheduler's default batch for ``model``: V0's depends on whether it prefills in chunks,
-    which depends on the model (sliding window, vision, MLA: ``defaults.v0_chunked_prefill``)."""
-    max_len = max_model_len or model.max_position_embeddings
+    which depends on the model (sliding window, vision, MLA: ``defaults.v0_chunked_prefill``). ``max_model_len``
+    is the replica's context length (``Replica.max_model_len``: the deployment's, else the model's)."""
+    max_len = max_model_len
     chunked = v0_chunked_prefill(v, max_model_len=max_len, sliding_window=model.sliding_window is not None,
                                  multimodal=model.is_multimodal, mla=model.is_mla) if v0 else None
     return vllm_scheduler_defaults(v, gpu_total_mib=gpu_total_mib, gpu_name=gpu_name, max_model_len=max_len,
@@ -368,14 +369,14 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
         stage_kinds = [model.layer_kinds[i] for i in r.ranges[stage]]
         stage_states = [states[i] for i in r.ranges[stage]]
         mixed = len({kind for kind in stage_kinds if kind != NO_KV}) > 1 or any(stage_states)
-        if mixed and version >= HYBRID_SINCE and (r.max_model_len or model.max_position_embeddings):
+        if mixed and version >= HYBRID_SINCE and r.max_model_len:
             cache = vllm_kv_cache(
                 version,
                 kinds=stage_kinds,
                 page_bytes=layer_bytes * block,
                 block_size=block,
                 budget_bytes=budget,
-                max_model_len=r.max_model_len or model.max_position_embeddings or 0,
+                max_model_len=r.max_model_len,
                 max_num_batched_tokens=batched,
                 pp=r.pp,
                 sliding_window=model.sliding_window,
@@ -486,7 +487,7 @@ def rank_budgets(
     out.reserves.extend(reserves)
     out.reserve_why = why
     caches = [c for c in out.caches if isinstance(c, VllmKvCache)]
-    max_len = r.max_model_len or r.model.max_position_embeddings
+    max_len = r.max_model_len
     if caches and max_len:  # vLLM's own measure for mixed attention kinds (kv_groups.py)
         out.concurrency = min(c.max_concurrency for c in caches)
         out.concurrency_note = describe_vllm_cache(min(caches, key=lambda c: c.max_concurrency), r.version)

@@ -29,7 +29,7 @@ from pytest_gpulayout.engines.vllm import cli, divisibility, generation, launch
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
-from pytest_gpulayout.memory.pool import RankBudgets, Replica
+from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_last
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
