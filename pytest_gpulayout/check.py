@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from pytest_gpulayout.engine import Amend, Replace, Subject
 from pytest_gpulayout.findings import Facts, Finding, Status, skipped
 
 if TYPE_CHECKING:
     from pytest_gpulayout.deployment import Deployment
-    from pytest_gpulayout.engine import Subject
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.launch.progress import Progress
 
@@ -155,35 +155,6 @@ class Rule:
 
     def blocked(self, blocker: Finding, gate: Gate) -> Finding:
         return skipped(self.name, f"not checked: {blocker.check} fails ({gate.why or blocker.text})")
-
-
-# -- what an engine changes of a check (``Engine.check_overrides``) -------------------------------
-
-@dataclass(frozen=True)
-class Replace:
-    """The engine's own answer under the check's name (llama.cpp's layers split by memory, no TP
-    groups): ``rule`` runs instead of the shared one. Its facts are its own (``RawFacts``: the shared
-    check's table cell shows no number for them)."""
-
-    rule: Callable[[Subject], Finding]
-
-
-@dataclass(frozen=True)
-class Amend:
-    """The shared finding in, the engine's verdict out, where it decides differently (TensorRT-LLM's
-    ``Mapping`` refusals, its pool that starts with a shorter ``max_seq_len``)."""
-
-    amend: Callable[[Subject, Finding], Finding]
-
-
-@dataclass(frozen=True)
-class Omit:
-    """The check does not exist for this engine, and ``why`` (llama.cpp spans no Ray cluster)."""
-
-    why: str
-
-
-Override = Replace | Amend | Omit
 
 
 @dataclass(frozen=True)

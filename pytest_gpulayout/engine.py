@@ -14,16 +14,16 @@ chooses it once).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from pytest_gpulayout.check import Override
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
@@ -39,6 +39,35 @@ if TYPE_CHECKING:
     from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
     from pytest_gpulayout.memory.pool import PoolPrediction
+
+
+# -- what an engine changes of a check of the suite (``Engine.check_overrides``; ``check.py`` applies it) --
+
+@dataclass(frozen=True)
+class Replace:
+    """The engine's own answer under the check's name (llama.cpp's layers split by memory, no TP
+    groups): ``rule`` runs instead of the shared one. Its facts are its own (``RawFacts``: the shared
+    check's table cell shows no number for them)."""
+
+    rule: Callable[[Subject], Finding]
+
+
+@dataclass(frozen=True)
+class Amend:
+    """The shared finding in, the engine's verdict out, where it decides differently (TensorRT-LLM's
+    ``Mapping`` refusals, its pool that starts with a shorter ``max_seq_len``)."""
+
+    amend: Callable[[Subject, Finding], Finding]
+
+
+@dataclass(frozen=True)
+class Omit:
+    """The check does not exist for this engine, and ``why`` (llama.cpp spans no Ray cluster)."""
+
+    why: str
+
+
+Override = Replace | Amend | Omit
 
 
 @dataclass(frozen=True)

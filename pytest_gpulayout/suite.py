@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from pytest_gpulayout.check import Amend, Check, Omit, Overridden, Override, Replace
-from pytest_gpulayout.engine import Engine
+from pytest_gpulayout.check import Check, Overridden
+from pytest_gpulayout.engine import Amend, Engine, Omit, Override, Replace
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.rules.balance import BALANCE
 from pytest_gpulayout.rules.cluster import CLUSTER

@@ -10,6 +10,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+# numpy (under gguf) cannot be imported twice in one process: loaded here, before the in-process pytester runs
+# snapshot sys.modules, it stays; first loaded inside one, it is dropped after it and the next GGUF read fails
+# "cannot load module more than once per process"
+import gguf  # noqa: F401
+
 pytest_plugins = ["pytester"]
 
 HERE = Path(__file__).resolve().parent

@@ -32,9 +32,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pytest_gpulayout.check import Omit, Override, Replace
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.engine import Omit, Override, Replace, Subject
 from pytest_gpulayout.engines.llamacpp.flags import (
     CACHE_TYPES,
     FIT_TARGET_MIB,

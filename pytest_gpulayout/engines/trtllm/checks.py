@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from pytest_gpulayout.check import Amend, Override
-from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.engine import Amend, Override, Subject
 from pytest_gpulayout.engines.trtllm.defaults import SEQ_LEN_LOWERED_TEXT
 from pytest_gpulayout.engines.trtllm.divisibility import fraction_refusal, mapping_refusals
 from pytest_gpulayout.engines.trtllm.flags import parallel_sizes

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.check import Override
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engine import (
     Flags,
     FractionDefault,
     GenerationVerdict,
+    Override,
     RayCluster,
     ShardLayout,
     parse_version,
