@@ -14,12 +14,10 @@ from pytest_gpulayout.artifacts.commands import Invocation, image_release
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.manifest.fields import FLAG_KEYS, INTEGER_KEYS
 from pytest_gpulayout.manifest.load import parse_manifest
 from pytest_gpulayout.origin import Origin, Pod
 
-_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
-         "memory_fraction", "kv_cache_dtype")
-_INTS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len"}
 #: flags that say where the engine listens or how its nodes meet: the artifact's business, not a check's
 _DROPPED = ("--host", "--port", "--nnodes", "--node-rank", "--dist-init-addr", "--data-parallel-address",
             "--data-parallel-rpc-port", "--data-parallel-size-local", "--headless", "--data-parallel-start-rank",
@@ -100,7 +98,7 @@ def manifest_entry(inv: Invocation) -> dict[str, Any]:
     flags = engine.flags
     entry: dict[str, Any] = {"engine": engine.name}
     owned: dict[str, str] = {}
-    for key in _KEYS:
+    for key in FLAG_KEYS:
         spelling = getattr(flags, key)
         if spelling:
             owned[table.canonical(spelling) or spelling] = key
@@ -116,7 +114,7 @@ def manifest_entry(inv: Invocation) -> dict[str, Any]:
         if g.flag in owned:
             key = owned[g.flag]
             value = _number(g.value, g.flag, inv.source)
-            entry[key] = int(value) if key in _INTS and isinstance(value, float) else value
+            entry[key] = int(value) if key in INTEGER_KEYS and isinstance(value, float) else value
         elif g.flag in ("--enable-expert-parallel", "-ep"):
             entry["enable_expert_parallel"] = True
         elif g.flag in dropped:

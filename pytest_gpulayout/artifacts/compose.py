@@ -9,13 +9,20 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
+from pytest_gpulayout.artifacts.reader import Artifact, Read
 from pytest_gpulayout.origin import Pod
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
+
+
+def _services(doc: Mapping[str, object]) -> Mapping[object, object]:
+    services = doc.get("services")
+    return services if isinstance(services, Mapping) else {}
 
 
 def is_compose(doc: object) -> bool:
@@ -76,3 +83,17 @@ def find(doc: Mapping[str, Any], where: str) -> list[tuple[Invocation, Pod]]:
                    host_network=service.get("network_mode") == "host", env=MappingProxyType(env))
         out += [(i, info) for i in find_in_argv(argv, f"services/{name}", env, _sub(str(service.get("image", ""))))]
     return out
+
+
+@dataclass(frozen=True)
+class ComposeReader:
+    kind: str = "docker-compose services"
+
+    def read(self, artifact: Artifact) -> Read:
+        docs = [d for d in artifact.mappings() if is_compose(d)]  # services: a mapping (is_compose)
+        found = [f for d in docs for f in find(d, artifact.where)]
+        seen = tuple(f"docker-compose services {', '.join(map(str, _services(d)))}" for d in docs)
+        return Read(tuple(found), seen)
+
+
+READER = ComposeReader()

@@ -8,10 +8,12 @@ and ``replicaCount`` workers. ``/dev/shm`` is the memory volume the chart mounts
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
+from pytest_gpulayout.artifacts.reader import Artifact, Read
 from pytest_gpulayout.origin import Pod
 
 #: the chart's entry point (its engine image's): vLLM's server
@@ -60,3 +62,15 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
         image = f"{spec['repository']}:{spec.get('tag') or 'latest'}" if spec.get("repository") else ""
         out += [(inv, info) for inv in find_in_argv(argv, where, env, image)]
     return out
+
+
+@dataclass(frozen=True)
+class HelmReader:
+    kind: str = "production-stack values (servingEngineSpec.modelSpec)"
+
+    def read(self, artifact: Artifact) -> Read:
+        docs = [d for d in artifact.mappings() if is_values(d)]
+        return Read(tuple(f for d in docs for f in find(d)), ("production-stack values",) if docs else ())
+
+
+READER = HelmReader()

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
-from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, is_kubernetes, pod_info
+from pytest_gpulayout.artifacts.reader import Artifact, Read
 from pytest_gpulayout.origin import Pod
 
 KINDS = ("InferenceService", "ServingRuntime", "ClusterServingRuntime", "LLMInferenceService")
@@ -165,3 +167,14 @@ def find(docs: Sequence[Mapping[str, Any]]) -> list[tuple[Invocation, Pod]]:
         elif d.get("kind") == "LLMInferenceService":
             out += _llmisvc(d)
     return out
+
+
+@dataclass(frozen=True)
+class KServeReader:
+    kind: str = "InferenceService, ServingRuntime, LLMInferenceService"
+
+    def read(self, artifact: Artifact) -> Read:
+        return Read(tuple(find([d for d in artifact.mappings() if is_kubernetes(d)])))
+
+
+READER = KServeReader()

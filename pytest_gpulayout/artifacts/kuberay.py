@@ -9,12 +9,14 @@ carries the cluster's GPU total (``group_gpus``), and KubeRay mounts ``/dev/shm`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv, find_in_text
-from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, is_kubernetes, pod_info
+from pytest_gpulayout.artifacts.reader import Artifact, Read
 from pytest_gpulayout.origin import Pod
 
 KINDS = ("RayCluster", "RayService", "RayJob")
@@ -119,3 +121,15 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
         for inv in _serve_invocations(str(spec["serveConfigV2"]), obj):
             out.append((inv, cluster_record))
     return out
+
+
+@dataclass(frozen=True)
+class KubeRayReader:
+    kind: str = "RayCluster, RayService, RayJob"
+
+    def read(self, artifact: Artifact) -> Read:
+        found = [f for d in artifact.mappings() if is_kubernetes(d) and d.get("kind") in KINDS for f in find(d)]
+        return Read(tuple(found))
+
+
+READER = KubeRayReader()

@@ -7,10 +7,12 @@ RDMA devices, the GPU product its node selector asks for) is kept for the ``depl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv
+from pytest_gpulayout.artifacts.reader import Artifact, Read
 from pytest_gpulayout.origin import Pod
 
 KINDS = ("Pod", "Deployment", "StatefulSet", "Job", "LeaderWorkerSet")
@@ -138,3 +140,15 @@ def find(docs: Sequence[object], where: str) -> tuple[list[tuple[Invocation, Pod
                 for inv in find_in_argv(argv_of(c), source, env_of(c), str(c.get("image", ""))):
                     found.append((inv, info))
     return found, seen
+
+
+@dataclass(frozen=True)
+class KubernetesReader:
+    kind: str = "Pod, Deployment, StatefulSet, Job, LeaderWorkerSet"
+
+    def read(self, artifact: Artifact) -> Read:
+        found, seen = find(artifact.docs or (), artifact.where)
+        return Read(tuple(found), (f"Kubernetes objects {', '.join(seen)}",) if seen else ())
+
+
+READER = KubernetesReader()

@@ -6,15 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_gpulayout.artifacts import commands, compose, helm, kserve, kuberay, kubernetes
+import yaml
+
+from pytest_gpulayout.artifacts import commands, kubernetes
 from pytest_gpulayout.artifacts.build import Found, build
+from pytest_gpulayout.artifacts.reader import Artifact, read_all
+from pytest_gpulayout.artifacts.registry import READERS
+from pytest_gpulayout.artifacts.registry import kinds as kinds_read
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.machine.presets import list_presets, load_preset
 from pytest_gpulayout.manifest.load import Manifest
-
-_READ = ("Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, RayCluster, RayService, RayJob, InferenceService, "
-         "ServingRuntime, LLMInferenceService; docker-compose services; production-stack values "
-         "(servingEngineSpec.modelSpec); shell text with vllm serve / python -m sglang.launch_server / llama-server")
 
 #: the manifest's own top-level keys: a YAML mapping with any of them is a manifest
 _MANIFEST_KEYS = ("deployments", "version", "defaults")
@@ -24,8 +25,6 @@ def is_manifest(path: Path) -> bool:
     """Whether ``path`` is a ``gpulayout.yaml`` (else it is read as an artifact)."""
     if path.suffix not in (".yaml", ".yml"):
         return False
-    import yaml
-
     try:
         docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
@@ -78,43 +77,31 @@ def load_command(line: str, machine: str | None) -> list[Found]:
 
 
 def load_artifact(path: Path, machine: str | None) -> list[Found]:
+    """The deployments ``path`` runs, read by every reader of the registry (``artifacts/registry.py``)."""
     where = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text: neither a manifest nor an artifact", where=where) from None
-    found: list[tuple[commands.Invocation, Any]] = []
-    what = "text"
+    docs: tuple[object, ...] | None = None
     if path.suffix in (".yaml", ".yml", ".json"):
-        import yaml
-
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = tuple(yaml.safe_load_all(text))
         except yaml.YAMLError as err:
             raise InputError(f"not valid YAML: {str(err).splitlines()[0]}", where=where) from None
-        k8s, k8s_seen = kubernetes.find(docs, where)
-        found.extend(k8s)
-        seen = [f"Kubernetes objects {', '.join(k8s_seen)}"] if k8s_seen else []
-        maps = [d for d in docs if isinstance(d, dict)]
-        for d in maps:
-            if kubernetes.is_kubernetes(d) and d.get("kind") in kuberay.KINDS:
-                found.extend(kuberay.find(d))
-            elif compose.is_compose(d):
-                found.extend(compose.find(d, where))
-                seen.append(f"docker-compose services {', '.join(map(str, d['services']))}")
-            elif helm.is_values(d):
-                found.extend(helm.find(d))
-                seen.append("production-stack values")
-        found.extend(kserve.find([d for d in maps if kubernetes.is_kubernetes(d)]))
-        kinds = sorted({str(d.get("kind")) for d in maps if "kind" in d})
-        what = ("; ".join(seen) if seen else
-                f"kinds {', '.join(kinds)}" if kinds else "a YAML file that is neither a gpulayout manifest "
-                "(no 'deployments'), a Kubernetes object (no apiVersion/kind), docker-compose services nor "
-                "production-stack values")
-    else:
-        found.extend((i, None) for i in commands.find_in_text(text, path.name))
-    if not found:
-        raise InputError(f"found no engine command line in {what} (read: {_READ})", where=where)
+    read = read_all(READERS, Artifact(path, where, text, docs))
+    if not read.found:
+        if docs is None:
+            what = "text"
+        elif read.seen:
+            what = "; ".join(read.seen)
+        else:
+            kinds = sorted({str(d.get("kind")) for d in docs if isinstance(d, dict) and "kind" in d})
+            what = (f"kinds {', '.join(kinds)}" if kinds else "a YAML file that is neither a gpulayout manifest "
+                    "(no 'deployments'), a Kubernetes object (no apiVersion/kind), docker-compose services nor "
+                    "production-stack values")
+        raise InputError(f"found no engine command line in {what} (read: {kinds_read()})", where=where)
+    found = list(read.found)
     return build(found, machine=_need_machine(machine, where, found), path=path)
 
 

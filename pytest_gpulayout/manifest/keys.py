@@ -11,20 +11,23 @@ from typing import Any
 from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.inputs.values import Ctx, show
+from pytest_gpulayout.manifest.fields import (
+    DEPLOYMENT_FIELDS,
+    FLAG_KEYS,
+    LAUNCH_FIELDS,
+    REQUIRE_FIELDS,
+    SECTIONS,
+)
 
 MANIFEST_NAME = "gpulayout.yaml"
 MANIFEST_VERSION = 1
 
 TOP_KEYS = ("version", "machine", "defaults", "deployments")
-DEPLOYMENT_KEYS = (
-    "model", "engine", "gpus",
-    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-    "max_model_len", "memory_fraction", "kv_cache_dtype", "engine_version",
-    "enable_expert_parallel", "require", "launch", "measure",
-    *_llamacpp.KEYS,  # engine: llamacpp (manifest/llamacpp.py)
-)
-REQUIRE_KEYS = ("kv_tokens", "concurrency", "tp_links", "balance_headroom_gib")
-LAUNCH_KEYS = ("enabled", "command", "args", "env", "timeout_s", "dummy_weights")
+#: the keys of a deployment, of its require and of its launch (``manifest/fields.py``: spelled once)
+_OWN = tuple(f.key for f in DEPLOYMENT_FIELDS if f.key not in _llamacpp.KEYS)
+DEPLOYMENT_KEYS = (*_OWN, *SECTIONS, *_llamacpp.KEYS)  # engine: llamacpp's keys last (engines/llamacpp/manifest.py)
+REQUIRE_KEYS = tuple(f.key for f in REQUIRE_FIELDS)
+LAUNCH_KEYS = tuple(f.key for f in LAUNCH_FIELDS)
 
 
 _MEMORY_NOTE = "(it maps to vLLM --gpu-memory-utilization and SGLang --mem-fraction-static)"
@@ -129,8 +132,7 @@ def _arg_owners() -> dict[str, str]:
     owners: dict[str, str] = {}
     for engine in ENGINES.values():
         f = engine.flags
-        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
-                    "memory_fraction", "kv_cache_dtype"):
+        for key in FLAG_KEYS:
             flag = getattr(f, key)
             if flag:
                 owners[flag] = key
@@ -145,7 +147,6 @@ ARG_OWNERS: dict[str, str] = {**_arg_owners(), "--tp": "tensor_parallel_size", "
                               "--dp": "data_parallel_size"}
 ARG_LAUNCHER = ("--host", "--port")
 
-NV_FAMILY = {"NV", "NVLINK", "NVSWITCH", "NVL"}
 
 
 def norm_key(word: str) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -40,27 +40,26 @@ from pytest_gpulayout.deployment import Deployment, Launch, Require
 from pytest_gpulayout.engines.llamacpp import manifest as _llamacpp
 from pytest_gpulayout.engines.llamacpp.flags import ARG_OWNERS as LLAMACPP_OWNERS
 from pytest_gpulayout.engines.llamacpp.flags import LAUNCHER_ARGS as LLAMACPP_LAUNCHER
-from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES, KV_CACHE_DTYPES, LATEST_KNOWN
-from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
+from pytest_gpulayout.engines.registry import ENGINE_KV_CACHE_DTYPES, LATEST_KNOWN
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import not_found
 from pytest_gpulayout.inputs.values import (
-    INT_TEXT_RE,
     Ctx,
-    bool_value,
-    choice_value,
     describe,
     did_you_mean,
-    int_value,
-    number_value,
     show,
-    string_list_value,
-    string_value,
 )
 from pytest_gpulayout.inputs.yaml import load_yaml
-from pytest_gpulayout.machine.facts import normalize_link
 from pytest_gpulayout.manifest import launch_args as _launch_args
 from pytest_gpulayout.manifest import measure as _measure
+from pytest_gpulayout.manifest.fields import (
+    DEPLOYMENT_FIELDS,
+    LAUNCH_FIELDS,
+    REQUIRE_FIELDS,
+    SECTIONS,
+    Field,
+    parsed,
+)
 from pytest_gpulayout.manifest.keys import (
     ARG_LAUNCHER,
     ARG_OWNERS,
@@ -70,7 +69,6 @@ from pytest_gpulayout.manifest.keys import (
     LAUNCH_KEYS,
     MANIFEST_NAME,
     MANIFEST_VERSION,
-    NV_FAMILY,
     REQUIRE_ALIASES,
     REQUIRE_KEYS,
     TOP_ALIASES,
@@ -340,204 +338,14 @@ def _check_name(ctx: Ctx, name: object) -> None:
                  "starting with a letter or digit (it becomes the pytest test id)")
 
 
-def _opt(parse: Callable[[Ctx, object, str], object]) -> Callable[[Ctx, object, str], object]:
-    """``null`` allowed: it means the built-in "not set" default (and overrides ``defaults``)."""
-
-    def wrapped(ctx: Ctx, value: object, key: str) -> object:
-        return None if value is None else parse(ctx, value, key)
-
-    return wrapped
-
-
-def _parse_gpus(ctx: Ctx, value: object, key: str) -> tuple[int | str, ...]:
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if parts and all(INT_TEXT_RE.fullmatch(p) for p in parts):
-            return ctx.fail(key, f"must be a list, not the string {show(value)}: write it as a list: "
-                                 f"[{', '.join(parts)}]")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return ctx.fail(key, f"must be a list of CUDA indices or GPU UUIDs, not the number {value}: "
-                             f"write [{value}]")
-    if not isinstance(value, (list, tuple)):
-        return ctx.fail(key, f"must be a list of CUDA indices or GPU UUIDs, not {describe(value)}")
-    if not value:
-        return ctx.fail(key, "is empty: list the GPUs, or leave gpus out to use the first tp*pp*dp visible")
-    out: list[int | str] = []
-    seen: dict[object, int] = {}
-    for i, item in enumerate(value):
-        item_key = f"{key}[{i}]"
-        if isinstance(item, bool):
-            ctx.fail(item_key, f"must be a CUDA index (an integer >= 0) or a GPU UUID, not {describe(item)}")
-        if isinstance(item, int):
-            if item < 0:
-                ctx.fail(item_key, f"must be a CUDA index >= 0, not {item}")
-            ident: object = item
-        elif isinstance(item, str):
-            text = item.strip()
-            if INT_TEXT_RE.fullmatch(text):
-                ctx.fail(item_key, f"must be a CUDA index or a GPU UUID, not the string {show(item)}: "
-                                   f"write {int(text)} without quotes")
-            if not _UUID_RE.fullmatch(text):
-                ctx.fail(item_key, f"{show(item)} is neither a CUDA index nor a GPU UUID "
-                                   "(GPU-... or MIG-..., as nvidia-smi -L prints them)")
-            item = text
-            ident = text.lower()
-        else:
-            ctx.fail(item_key, f"must be a CUDA index or a GPU UUID, not {describe(item)}")
-        if ident in seen:
-            ctx.fail(key, f"lists GPU {item} twice (items {seen[ident]} and {i}); "
-                          "each rank needs its own GPU")
-        seen[ident] = i
-        out.append(item)
-    return tuple(out)
-
-
-def _parse_memory_fraction(ctx: Ctx, value: object, key: str) -> float:
-    what = "a fraction of GPU memory in (0, 1], e.g. 0.9"
-    v = number_value(ctx, value, key, what=what)
-    if not 0 < v <= 1:
-        hint = f": for {v:g}% write {v / 100:g}" if 2 <= v <= 100 else ""
-        return ctx.fail(key, f"must be {what}, not {v:g}{hint}")
-    return v
-
-
-def _parse_engine_version(ctx: Ctx, value: object, key: str) -> str:
-    from packaging.version import InvalidVersion, Version
-
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        why = " (YAML reads an unquoted 0.10 as the number 0.1)" if isinstance(value, float) else ""
-        return ctx.fail(key, f"must be a quoted version string such as \"0.11.0\", "
-                             f"not the number {value!r}{why}")
-    text = string_value(ctx, value, key, what="a version string such as \"0.11.0\"")
-    if re.fullmatch(r"b\d+", text.strip()):
-        return text.strip()  # a llama.cpp build tag (b11434)
-    try:
-        Version(text.strip())
-    except InvalidVersion:
-        return ctx.fail(key, f"{show(value)} is not a version number (write e.g. \"0.11.0\")")
-    return text.strip()
-
-
-def _parse_tp_links(ctx: Ctx, value: object, key: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return ctx.fail(key, f"must be a list of link kinds, not the string {show(value)}: "
-                             f"write it as a list: [{value}]")
-    if not isinstance(value, (list, tuple)):
-        return ctx.fail(key, f"must be a list of link kinds such as [NVLink, PIX], not {describe(value)}")
-    if not value:
-        return ctx.fail(key, "is empty, which would reject every TP group: list the link kinds to accept, "
-                             "or leave tp_links out for the default policy")
-    kinds: list[str] = []
-    choices = ("NVLink", "NV<n>", "PIX", "PXB", "PHB", "NODE", "SYS", "NET")
-    for i, item in enumerate(value):
-        item_key = f"{key}[{i}]"
-        if not isinstance(item, str):
-            ctx.fail(item_key, f"must be a link kind (NVLink, NV<n>, PIX, PXB, PHB, NODE, SYS, NET), "
-                               f"not {describe(item)}")
-        text = item.strip()
-        if text.upper() in NV_FAMILY:
-            kind = "NV"
-        else:
-            try:
-                kind = normalize_link(text)
-            except ValueError:
-                if text.upper() in ("PCIE", "PCI", "PCI-E"):
-                    ctx.fail(item_key, f"{show(item)} is not one link kind: list the PCIe kinds to accept "
-                                       "(PIX, PXB, PHB, NODE, SYS)")
-                ctx.fail(item_key, f"unknown link kind {show(item)}{did_you_mean(text, choices)} "
-                                   f"(expected NVLink, NV<n>, PIX, PXB, PHB, NODE, SYS or NET)")
-        if kind not in kinds:
-            kinds.append(kind)
-    return tuple(kinds)
-
-
-def _parse_env(ctx: Ctx, value: object, key: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        return ctx.fail(key, f"must be a mapping of NAME: \"value\", not {describe(value)}")
-    out: dict[str, str] = {}
-    for name, val in value.items():
-        item_key = f"{key}.{name}"
-        if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
-            ctx.fail(item_key, f"{show(name)} is not an environment variable name")
-        if name == "CUDA_VISIBLE_DEVICES":
-            ctx.fail(item_key, "is set by the launcher from the placement; choose the GPUs with the "
-                               "deployment's 'gpus' key so the static checks look at the same GPUs")
-        if isinstance(val, str):
-            out[name] = val
-        elif isinstance(val, (bool, int, float)):
-            text = str(val).lower() if isinstance(val, bool) else str(val)
-            ctx.fail(item_key, f"must be a string, not {describe(val)}: quote it: \"{text}\"")
-        else:
-            ctx.fail(item_key, f"must be a string, not {describe(val)}")
-    return out
-
-
-def _positive_number(what: str, *, allow_zero: bool) -> Callable[[Ctx, object, str], float]:
-    def parse(ctx: Ctx, value: object, key: str) -> float:
-        v = number_value(ctx, value, key, what=what)
-        if v < 0 or (v == 0 and not allow_zero):
-            return ctx.fail(key, f"must be {what}, not {v:g}")
-        return v
-
-    return parse
-
-
-def _int_at_least(minimum: int) -> Callable[[Ctx, object, str], int]:
-    def parse(ctx: Ctx, value: object, key: str) -> int:
-        return int_value(ctx, value, key, minimum=minimum)
-
-    return parse
-
-
-_Parser = Callable[[Ctx, object, str], object]
-
-_DEPLOYMENT_FIELDS: dict[str, _Parser] = {
-    "model": lambda ctx, v, k: string_value(
-        ctx, v, k, what="a model directory, a config.json path or a catalog id like 'Qwen/Qwen3-8B'"),
-    "engine": lambda ctx, v, k: choice_value(ctx, v, k, ENGINES, "engine"),
-    "gpus": _opt(_parse_gpus),
-    "tensor_parallel_size": _int_at_least(1),
-    "pipeline_parallel_size": _int_at_least(1),
-    "data_parallel_size": _int_at_least(1),
-    "max_model_len": _opt(_int_at_least(1)),
-    "memory_fraction": _opt(_parse_memory_fraction),
-    "kv_cache_dtype": lambda ctx, v, k: choice_value(ctx, v, k, KV_CACHE_DTYPES, "kv_cache_dtype"),
-    "engine_version": _opt(_parse_engine_version),
-    "enable_expert_parallel": bool_value,
-    **_llamacpp.FIELDS,
-}
-_REQUIRE_FIELDS: dict[str, _Parser] = {
-    "kv_tokens": _opt(_int_at_least(1)),
-    "concurrency": _opt(_int_at_least(1)),
-    "tp_links": _opt(_parse_tp_links),
-    "balance_headroom_gib": _positive_number("a number of GiB >= 0", allow_zero=True),
-}
-_LAUNCH_FIELDS: dict[str, _Parser] = {
-    "enabled": bool_value,
-    "command": _opt(lambda ctx, v, k: string_list_value(ctx, v, k, example="vllm, serve", allow_empty=False)),
-    "args": lambda ctx, v, k: () if v is None else string_list_value(
-        ctx, v, k, example="--enforce-eager", allow_empty=True),
-    "env": _parse_env,
-    "timeout_s": _positive_number("a number of seconds > 0", allow_zero=False),
-    "dummy_weights": bool_value,
-}
-
-
-def _parse_fields(ctx: Ctx, raw: Mapping[Any, Any], prefix: str,
-                  fields: Mapping[str, _Parser]) -> dict[str, Any]:
-    return {key: fields[key](ctx, value, f"{prefix}.{key}") for key, value in raw.items()}
-
-
 def _parse_section(ctx: Ctx, raw: object, key: str, known: Sequence[str],
-                   aliases: Mapping[str, tuple[str, str]], fields: Mapping[str, _Parser]) -> dict[str, Any]:
+                   aliases: Mapping[str, tuple[str, str]], fields: tuple[Field, ...]) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         return ctx.fail(key, f"must be a mapping with keys {', '.join(known)}, not {describe(raw)}")
     check_keys(ctx, raw, known, aliases, key, section=key)
-    return _parse_fields(ctx, raw, key, fields)
+    return parsed(fields, ctx, raw, key)
 
 
 def _parse_deployment_fields(ctx: Ctx, raw: Mapping[Any, Any], prefix: str) -> dict[str, Any]:
@@ -547,14 +355,13 @@ def _parse_deployment_fields(ctx: Ctx, raw: Mapping[Any, Any], prefix: str) -> d
     value is in ``defaults``, not each deployment that inherited it.
     """
     check_keys(ctx, raw, DEPLOYMENT_KEYS, DEPLOYMENT_ALIASES, prefix, section="deployment")
-    out = _parse_fields(ctx, {k: v for k, v in raw.items() if k not in ("require", "launch", "measure")},
-                        prefix, _DEPLOYMENT_FIELDS)
+    out = parsed(DEPLOYMENT_FIELDS, ctx, {k: v for k, v in raw.items() if k not in SECTIONS}, prefix)
     if "require" in raw:
         out["require"] = _parse_section(ctx, raw["require"], f"{prefix}.require", REQUIRE_KEYS,
-                                        REQUIRE_ALIASES, _REQUIRE_FIELDS)
+                                        REQUIRE_ALIASES, REQUIRE_FIELDS)
     if "launch" in raw:
         out["launch"] = _parse_section(ctx, raw["launch"], f"{prefix}.launch", LAUNCH_KEYS,
-                                       LAUNCH_ALIASES, _LAUNCH_FIELDS)
+                                       LAUNCH_ALIASES, LAUNCH_FIELDS)
     if "measure" in raw:
         out["measure"] = _measure.parse_block(ctx, raw["measure"], f"{prefix}.measure")
     return out
@@ -640,7 +447,7 @@ def _build(ctx: Ctx, name: str, fields: dict[str, Any], prefix: str, base_dir: P
     require = Require(**fields["require"])
     launch = Launch(**{**launch_fields, "env": MappingProxyType(dict(launch_fields["env"]))})
     measure = _measure.build(ctx, fields.get("measure", {}), prefix, base_dir)
-    scalars = {k: v for k, v in fields.items() if k not in ("require", "launch", "measure", *_llamacpp.KEYS)}
+    scalars = {k: v for k, v in fields.items() if k not in (*SECTIONS, *_llamacpp.KEYS)}
     scalars["model"] = _resolve_model(scalars["model"], base_dir)
     return Deployment(name=name, require=require, launch=launch, base_dir=base_dir,
                       manifest_path=manifest_path, llamacpp=llamacpp, measure=measure, **scalars)
