@@ -1414,6 +1414,7 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
                 merged.update({k: v for k, v in table.items() if isinstance(v, tuple) and len(v) == 2})
     by_flag: dict[str, list[str]] = {f: [] for f in INTERFACE_FLAGS}
     unresolved: list[str] = []
+    without_flags: list[str] = []
     resolved = 0
     for arch, (module, cls_name) in sorted(merged.items()):
         found_member = _model_member(wheel, module)
@@ -1422,6 +1423,7 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
             unresolved.append(arch)
             continue
         resolved += 1
+        flagged = False
         for flag in INTERFACE_FLAGS:
             hit = wheel.find_class_attr(found[0], found[1], flag)
             if hit is None:
@@ -1432,6 +1434,9 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
                 continue
             if value is True:
                 by_flag[flag].append(arch)
+                flagged = True
+        if not flagged:
+            without_flags.append(arch)
     refusal = None
     config = wheel.first("vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
     if config is not None:
@@ -1446,9 +1451,11 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
         "flags": list(INTERFACE_FLAGS),
         "resolved": resolved,
         "by_flag": by_flag,
+        "without_flags": without_flags,
         "unresolved": unresolved,
         "pp_refusal": refusal,
-        "note": "an architecture of the registry that is resolved and absent from by_flag[flag] lacks the flag",
+        "note": "the registry's architectures whose class was read are those of by_flag and without_flags; one "
+        "of them absent from by_flag[flag] lacks the flag",
     }
 
 
