@@ -152,7 +152,7 @@ def _engine_file(engine: str, name: str) -> str:
 def parse_classes(text: str, *, where: str = CLASSES_FILE) -> tuple[ClassPattern, ...]:
     """The classification file's items, in order (see ``ClassPattern``). A malformed item is a ValueError
     naming the file and the item."""
-    items = yaml.safe_load(text) or []
+    items = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []  # noqa: S506 - a safe loader
     if not isinstance(items, list):
         raise ValueError(f"{where}: expected a list of items")
     out = []
@@ -175,17 +175,22 @@ def parse_classes(text: str, *, where: str = CLASSES_FILE) -> tuple[ClassPattern
 
 
 def parse_ledger(data: Mapping[str, Any], patterns: tuple[ClassPattern, ...]) -> Ledger:
+    versions = {r: Version(r) for r in data["releases"]}
     entries = tuple(
         LedgerEntry(id=e["id"], file=e["file"], function=e["function"], kind=e["kind"], exception=e["exception"],
                     conditions=tuple(e["conditions"]), template=e["template"],
-                    at=tuple((Version(a), Version(b), int(line)) for a, b, line in e["at"]))
+                    at=tuple((versions[a], versions[b], int(line)) for a, b, line in e["at"]))
         for e in data["entries"])
     by_rule: dict[str, list[LedgerEntry]] = {}
+    # only the items up to the last rule can classify an entry as a rule (first match wins): the rest of the
+    # classification is read by the completeness test, not at run time
+    rules = [p for p in patterns if p.classification.verdict is Verdict.RULE]
+    upto = patterns[: max(p.index for p in rules) + 1] if rules else ()
     for e in entries:
-        c = next((p.classification for p in patterns if p.matches(e)), None)
+        c = next((p.classification for p in upto if p.matches(e)), None)
         if c is not None and c.verdict is Verdict.RULE:
             by_rule.setdefault(c.detail, []).append(e)
-    return Ledger(str(data["engine"]), tuple(Version(r) for r in data["releases"]), entries, patterns,
+    return Ledger(str(data["engine"]), tuple(versions.values()), entries, patterns,
                   {k: tuple(v) for k, v in by_rule.items()})
 
 

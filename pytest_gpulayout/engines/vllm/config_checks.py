@@ -132,6 +132,12 @@ def _tier(version: Version, layout: Layout) -> tuple[int, int] | None:
     return (8192, 1024) if large else (2048, 256)
 
 
+def _value(args: ResolvedArgs, dest: str, default: object) -> object:
+    """The line's value, else the release's default (also where the parser's default is None)."""
+    value = args.get(dest)
+    return default if value is None else value
+
+
 def _int(args: ResolvedArgs, dest: str) -> int | None:
     value = args.get(dest) if args.is_set(dest) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -225,8 +231,8 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     sched = scheduler(args, model, layout, version, max_model_len=max_len, v0=v0, multimodal=multimodal)
     if sched.why:
         notes.append(f"the scheduler's defaults: {sched.why}")
-    dcp = args.get("decode_context_parallel_size", 1) or 1
-    pcp = args.get("prefill_context_parallel_size", 1) or 1
+    dcp = _value(args, "decode_context_parallel_size", 1)
+    pcp = _value(args, "prefill_context_parallel_size", 1)
     kv = model.num_key_value_heads
     ns: dict[str, object] = {
         # the layout
@@ -262,7 +268,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if max_len is not None:
         ns["max_model_len"] = max_len
         # SchedulerConfig.__post_init__: with partial prefills a threshold of 0 becomes 4 % of max_model_len
-        threshold = args.get("long_prefill_token_threshold", 0) or 0
+        threshold = _value(args, "long_prefill_token_threshold", 0)
         if threshold == 0 and isinstance(ns["max_num_partial_prefills"], int) and ns["max_num_partial_prefills"] > 1:
             threshold = int(max_len * 0.04)
         ns["long_prefill_token_threshold"] = threshold
