@@ -135,3 +135,9 @@ def test_the_documented_deepseek_layout_passes_every_listed_release() -> None:
     for version in ("0.4.6", "0.4.10", "0.5.4", "0.5.18", "0.5.21", "0.5.22", "0.5.23"):
         judged = config_check(args(enable_dp_attention=True), model, on(tp=8, dp=8), Version(version))
         assert not judged.refusals, (version, judged.refusals)
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.4.10", "0.5.4", "0.5.18", "0.5.23"])
+def test_the_release_defaults_refuse_nothing_and_leave_nothing_unsaid(version: str) -> None:
+    judged = config_check(args(), load_model("deepseek-ai/DeepSeek-V3"), on(tp=8), Version(version))
+    assert (judged.refusals, judged.not_judged) == ((), ())

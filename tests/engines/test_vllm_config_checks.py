@@ -227,3 +227,12 @@ def test_the_scheduler_defaults_by_release(version: str, layout: Layout, expect:
     ``engine/arg_utils.py`` (``vllm serve``: the OpenAI API server's usage context)."""
     s = scheduler(args(), qwen3_8b(), layout, Version(version), max_model_len=40960, v0=False, multimodal=False)
     assert (s.enable_chunked_prefill, s.max_num_batched_tokens, s.max_num_seqs) == expect
+
+
+@pytest.mark.parametrize("version", ["0.8.5", "0.10.1", "0.11.0", "0.20.0", "0.33.0"])
+@pytest.mark.parametrize("model", ["qwen3-8b", "gemma3-12b", "deepseek-v3"])
+def test_the_release_defaults_refuse_nothing_and_leave_nothing_unsaid(version: str, model: str) -> None:
+    """A line that sets nothing the rules read: no refusal, and no 'not judged' noise (the defaults of one
+    release never refuse each other)."""
+    judged = config_check(args(), model_of(model), on(H100, tp=8), Version(version))
+    assert (judged.refusals, judged.not_judged) == ((), ())

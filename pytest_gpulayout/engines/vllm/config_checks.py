@@ -68,6 +68,9 @@ RULES: Mapping[str, str] = {
 #: (``ModelConfig.verify_with_parallel_config`` calls ``_verify_with_expert_parallelism`` only under
 #: ``parallel_config.enable_expert_parallel``)
 _CALLED_ONLY_IF: Mapping[str, str] = {"vllm.model.ep_needs_experts": "enable_expert_parallel"}
+#: the rules that read the scheduler's defaults, and the destinations of the line that can make them refuse
+_SCHEDULER_RULES = frozenset({"vllm.scheduler.batched_below_max_len", "vllm.scheduler.batched_below_seqs"})
+_SCHEDULER_GIVEN = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
 
 
 @cache
@@ -279,9 +282,8 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if sched.max_num_seqs is not None:
         ns["max_num_seqs"] = sched.max_num_seqs
     if flags and args.get("model_impl", "auto") != "transformers":
+        # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
-    elif model.architectures:
-        notes.append(f"{model.architectures[0]}'s interfaces are not known for vLLM {version}: SupportsPP not judged")
     ns.update(_dtype_values(args, model, version))
     return ns, notes
 
@@ -296,7 +298,8 @@ def _dtype_values(args: ResolvedArgs, model: ModelSpec, version: Version) -> dic
     asked = str(args.get("dtype", "auto") or "auto").lower()
     names = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
              "float32": "float32"}
-    served = names.get(asked)
+    # ``auto`` never resolves to float16 for a model type of the table (``_resolve_auto_dtype`` leaves it out)
+    served = names.get(asked, "auto" if asked == "auto" else None)
     out: dict[str, object] = {"_FLOAT16_NOT_SUPPORTED_MODELS": table, "torch.float16": "float16",
                               "torch.bfloat16": "bfloat16", "torch.float32": "float32"}
     if served is not None:
@@ -315,6 +318,11 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     first refusal it meets; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version, env=env)
     active = [r for r in RULES if r not in _CALLED_ONLY_IF or bool(values.get(_CALLED_ONLY_IF[r]))]
+    if not any(args.is_set(d) for d in _SCHEDULER_GIVEN):
+        # the release's own defaults never refuse each other (its clamps and tiers keep the batch at least
+        # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
+        active = [r for r in active if r not in _SCHEDULER_RULES]
+        notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
     judged = book().judge(version, values, rules=active)
     return Judged(judged.refusals, tuple(notes) + judged.not_judged)
 
