@@ -34,7 +34,9 @@ from typing import Any
 import yaml
 from packaging.version import Version
 
-from pytest_gpulayout.machine.capability import Capability
+from pytest_gpulayout.deployment import ParallelShape
+from pytest_gpulayout.machine.capability import Capability, lowest
+from pytest_gpulayout.machine.facts import Gpu
 
 LEDGER_FILE = "config_ledger.json"
 CLASSES_FILE = "config_classes.yaml"
@@ -398,6 +400,19 @@ class Layout:
     gpu_name: str = ""
     gpu_total_mib: int | None = None
     nodes: int = 1
+
+    @classmethod
+    def of(cls, shape: ParallelShape, gpus: Sequence[Gpu]) -> Layout:
+        """A deployment's (or a planner row's) sizes on ``gpus``: the lowest compute capability (None when one
+        GPU's is unknown: nothing is claimed for the group), the smallest GPU's name and total memory, and the
+        hosts they are on."""
+        cc, unknown = lowest(gpus)
+        sized = [g for g in gpus if g.memory_total_mib is not None]
+        small = min(sized, key=lambda g: g.memory_total_mib or 0) if sized else (gpus[0] if gpus else None)
+        hosts = {g.host for g in gpus}
+        return cls(shape.tensor_parallel_size, shape.pipeline_parallel_size, shape.data_parallel_size,
+                   None if unknown else cc, small.name if small is not None else "",
+                   small.memory_total_mib if small is not None else None, max(1, len(hosts)))
 
 
 @dataclass(frozen=True)

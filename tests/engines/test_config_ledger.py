@@ -20,11 +20,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from builders import dep
 from packaging.version import Version
 
 from pytest_gpulayout.engines.sglang import config_checks as sglang_checks
 from pytest_gpulayout.engines.vllm import config_checks as vllm_checks
-from pytest_gpulayout.refusals import Verdict, load_ledger, parse_classes
+from pytest_gpulayout.machine.facts import Gpu
+from pytest_gpulayout.refusals import Layout, Verdict, load_ledger, parse_classes
 
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / "tools" / "config_ledger.py"
@@ -191,3 +193,17 @@ def test_a_malformed_classification_names_the_item() -> None:
         parse_classes("- match: {file: x}\n  rule: a\n  open: b\n")
     with pytest.raises(ValueError, match=r"item 1: unknown key 'fil'"):
         parse_classes("- match: {fil: x}\n  open: b\n")
+
+
+def test_a_layout_of_a_deployment_on_its_gpus() -> None:
+    """What the rules read of the machine: the lowest capability (unknown when one GPU's is), the smallest GPU
+    (its memory picks vLLM's default batch), the hosts."""
+    gpus = [Gpu(index=0, uuid="a", name="NVIDIA H100 80GB HBM3", memory_total_mib=81559, compute_capability=(9, 0),
+                host="n1"),
+            Gpu(index=1, uuid="b", name="NVIDIA A100-SXM4-40GB", memory_total_mib=40960, compute_capability=(8, 0),
+                host="n2")]
+    layout = Layout.of(dep("d", tp=2), gpus)
+    assert (layout.tensor_parallel_size, layout.compute_capability, layout.gpu_name, layout.gpu_total_mib,
+            layout.nodes) == (2, (8, 0), "NVIDIA A100-SXM4-40GB", 40960, 2)
+    unknown = Layout.of(dep("d", tp=2), [gpus[0], Gpu(index=1, uuid="c", name="?", memory_total_mib=None)])
+    assert unknown.compute_capability is None
