@@ -87,19 +87,20 @@ def _load(engine: str, release: str) -> Mapping[str, Any]:
     return data
 
 
-def release_facts(engine: str, version: Version) -> ReleaseFacts | None:
-    """The facts that answer for ``version`` (nearest extracted release at or below it); None when it is
-    older than every extracted release."""
-    older = [v for v in extracted_releases(engine) if v <= version]
-    if not older:
-        return None
-    best = older[-1]
-    return ReleaseFacts(engine, version, best, _load(engine, str(best)))
+def release_facts(engine: str, version: Version, group: str = "architectures") -> ReleaseFacts | None:
+    """The facts that answer for ``version``: those of the nearest extracted release at or below it whose file
+    holds ``group`` (releases between full extractions carry only the model-type and interface groups,
+    ``tools/engine_facts.py --only model``); None when no release at or below it holds the group."""
+    for v in reversed([v for v in extracted_releases(engine) if v <= version]):
+        data = _load(engine, str(v))
+        if group in data.get("groups", ()):
+            return ReleaseFacts(engine, version, v, data)
+    return None
 
 
-def not_known(display: str, engine: str, version: Version, what: str) -> str:
-    """The note for a release older than the oldest extracted one."""
-    known = extracted_releases(engine)
+def not_known(display: str, engine: str, version: Version, what: str, group: str = "architectures") -> str:
+    """The note for a release older than the oldest extracted one (that holds ``group``)."""
+    known = [v for v in extracted_releases(engine) if group in _load(engine, str(v)).get("groups", ())]
     oldest = f" (the oldest extracted is {known[0]})" if known else ""
     return f"{what} of {display} {version} not checked: no facts were extracted for it{oldest}"
 

@@ -58,16 +58,28 @@ CAPABILITY_WORDS = re.compile(
 
 
 class Wheel:
-    """Read-only view of a wheel's Python sources, with cached ASTs and symbol resolution."""
+    """Read-only view of a wheel's Python sources, with cached ASTs and symbol resolution: a ``.whl`` file, or
+    the folder it was unpacked into (its ``.wheel`` file, when there, names the wheel)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.zf = zipfile.ZipFile(self.path)
-        self.names = set(self.zf.namelist())
         self._trees: dict[str, ast.Module] = {}
+        if self.path.is_dir():
+            self.zf: zipfile.ZipFile | None = None
+            self.names = {p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if p.is_file()}
+        else:
+            self.zf = zipfile.ZipFile(self.path)
+            self.names = set(self.zf.namelist())
 
     def info(self) -> dict[str, str]:
         digest = hashlib.sha256()
+        if self.zf is None:
+            # an unpacked wheel: the wheel's name, and a digest of the Python sources read from it
+            for name in sorted(n for n in self.names if n.endswith(".py")):
+                digest.update(name.encode() + b"\0" + (self.path / name).read_bytes())
+            marker = self.path / ".wheel"
+            filename = marker.read_text().strip() if marker.exists() else self.path.name
+            return {"filename": filename, "sources_sha256": digest.hexdigest()}
         with open(self.path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
@@ -77,6 +89,8 @@ class Wheel:
         return member in self.names
 
     def text(self, member: str) -> str:
+        if self.zf is None:
+            return (self.path / member).read_text(encoding="utf-8")
         return self.zf.read(member).decode("utf-8")
 
     def tree(self, member: str) -> ast.Module:
@@ -554,9 +568,11 @@ class CapabilityInterpreter:
         fn: ast.FunctionDef,
         cap: Cap,
         assume: dict[str, Any] | None = None,
+        platform_self: bool = False,
     ) -> None:
         self.wheel, self.member, self.cls, self.fn, self.cap = wheel, member, cls, fn, cap
         self.assume = assume
+        self.platform_self = platform_self  # ``self`` is the platform (a method of a Platform class)
         self.env: dict[str, Any] = {"True": True, "False": False, "None": None}
         params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
         if params:
@@ -678,6 +694,8 @@ class CapabilityInterpreter:
                 if key in self.assume:
                     return self.assume[key]
                 raise NeedAssumption(key)
+            if isinstance(node.value, ast.Name) and node.value.id == "torch":
+                return f"torch.{node.attr}"  # a dtype (``supported_dtypes``), kept by name
             base = self._expr(node.value)
             if isinstance(base, Cap) and node.attr in ("major", "minor"):
                 return getattr(base, node.attr)
@@ -702,7 +720,8 @@ class CapabilityInterpreter:
                         return base.to_int()
                     raise Unknown("to_int")
                 owner = ast.unparse(func.value)
-                if owner.endswith("platform") or owner.endswith("platform()") or owner == "torch.cuda":
+                if owner.endswith("platform") or owner.endswith("platform()") or owner == "torch.cuda" or (
+                        self.platform_self and owner in ("self", "cls")):
                     return self._platform_call(func.attr, args)
             raise Unknown(ast.unparse(node))
         raise Unknown(ast.unparse(node))
@@ -1338,6 +1357,175 @@ def vllm_flash_attn(wheel: Wheel, refusals: list[dict[str, Any]]) -> dict[str, A
     return out
 
 
+#: vLLM's interface flags (``model_executor/models/interfaces.py`` / ``interfaces_base.py``: each Protocol sets
+#: ``<flag>: ClassVar[Literal[True]] = True``; ``_ModelInfo.from_model_cls`` in ``registry.py`` reads them)
+INTERFACE_FLAGS = ("supports_pp", "supports_multimodal", "is_pooling_model", "supports_lora", "is_hybrid",
+                   "is_attention_free", "supports_transcription")
+
+
+def _model_member(wheel: Wheel, module: str) -> str | None:
+    """The file of a registry entry's module (``"llama"`` -> ``vllm/model_executor/models/llama.py``)."""
+    for base in ("vllm/model_executor/models/", "vllm/models/"):
+        found = wheel.module_file((base + module).replace("/", ".").rstrip("."))
+        if found is not None:
+            return found
+    return wheel.module_file(module)
+
+
+#: bases outside vLLM that set none of its interface flags
+_NEUTRAL_BASES = {"Module", "object", "Protocol", "Generic", "ABC", "Enum", "PreTrainedModel", "GenerationMixin"}
+
+
+def _unread_bases(wheel: Wheel, member: str, cls: ast.ClassDef, depth: int = 0) -> list[str]:
+    """Bases of ``cls`` (transitively) that could not be read and are not known to be neutral: a flag such a
+    base sets would be missed, so no claim is made for the class."""
+    if depth > 12:
+        return [cls.name]
+    out: list[str] = []
+    for base in cls.bases:
+        node = base.value if isinstance(base, ast.Subscript) else base
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name is None:
+            out.append(ast.unparse(base))
+            continue
+        found = wheel.resolve_class(member, name)
+        if found is None:
+            if name not in _NEUTRAL_BASES:
+                out.append(name)
+            continue
+        out.extend(_unread_bases(wheel, found[0], found[1], depth + 1))
+    return out
+
+
+def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
+    """Per architecture of the registry, the interface flags its class has (statically: the class and its
+    bases, followed through imports, first definition wins as in the MRO). ``by_flag[flag]`` lists the
+    architectures whose class sets it true; ``unresolved`` those whose class could not be read (no claim).
+    ``pp_refusal``: where ``ModelConfig`` refuses PP for a class without ``SupportsPP``."""
+    member = "vllm/model_executor/models/registry.py"
+    tree = wheel.tree(member)
+    tables = module_tables(tree, lambda n: n.startswith("_") and n.endswith("_MODELS"))
+    merged = tables.get("_VLLM_MODELS") or {}
+    if not merged:
+        # a registry table that is not literal (0.8.x) leaves the merge unevaluated: merge the literal ones
+        for name in _merge_order(module_assign(tree, "_VLLM_MODELS")):
+            table = tables.get(name.id)
+            if isinstance(table, dict):
+                merged.update({k: v for k, v in table.items() if isinstance(v, tuple) and len(v) == 2})
+    by_flag: dict[str, list[str]] = {f: [] for f in INTERFACE_FLAGS}
+    unresolved: list[str] = []
+    without_flags: list[str] = []
+    resolved = 0
+    for arch, (module, cls_name) in sorted(merged.items()):
+        found_member = _model_member(wheel, module)
+        found = wheel.resolve_class(found_member, cls_name) if found_member else None
+        if found is None or _unread_bases(wheel, found[0], found[1]):
+            unresolved.append(arch)
+            continue
+        resolved += 1
+        flagged = False
+        for flag in INTERFACE_FLAGS:
+            hit = wheel.find_class_attr(found[0], found[1], flag)
+            if hit is None:
+                continue
+            try:
+                value = ast.literal_eval(hit[2])
+            except ValueError:
+                continue
+            if value is True:
+                by_flag[flag].append(arch)
+                flagged = True
+        if not flagged:
+            without_flags.append(arch)
+    refusal = None
+    config = wheel.first("vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
+    if config is not None:
+        for r in scan_refusals(wheel, [config]):
+            if r.get("template") and "Pipeline parallelism is not supported for this model" in r["template"]:
+                refusal = {"file": config, "function": r["function"], "template": r["template"],
+                           "exception": r.get("exception")}
+                break
+    return {
+        "file": "vllm/model_executor/models/",
+        "registry": member,
+        "flags": list(INTERFACE_FLAGS),
+        "resolved": resolved,
+        "by_flag": by_flag,
+        "without_flags": without_flags,
+        "unresolved": unresolved,
+        "pp_refusal": refusal,
+        "note": "the registry's architectures whose class was read are those of by_flag and without_flags; one "
+        "of them absent from by_flag[flag] lacks the flag",
+    }
+
+
+def _warning_with(fn: ast.AST, needle: str) -> str | None:
+    for sub in ast.walk(fn):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "warning":
+            text = render(sub.args[0], fn) if sub.args else None
+            if text and needle in text:
+                return text
+    return None
+
+
+def vllm_dtype(wheel: Wheel, refusals: list[dict[str, Any]]) -> dict[str, Any]:
+    """How ``--dtype`` resolves: ``_get_and_verify_dtype`` (``config/model.py``; ``config/__init__.py`` in
+    0.10.x, ``config.py`` before). ``auto``: ``config`` (the checkpoint's dtype, float32 as float16; no
+    fallback: 0.8.x), ``platform`` (a dtype the platform lacks falls back to its first supported one: 0.9.0),
+    ``model_type`` (``_resolve_auto_dtype``: the platform's dtypes less those the model type refuses, so a
+    float16-refusing model on a GPU without bf16 falls back to float32: 0.9.1+). ``float16_not_supported``:
+    ``_FLOAT16_NOT_SUPPORTED_MODELS`` (model type -> reason) and the ``_check_valid_dtype`` raise;
+    ``cuda_supported_dtypes``: ``CudaPlatformBase.supported_dtypes`` evaluated per compute capability;
+    ``bf16_gate``: the worker's (or platform's) refusal of bfloat16 below 8.0."""
+    config = next((m for m in ("vllm/config/model.py", "vllm/config/__init__.py", "vllm/config.py")
+                   if wheel.has(m) and find_function(wheel.tree(m), "_get_and_verify_dtype") is not None), None)
+    out: dict[str, Any] = {"file": config}
+    if config is None:
+        return out
+    tree = wheel.tree(config)
+    verify = find_function(tree, "_get_and_verify_dtype")
+    resolve = find_function(tree, "_resolve_auto_dtype")
+    verify_src = ast.unparse(verify) if verify is not None else ""
+    if resolve is not None:
+        out["auto"] = "model_type"
+        out["fallback_warning"] = _warning_with(resolve, "Falling back")
+        out["pooling_prefers_float16"] = "is_pooling_model" in ast.unparse(resolve)
+    elif "supported_dtypes" in verify_src:
+        out["auto"] = "platform"
+        out["fallback_warning"] = _warning_with(verify, "Falling back") if verify is not None else None
+    else:
+        out["auto"] = "config"
+    out["float32_auto_to_float16"] = "torch_dtype = torch.float16" in verify_src
+    table = module_tables(tree, lambda n: n == "_FLOAT16_NOT_SUPPORTED_MODELS").get("_FLOAT16_NOT_SUPPORTED_MODELS")
+    out["float16_not_supported"] = table
+    check = [r for r in refusals if r["file"] == config and r["function"] == "_check_valid_dtype"]
+    out["float16_refusal"] = ({"file": config, "function": "_check_valid_dtype", "template": check[0]["template"],
+                               "exception": check[0].get("exception")} if check else None)
+    platform = "vllm/platforms/cuda.py"
+    dtypes: dict[str, Any] = {}
+    if wheel.has(platform):
+        ptree = wheel.tree(platform)
+        for node in ast.walk(ptree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            fn = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "supported_dtypes"), None)
+            if fn is None:
+                continue
+            for cap in KNOWN_CUDA_CAPABILITIES:
+                try:
+                    value = CapabilityInterpreter(wheel, platform, node, fn, Cap(cap), platform_self=True).run()
+                except Unknown:
+                    continue
+                if isinstance(value, tuple):
+                    dtypes[fmt_cap(cap)] = [str(v).removeprefix("torch.") for v in value]
+            if dtypes:
+                out["cuda_supported_dtypes"] = {"file": platform, "class": node.name, "by_capability": dtypes}
+                break
+    gate = texts_matching(refusals, r"Bfloat16 is only supported on GPUs")
+    out["bf16_gate"] = [{"file": g["file"], "function": g["function"], "template": g["template"]} for g in gate]
+    return out
+
+
 class _AssignScanner(RefusalScanner):
     """Record ``name = <int>`` assignments with their enclosing conditions."""
 
@@ -1369,10 +1557,18 @@ class _AssignScanner(RefusalScanner):
 
 
 def extract_vllm(wheel: Wheel, version: str, groups: set[str]) -> dict[str, Any]:
+    if "model" in groups:
+        # the model-type and interface facts only (``--only model``: releases without a full extraction)
+        workers = [m for m in ("vllm/worker/worker.py", "vllm/v1/worker/gpu_worker.py", "vllm/platforms/cuda.py")
+                   if wheel.has(m)]
+        configs = [m for m in ("vllm/config.py", "vllm/config/__init__.py", "vllm/config/model.py") if wheel.has(m)]
+        found = scan_refusals(wheel, configs + workers)
+        return {"dtype": vllm_dtype(wheel, found), "interfaces": vllm_interfaces(wheel)}
     scan_members = sorted(
         set(
             wheel.files("vllm/config/")
             + [m for m in ("vllm/config.py", "vllm/engine/arg_utils.py") if wheel.has(m)]
+            + [m for m in ("vllm/worker/worker.py", "vllm/v1/worker/gpu_worker.py") if wheel.has(m)]
             + wheel.files("vllm/platforms/")
             + wheel.files("vllm/v1/attention/")
             + wheel.files("vllm/attention/")
@@ -1395,6 +1591,8 @@ def extract_vllm(wheel: Wheel, version: str, groups: set[str]) -> dict[str, Any]
         )
         data["attention_backends"] = vllm_attention(wheel, refusals)
         data["capability_refusals"] = capability_refusals(refusals)
+        data["dtype"] = vllm_dtype(wheel, refusals)
+        data["interfaces"] = vllm_interfaces(wheel)
     return data
 
 
@@ -1889,9 +2087,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheel", type=Path, help="a downloaded wheel (default: pip download it)")
     parser.add_argument("--out", type=Path, help="output folder (default: pytest_gpulayout/engines/ENGINE/releases)")
     parser.add_argument(
-        "--only", choices=["basic", "full"], default="full",
-        help="basic: architectures + quantization only (older releases); full: everything",
+        "--only", choices=["basic", "full", "model"], default="full",
+        help="basic: architectures + quantization only (older releases); model: dtype + interfaces only (vLLM "
+             "releases between full extractions); full: everything",
     )  # fmt: skip
+    parser.add_argument(
+        "--merge", action="store_true",
+        help="add the extracted groups to the release's existing file, keeping its other groups and wheel",
+    )
     args = parser.parse_args(argv)
     out_dir = args.out or default_out(args.engine)
     groups = {args.only}
@@ -1902,6 +2105,10 @@ def main(argv: list[str] | None = None) -> int:
             data = extract(args.engine, args.version, download(args.engine, args.version, Path(tmp)), groups)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{args.version}.json"
+    if args.merge and target.exists():
+        old = json.loads(target.read_text(encoding="utf-8"))
+        added = [g for g in data["groups"]]
+        data = {**old, **{g: data[g] for g in added}, "groups": sorted(set(old["groups"]) | set(added))}
     text = dump(data)
     target.write_text(text, encoding="utf-8")
     print(f"wrote {target} ({len(text) // 1024} KiB)")

@@ -60,7 +60,8 @@ def kv_element_bytes(model: ModelSpec, kv_cache_dtype: str = "auto") -> float:
 
     ``auto`` is the model's activation dtype: 2 bytes for bf16/fp16 checkpoints, and also for fp32
     ones (both engines run those in bf16/fp16) and for fp8-*weight* checkpoints (activations stay
-    16-bit). Only a checkpoint that declares a KV cache scheme (compressed-tensors
+    16-bit); 4 where the engine serves the model in float32 (``ModelSpec.served_dtype``: vLLM's
+    float32 fallback). Only a checkpoint that declares a KV cache scheme (compressed-tensors
     ``kv_cache_scheme``, ModelOpt ``kv_cache_quant_algo: FP8``) makes ``auto`` 1 byte.
     """
     d = (kv_cache_dtype or "auto").lower()
@@ -68,7 +69,7 @@ def kv_element_bytes(model: ModelSpec, kv_cache_dtype: str = "auto") -> float:
         q = model.quantization
         if q is not None and q.kv_cache_dtype:
             return KV_DTYPE_BYTES.get(q.kv_cache_dtype, 1)
-        return float(min(model.dtype_bytes, 2))
+        return float(model.served_dtype_bytes)
     if d in KV_DTYPE_BYTES:
         return KV_DTYPE_BYTES[d]
     if d in MLA_KV_FORMAT_BYTES:

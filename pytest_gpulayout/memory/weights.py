@@ -36,7 +36,7 @@ def expert_sharding(model: ModelSpec, *, engine: MemoryEngine, tp: int, dp: int 
 
 
 def _load_precision(model: ModelSpec, engine: MemoryEngine) -> W.Precision:
-    return W.Precision(model, dtype_bytes=min(model.dtype_bytes, 2), expert_scale=engine.expert_scale(model))
+    return W.Precision(model, dtype_bytes=model.served_dtype_bytes, expert_scale=engine.expert_scale(model))
 
 
 def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: MemoryEngine,

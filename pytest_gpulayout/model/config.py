@@ -587,6 +587,7 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
 
     return ModelSpec(
         name=name, source=source, model_type=model_type,
+        config_model_type=str(cfg.get("model_type") or "") if cfg.get("model_type") != model_type else "",
         num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
         num_hidden_layers=layers, hidden_size=hidden, intermediate_size=intermediate, vocab_size=vocab,
         dtype=dtype, tie_word_embeddings=tie, max_position_embeddings=_derived_max_len(r, model_type),

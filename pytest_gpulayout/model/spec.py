@@ -136,6 +136,28 @@ class ModelSpec:
     #: DeepSeek-V3.2's sparse-attention indexer (``index_topk`` in the config): the width of the key it
     #: caches per token per layer beside the MLA latent (None: no indexer)
     index_head_dim: int | None = None
+    #: the config's own top-level ``model_type`` where it differs from ``model_type`` (the text model's):
+    #: ``gemma3`` for Gemma 3's multimodal checkpoints, whose text model is ``gemma3_text``. vLLM's dtype
+    #: rules read the top-level one (``config/model.py`` ``_get_and_verify_dtype``: ``config.model_type``)
+    config_model_type: str = ""
+    #: the dtype the engine serves the weights and activations in when the engine's dtype resolution says so
+    #: (vLLM's ``--dtype auto`` falls back to ``float32`` for a float16-refusing model on a GPU without
+    #: bfloat16: ``engines/vllm/dtype.py``); None: the checkpoint's dtype, 16-bit at most (both engines run
+    #: float32 checkpoints in bfloat16 / float16 by default)
+    served_dtype: str | None = None
+
+    @property
+    def hf_model_type(self) -> str:
+        """The top-level ``model_type`` of the config (``model_type`` when the config has no wrapper)."""
+        return self.config_model_type or self.model_type
+
+    @property
+    def served_dtype_bytes(self) -> int:
+        """Bytes per weight / activation element as the engine serves the model (``served_dtype``, else the
+        checkpoint's dtype capped at 2 bytes)."""
+        if self.served_dtype is not None:
+            return DTYPE_BYTES.get(self.served_dtype.lower(), 2)
+        return min(self.dtype_bytes, 2)
 
     @property
     def is_sparse_mla(self) -> bool:
@@ -184,7 +206,7 @@ class ModelSpec:
         """
         if self.linear_state is None:
             return (0,) * self.num_hidden_layers
-        one = self.linear_state.bytes_per_rank(tp, dtype_bytes or min(self.dtype_bytes, 2))
+        one = self.linear_state.bytes_per_rank(tp, dtype_bytes or self.served_dtype_bytes)
         return tuple(one if k == NO_KV else 0 for k in self.layer_kinds)
 
     @property

@@ -351,7 +351,7 @@ def computed_weight_bytes(model: ModelSpec, *, on_disk: bool = False) -> int:
     ``on_disk=True``: the checkpoint (its own dtype, MTP layers included): comparable with
     ``measured_weight_bytes``.
     """
-    p = Precision(model, dtype_bytes=None if on_disk else min(model.dtype_bytes, 2))
+    p = Precision(model, dtype_bytes=None if on_disk else model.served_dtype_bytes)
     total = stage_bytes(model, range(model.num_hidden_layers), first=True, last=True, sharding=Sharding(),
                         precision=p)
     if on_disk:

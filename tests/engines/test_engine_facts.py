@@ -38,6 +38,8 @@ FULL_GROUPS = {
         "kernel_min_capabilities",
         "attention_backends",
         "capability_refusals",
+        "dtype",
+        "interfaces",
     },
     "sglang": {
         "architectures",
@@ -49,7 +51,10 @@ FULL_GROUPS = {
         "prefill_graphs",
     },
 }
-BASIC_GROUPS = {"vllm": {"architectures", "previously_supported", "transformers_fallback", "quantization"}}
+BASIC_GROUPS = {"vllm": {"architectures", "previously_supported", "transformers_fallback", "quantization", "dtype",
+                         "interfaces"}}
+#: releases between full extractions carry the model-type and interface facts only (``--only model``)
+MODEL_GROUPS = {"vllm": {"dtype", "interfaces"}}
 
 
 @cache
@@ -82,13 +87,17 @@ def test_shipped_file_shape(path: Path) -> None:
     assert data["version"] == path.stem
     assert data["extracted_by"] == "tools/engine_facts.py"
     assert data["wheel"]["filename"].startswith(f"{engine}-{path.stem}-") and data["wheel"]["filename"].endswith(".whl")
-    assert re.fullmatch(r"[0-9a-f]{64}", data["wheel"]["sha256"])
+    # a wheel file's digest, or (read from the folder it was unpacked into) a digest of its Python sources
+    assert re.fullmatch(r"[0-9a-f]{64}", data["wheel"].get("sha256") or data["wheel"]["sources_sha256"])
     groups = set(data["groups"])
-    assert groups in (FULL_GROUPS[engine], BASIC_GROUPS.get(engine)), groups
+    assert groups in (FULL_GROUPS[engine], BASIC_GROUPS.get(engine), MODEL_GROUPS.get(engine)), groups
     assert groups <= set(data)
     assert len(text) < 300 * 1024
     # the file is exactly what the tool writes: sorted keys, so a re-run is a reviewable diff
     assert tool().dump(data) == text
+    if groups == MODEL_GROUPS.get(engine):
+        assert data["interfaces"]["resolved"] > 100 and data["dtype"]["file"].startswith("vllm/config")
+        return
     archs = data["architectures"]["by_arch"]
     assert data["architectures"]["count"] == len(archs) > 100
     for method, entry in data["quantization"]["by_method"].items():
@@ -181,6 +190,71 @@ def test_vllm_033_attention_capability_rules() -> None:
         e["template"] for e in no_valid
     }
     assert "compute capability not supported" in attn["invalid_reasons"]
+
+
+# -- vLLM's model-type and interface facts, by release -------------------------------------------------------
+
+
+def test_vllm_dtype_eras_by_release() -> None:
+    """``_get_and_verify_dtype`` read by hand: 0.8.0 takes the checkpoint's dtype (no fallback), 0.9.0 falls
+    back to the platform's first dtype, 0.9.1 adds ``_resolve_auto_dtype`` and ``_FLOAT16_NOT_SUPPORTED_MODELS``
+    (gemma2, gemma3, plamo2, glm4; 0.33.0 has gemma3_text and no plamo2)."""
+    eras = {v: facts("vllm", v)["dtype"]["auto"] for v in ("0.8.0", "0.9.0", "0.9.1", "0.33.0")}
+    assert eras == {"0.8.0": "config", "0.9.0": "platform", "0.9.1": "model_type", "0.33.0": "model_type"}
+    assert facts("vllm", "0.8.0")["dtype"]["float16_not_supported"] is None
+    assert sorted(facts("vllm", "0.9.1")["dtype"]["float16_not_supported"]) == ["gemma2", "gemma3", "glm4", "plamo2"]
+    table = facts("vllm", "0.33.0")["dtype"]
+    assert {"gemma2", "gemma3", "gemma3_text", "glm4"} <= set(table["float16_not_supported"])
+    assert table["float16_refusal"]["template"] == (
+        "The model type {model_type!r} does not support float16. Reason: {reason}")
+    assert table["cuda_supported_dtypes"]["by_capability"]["7.5"] == ["float16", "float32"]
+    assert table["cuda_supported_dtypes"]["by_capability"]["8.0"] == ["bfloat16", "float16", "float32"]
+    assert table["bf16_gate"][0]["file"] == "vllm/platforms/cuda.py"
+    assert facts("vllm", "0.8.0")["dtype"]["bf16_gate"][0]["file"] in (
+        "vllm/v1/worker/gpu_worker.py", "vllm/worker/worker.py")
+
+
+def test_vllm_interfaces_by_architecture() -> None:
+    """``model_executor/models/phi4mm.py``: ``class Phi4MMForCausalLM(nn.Module, SupportsLoRA,
+    SupportsMultiModal)``, no ``SupportsPP``; ``llama.py``'s ``LlamaForCausalLM`` has it; ``bert.py``'s
+    ``BertModel`` is a pooling model."""
+    for version in ("0.9.1", "0.20.0", "0.33.0"):
+        by_flag = {k: set(v) for k, v in facts("vllm", version)["interfaces"]["by_flag"].items()}
+        assert "Phi4MMForCausalLM" not in by_flag["supports_pp"], version
+        assert "Phi4MMForCausalLM" in by_flag["supports_multimodal"] & by_flag["supports_lora"], version
+        assert "LlamaForCausalLM" in by_flag["supports_pp"], version
+    pooling = set(facts("vllm", "0.33.0")["interfaces"]["by_flag"]["is_pooling_model"])
+    assert "BertModel" in pooling and "LlamaForCausalLM" not in pooling
+    refusal = facts("vllm", "0.33.0")["interfaces"]["pp_refusal"]
+    assert refusal["function"] == "ModelConfig.verify_with_parallel_config"
+    assert refusal["template"] == ("Pipeline parallelism is not supported for this model. Supported models "
+                                   "implement the `SupportsPP` interface.")
+
+
+def test_an_unpacked_wheel_folder_reads_as_its_wheel(tmp_path: Path) -> None:
+    """The extractor reads a folder the way it reads the wheel it came from (what the releases between full
+    extractions were read from)."""
+    members = {"vllm/platforms/cuda.py": "class CudaPlatformBase:\n    @property\n    def supported_dtypes(self):\n"
+               "        if self.has_device_capability(80):\n            return [torch.bfloat16, torch.float16]\n"
+               "        return [torch.float16]\n"}
+    wheel_path = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    folder = tmp_path / "vllm-9.9.9"
+    with zipfile.ZipFile(wheel_path, "w") as zf:
+        for member, text in members.items():
+            zf.writestr(member, text)
+            (folder / member).parent.mkdir(parents=True, exist_ok=True)
+            (folder / member).write_text(text)
+    config = "vllm/config.py"
+    body = "def _get_and_verify_dtype(config, dtype):\n    return current_platform.supported_dtypes[0]\n"
+    with zipfile.ZipFile(wheel_path, "a") as zf:
+        zf.writestr(config, body)
+    (folder / config).write_text(body)
+    from_zip = tool().vllm_dtype(tool().Wheel(wheel_path), [])
+    from_folder = tool().vllm_dtype(tool().Wheel(folder), [])
+    assert from_zip == from_folder
+    assert from_zip["auto"] == "platform"
+    assert from_zip["cuda_supported_dtypes"]["by_capability"]["7.5"] == ["float16"]
+    assert tool().Wheel(folder).info()["sources_sha256"]
 
 
 # -- SGLang 0.5.23 --------------------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ Read from the facts ``tools/engine_facts.py`` extracted from each wheel (``relea
   checkpoints are refused only below the lowest of the kernel variants vLLM picks between (``awq`` /
   ``awq_marlin``, ``gptq`` / ``gptq_marlin``: each ``override_quantization_method`` takes the Marlin variant
   only on GPUs it runs on);
-- bf16: ``vllm/platforms/cuda.py`` ``check_if_supports_dtype`` (called by ``v1/worker/gpu_worker.py``) refuses
-  an explicit ``--dtype bfloat16`` below 8.0; with ``--dtype auto`` (the default) ``config/model.py``
-  ``_resolve_auto_dtype`` falls back to float16 and starts;
+- ``--dtype``: ``engines/vllm/dtype.py`` by release: ``vllm/platforms/cuda.py`` ``check_if_supports_dtype``
+  (``v1/worker/gpu_worker.py`` before 0.11) refuses bfloat16 below 8.0, explicit or (0.8.x, no fallback) the
+  checkpoint's under ``--dtype auto``; from 0.9.0 ``auto`` falls back to the platform's dtype, float16, and from
+  0.9.1 (``config/model.py`` ``_resolve_auto_dtype``) to float32 for the model types that refuse float16;
 - sparse MLA (DeepSeek-V3.2 and GLM-5's DSA, ``vllm/models/deepseek_v32``): the sparse MLA backends CUDA
   chooses between (``platforms/cuda.py`` ``_get_backend_priorities``) and the capabilities each allows
   (``v1/attention/backends/mla/*sparse*.py``); none below SM 9.0: "No valid attention backend found";
@@ -25,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpulayout.engine import GenerationVerdict
+from pytest_gpulayout.engines.vllm.dtype import float16_refusing_types, resolve_dtype
 from pytest_gpulayout.generation import (
     Collect,
     ReleaseFacts,
@@ -47,7 +49,6 @@ DISPLAY = "vLLM"
 #: ``GlmMoeDsaForCausalLM``)
 SPARSE_MLA_ARCHS = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"})
 _TRANSFORMERS_ONLY = "_TRANSFORMERS_SUPPORTED_MODELS"
-_BF16 = ("bfloat16", "bf16")
 
 
 def vllm_method(model: ModelSpec, facts: ReleaseFacts) -> str | None:
@@ -156,38 +157,46 @@ def _forced_backend(c: Collect, s: Subject, facts: ReleaseFacts, cc: Capability 
         f"['compute capability not supported']\" (vllm/platforms/cuda.py). Drop the forced backend")
 
 
-def _bf16(c: Collect, s: Subject, cc: Capability | None, who: str) -> None:
-    dtype = (launch_value(s.dep.launch.args, "--dtype") or "auto").lower()
-    wants_bf16 = dtype in _BF16 or (dtype == "auto" and s.model.dtype.lower() in _BF16)
-    if not wants_bf16 or cc is None or cc >= (8, 0):
+def _dtype(c: Collect, s: Subject, cc: Capability | None, who: str) -> None:
+    """``--dtype`` as the release resolves it on these GPUs (``engines/vllm/dtype.py``): the bfloat16 gate,
+    and ``auto``'s fallback, to float16 or (a model type that refuses float16) to float32."""
+    asked = launch_value(s.dep.launch.args, "--dtype")
+    res = resolve_dtype(s.model, requested=asked, version=s.version, cc=cc, gpu_name=who)
+    if res.refusal is not None:
+        c.refusals.append(f"--dtype {res.requested} on {who} (compute capability "
+                          f"{format_capability(cc) if cc else 'unknown'}): {res.refusal}")
+        return
+    if res.warning is None or cc is None:
         return
     mine = format_capability(cc)
-    if dtype in _BF16:
-        c.refusals.append(
-            f"--dtype {dtype} on {who} (compute capability {mine}): vLLM raises: \"Bfloat16 is only supported on "
-            f"GPUs with compute capability of at least 8.0. Your {who} GPU has compute capability {mine}. You can use "
-            f"float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.\" "
-            f"(vllm/platforms/cuda.py check_if_supports_dtype, from v1/worker/gpu_worker.py)")
+    if res.served == "float32":
+        reason = float16_refusing_types(release_facts("vllm", s.version, group="dtype")).get(s.model.hf_model_type)
+        why = f" ({reason})" if reason else ""
+        c.warnings.append(
+            f"{s.model.name} is {res.checkpoint} and {who} (compute capability {mine}) has no bfloat16, and vLLM "
+            f"refuses float16 for its model type {s.model.hf_model_type!r}{why}: with --dtype auto {res.cite} "
+            f"serves it in float32, twice the weight bytes (and an auto KV cache's) of {res.checkpoint}. "
+            f"{res.warning}. --dtype half is refused for this model type; a GPU with bfloat16 (compute capability "
+            f"8.0 or newer) serves it in bfloat16")
         return
     c.warnings.append(
-        f"{s.model.name} is bfloat16 and {who} (compute capability {mine}) has no bfloat16: with --dtype auto vLLM "
-        f"falls back to float16 (\"Your device ... doesn't support torch.bfloat16. Falling back to torch.float16 "
-        f"for compatibility.\", vllm/config/model.py _resolve_auto_dtype); a bf16-trained model can overflow in "
-        f"float16. Set --dtype half to make it explicit")
+        f"{s.model.name} is {res.checkpoint} and {who} (compute capability {mine}) has no bfloat16: with --dtype "
+        f"auto {res.cite} falls back to {res.served}. {res.warning}. A bf16-trained model can overflow in "
+        f"float16; set --dtype half to make it explicit")
 
 
 def generation_refusals(s: Subject) -> GenerationVerdict:
     c = Collect()
+    cc, who, unknown = gpu_capability(s)
+    if unknown and cc is not None:
+        cc = None  # one GPU of unknown generation: nothing is claimed for the group
+    _dtype(c, s, cc, who)  # its own facts (group dtype), extracted for more releases than the others
     facts = release_facts("vllm", s.version)
     if facts is None:
         c.notes.append(not_known(DISPLAY, "vllm", s.version, "the architectures and compute-capability gates"))
         return c.verdict()
-    cc, who, unknown = gpu_capability(s)
-    if unknown and cc is not None:
-        cc = None  # one GPU of unknown generation: nothing is claimed for the group
     _architectures(c, s, facts)
     check_quantization_gate(c, s, facts, DISPLAY, vllm_method(s.model, facts), "vllm/config/vllm.py", cc, who)
-    _bf16(c, s, cc, who)
     _sparse_mla(c, s, facts, cc, who)
     _forced_backend(c, s, facts, cc, who)
     return c.verdict()

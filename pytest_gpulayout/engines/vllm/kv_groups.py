@@ -189,7 +189,7 @@ def vllm_state_bytes(model: ModelSpec, tp: int, version: Version) -> tuple[int, 
         return model.layer_state_bytes(tp)
     nemotron = any(a.startswith("NemotronH") for a in model.architectures)
     ssm = 4 if nemotron and version >= NEMOTRON_H_FP32_SSM_SINCE else None
-    one = ls.bytes_per_rank(tp, min(model.dtype_bytes, 2), ssm)
+    one = ls.bytes_per_rank(tp, model.served_dtype_bytes, ssm)
     return tuple(one if k == NO_KV else 0 for k in model.layer_kinds)
 
 

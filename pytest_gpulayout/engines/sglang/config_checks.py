@@ -1,0 +1,122 @@
+"""What SGLang refuses at config time, by release: ``config_refusals(args, model, layout, version)``.
+
+The refusals are the release's own raises and asserts of ``sglang/srt/server_args.py`` (``__post_init__``,
+``check_server_args``, the ``_handle_*`` methods) and, from 0.5.19, the hooks they moved to in
+``sglang/srt/arg_groups/``, listed from each wheel into ``config_ledger.json`` by ``tools/config_ledger.py``
+and answered in ``config_classes.yaml``; the entries classified ``rule: <id>`` (``RULES``) are judged here by
+evaluating their conditions, as the release wrote them, over the values the release holds there
+(``namespace``). See ``engines/vllm/config_checks.py`` for the frame; the values SGLang resolves first:
+
+- attention DP: up to 0.5.21 ``--enable-dp-attention`` makes ``--dp-size`` the number of attention-DP groups
+  inside the TP group (``--tp 8 --dp 8 --enable-dp-attention`` is 8 GPUs) and asserts ``tp_size % dp_size == 0``
+  (up to 0.5.1.post3 also ``dp_size > 1``). From 0.5.22 ``--attn-dp-size`` names them and
+  ``arg_groups/parallel_hook.py handle_deprecated_dp_attention`` turns the old spelling into it
+  (``attn_dp_size = dp_size``, ``dp_size = 1``) before any check reads the layout;
+- ``nnodes``: the line's ``--nnodes``, else the hosts the layout spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+
+from packaging.version import Version
+
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
+
+DISPLAY = "SGLang"
+
+RULES: Mapping[str, str] = {
+    "sglang.dp_attention.dp_size": "--enable-dp-attention with --dp-size 1 (before 0.5.2)",
+    "sglang.dp_attention.tp_divisible": "attention DP whose size does not divide --tp-size",
+    "sglang.attn_dp.size": "--attn-dp-size below 1, or with DP replicas (--dp-size > 1) beside it (0.5.22+)",
+    "sglang.nodes.tp_divisible": "TP x PP not divisible by --nnodes",
+    "sglang.nodes.dp_replicas": "DP replicas across nodes (without attention DP before 0.5.22; at all from 0.5.22)",
+    "sglang.dp_lm_head.needs_dp_attention": "--enable-dp-lm-head / --enable-tp-lm-head-all-to-all without attention DP",
+    "sglang.moe_dense_tp_size": "--moe-dense-tp-size other than 1 (or, from 0.5.13, TP)",
+    "sglang.gpu_ids": "a negative --base-gpu-id or a --gpu-id-step below 1",
+    "sglang.attn_cp.tp_divisible": "--attn-cp-size > 1 whose product with the attention-DP size does not divide TP",
+    "sglang.dcp.size": "--dcp-size below 1, or above 1 with --enable-prefill-cp (0.5.22+)",
+    "sglang.eplb.needs_ep": "--enable-eplb without expert parallelism",
+}
+
+#: ``arg_groups/parallel_hook.py handle_deprecated_dp_attention`` (first in 0.5.22): ``--attn-dp-size``
+ATTN_DP_SIZE_SINCE = Version("0.5.22")
+#: MoE all-to-all backends that make SGLang set ``ep_size = tp_size`` (``_handle_a2a_moe``): not resolved here
+_A2A_NONE = (None, "none")
+
+
+@cache
+def book() -> RuleBook:
+    return RuleBook(load_ledger("sglang"), DISPLAY, RULES)
+
+
+def _given(args: ResolvedArgs, dest: str, default: object) -> object:
+    return args.get(dest) if args.is_set(dest) else default
+
+
+def _value(args: ResolvedArgs, dest: str, default: object) -> object:
+    """The line's value, else the release's default (also where the parser's default is None)."""
+    value = args.get(dest)
+    return default if value is None else value
+
+
+def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[dict[str, object],
+                                                                                                list[str]]:
+    """The values the rules' conditions and messages read, and what could not be resolved (in words)."""
+    notes: list[str] = []
+    tp, pp, dp = layout.tensor_parallel_size, layout.pipeline_parallel_size, layout.data_parallel_size
+    dp_attention = bool(args.get("enable_dp_attention", False))
+    attn_dp = _given(args, "attn_dp_size", 1)
+    listed = book().ledger.listed(version) or version
+    if listed >= ATTN_DP_SIZE_SINCE and dp_attention:
+        if attn_dp == 1:
+            attn_dp, dp = dp, 1
+        dp_attention = False  # the hook turns the old spelling off once it has moved the width
+    nnodes = _given(args, "nnodes", layout.nodes)
+    ns: dict[str, object] = {
+        "tp_size": tp, "pp_size": pp, "dp_size": dp, "nnodes": nnodes,
+        "enable_dp_attention": dp_attention,
+        "attn_dp_size": attn_dp,
+        "attn_dp_enabled_of": isinstance(attn_dp, int) and attn_dp > 1,
+        "attn_dp_enabled": isinstance(attn_dp, int) and attn_dp > 1,
+        "enable_dp_lm_head": bool(args.get("enable_dp_lm_head", False)),
+        "enable_tp_lm_head_all_to_all": bool(args.get("enable_tp_lm_head_all_to_all", False)),
+        "moe_dense_tp_size": args.get("moe_dense_tp_size"),
+        "base_gpu_id": args.get("base_gpu_id", 0),
+        "gpu_id_step": args.get("gpu_id_step", 1),
+        "attn_cp_size": _value(args, "attn_cp_size", 1),
+        "dcp_size": _value(args, "dcp_size", 1),
+        "enable_prefill_cp": bool(args.get("enable_prefill_cp", False)),
+        "ep_join_mode": args.get("ep_join_mode"),
+        "enable_eplb": bool(args.get("enable_eplb", False)),
+        "is_npu": False, "is_hip": False, "is_cuda": True, "is_xpu": False, "is_musa": False,
+    }
+    # the expert-parallel size: --ep-size, or TP where the release sets it (``--enable-ep-moe`` /
+    # ``--enable-deepep-moe`` before 0.5, ``--moe-a2a-backend deepep`` from 0.4.10.post2: ``ep_size = tp_size``)
+    a2a = args.get("moe_a2a_backend")
+    ns["moe_a2a_backend"] = a2a
+    ns["enable_ep_moe"] = bool(args.get("enable_ep_moe", False))
+    ns["enable_deepep_moe"] = bool(args.get("enable_deepep_moe", False))
+    if ns["enable_ep_moe"] or ns["enable_deepep_moe"] or a2a == "deepep":
+        ns["ep_size"] = tp
+    elif a2a in _A2A_NONE:
+        ns["ep_size"] = _value(args, "ep_size", 1)
+    elif bool(ns["enable_eplb"]):
+        notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
+    return ns, notes
+
+
+def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> Judged:
+    """Every config-time refusal of ``RULES`` that ``version`` (the nearest listed release at or below it)
+    makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
+    values, notes = namespace(args, model, layout, version)
+    judged = book().judge(version, values)
+    return Judged(judged.refusals, tuple(notes) + judged.not_judged)
+
+
+def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:
+    """The refusals of ``config_check`` (see there)."""
+    return config_check(args, model, layout, version).refusals
