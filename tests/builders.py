@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pytest_gpulayout.deployment import Deployment, Require
 from pytest_gpulayout.engine import Subject
-from pytest_gpulayout.runner import subject_of
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.machine.facts import Gpu, GpuProcess, Machine
 from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.runner import subject_of
 
 
 def machine(n: int = 2, *, link: str = "PHB", name: str = "NVIDIA L4", total: int | None = 23034,

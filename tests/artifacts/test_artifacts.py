@@ -196,8 +196,8 @@ def test_lws_sglang_worker_is_read_but_is_the_leaders_engine(tmp_path: Path) -> 
      "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main: spec.template.containers[main].resources."
      "limits.nvidia.com/gpu is 8, but TP x PP x local DP = 32 (4 x 1 x 8) on this pod"),
     ("kuberay-rayservice-vllm.yaml", 'TENSOR_PARALLELISM: "2"', 'TENSOR_PARALLELISM: "4"',
-     "RayService/llama-3-8b/serveConfigV2/applications[llm]: spec.rayClusterConfig.workerGroupSpecs[*].replicas give the Ray cluster "
-     "2 GPU(s), but TP x PP x DP = 4"),
+     "RayService/llama-3-8b/serveConfigV2/applications[llm]: spec.rayClusterConfig.workerGroupSpecs[*].replicas "
+     "give the Ray cluster 2 GPU(s), but TP x PP x DP = 4"),
     ("sglang-compose.yaml", "--host 0.0.0.0", "--tp 2 --host 0.0.0.0",
      "services/sglang: services.sglang.deploy.resources.reservations.devices is 1, but "
      "TP x PP x DP = 2"),

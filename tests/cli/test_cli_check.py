@@ -187,9 +187,9 @@ def test_bad_html_path_is_refused_before_any_launch(capsys):
 
 
 def test_a_config_time_refusal_is_not_launched(tmp_path):
-    from pytest_gpulayout.runner import load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import load_manifest
+    from pytest_gpulayout.runner import load_models, run_checks
 
     (tmp_path / "gpulayout.yaml").write_text(
         "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  long:\n    model: Qwen/Qwen3-8B\n"

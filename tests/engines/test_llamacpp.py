@@ -337,10 +337,10 @@ def test_version_output_of_both_eras():
 def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parallel: int | None, cache: str):
     # head size 32 so that q8_0's blocks of 32 divide it (llama.cpp refuses otherwise; see the heads test)
     tiny = write_tiny_llama(tmp_path / "tiny.gguf", n_head=2, n_head_kv=1)
-    from pytest_gpulayout.runner import load_models
     from pytest_gpulayout.launch.launcher import process_table
     from pytest_gpulayout.launch.startup import launch_deployment
     from pytest_gpulayout.manifest.load import load_manifest
+    from pytest_gpulayout.runner import load_models
 
     server = llama_server()
     body = (f"version: 1\ndeployments:\n  tiny:\n    engine: llamacpp\n    engine_version: b11434\n"

@@ -196,9 +196,9 @@ def test_a_contradiction_is_said_beside_a_kv_mismatch_and_a_failed_start() -> No
 def test_real_llama_server_of_another_build_than_pinned_fails(tmp_path: Path) -> None:
     """The b11434 server the tests build, launched for a deployment that pins b11400: its own build line
     fails the check although its KV cache is the predicted one."""
-    from pytest_gpulayout.runner import load_models
     from pytest_gpulayout.launch.startup import launch_deployment
     from pytest_gpulayout.manifest.load import load_manifest
+    from pytest_gpulayout.runner import load_models
 
     tiny = write_tiny_llama(tmp_path / "tiny.gguf")
     body = (f"version: 1\ndeployments:\n  tiny:\n    engine: llamacpp\n    engine_version: b11400\n"

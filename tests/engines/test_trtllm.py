@@ -25,12 +25,12 @@ from pytest_gpulayout.engines.trtllm.divisibility import mapping_refusals
 from pytest_gpulayout.engines.trtllm.engine import TRTLLM, first_stages_take_remainder
 from pytest_gpulayout.engines.trtllm.log import parse_trtllm_log
 from pytest_gpulayout.errors import InputError, LaunchError
-from pytest_gpulayout.runner import evaluate, subject_of
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.launch.startup import launch_deployment
 from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.planner.plan import plan
+from pytest_gpulayout.runner import evaluate, subject_of
 
 HERE = Path(__file__).parents[1]
 LOGS = HERE / "data" / "logs" / "trtllm"

@@ -13,7 +13,6 @@ from pytest_gpulayout.engine import Engine
 from pytest_gpulayout.engines.sglang.engine import SGLANG
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.runner import evaluate
 from pytest_gpulayout.machine.facts import DRIVER_RESERVE_ESTIMATE_MIB, GIB, MIB, Gpu
 from pytest_gpulayout.machine.presets import load_preset
 from pytest_gpulayout.memory.common import MemoryUnknown
@@ -26,6 +25,7 @@ from pytest_gpulayout.memory.weights import weight_bytes_by_stage, weight_bytes_
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import FULL, NO_KV
 from pytest_gpulayout.model.weights import computed_weight_bytes, model_weight_bytes
+from pytest_gpulayout.runner import evaluate
 
 MODELS = Path(__file__).parents[1] / "data" / "models"
 H100 = 81559      # MiB, NVIDIA H100 80GB HBM3

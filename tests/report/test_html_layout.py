@@ -133,10 +133,10 @@ def test_plan_page_when_nothing_fits_says_so(tmp_path):
 def test_verdict_column_is_on_screen(width, tmp_path):
     """DeepSeek-V3 on 8 x H200 (example 05): seven checks and a long placement cell pushed the verdict
     column past the right edge of a 900 px window."""
-    from pytest_gpulayout.runner import load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import load_manifest
     from pytest_gpulayout.report.views import views_from_report
+    from pytest_gpulayout.runner import load_models, run_checks
 
     manifest = load_manifest(EXAMPLES / "05-deepseek-v3-mla" / "gpulayout.yaml")
     machine = load_machine(manifest.machine, manifest.base_dir)

@@ -321,10 +321,10 @@ def _check_report_dom(dom: Elements, names: list[str]) -> None:
 )
 def test_browser_renders_reference_scenarios_from_check(example, names, tmp_path):
     browser()
-    from pytest_gpulayout.runner import load_models, run_checks
     from pytest_gpulayout.machine.sources import load_machine
     from pytest_gpulayout.manifest.load import load_manifest
     from pytest_gpulayout.report.views import views_from_report
+    from pytest_gpulayout.runner import load_models, run_checks
 
     manifest = load_manifest(EXAMPLES / example)
     machine = load_machine(manifest.machine, manifest.base_dir)

@@ -11,7 +11,6 @@ from builders import subject
 
 from pytest_gpulayout.deployment import Deployment, Require
 from pytest_gpulayout.errors import InputError, ProbeError
-from pytest_gpulayout.runner import evaluate
 from pytest_gpulayout.findings import Status
 from pytest_gpulayout.machine import ray as ray_source
 from pytest_gpulayout.machine.facts import Gpu, Machine
@@ -20,6 +19,7 @@ from pytest_gpulayout.machine.nodes import IbPort, ModelFiles, NodeFacts
 from pytest_gpulayout.machine.snapshot import machine_from_dict, machine_to_dict
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.rules.cluster import check_cluster
+from pytest_gpulayout.runner import evaluate
 
 TINY = Path(__file__).parents[1] / "data" / "models" / "tiny-llama"
 MODEL = load_model(str(TINY))
