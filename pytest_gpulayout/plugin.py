@@ -241,6 +241,19 @@ class _ActivePlugin:
             return None
         return SuiteModule.from_parent(parent, path=module_path, nodeid=f"{self.prefix}/{module_path.name}")
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(self, collector: pytest.Collector, name: str, obj: object) -> list[Any] | None:
+        """A check of the suite that exists for no deployment of the manifest (``deploy`` without an artifact)
+        has no item at all, rather than an empty parameter set's skip."""
+        if not isinstance(collector, SuiteModule) or not name.startswith("test_") or not callable(obj):
+            return None
+        marks = [m for m in getattr(obj, "pytestmark", ()) if getattr(m, "name", "") == "gpulayout" and m.args]
+        manifest = self.state.manifest
+        if marks and manifest is not None and not any(marks[0].args[0] in self.state.checks_of(d.name)
+                                                      for d in manifest.deployments):
+            return []
+        return None
+
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         # a test that asks for ``gpulayout_deployment`` runs once per deployment: the suite's modules, and a
         # user's own; a suite test marked for one check only for the deployments that check exists for
