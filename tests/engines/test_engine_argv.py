@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.engines.vllm import cli as vllm_cli
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.engine_args import loopback
 from pytest_gpulayout.manifest.load import load_manifest
@@ -94,9 +95,12 @@ def test_manifest_refuses_a_host_beyond_loopback(tmp_path: Path, args: list[str]
 
 def test_release_tables_list_the_flags() -> None:
     root = Path(__file__).parents[2] / "pytest_gpulayout" / "engines"
-    v = json.loads((root / "vllm" / "flags" / "0.33.0.json").read_text())["options"]
+    v = vllm_cli.TABLES.table("0.33.0")
     s = json.loads((root / "sglang" / "flags" / "0.5.23.json").read_text())["options"]
-    assert v["--tensor-parallel-size"] == {"names": ["--tensor-parallel-size", "-tp"], "nargs": "1"}
-    assert v["--enforce-eager"]["nargs"] == "0" and "--no-enforce-eager" in v["--enforce-eager"]["names"]
+    tp = v.option("-tp")
+    assert tp is not None and (tp.flags, tp.dest, tp.type) == (("--tensor-parallel-size", "-tp"),
+                                                                "tensor_parallel_size", "int")
+    eager = v.option("--no-enforce-eager")
+    assert eager is not None and eager.switch and eager.dest == "enforce_eager"
     assert s["--tp-size"]["names"] == ["--tp-size", "--tensor-parallel-size"]
-    assert len(v) > 250 and len(s) > 400
+    assert len(v.options) > 250 and len(s) > 400
