@@ -328,13 +328,25 @@ class Interpreter:
                         if k.arg == "default":
                             return self.eval(k.value, {}, c.member)
                     return Unknown(f"{cls.name}.{name} has a default_factory")
-                got = self.eval(value, {}, c.member)
+                got = self.eval(value, self.class_scope(c, node), c.member)
                 if got == {} and isinstance(self.class_attr(cls, "register_module"), FuncRef):
                     return dict.fromkeys(self.registry(c))
                 return got
         if name == "__name__":
             return cls.name
         return Unknown(f"{cls.name}.{name}")
+
+    def class_scope(self, cls: ClassRef, upto: ast.AST) -> dict[str, Any]:
+        """The names a class body has bound before ``upto`` (``ALL = (FULL, BREAKABLE)`` reads ``FULL``)."""
+        env: dict[str, Any] = {}
+        for st in cls.node.body:
+            if st is upto:
+                break
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+                env[st.targets[0].id] = self.eval(st.value, dict(env), cls.member)
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                env[st.target.id] = self.eval(st.value, dict(env), cls.member)
+        return env
 
     def registry(self, manager: ClassRef) -> list[str]:
         """The names a ``register_module`` registry holds once its package is imported: each
@@ -575,6 +587,8 @@ class Interpreter:
             if base.member is None:
                 if base.name == "sys" and name == "argv":
                     return list(self.argv)
+                if base.name == "sys" and name == "modules":
+                    return {}  # nothing of the engine is imported yet when its parser is built
                 if base.name == "argparse" and name == "SUPPRESS":
                     return "==SUPPRESS=="
                 return External(base.name, name)
@@ -663,6 +677,10 @@ class Interpreter:
             return Opaque(f"{func.name}()")
         if isinstance(func, FuncRef):
             return self.run(func, args, kwargs)
+        if callable(func) and func in (list, tuple, sorted, set) and len(args) == 1 and isinstance(args[0], ClassRef):
+            members = self.enum_members(args[0])
+            if members is not None:
+                args = [members]
         if callable(func) and func in SAFE_BUILTINS.values():
             if func is builtins.super:  # pragma: no cover - super is handled in run()
                 return Unknown("super")

@@ -92,6 +92,13 @@ class Hints:
                 return (mod, node)  # outside the package
             return self.binding(ref.member, alias.name, depth + 1)
         if node is None:
+            for st in self.interp.src.tree(member).body:  # from .types import *
+                if isinstance(st, ast.ImportFrom) and any(a.name == "*" for a in st.names):
+                    ref = self.interp.module_ref(self.interp._resolve_from(member, st))
+                    if ref.member is not None:
+                        found = self.binding(ref.member, name, depth + 1)
+                        if found is not None:
+                            return found
             return None
         return (member, node)
 

@@ -17,17 +17,17 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from flags_entry import MISSING, type_spec
+from flags_entry import entry as entry
 from flags_eval import (
     ActionSpec,
     ClassRef,
-    External,
     FuncRef,
     Instance,
     Interpreter,
     Namespace,
     Opaque,
     Parser,
-    Recorded,
     Subparsers,
     TypeSpec,
     Unknown,
@@ -35,8 +35,6 @@ from flags_eval import (
 )
 from flags_hints import GENERIC_HOOKS, NONE, H, Hints
 from flags_source import Sources
-
-MISSING = Opaque("MISSING")
 
 
 @dataclass
@@ -361,84 +359,6 @@ def _parse_type(interp: Interpreter, func: Any, args: list[Any], kwargs: dict[st
     return TypeSpec(f"parse_type({type_spec(args[0]) if args else 'str'})")
 
 
-def type_spec(value: Any) -> str:
-    """A ``type=`` value as the table writes it."""
-    if isinstance(value, TypeSpec):
-        return value.spec
-    if value in (int, float, str, bool):
-        return value.__name__
-    if isinstance(value, External):
-        return f"{value.module.split('.')[-1]}.{value.name}" if value.module in ("json",) else value.name
-    if isinstance(value, FuncRef):
-        if value.name == "<lambda>":
-            return f"lambda:{_src(value.node)}"
-        return value.name
-    if isinstance(value, ClassRef):
-        return f"class:{value.name}"
-    return "unknown"
-
-
-def action_spec(value: Any) -> str:
-    if value is None:
-        return "store"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, ActionSpec):
-        return value.name
-    if isinstance(value, External):
-        return value.name
-    if isinstance(value, ClassRef):
-        return f"class:{value.name}"
-    return "unknown"
-
-
-def entry(rec: Recorded) -> dict[str, Any]:
-    """One recorded ``add_argument`` as a table entry (argparse's own defaults filled in: ``dest``, the
-    default of ``store_true``...)."""
-    kw = dict(rec.kwargs)
-    names = rec.names
-    optional = bool(names) and names[0].startswith("-")
-    action = action_spec(kw.get("action"))
-    e: dict[str, Any] = {"flags": names} if optional else {"flags": []}
-    dest = kw.get("dest")
-    if not isinstance(dest, str):
-        if optional:
-            longs = [n for n in names if n.startswith("--")]
-            dest = (longs[0] if longs else names[0]).lstrip("-").replace("-", "_")
-        else:
-            dest = names[0] if names else "?"
-    e["dest"] = dest
-    if action != "store":
-        e["action"] = action
-    if "type" in kw and kw["type"] is not None:
-        e["type"] = type_spec(kw["type"])
-    for key in ("nargs", "const", "required", "deprecated"):
-        if key in kw and _known(kw[key]) and kw[key] not in (None, False):
-            e[key] = kw[key]
-    if "choices" in kw:
-        ch = kw["choices"]
-        if isinstance(ch, (list, tuple, set, frozenset)) and not ch:
-            e["choices_unknown"] = True  # a registry filled at import time (no release ships empty choices)
-        elif isinstance(ch, (list, tuple, set, frozenset)) and _known(list(ch)):
-            e["choices"] = sorted(ch, key=repr) if isinstance(ch, (set, frozenset)) else list(ch)
-        elif ch is not None:
-            e["choices_unknown"] = True
-    defaults = {"store_true": False, "store_false": True}
-    default = kw.get("default", defaults.get(action))
-    if isinstance(default, Opaque):
-        if default is not MISSING:
-            e["default_src"] = default.src
-    elif _known(default):
-        if isinstance(default, (set, frozenset, tuple)):
-            default = sorted(default, key=repr) if isinstance(default, (set, frozenset)) else list(default)
-        if default is not None:
-            e["default"] = default
-    else:
-        e["default_src"] = "?"
-    e["at"] = f"{rec.member}:{rec.line}"
-    return e
-
-
 def flexible_parser(src: Sources) -> tuple[str, ast.ClassDef] | None:
     for member in ("vllm/utils/argparse_utils.py", "vllm/utils/__init__.py", "vllm/utils.py"):
         if src.has(member):
@@ -493,6 +413,9 @@ def parser_features(src: Sources) -> dict[str, Any]:
         "config_no_key": "--no-" in load,
     }
     feats["messages"] = _messages(cls)
+    init = _src(methods.get("__init__"))
+    if "register('action', BooleanOptionalAction" in init or 'register("action", BooleanOptionalAction' in init:
+        feats["boolean_optional"] = init.split("BooleanOptionalAction,", 1)[1].split(")")[0].strip()
     error = methods.get("error")
     if error is not None:
         for sub in ast.walk(error):
@@ -601,8 +524,13 @@ def extract(src: Sources) -> dict[str, Any]:
     if not top.subparsers:
         raise SystemExit(f"{src.wheel}: subparser_init added no parser")
     serve = next(iter(top.subparsers.values()))
-    entries = [entry(r) for r in serve.arguments]
-    return {"options": entries, "log": interp.log, "parser": parser_features(src),
+    entries = [entry(interp, r) for r in serve.arguments]
+    features = parser_features(src)
+    if features.get("boolean_optional") == "EnableDisableAction":  # 0.33: --enable-x also --disable-x
+        for e in entries:
+            if e.get("action") == "BooleanOptionalAction":
+                e["action"] = "EnableDisableAction"
+    return {"options": entries, "log": interp.log, "parser": features,
             "human_readable_int": human_readable(src), "json_types": kw.dataclasses,
             "type_variants": type_variants(src), "platform": "cuda",
             "prog": "vllm serve", "top_prog": "vllm"}

@@ -36,6 +36,7 @@ class Action(Enum):
     STORE_FALSE = "store_false"
     STORE_CONST = "store_const"
     BOOLEAN_OPTIONAL = "BooleanOptionalAction"
+    ENABLE_DISABLE = "EnableDisableAction"   # vLLM 0.33: BooleanOptionalAction that pairs --enable-x / --disable-x
     APPEND = "append"
     EXTEND = "extend"
     COUNT = "count"
@@ -46,11 +47,6 @@ class Action(Enum):
     @classmethod
     def of(cls, text: str) -> Action:
         if text.startswith("class:"):
-            name = text[len("class:"):]
-            if "StoreTrue" in name:
-                return cls.STORE_TRUE
-            if "StoreFalse" in name:
-                return cls.STORE_FALSE
             return cls.CUSTOM
         try:
             return cls(text)
@@ -60,6 +56,11 @@ class Action(Enum):
     @property
     def takes_value(self) -> bool:
         return self in (Action.STORE, Action.APPEND, Action.EXTEND, Action.CUSTOM)
+
+    @property
+    def boolean(self) -> bool:
+        """``--x`` / ``--no-x`` (and vLLM 0.33's ``--enable-x`` / ``--disable-x``)."""
+        return self in (Action.BOOLEAN_OPTIONAL, Action.ENABLE_DISABLE)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class OptionSpec:
     required: bool = False
     deprecated: Any = False           # True, or the release's deprecation text
     env: str = ""                     # llama.cpp: the LLAMA_ARG_* variable that sets it
+    does: str = ""                    # an engine's own Action: store | const | nothing | error | raise | bool_str
+    does_value: Any = None            # ``const``: the value it stores
+    does_message: str = ""            # ``error`` / ``raise``: what it says
     at: str = ""                      # the wheel member and line it was declared at
 
     @property
@@ -94,16 +98,24 @@ class OptionSpec:
         return not self.action.takes_value or self.nargs == 0
 
     @property
+    def inverses(self) -> tuple[str, ...]:
+        """vLLM 0.33's ``EnableDisableAction``: ``--disable-x`` for ``--enable-x`` and the other way round."""
+        if self.action is not Action.ENABLE_DISABLE:
+            return ()
+        pairs = {"--enable-": "--disable-", "--disable-": "--enable-"}
+        return tuple(inv + f[len(p):] for f in self.flags for p, inv in pairs.items() if f.startswith(p))
+
+    @property
     def spellings(self) -> tuple[str, ...]:
         """Every spelling argparse accepts for it, ``--no-`` forms of BooleanOptionalAction included."""
-        if self.action is not Action.BOOLEAN_OPTIONAL:
+        if not self.action.boolean:
             return self.flags
         out: list[str] = []
         for f in self.flags:
             out.append(f)
             if f.startswith("--"):
                 out.append("--no-" + f[2:])
-        return tuple(out)
+        return (*out, *self.inverses)
 
 
 def _spec(key: str, e: Mapping[str, Any]) -> OptionSpec:
@@ -115,7 +127,9 @@ def _spec(key: str, e: Mapping[str, Any]) -> OptionSpec:
         has_default="default" in e or e.get("action") in ("store_true", "store_false"),
         default=e.get("default", {"store_true": False, "store_false": True}.get(e.get("action", ""))),
         default_src=e.get("default_src", ""), required=bool(e.get("required")), deprecated=e.get("deprecated", False),
-        env=e.get("env", ""), at=e.get("at", ""))
+        env=e.get("env", ""), does=str(e.get("custom", {}).get("does", "")),
+        does_value=e.get("custom", {}).get("value"), does_message=str(e.get("custom", {}).get("message", "")),
+        at=e.get("at", ""))
 
 
 @dataclass(frozen=True, eq=False)

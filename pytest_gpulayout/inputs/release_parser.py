@@ -41,6 +41,10 @@ class Refusal(Exception):
         self.message = message
 
 
+class Raised(Exception):
+    """An engine Action that raises (SGLang 0.4's ``DeprecatedAction``: ``ValueError(help)``)."""
+
+
 class _Exit(Exception):
     """``-h`` / ``--version``: argparse prints and exits with status 0 (the engine would not serve)."""
 
@@ -69,10 +73,54 @@ def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
     return type(f"Recording{base.__name__}", (base,), {"__call__": __call__})
 
 
+class EnableDisable(argparse.BooleanOptionalAction):
+    """vLLM 0.33's ``EnableDisableAction`` (``utils/argparse_utils.py``): ``--enable-x`` also takes
+    ``--disable-x`` (and the other way round) beside ``--no-enable-x``."""
+
+    _inverse_prefixes = {"--enable-": "--disable-", "--disable-": "--enable-"}
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, *args, **kwargs)
+        inverses = [inverse + opt.removeprefix(prefix) for opt in option_strings
+                    for prefix, inverse in self._inverse_prefixes.items() if opt.startswith(prefix)]
+        negated = {opt for opt in self.option_strings if opt not in option_strings}
+        self.negative_option_strings = negated | set(inverses)
+        self.visible_option_strings = [*option_strings, *inverses] if inverses else list(self.option_strings)
+        self.option_strings = [*self.option_strings, *inverses]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, option_string not in self.negative_option_strings)
+
+
+class Custom(argparse.Action):
+    """An engine's own Action class, as its table says it behaves (``OptionSpec.does``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, does: str = "store", does_value: Any = None,
+                 does_message: str = "", **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.does, self.does_value, self.does_message = does, does_value, does_message
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if self.does == "error":
+            parser.error(self.does_message)
+        if self.does == "raise":
+            raise Raised(self.does_message)
+        if self.does == "const":
+            setattr(namespace, self.dest, self.does_value)
+        elif self.does == "bool_str":
+            text = str(values).lower()
+            if text not in ("true", "false"):
+                raise Raised(f"ValueError: Invalid boolean value: {values}. Expected 'true' or 'false'.")
+            setattr(namespace, self.dest, text == "true")
+        elif self.does != "nothing":
+            setattr(namespace, self.dest, values)
+
+
 _BASES: dict[Action, str] = {
     Action.STORE: "store", Action.STORE_TRUE: "store_true", Action.STORE_FALSE: "store_false",
     Action.STORE_CONST: "store_const", Action.APPEND: "append", Action.EXTEND: "extend", Action.COUNT: "count",
-    Action.CUSTOM: "store",
 }
 
 
@@ -80,6 +128,10 @@ _BASES: dict[Action, str] = {
 def _action_class(action: Action) -> type[argparse.Action]:
     if action is Action.BOOLEAN_OPTIONAL:
         return _recording(argparse.BooleanOptionalAction)
+    if action is Action.ENABLE_DISABLE:
+        return _recording(EnableDisable)
+    if action is Action.CUSTOM:
+        return _recording(Custom)
     registry = argparse.ArgumentParser()._registry_get("action", _BASES[action], None)
     assert isinstance(registry, type)
     return _recording(registry)
@@ -100,19 +152,25 @@ def _add(parser: _Parser, o: OptionSpec, types: Types) -> None:
         kwargs["default"] = NOT_READ
     if o.required and o.flags:
         kwargs["required"] = True
+    if o.action is Action.CUSTOM:
+        kwargs.update(does=o.does or "store", does_value=o.does_value, does_message=o.does_message)
+        if o.const is not None:
+            kwargs["const"] = o.const
     if o.action in (Action.STORE, Action.APPEND, Action.EXTEND, Action.CUSTOM):
         type_func = types.get(o.type)
         if type_func is not None:
             kwargs["type"] = type_func
         if o.nargs is not None:
             kwargs["nargs"] = o.nargs
-        if o.const is not None:
+        if o.const is not None and o.action is not Action.CUSTOM:
             kwargs["const"] = o.const
         if o.choices is not None and not o.choices_unknown:
             kwargs["choices"] = list(o.choices)
     elif o.action in (Action.STORE_CONST,):
         kwargs["const"] = o.const
-    parser.add_argument(*(o.flags or (o.dest,)), **kwargs)
+    action = parser.add_argument(*(o.flags or (o.dest,)), **kwargs)
+    if isinstance(action, EnableDisable):  # vLLM's _register_action: the hidden spellings leave the name
+        action.option_strings = action.visible_option_strings
 
 
 @lru_cache(maxsize=64)
@@ -147,6 +205,8 @@ def parse(table: ReleaseTable, args: Sequence[str]) -> Outcome:
         given = frozenset(_GIVEN.get())
     except Refusal as r:
         return Outcome(error=f"{r.prog}: error: {r.message}")
+    except Raised as r:
+        return Outcome(error=str(r))
     except _Exit:
         return Outcome(help=True, error=f"{parser.prog}: -h/--help prints the help and exits without serving")
     finally:
