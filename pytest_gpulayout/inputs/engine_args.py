@@ -89,7 +89,11 @@ class FlagTable:
                                                                        else str(o.nargs)))
             canonical = next((f for f in o.flags if f.startswith("--")), o.flags[0])
             opt = Option(canonical, nargs)
+            off = Option(next((f for f in o.negated if f.startswith("--")), o.negated[0]), nargs) if o.negated else opt
             for name in o.spellings:
+                if name in o.negated:
+                    options.setdefault(name, off)
+                    continue
                 negated = name.startswith("--no-") and name not in o.flags
                 options.setdefault(name, Option(name, nargs) if negated else opt)
         for name, opt in (extra or {}).items():

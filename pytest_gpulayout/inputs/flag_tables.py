@@ -43,6 +43,7 @@ class Action(Enum):
     HELP = "help"
     VERSION = "version"
     CUSTOM = "custom"          # a class of the engine's own (LoRAParserAction...): stores its values
+    NEGATABLE = "negatable"    # llama.cpp: a switch with its own negated spellings (-kvu / -no-kvu)
 
     @classmethod
     def of(cls, text: str) -> Action:
@@ -70,6 +71,7 @@ class OptionSpec:
     key: str                          # the first spelling (a positional: its dest)
     flags: tuple[str, ...]            # every spelling as declared (BooleanOptionalAction adds its --no- forms)
     dest: str
+    negated: tuple[str, ...] = ()     # llama.cpp: the spellings that turn it off
     action: Action = Action.STORE
     action_name: str = "store"        # as declared (``class:LoRAParserAction``)
     type: str | None = None           # the release's type function (``int``, ``human_readable_int``...)
@@ -108,6 +110,8 @@ class OptionSpec:
     @property
     def spellings(self) -> tuple[str, ...]:
         """Every spelling argparse accepts for it, ``--no-`` forms of BooleanOptionalAction included."""
+        if self.action is Action.NEGATABLE:
+            return (*self.flags, *self.negated)
         if not self.action.boolean:
             return self.flags
         out: list[str] = []
@@ -121,7 +125,8 @@ class OptionSpec:
 def _spec(key: str, e: Mapping[str, Any]) -> OptionSpec:
     choices = e.get("choices")
     return OptionSpec(
-        key=key, flags=tuple(e.get("flags", ())), dest=e["dest"], action=Action.of(e.get("action", "store")),
+        key=key, flags=tuple(e.get("flags", ())), negated=tuple(e.get("negated", ())), dest=e["dest"],
+        action=Action.of(e.get("action", "store")),
         action_name=e.get("action", "store"), type=e.get("type"), nargs=e.get("nargs"), const=e.get("const"),
         choices=None if choices is None else tuple(choices), choices_unknown=bool(e.get("choices_unknown")),
         has_default="default" in e or e.get("action") in ("store_true", "store_false"),
