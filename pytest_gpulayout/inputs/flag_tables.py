@@ -85,6 +85,7 @@ class OptionSpec:
     required: bool = False
     deprecated: Any = False           # True, or the release's deprecation text
     env: str = ""                     # llama.cpp: the LLAMA_ARG_* variable that sets it
+    aliases: tuple[tuple[str, str], ...] = ()  # click's ChoiceWithAlias (TensorRT-LLM): value -> the choice
     does: str = ""                    # an engine's own Action: store | const | nothing | error | raise | bool_str
     does_value: Any = None            # ``const``: the value it stores
     does_message: str = ""            # ``error`` / ``raise``: what it says
@@ -132,7 +133,8 @@ def _spec(key: str, e: Mapping[str, Any]) -> OptionSpec:
         has_default="default" in e or e.get("action") in ("store_true", "store_false"),
         default=e.get("default", {"store_true": False, "store_false": True}.get(e.get("action", ""))),
         default_src=e.get("default_src", ""), required=bool(e.get("required")), deprecated=e.get("deprecated", False),
-        env=e.get("env", ""), does=str(e.get("custom", {}).get("does", "")),
+        env=e.get("env", ""), aliases=tuple(sorted(dict(e.get("aliases") or {}).items())),
+        does=str(e.get("custom", {}).get("does", "")),
         does_value=e.get("custom", {}).get("value"), does_message=str(e.get("custom", {}).get("message", "")),
         at=e.get("at", ""))
 
@@ -342,18 +344,22 @@ class ReleaseTables:
             self._tables[release] = table_of(self.engine, rec)
         return self._tables[release]
 
-    def nearest(self, version: Version | None) -> Chosen | None:
-        """The release ``version`` is judged by: its own, else the newest shipped below it (else the oldest),
-        with a note saying which; the newest when no version is known."""
+    @cached_property
+    def _parsed(self) -> tuple[tuple[Version, str], ...]:
         parsed: list[tuple[Version, str]] = []
         for v in self.versions:
             try:
                 parsed.append((Version(v), v))
             except InvalidVersion:
                 continue
+        return tuple(sorted(parsed))
+
+    def nearest(self, version: Version | None) -> Chosen | None:
+        """The release ``version`` is judged by: its own, else the newest shipped below it (else the oldest),
+        with a note saying which; the newest when no version is known."""
+        parsed = self._parsed
         if not parsed:
             return None
-        parsed.sort()
         if version is None:
             return Chosen(self.table(parsed[-1][1]),
                           f"no {self.display} version known: judged by the newest table, {parsed[-1][1]}")

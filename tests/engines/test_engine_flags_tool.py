@@ -188,3 +188,44 @@ def test_the_arg_cpp_scanner_keeps_what_llama_server_keeps() -> None:
     assert by["-kvu"]["negated"] == ["-no-kvu", "--no-kv-unified"] and by["-kvu"]["action"] == "negatable"
     assert by["--mmproj-offload"]["action"] == "store_true"
     assert features["underscore"] is True
+
+
+SERVE_PY = '''
+import click
+
+@click.command("serve")
+@click.argument("model", type=str)
+@click.option("--tensor_parallel_size", "--tp_size", type=int, default=1)
+@click.option("--free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction", type=float, default=0.9)
+@click.option("--backend", type=ChoiceWithAlias(["pytorch", "tensorrt"], {"trt": "tensorrt"}), default="pytorch")
+@click.option("--trust_remote_code", is_flag=True, default=False)
+@click.option("--config", "--extra_llm_api_options", "extra_llm_api_options", type=str, default=None)
+def serve(model, tensor_parallel_size, free_gpu_memory_fraction, backend, trust_remote_code,
+          extra_llm_api_options):
+    pass
+'''
+
+
+def test_trtllm_serve_options_and_clicks_reading() -> None:
+    import flags_trtllm
+
+    from pytest_gpulayout.inputs import click_parser
+    from pytest_gpulayout.inputs.flag_tables import table_of
+
+    entries = flags_trtllm.options(SERVE_PY)
+    t = table_of("trtllm", {"version": "1.0", "prog": "trtllm-serve serve", "options": entries})
+    by = {o.dest: o for o in t.options}
+    assert by["tensor_parallel_size"].flags == ("--tensor_parallel_size", "--tp_size")
+    assert by["extra_llm_api_options"].flags == ("--config", "--extra_llm_api_options")
+    ok = click_parser.parse(t, ["m", "--tp_size=2", "--backend", "trt", "--trust_remote_code"])
+    assert not ok.error and (ok.values["tensor_parallel_size"], ok.values["backend"], ok.values["model"]) == (
+        2, "tensorrt", "m")
+    assert click_parser.parse(t, ["m", "--tp-size", "2"]).error == "Error: No such option: --tp-size"
+    assert click_parser.parse(t, ["m", "--tp_size", "x"]).error == (
+        "Error: Invalid value for '--tp_size': 'x' is not a valid integer.")
+    assert click_parser.parse(t, ["m", "--trust_remote_code=1"]).error == (
+        "Error: Option '--trust_remote_code' does not take a value.")
+    assert click_parser.parse(t, ["m", "--backend", "onnx"]).error == (
+        "Error: Invalid value for '--backend': 'onnx' is not one of 'pytorch', 'tensorrt'.")
+    assert click_parser.parse(t, ["--tp_size", "2"]).error == "Error: Missing argument 'MODEL'."
+    assert click_parser.parse(t, ["m", "--tp_size"]).error == "Error: Option '--tp_size' requires an argument."
