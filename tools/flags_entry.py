@@ -140,6 +140,8 @@ def entry(interp: Interpreter, rec: Recorded) -> dict[str, Any]:
         e["action"] = action
     if isinstance(kw.get("action"), ClassRef):
         custom = custom_action(interp, kw["action"], kw)
+        if kw["action"].name.startswith("Deprecated") and not kw.get("deprecated"):
+            kw["deprecated"] = True  # SGLang's Deprecated*Action, vLLM's DeprecatedLogConfigFileAction
         for key in ("nargs", "const", "default"):
             if key in custom and key not in kw:
                 kw[key] = custom.pop(key)

@@ -192,6 +192,18 @@ def declared_default(hook: FromDataclass) -> Any:
     return run
 
 
+def _abbrev(src: Sources) -> bool:
+    """``allow_abbrev`` of ``prepare_server_args``' parser (argparse's default: on)."""
+    for node in src.tree(SERVER).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "prepare_server_args":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call) and ast.unparse(sub.func).endswith("ArgumentParser"):
+                    for k in sub.keywords:
+                        if k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant):
+                            return bool(k.value.value)
+    return True
+
+
 def _prog(src: Sources) -> str:
     """The ``prog`` of ``prepare_server_args``' parser (argparse's default: the script's name)."""
     for node in src.tree(SERVER).body:
@@ -245,7 +257,7 @@ def extract(src: Sources) -> dict[str, Any]:
     if unknown:
         interp.log.append(f"type functions not read: {unknown}")
     return {"options": entries, "log": interp.log, "prog": _prog(src), "top_prog": "",
-            "human_readable_int": human_readable(src), "platform": "cuda",
+            "human_readable_int": human_readable(src), "platform": "cuda", "allow_abbrev": _abbrev(src),
             "parser": {"file": SERVER, "config": "--config" in src.text(SERVER)}}
 
 

@@ -533,4 +533,5 @@ def extract(src: Sources) -> dict[str, Any]:
     return {"options": entries, "log": interp.log, "parser": features,
             "human_readable_int": human_readable(src), "json_types": kw.dataclasses,
             "type_variants": type_variants(src), "platform": "cuda",
+            "allow_abbrev": serve.kwargs.get("allow_abbrev", True) is not False,
             "prog": "vllm serve", "top_prog": "vllm"}
