@@ -1,4 +1,5 @@
-"""An engine's command line read the way its own parser reads it (``Engine.parse_args``).
+"""An engine's command line read the way its own parser reads it: ``Engine.parse_args`` (spellings only:
+``ParsedArgs``) and each engine's ``cli.resolve`` (the release's whole parser: ``ResolvedArgs``).
 
 vLLM and SGLang parse with ``argparse``: a long option may be shortened to any unambiguous prefix
 (``allow_abbrev``, on in both: ``--tensor-para 2``), ``--flag=value`` and ``--flag value`` are the same,
@@ -8,6 +9,10 @@ and vLLM's ``FlexibleArgumentParser`` also turns ``_`` into ``-`` in the name of
 ``flags/<version>.json``, which ``tools/engine_flags.py`` extracts from the wheel) and its
 spelling rules; this module applies them: every flag comes back under its canonical name (the first
 long spelling: ``--tensor-parallel-size``), with the value it takes and how it was written.
+
+``ResolvedArgs`` is the one answer for a command line: each engine's ``cli.resolve(args, version)`` runs the
+release's own parser, rebuilt from its extracted table (``flag_tables.py``, ``release_parser.py``), and fills it.
+``FlagTable.from_release`` gives the spelling table of the same release for ``ParsedArgs``.
 
 Pure text: nothing here runs or imports an engine.
 """
@@ -23,6 +28,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from packaging.version import InvalidVersion, Version
+
+from pytest_gpulayout.inputs.flag_tables import ReleaseTable
 
 #: argparse's ``_negative_number_matcher``: such a token is a value, not an option
 _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -69,6 +76,30 @@ class FlagTable:
         return cls(engine=engine, release=str(data.get("version", "")), options=MappingProxyType(options),
                    underscores_as_dashes=bool(data.get("underscores_as_dashes", False)),
                    allow_abbrev=bool(data.get("allow_abbrev", True)), prog=prog)
+
+    @classmethod
+    def from_release(cls, table: ReleaseTable, *, engine: str, prog: str, underscores_as_dashes: bool = False,
+                     extra: Mapping[str, Option] | None = None) -> FlagTable:
+        """The spellings of one release's parser (``ReleaseTable``), each under its first long spelling."""
+        options: dict[str, Option] = {}
+        for o in table.options:
+            if o.positional:
+                continue
+            nargs = "0" if o.switch else ("1" if o.nargs is None else ("+" if isinstance(o.nargs, int)
+                                                                       else str(o.nargs)))
+            canonical = next((f for f in o.flags if f.startswith("--")), o.flags[0])
+            opt = Option(canonical, nargs)
+            off = Option(next((f for f in o.negated if f.startswith("--")), o.negated[0]), nargs) if o.negated else opt
+            for name in o.spellings:
+                if name in o.negated:
+                    options.setdefault(name, off)
+                    continue
+                negated = name.startswith("--no-") and name not in o.flags
+                options.setdefault(name, Option(name, nargs) if negated else opt)
+        for name, opt in (extra or {}).items():
+            options.setdefault(name, opt)
+        return cls(engine=engine, release=table.release, options=MappingProxyType(options),
+                   underscores_as_dashes=underscores_as_dashes, allow_abbrev=table.allow_abbrev, prog=prog)
 
     def canonical(self, spelling: str) -> str | None:
         """The canonical name of ``spelling`` (exact or, by the engine's rules, its prefix or ``_``
@@ -195,8 +226,13 @@ class ResolvedArgs:
     memory model read, so that one parse per deployment feeds every check.
 
     ``release``: the release whose table parsed the line (the nearest shipped at or below the one judged;
-    ``release_note`` says so when they differ). ``errors``: the release's own refusals of the line, in its
-    words (argparse's usage errors: unknown or ambiguous flags, bad values, bad choices)."""
+    ``release_note`` says so when they differ). ``errors``: the release's own refusal of the line, in its
+    words: the line it prints before it exits (``vllm serve: error: argument --max-model-len: invalid
+    human_readable_int value: 'x'``; argparse stops at the first), or the exception its front end raises
+    (``ValueError: ...``). ``hints``: what this project adds about a refused flag (the release that removed
+    it, the spelling it may have meant), never the engine's words. ``deprecated``: the flags given that the
+    release marks deprecated. ``args``: the words its argparse received, after the release's own rewriting
+    (vLLM's ``_`` to ``-``, dotted keys, ``-O``, ``--config FILE``)."""
 
     engine: str
     release: str
@@ -204,6 +240,20 @@ class ResolvedArgs:
     given: frozenset[str] = frozenset()
     errors: tuple[str, ...] = ()
     release_note: str = ""
+    hints: tuple[str, ...] = ()
+    deprecated: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """The release accepts the line."""
+        return not self.errors
+
+    def refusal(self) -> str:
+        """The release's refusal and this project's hints, one line (empty when accepted)."""
+        if not self.errors:
+            return ""
+        return "; ".join([self.errors[0].splitlines()[0], *self.hints])
 
     def get(self, dest: str, default: object = None) -> object:
         """The value of ``dest`` (its release default when not given; ``default`` when the release has none)."""

@@ -171,12 +171,15 @@ def test_sglang_statefulset_on_the_host_network_cannot_resolve_its_master() -> N
         "resolve: set spec.template.spec.dnsPolicy: ClusterFirstWithHostNet")
 
 
-def test_production_stack_values_with_a_flag_the_release_dropped() -> None:
-    """values-02 passes --disable-log-requests, which vLLM's latest release no longer has."""
+def test_production_stack_values_with_a_flag_the_release_dropped(tmp_path: Path) -> None:
+    """values-02 passes --disable-log-requests, which vLLM 0.17 - 0.32 refuse and 0.33.0 (the newest table) takes
+    again as the inverse of --enable-log-requests (EnableDisableAction); --swap-space, dropped in 0.18, is refused."""
+    load_artifact(DATA / "production-stack-values-02-basic.yaml", MACHINE)
+    p = _planted(tmp_path, "production-stack-values-02-basic.yaml", '"--disable-log-requests"', '"--swap-space", "4"')
     with pytest.raises(InputError) as err:
-        load_artifact(DATA / "production-stack-values-02-basic.yaml", MACHINE)
+        load_artifact(p, MACHINE)
     assert str(err.value).startswith("servingEngineSpec.modelSpec[llama3]: vllm serve: error: unrecognized "
-                                     "arguments: --disable-log-requests")
+                                     "arguments: --swap-space")
 
 
 def test_lws_sglang_worker_is_read_but_is_the_leaders_engine(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpulayout.engines.registry import ENGINES
+from pytest_gpulayout.engines.sglang import cli as sglang_cli
+from pytest_gpulayout.engines.vllm import cli as vllm_cli
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.engine_args import loopback
 from pytest_gpulayout.manifest.load import load_manifest
@@ -52,9 +54,12 @@ def test_knobs_read_underscore_and_prefix_spellings() -> None:
     assert k.not_modelled == ("--foo_bar",)
 
 
-def test_llamacpp_is_exact() -> None:
+def test_llamacpp_takes_exact_spellings_after_its_underscore_rewrite() -> None:
+    """``common_params_parse_ex`` turns ``_`` into ``-`` in a ``--`` word (every build b9093 - b11434), then
+    wants an exact spelling: no prefixes."""
     assert LLAMACPP.parse_args(["-c", "4096"]).value("--ctx-size") == "4096"
-    assert LLAMACPP.parse_args(["--ctx_size", "4096"]).unknown == ("--ctx_size",)
+    assert LLAMACPP.parse_args(["--ctx_size", "4096"]).value("--ctx-size") == "4096"
+    assert LLAMACPP.parse_args(["--ctx-siz", "4096"]).unknown == ("--ctx-siz",)
 
 
 def test_loopback() -> None:
@@ -93,10 +98,13 @@ def test_manifest_refuses_a_host_beyond_loopback(tmp_path: Path, args: list[str]
 
 
 def test_release_tables_list_the_flags() -> None:
-    root = Path(__file__).parents[2] / "pytest_gpulayout" / "engines"
-    v = json.loads((root / "vllm" / "flags" / "0.33.0.json").read_text())["options"]
-    s = json.loads((root / "sglang" / "flags" / "0.5.23.json").read_text())["options"]
-    assert v["--tensor-parallel-size"] == {"names": ["--tensor-parallel-size", "-tp"], "nargs": "1"}
-    assert v["--enforce-eager"]["nargs"] == "0" and "--no-enforce-eager" in v["--enforce-eager"]["names"]
-    assert s["--tp-size"]["names"] == ["--tp-size", "--tensor-parallel-size"]
-    assert len(v) > 250 and len(s) > 400
+    v = vllm_cli.TABLES.table("0.33.0")
+    s = sglang_cli.TABLES.table("0.5.23")
+    tp = v.option("-tp")
+    assert tp is not None and (tp.flags, tp.dest, tp.type) == (("--tensor-parallel-size", "-tp"),
+                                                                "tensor_parallel_size", "int")
+    eager = v.option("--no-enforce-eager")
+    assert eager is not None and eager.switch and eager.dest == "enforce_eager"
+    tp_size = s.option("--tensor-parallel-size")
+    assert tp_size is not None and tp_size.flags == ("--tp-size", "--tensor-parallel-size")
+    assert len(v.options) > 250 and len(s.options) > 400

@@ -1,12 +1,22 @@
-"""``python -m sglang.launch_server``'s command line as SGLang reads it (``Engine.parse_args``).
+"""SGLang's server command line (``python -m sglang.launch_server`` / ``sglang serve``) as each release reads it.
 
-``sglang/srt/server_args.py`` (0.5.23) ``prepare_server_args`` builds a plain
-``argparse.ArgumentParser(prog="sglang serve")``: ``allow_abbrev`` stays on, so an unambiguous prefix names
-an option (``--tp-si 2``), but ``_`` is not rewritten (``--tp_size`` is an unrecognized argument). The
-options are the ``A[T, Arg(...)]`` fields of ``srt/arg_groups/fields/*.py`` registered by
-``add_cli_args_from_dataclass`` (``--<field>``, ``cli_name``, ``aliases``: ``--tp-size`` /
-``--tensor-parallel-size``) and the ``add_argument`` calls of ``ServerArgs.add_cli_args``, extracted per
-release into ``flags/<version>.json`` by ``tools/engine_flags.py``.
+API:
+
+- ``resolve(args, version) -> ResolvedArgs``: the words after the command through the release's own parser,
+  rebuilt from the table ``tools/engine_flags.py`` extracted from its wheel (``flags/releases.json``: SGLang
+  0.4.6 - 0.5.23, every release on PyPI): ``prepare_server_args`` (``sglang/srt/server_args.py``) builds a plain
+  ``argparse.ArgumentParser`` (``prog`` "sglang serve" from 0.5.10, ``launch_server.py`` before), so
+  ``allow_abbrev`` stays on (``--tp-si 2``) and ``_`` is not rewritten (``--max_running_requests`` is an
+  unrecognized argument). ``--model-path`` is required: pass it as the launcher does. Typed values by
+  destination (``context_length`` takes ``128k`` from 0.5.10: ``human_readable_int``), the release's defaults,
+  and its refusal in its words (``sglang serve: error: ...``). ``--config FILE`` is merged by SGLang's own
+  ``ConfigArgumentMerger``, which is not reproduced: the file's keys are not read, and the result says so.
+- ``table(version) -> FlagTable`` and ``parse(args, version) -> ParsedArgs`` (``Engine.parse_args``): the same
+  release's spellings.
+- ``TABLES``: the packed tables (``inputs/flag_tables.py``), read on first use.
+
+The options are ``ServerArgs.add_cli_args``'s ``add_argument`` calls (to 0.5.13) and, from 0.5.14, the
+``A[T, Arg(...)]`` fields ``add_cli_args_from_dataclass`` (``srt/arg_groups/arg_utils.py``) registers.
 """
 
 from __future__ import annotations
@@ -18,19 +28,57 @@ from types import MappingProxyType
 
 from packaging.version import Version
 
-from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, parse_args, release_table
+from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, ResolvedArgs, parse_args
+from pytest_gpulayout.inputs.flag_tables import ReleaseTables
+from pytest_gpulayout.inputs.release_parser import parse as run_parser
+from pytest_gpulayout.inputs.resolved import resolved
 
-RELEASES = Path(__file__).with_name("flags")
+TABLES = ReleaseTables("sglang", "SGLang", Path(__file__).with_name("flags") / "releases.json")
 _EXTRA = MappingProxyType({"-h": Option("--help", "0"), "--help": Option("--help", "0")})
+_REQUIRED = "error: the following arguments are required"
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=16)
+def _flag_table(release: str) -> FlagTable:
+    t = TABLES.table(release)
+    return FlagTable.from_release(t, engine="SGLang", prog=t.prog or "sglang serve", extra=_EXTRA)
+
+
 def table(version: Version | None = None) -> FlagTable:
-    path = release_table(RELEASES, version)
-    if path is None:  # pragma: no cover - the package ships the tables
+    chosen = TABLES.nearest(version)
+    if chosen is None:  # pragma: no cover - the package ships the tables
         return FlagTable(engine="SGLang", release="", options=_EXTRA, complete=False, prog="sglang serve")
-    return FlagTable.from_json(path, engine="SGLang", prog="sglang serve", extra=_EXTRA)
+    return _flag_table(chosen.table.release)
 
 
 def parse(args: Sequence[str], version: Version | None = None) -> ParsedArgs:
     return parse_args(args, table(version))
+
+
+def _without_config(args: Sequence[str]) -> tuple[list[str], bool]:
+    """``args`` less ``--config FILE`` (SGLang merges the file's keys before argparse sees them)."""
+    out = list(args)
+    if "--config" not in out:
+        return out, False
+    i = out.index("--config")
+    del out[i:i + 2]
+    return out, True
+
+
+def resolve(args: Sequence[str], version: Version | None = None) -> ResolvedArgs:
+    """``args`` as SGLang ``version`` resolves them (see the module docstring)."""
+    chosen = TABLES.nearest(version)
+    if chosen is None:  # pragma: no cover - the package ships the tables
+        return ResolvedArgs(engine="sglang", release="", errors=("no SGLang flag tables shipped",))
+    words, had_config = _without_config(args)
+    outcome = run_parser(chosen.table, words)
+    result = resolved("sglang", chosen, TABLES, outcome, words)
+    if had_config:
+        note = "--config FILE: SGLang merges the file's keys before parsing; they are not read here"
+        if result.errors and _REQUIRED in result.errors[0]:
+            return ResolvedArgs(engine=result.engine, release=result.release, release_note=result.release_note,
+                                hints=(note,), args=result.args)
+        return ResolvedArgs(engine=result.engine, release=result.release, values=result.values,
+                            given=result.given, errors=result.errors, release_note=result.release_note,
+                            hints=(*result.hints, note), deprecated=result.deprecated, args=result.args)
+    return result

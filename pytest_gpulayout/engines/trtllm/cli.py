@@ -1,4 +1,14 @@
-"""``trtllm-serve serve``'s command line as TensorRT-LLM reads it (``Engine.parse_args``).
+"""``trtllm-serve serve``'s command line as TensorRT-LLM reads it.
+
+API:
+
+- ``resolve(args, version) -> ResolvedArgs``: the words after ``trtllm-serve serve`` read as click does
+  (``inputs/click_parser.py``) with the release's options, from ``flags/releases.json`` when
+  ``tools/engine_flags.py trtllm --serve-py tensorrt_llm/commands/serve.py --version X`` has extracted that
+  release's. No release ships one yet (no release tag of the repository could be read where the tables were
+  made): until then the options are those of the hand table below, an option it does not list is not
+  judged, and ``release_note`` says so.
+- ``table(version) -> FlagTable`` / ``parse(args, version) -> ParsedArgs`` (``Engine.parse_args``): spellings.
 
 ``tensorrt_llm/commands/serve.py`` declares its options with click: each option is matched by one of its
 exact spellings (click takes no prefixes and does not rewrite ``_`` to ``-``), ``--flag=value`` and
@@ -12,11 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
 
 from packaging.version import Version
 
 from pytest_gpulayout.engines.trtllm.flags import KNOB_FLAGS, PARALLEL_FLAGS, VALUE_FLAGS, YAML_FLAGS
-from pytest_gpulayout.inputs.engine_args import FlagTable, ParsedArgs, hand_table, parse_args
+from pytest_gpulayout.inputs import click_parser
+from pytest_gpulayout.inputs.engine_args import FlagTable, ParsedArgs, ResolvedArgs, hand_table, parse_args
+from pytest_gpulayout.inputs.flag_tables import ReleaseTables
+from pytest_gpulayout.inputs.resolved import resolved
+
+TABLES = ReleaseTables("trtllm", "TensorRT-LLM", Path(__file__).with_name("flags") / "releases.json")
 
 #: spellings of one option (``serve.py``'s click declarations), each taking one value
 _ALIASES: tuple[tuple[str, ...], ...] = (
@@ -45,3 +62,18 @@ def table() -> FlagTable:
 
 def parse(args: Sequence[str], version: Version | None = None) -> ParsedArgs:
     return parse_args(args, table())
+
+
+def resolve(args: Sequence[str], version: Version | None = None) -> ResolvedArgs:
+    """``args`` as TensorRT-LLM ``version`` reads them (see the module docstring)."""
+    chosen = TABLES.nearest(version)
+    if chosen is not None:
+        return resolved("trtllm", chosen, TABLES, click_parser.parse(chosen.table, args), args)
+    parsed = parse(args, version)
+    values = {g.flag.lstrip("-"): g.value for g in parsed.given}
+    if parsed.positionals:
+        values["model"] = parsed.positionals[0]
+    return ResolvedArgs(engine="trtllm", release="", values=MappingProxyType(values),
+                        given=frozenset(values), errors=tuple(parsed.errors),
+                        release_note="no trtllm-serve table extracted from a release: the options this project "
+                                     "knows are read, any other is not judged", args=tuple(args))
