@@ -14,6 +14,7 @@ chooses it once).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,15 +23,17 @@ from typing import TYPE_CHECKING, Protocol
 from packaging.version import InvalidVersion, Version
 
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.placement import Placement, PlacementError, place
+from pytest_gpulayout.refusals import Judged, Layout
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -241,8 +244,11 @@ class Engine(MemoryEngine, Protocol):
         """The engine plans its own layouts (llama.cpp: split modes and ratios, not TP/PP/DP)."""
         ...
 
-    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
-        """What a launch's flags and variables change for the checks."""
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
+        """What a launch's flags (``launch.args``) and variables change for the checks, the flags read with
+        release ``version``'s spellings; ``typed``: what that release's parser made of the whole command line
+        (``ResolvedArgs.values``), where a knob's number comes from."""
         ...
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
@@ -306,6 +312,21 @@ class Engine(MemoryEngine, Protocol):
         """``args`` read as the engine's own parser reads them (``inputs/engine_args.py``): each flag under its
         canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
 
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        """The words after the entry point as release ``version``'s own front end resolves them: typed values
+        by destination, its defaults, its refusal in its words (``engines/<name>/cli.py resolve``)."""
+        ...
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        """``model`` as the release serves it with ``args`` on those GPUs (vLLM: the dtype it resolves, a
+        float32 fallback's weight bytes); the model unchanged where nothing differs."""
+        ...
+
+    def config_check(self, s: Subject) -> Judged | None:
+        """The release's config-time refusals of ``s`` (``engines/<name>/config_checks.py``: the ledger's rules
+        over ``s.args``), and what it could not judge; None where none are modelled for this engine."""
+        ...
+
     # -- the GPU generation and the release (``generation.py``) -------------------------------------
     def generation_refusals(self, s: Subject) -> GenerationVerdict:
         """What the release refuses to build for ``s`` on its GPUs' compute capability (quantization method,
@@ -353,6 +374,9 @@ class Subject:
     version: Version
     version_source: str            # pinned | installed | assumed latest known
     knobs: LaunchKnobs
+    #: the command line as the release's front end resolves it: the one parse of this deployment
+    #: (``Engine.resolve_args`` of ``command_words``); ``model`` is the model as the release serves it with it
+    args: ResolvedArgs
 
     @cached_property
     def _placement(self) -> Placement | PlacementError:
@@ -394,11 +418,52 @@ class Subject:
         return r
 
 
+#: what the launcher adds to every launch (the address it listens on), never a deployment's to judge
+_LAUNCHER_FLAGS = frozenset({"--host", "--port"})
+
+
+def command_words(engine: Engine, dep: Deployment, version: Version) -> list[str]:
+    """The words after the entry point that ``dep`` runs its engine with, as the front end sees them: an
+    artifact's own line as written (``dep.origin.args``), else what a launch of it passes (its keys as the
+    engine's flags, then ``launch.args``; ``Engine.launch_argv`` without its entry point)."""
+    if dep.origin is not None and dep.origin.args:
+        return list(dep.origin.args)
+    command = list(dep.launch.command) if dep.launch.command else engine.default_command(version, sys.executable)
+    try:
+        argv = engine.launch_argv(dep, dep.model, 0, version)[len(command):]
+    except LaunchError:  # a layout the launcher refuses to start (its own finding says so): the flags given
+        return list(dep.launch.args)
+    out: list[str] = []  # without the launcher's own --host / --port (a manifest cannot set them)
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _LAUNCHER_FLAGS:
+            skip = True
+        else:
+            out.append(word)
+    return out
+
+
 def resolve(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST, *,
             engine: Engine) -> Subject:
     """``dep`` with its engine object (chosen once, by the caller that holds the registry), the release
-    its defaults are taken for, and the knobs of its ``launch.args`` / ``launch.env`` over the host's
-    variables (the engine inherits the host's environment with ``launch.env`` on top)."""
+    its defaults are taken for, its command line through that release's front end (once), the model as the
+    release serves it with that line on these GPUs, and the knobs of its ``launch.args`` / ``launch.env`` over
+    the host's variables (the engine inherits the host's environment with ``launch.env`` on top)."""
     version, source = resolve_version(engine, dep.engine_version, host)
-    knobs = engine.knobs(dep.launch.args, {**host.env, **dep.launch.env})
-    return Subject(dep, machine, model, host, engine, version, source, knobs)
+    args = engine.resolve_args(command_words(engine, dep, version), version)
+    env = {**host.env, **dep.launch.env}
+    knobs = engine.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
+    served = engine.as_served(model, args, layout_of(dep, machine), version)
+    return Subject(dep, machine, served, host, engine, version, source, knobs, args)
+
+
+def layout_of(dep: Deployment, machine: Machine) -> Layout:
+    """The deployment's sizes on the GPUs it is placed on (``refusals.Layout``; the machine's GPUs where it
+    cannot be placed, so a rule that reads the GPU still has one)."""
+    try:
+        gpus = [machine.gpu(i) for i in place(dep, machine).gpus]
+    except PlacementError:
+        gpus = list(machine.gpus)
+    return Layout.of(dep, gpus)

@@ -76,6 +76,9 @@ class KnobFlag:
     kind: type = int          # int: takes a number; str: takes a word; bool: a switch (no value)
     #: for bool knobs, the value the flag sets
     value: Any = True
+    #: where the release's parser stores it, where that is not the flag's own name (SGLang 0.5.14's
+    #: --cuda-graph-max-bs: cuda_graph_max_bs_decode)
+    dest: str = ""
 
 
 def _int(flag: str, text: str, where: str) -> int:
@@ -85,14 +88,23 @@ def _int(flag: str, text: str, where: str) -> int:
         raise InputError(f"{flag} needs a whole number, not {text!r}", key=where) from None
 
 
+def dest_of(flag: str) -> str:
+    """argparse's destination for a long option (``--max-num-seqs`` -> ``max_num_seqs``)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
 def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[str, KnobFlag],
                neutral: frozenset[str], value_flags: frozenset[str], env_knobs: Mapping[str, str],
-               env_not_modelled: frozenset[str] = frozenset(), where: str = "launch.args") -> LaunchKnobs:
-    """Parse ``args`` (``--flag value`` or ``--flag=value``) with the engine's tables.
+               env_not_modelled: frozenset[str] = frozenset(), where: str = "launch.args",
+               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
+    """Read ``args`` (``--flag value`` or ``--flag=value``, in the engine's canonical spellings) with the
+    engine's tables.
 
     ``flags``: modelled flags; ``neutral``: flags that change nothing the checks judge;
     ``value_flags``: neutral or unknown flags known to take a value (so the value is not mistaken
-    for a flag); ``env_knobs``: variable -> knob field read from ``env``.
+    for a flag); ``env_knobs``: variable -> knob field read from ``env``. ``typed``: the values the release's
+    own parser made of the deployment's command line, by destination (``ResolvedArgs.values``: ``32k`` is
+    32000 where the release reads human-readable numbers); a knob takes its number from there first.
     """
     values: dict[str, Any] = {"env": MappingProxyType(dict(env))}
     given: dict[str, str | None] = {}
@@ -123,7 +135,8 @@ def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[st
         elif spec.kind is str:
             values[spec.knob] = value.strip().lower()
         else:
-            values[spec.knob] = _int(name, value, where)
+            got = (typed or {}).get(spec.dest or dest_of(name))
+            values[spec.knob] = got if isinstance(got, int) and not isinstance(got, bool) else _int(name, value, where)
     for var, knob in env_knobs.items():
         if env.get(var):
             values[knob] = env[var]

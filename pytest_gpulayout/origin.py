@@ -56,6 +56,8 @@ class Origin:
     source: str
     #: the engine's entry as written (``vllm serve``, ``python -m sglang.launch_server``)
     entry: str
+    #: the words after the entry, as the artifact runs them: what the release's front end judges
+    args: tuple[str, ...] = ()
     #: the pod (or compose service) that runs it: what the ``deploy`` check reads; None for a bare command line
     pod: Pod | None = None
     #: how the command line spans nodes: ``--nnodes`` (None: not given), the data-parallel ranks on this node

@@ -31,7 +31,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from packaging.version import Version
 
 from pytest_gpulayout.deployment import ParallelShape
@@ -154,6 +153,8 @@ def _engine_file(engine: str, name: str) -> str:
 def parse_classes(text: str, *, where: str = CLASSES_FILE) -> tuple[ClassPattern, ...]:
     """The classification file's items, in order (see ``ClassPattern``). A malformed item is a ValueError
     naming the file and the item."""
+    import yaml  # here: importing the checks (manifest/, the engines) costs no YAML until a ledger is read
+
     items = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []  # noqa: S506 - a safe loader
     if not isinstance(items, list):
         raise ValueError(f"{where}: expected a list of items")

@@ -17,6 +17,7 @@ from pytest_gpulayout.engine import Amend, Engine, Omit, Override, Replace
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.rules.balance import BALANCE
 from pytest_gpulayout.rules.cluster import CLUSTER
+from pytest_gpulayout.rules.config import CONFIG
 from pytest_gpulayout.rules.deploy import DEPLOY
 from pytest_gpulayout.rules.heads import HEADS
 from pytest_gpulayout.rules.kv_pool import KV_POOL
@@ -25,7 +26,7 @@ from pytest_gpulayout.rules.placement import PLACEMENT
 from pytest_gpulayout.rules.startup import STARTUP
 
 #: Every check, in the order findings are reported.
-CHECKS: tuple[Check, ...] = (PLACEMENT, HEADS, BALANCE, LINKS, KV_POOL, CLUSTER, STARTUP, DEPLOY)
+CHECKS: tuple[Check, ...] = (CONFIG, PLACEMENT, HEADS, BALANCE, LINKS, KV_POOL, CLUSTER, STARTUP, DEPLOY)
 BY_NAME: Mapping[str, Check] = MappingProxyType({c.name: c for c in CHECKS})
 CHECK_NAMES: tuple[str, ...] = tuple(BY_NAME)
 #: the checks that start no process (the planner's), in order

@@ -273,4 +273,5 @@ def _number(f: Finding) -> str:
 #: a pool for a layout the engine refuses to build is not a verdict: the numbers stay, the pass does not
 KV_POOL = Rule(CHECK, "The KV pool predicted the way the engine release computes it, against require.kv_tokens / "
                "require.concurrency.", KvPoolFacts, check_kv_pool, _number,
-               gates=(Gate("heads", fails, Then.NOT_JUDGED, "the engine refuses this layout"),))
+               gates=(Gate("config", fails, Then.NOT_JUDGED, "the engine refuses this command line"),
+                      Gate("heads", fails, Then.NOT_JUDGED, "the engine refuses this layout")))

@@ -92,7 +92,8 @@ class StartupCheck:
                      "allocated from its log, stop it, and leave nothing behind.")
     facts: type[Facts] = StartupFacts
     #: a layout the engine would refuse is not launched
-    gates: tuple[Gate, ...] = (Gate("placement", fails, Then.SKIP), Gate("heads", fails, Then.SKIP),
+    gates: tuple[Gate, ...] = (Gate("config", fails, Then.SKIP), Gate("placement", fails, Then.SKIP),
+                               Gate("heads", fails, Then.SKIP),
                                Gate("kv_pool", _refused_at_config, Then.SKIP))
     static: bool = False
 
@@ -104,7 +105,8 @@ class StartupCheck:
         return None if ctx.options.launch or s.dep.launch.enabled else not_launched()
 
     def blocked(self, blocker: Finding, gate: Gate) -> Finding:
-        return not_launched(f"{blocker.check} fails, the engine would refuse the layout: {blocker.message}")
+        what = "command line" if blocker.check == "config" else "layout"
+        return not_launched(f"{blocker.check} fails, the engine would refuse the {what}: {blocker.message}")
 
     def run(self, s: Subject, ctx: Context) -> Finding:
         dep = s.dep

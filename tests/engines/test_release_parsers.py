@@ -252,4 +252,4 @@ def test_llamacpp_reads_words_as_common_params_parse_ex_does() -> None:
     r = llamacpp.resolve(["-m", "x.gguf", "-c", "4096"], b, env=env)
     assert (r.get("ctx_size"), r.get("parallel")) == (4096, 2)  # the command line wins over the variable
     between = llamacpp.resolve(["-m", "x.gguf"], v("11200"))
-    assert between.release == "11003" and "nearest release below" in between.release_note
+    assert between.release == "b11003" and "nearest release below" in between.release_note

@@ -71,7 +71,7 @@ def test_header_ids_and_summary(project):
     # startup is opt-in: skipped with the reason
     assert f"{SUITE}/test_startup.py::test_startup[qwen3-8b-tp2] SKIPPED" in out
     ids = [line.split(" ")[0] for line in out.splitlines() if line.startswith(SUITE) and "%]" in line]
-    checks = ["placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
+    checks = ["config", "placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
     assert ids == [f"{SUITE}/test_{c}.py::test_{c}[{d}]" for d in ("qwen3-8b-tp2", "qwen3-8b-pp2") for c in checks]
     # terminal summary: one table, deployment x check
     summary = out[out.index("= gpulayout ="):]
@@ -232,18 +232,18 @@ def test_a_partial_run_is_incomplete_never_pass(project, tmp_path):
     result.assert_outcomes(passed=2)                      # pytest's own outcome is unchanged
     data = json.loads(report.read_text())
     assert data["status"] == "incomplete"
-    others = ["placement", "balance", "links", "kv_pool", "cluster", "startup"]
+    others = ["config", "placement", "balance", "links", "kv_pool", "cluster", "startup"]
     assert data["not_run"] == {"qwen3-8b-pp2": others, "too-big": others}
     big = data["deployments"]["too-big"]
     assert big["status"] == "incomplete" and big["not_run"] == others
     assert big["checks"]["heads"]["status"] == "pass"
     text = html.read_text()
     assert 'data-overall="incomplete"' in text and 'data-verdict="pass"' not in text
-    assert 'data-status="not run"' in text and "12 checks did not run" in text
+    assert 'data-status="not run"' in text and "14 checks did not run" in text
     out = result.stdout.str()
     summary = out[out.index("= gpulayout ="):]
     assert "incomplete" in summary and " pass \n" not in summary
-    assert "gpulayout: incomplete: 12 checks did not run" in out
+    assert "gpulayout: incomplete: 14 checks did not run" in out
 
 
 def test_a_run_stopped_by_x_keeps_its_fail_and_lists_what_did_not_run(project, tmp_path):
@@ -280,9 +280,9 @@ def test_manifest_option_accepts_a_deployment_artifact(pytester: pytest.Pytester
     assert f"{SUITE}/test_heads.py::test_heads[Deployment/qwen/vllm] PASSED" in out
     assert result.ret == 0
     # the whole suite: deploy is one of its checks, so TP=2 without a /dev/shm volume fails here as it does in
-    # `gpulayout check k8s.yaml` (issue 28: pytest said "5 passed, 2 skipped", the CLI "fail deploy")
+    # `gpulayout check k8s.yaml` (issue 28: pytest said "5 passed, 2 skipped", the CLI "fail deploy"; config passes)
     whole = pytester.runpytest("--gpulayout", "--gpulayout-manifest", "k8s.yaml", "--gpulayout-machine",
                                "two-l4.yaml", "-p", "no:cacheprovider", "-rf")
-    whole.assert_outcomes(passed=5, skipped=2, failed=1, warnings=1)
+    whole.assert_outcomes(passed=6, skipped=2, failed=1, warnings=1)
     assert f"FAILED {SUITE}/test_deploy.py::test_deploy[Deployment/qwen/vllm]" in whole.stdout.str()
     assert "Deployment/qwen/vllm: spec.template.spec.volumes has no /dev/shm" in whole.stdout.str()

@@ -18,7 +18,7 @@ import pytest
 
 DATA = Path(__file__).parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]
-CHECKS = ["placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
+CHECKS = ["config", "placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
 SUITE = "pytest_gpulayout/checks"
 
 MANIFEST = """\
@@ -67,7 +67,7 @@ def test_the_ids_are_manifest_deployment_check(pytester: pytest.Pytester):
     _project(pytester.path)
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE)
     assert _ran(result) == _ids("qwen3-8b-tp2", "qwen3.5-pp2")  # the manifest's order, a deployment's checks together
-    result.assert_outcomes(passed=10, skipped=4, warnings=1)
+    result.assert_outcomes(passed=12, skipped=4, warnings=1)
     # the warning is reported under the check's id; it points at the deployment's line in the manifest
     assert re.search(re.escape(_id("qwen3-8b-tp2", "links")) + r"\n.*gpulayout\.yaml:9: GpuLayoutWarning",
                      result.stdout.str()), result.stdout.str()
@@ -115,7 +115,7 @@ def test_k_selects_a_check_across_deployments(pytester: pytest.Pytester):
     _project(pytester.path)
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "-k", "kv_pool")
     assert _ran(result) == _ids("qwen3-8b-tp2", "qwen3.5-pp2", checks=["kv_pool"])
-    result.assert_outcomes(passed=2, deselected=12)
+    result.assert_outcomes(passed=2, deselected=14)
     by_deployment = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "-k", "qwen3-8b-tp2 and not startup")
     assert _ran(by_deployment) == _ids("qwen3-8b-tp2", checks=CHECKS[:-1])
 
@@ -126,7 +126,7 @@ def test_deselect_a_deployment_or_a_check(pytester: pytest.Pytester, tmp_path: P
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "--deselect", "gpulayout.yaml::qwen3-8b-tp2",
                                 "--deselect", _id("qwen3.5-pp2", "startup"), f"--gpulayout-report={report}")
     assert _ran(result) == _ids("qwen3.5-pp2", checks=CHECKS[:-1])
-    result.assert_outcomes(passed=5, skipped=1, deselected=8)
+    result.assert_outcomes(passed=6, skipped=1, deselected=9)
     # what did not run is listed (item 10): a deselected check keeps a deployment from passing
     assert json.loads(report.read_text())["not_run"] == {"qwen3-8b-tp2": CHECKS, "qwen3.5-pp2": ["startup"]}
 
@@ -136,7 +136,7 @@ def test_marker_leaves_the_checks_out(pytester: pytest.Pytester):
     pytester.makepyfile(test_mine="def test_mine():\n    pass\n")
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "-m", "not gpulayout")
     assert _ran(result) == ["test_mine.py::test_mine"]
-    result.assert_outcomes(passed=1, deselected=14)
+    result.assert_outcomes(passed=1, deselected=16)
 
 
 def test_a_users_test_links_py_next_to_the_manifest_does_not_collide(pytester: pytest.Pytester):
@@ -213,8 +213,9 @@ def test_a_llamacpp_deployment_has_its_engines_checks(pytester: pytest.Pytester)
     for name in ("gpulayout.yaml", "machine.yaml", "qwen2.5-32b-q4_k_m.header.gguf"):
         shutil.copy(example / name, pytester.path / name)
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "gpulayout.yaml::layer-3-1")
-    assert _ran(result) == _ids("layer-3-1", checks=["placement", "heads", "balance", "links", "kv_pool", "startup"])
-    result.assert_outcomes(passed=5, skipped=1)
+    assert _ran(result) == _ids("layer-3-1", checks=["config", "placement", "heads", "balance", "links", "kv_pool",
+                                                    "startup"])
+    result.assert_outcomes(passed=6, skipped=1)
 
 
 def test_a_users_own_test_with_the_check_fixtures_runs_once_per_deployment(pytester: pytest.Pytester):
@@ -227,4 +228,4 @@ def test_a_users_own_test_with_the_check_fixtures_runs_once_per_deployment(pytes
         """)
     result = pytester.runpytest("--gpulayout", "-v", *NO_CACHE, "test_pool.py", "-k", "test_pool")
     assert _ran(result) == ["test_pool.py::test_pool[qwen3-8b-tp2]", "test_pool.py::test_pool[qwen3.5-pp2]"]
-    result.assert_outcomes(passed=2, deselected=14)
+    result.assert_outcomes(passed=2, deselected=16)

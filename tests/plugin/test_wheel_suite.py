@@ -51,7 +51,7 @@ def test_a_wheel_built_from_the_tree_runs_its_suite_in_an_empty_folder(tmp_path:
                        capture_output=True, text=True, env=env, timeout=180)
     out = r.stdout + r.stderr
     ran = re.findall(r"^(\S+::\S+) (PASSED|SKIPPED|FAILED)", r.stdout, re.M)
-    checks = ["placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
+    checks = ["config", "placement", "heads", "balance", "links", "kv_pool", "cluster", "startup"]
     assert [i for i, _ in ran] == [f"pytest_gpulayout/checks/test_{c}.py::test_{c}[qwen3-8b-tp2]" for c in checks], out
     assert r.returncode == 0, out
     # the suite it ran is the installed one

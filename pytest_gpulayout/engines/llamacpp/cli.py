@@ -117,7 +117,9 @@ def resolve(args: Sequence[str], version: Version | None = None, *,
     underscore = bool(t.parser.get("underscore"))
 
     def done(error: str = "") -> ResolvedArgs:
-        return ResolvedArgs(engine="llamacpp", release=t.release, values=MappingProxyType(values if not error else {}),
+        # llama.cpp spells its releases as build tags (b11434); the tables key them by number
+        return ResolvedArgs(engine="llamacpp", release=f"b{t.release}",
+                            values=MappingProxyType(values if not error else {}),
                             given=frozenset(given) if not error else frozenset(), errors=(error,) if error else (),
                             release_note=chosen.note, args=tuple(args))
 

@@ -22,10 +22,12 @@ from pytest_gpulayout.engines.llamacpp.flags import (
 from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import Host
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.memory.common import MemoryUnknown
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_to_last_stages
+from pytest_gpulayout.refusals import Judged, Layout
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -129,8 +131,18 @@ class LlamaCppEngine:
     def has_own_planner(self) -> bool:
         return True
 
-    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         return LaunchKnobs(env=MappingProxyType(dict(env)))
+
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        return cli.resolve(args, version)
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        return model  # the GGUF's own tensor types
+
+    def config_check(self, s: Subject) -> Judged | None:
+        return None  # its checks of the line's values are its own (checks.py)
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
         """One process holds every expert whole (its layer split is by memory, not TP ranks)."""

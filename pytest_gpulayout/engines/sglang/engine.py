@@ -26,9 +26,10 @@ from pytest_gpulayout.engine import (
     Override,
     RayCluster,
     ShardLayout,
+    layout_of,
     parse_version,
 )
-from pytest_gpulayout.engines.sglang import budget, cli, divisibility, generation, launch
+from pytest_gpulayout.engines.sglang import budget, cli, config_checks, divisibility, generation, launch
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal, vision_tower_factor
 from pytest_gpulayout.engines.sglang.prefill_graphs import (
@@ -38,10 +39,12 @@ from pytest_gpulayout.engines.sglang.prefill_graphs import (
     prefill_graphs_off,
 )
 from pytest_gpulayout.host import Host
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_to_last_stages
+from pytest_gpulayout.refusals import Judged, Layout
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -229,6 +232,19 @@ KNOB_FLAGS: Mapping[str, KnobFlag] = {
     "--max-running-requests": KnobFlag("max_num_seqs"),
     "--page-size": KnobFlag("block_size"),
 }
+#: 0.5.14 split the decode graphs' batch from the prefill's: --cuda-graph-max-bs became a deprecated spelling of
+#: --cuda-graph-max-bs-decode (dest cuda_graph_max_bs_decode) until 0.5.20 removed it (server_args.py, the
+#: release tables in flags/releases.json)
+CUDA_GRAPH_BS_SPLIT = Version("0.5.14")
+
+
+def knob_flags(version: Version | None) -> Mapping[str, KnobFlag]:
+    """The flags the checks model, as release ``version`` spells them."""
+    if version is None or version < CUDA_GRAPH_BS_SPLIT:
+        return KNOB_FLAGS
+    decode = KnobFlag("cuda_graph_max_bs", dest="cuda_graph_max_bs_decode")
+    return {**{k: v for k, v in KNOB_FLAGS.items() if k != "--cuda-graph-max-bs"},
+            "--cuda-graph-max-bs-decode": decode, "--cuda-graph-max-bs": decode}
 #: Flags the prefill-graph rule and ``serves_multimodal`` read from ``LaunchKnobs.given``, their whole effect on
 #: the checks (the others they read, ``--enable-dp-attention``, ``--dcp-size`` ..., stay not modelled).
 GIVEN_MODELLED = frozenset({
@@ -368,11 +384,21 @@ class SglangEngine:
     def has_own_planner(self) -> bool:
         return False
 
-    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
-        """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
-        args = self.parse_args(args).canonical_args()  # every spelling the engine takes, by its name
-        return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED)
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
+        """What ``args`` and ``env`` change for the checks (``knob_flags(version)``, ``ENV_KNOBS``)."""
+        args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
+        return read_knobs(args, env, flags=knob_flags(version), neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
+                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
+
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        return cli.resolve(args, version)
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        return model  # its dtype resolution is not extracted (the checkpoint's is assumed)
+
+    def config_check(self, s: Subject) -> Judged | None:
+        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version)
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
         return divisibility.expert_layout(tp, dp, expert_parallel)

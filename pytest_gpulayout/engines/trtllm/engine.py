@@ -29,8 +29,10 @@ from pytest_gpulayout.engines.trtllm import budget, cli, divisibility, flags, la
 from pytest_gpulayout.engines.trtllm.checks import OVERRIDES
 from pytest_gpulayout.engines.trtllm.defaults import LATEST_KNOWN, SEQ_LEN_LOWERED_TEXT, default_fraction
 from pytest_gpulayout.host import Host
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
+from pytest_gpulayout.refusals import Judged, Layout
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -161,9 +163,19 @@ class TrtLlmEngine:
     def has_own_planner(self) -> bool:
         return False
 
-    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         """``--max_num_tokens``, ``--max_batch_size`` and the ``--extra_llm_api_options`` YAML on top."""
         return flags.knobs(args, env)
+
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        return cli.resolve(args, version)
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        return model
+
+    def config_check(self, s: Subject) -> Judged | None:
+        return None  # its Mapping refusals are amended into heads (checks.py)
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
         return divisibility.expert_layout(tp, dp, expert_parallel)

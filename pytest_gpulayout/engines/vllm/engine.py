@@ -6,6 +6,7 @@ vllm==X``, unzipped).
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -23,14 +24,18 @@ from pytest_gpulayout.engine import (
     Override,
     RayCluster,
     ShardLayout,
+    layout_of,
     parse_version,
 )
-from pytest_gpulayout.engines.vllm import cli, divisibility, generation, launch
+from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch
+from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
 from pytest_gpulayout.host import Host
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_last
+from pytest_gpulayout.refusals import Judged, Layout
 from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
@@ -51,6 +56,9 @@ from pytest_gpulayout.engines.vllm.defaults import (
     VALUE_FLAGS,
     gpu_memory_utilization,
 )
+
+#: config-time refusals the ``heads`` check answers itself, with the sizes that divide (rules/heads.py)
+JUDGED_BY_HEADS = frozenset({"vllm.model.heads_divisible_by_tp", "vllm.model.ep_needs_experts"})
 
 
 class VllmEngine:
@@ -162,11 +170,31 @@ class VllmEngine:
     def has_own_planner(self) -> bool:
         return False
 
-    def knobs(self, args: Sequence[str], env: Mapping[str, str]) -> LaunchKnobs:
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
-        args = self.parse_args(args).canonical_args()  # every spelling the engine takes, by its name
+        args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED)
+                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
+
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        return cli.resolve(args, version)
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        """The dtype ``--dtype`` resolves to on these GPUs (``dtype.resolve_dtype``): a float32 fallback (a
+        model type that refuses float16 on a GPU without bfloat16) serves twice the weight bytes."""
+        asked = args.get("dtype") if args.ok else None
+        res = resolve_dtype(model, requested=str(asked) if asked else None, version=version,
+                            cc=layout.compute_capability, gpu_name=layout.gpu_name)
+        if res.served is None or res.refusal is not None or res.served == res.checkpoint:
+            return model
+        return dataclasses.replace(model, served_dtype=res.served)
+
+    def config_check(self, s: Subject) -> Judged | None:
+        """The config-time refusals but those ``heads`` judges with the layouts that work (heads % TP, expert
+        parallel on a dense model: ``JUDGED_BY_HEADS``), so one cause fails one check."""
+        judged = config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env)
+        return Judged(tuple(r for r in judged.refusals if r.rule not in JUDGED_BY_HEADS), judged.not_judged)
 
     def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
         return divisibility.expert_layout(tp, dp, expert_parallel)

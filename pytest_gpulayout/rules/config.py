@@ -1,0 +1,96 @@
+"""``config``: the engine's front door. Does this release take the command line, and does its configuration
+stage accept what the line, the model and the layout make of it?
+
+A launch that the release refuses before it sizes any memory is the commonest false pass: a flag the release
+removed (``--swap-space`` after vLLM 0.17.1), misspelt or ambiguous (``--max-num``), a switch given a value
+(``--enforce-eager=true``), a batch smaller than ``max_num_seqs``, EPLB without expert parallel, PP on a model
+class without ``SupportsPP``. The line is the deployment's (its keys as the engine's flags, then
+``launch.args``; an artifact's own line as written), read once by the release's own parser
+(``Subject.args``: ``engines/<name>/cli.py resolve``, rebuilt from the wheel's tables). Its refusal is the
+release's argparse line, word for word; a config-time refusal is the release's exception with its values
+filled in and its ``file:line`` (``engines/<name>/config_checks.py``, over the ledger of every ``raise`` of
+its config classes: ``tools/config_ledger.py``). What the rules could not judge is said, never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_gpulayout.check import Rule
+from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.findings import Facts, Finding, Status, failed, passed, register_facts
+
+CHECK = "config"
+
+
+@register_facts("config")
+@dataclass(frozen=True)
+class ConfigFacts(Facts):
+    """What the release made of the command line. ``release``: the release whose parser and rules judged it
+    (``release_note``: the nearest one shipped below the release asked for, where it is not that one)."""
+
+    release: str
+    accepted: bool
+    refusals: tuple[str, ...] = ()
+    not_judged: tuple[str, ...] = ()
+    deprecated: tuple[str, ...] = ()
+    release_note: str = ""
+    command: tuple[str, ...] = ()
+
+
+def _sentence(text: str) -> str:
+    """``text`` ending as a sentence ends (the engine's words keep their own final mark)."""
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def _where(s: Subject) -> str:
+    origin = s.dep.origin
+    return f"the command line in {origin.source}" if origin is not None else "launch.args (or the key it sets)"
+
+
+def check_config(s: Subject) -> Finding:
+    a, engine = s.args, s.engine
+    who = f"{engine.display} {a.release}" if a.release else engine.display
+    note = f" ({a.release_note})" if a.release_note else ""
+    facts = ConfigFacts(release=a.release, accepted=a.ok, deprecated=a.deprecated, release_note=a.release_note,
+                        command=a.args)
+    if not a.ok:
+        facts = ConfigFacts(release=a.release, accepted=False, refusals=(a.refusal(),), release_note=a.release_note,
+                            command=a.args)
+        return failed(CHECK, f"{who}{note} refuses the command line before it starts: {_sentence(a.refusal())} "
+                             f"Fix {_where(s)}.", facts)
+    judged = engine.config_check(s)
+    if judged is not None and judged.refusals:
+        texts = tuple(r.text(engine.display) for r in judged.refusals)
+        facts = ConfigFacts(release=a.release, accepted=True, refusals=texts, not_judged=judged.not_judged,
+                            deprecated=a.deprecated, release_note=a.release_note, command=a.args)
+        more = f" Then, once that is fixed: {_sentence('; '.join(texts[1:]))}" if len(texts) > 1 else ""
+        return failed(CHECK, f"{who}{note} takes the command line but refuses its configuration: "
+                             f"{_sentence(texts[0])}{more}", facts)
+    parts = [f"{who}{note} takes the command line"]
+    if judged is None:
+        parts.append(f"its config-time checks are not modelled for {engine.display}")
+    else:
+        facts = ConfigFacts(release=a.release, accepted=True, not_judged=judged.not_judged, deprecated=a.deprecated,
+                            release_note=a.release_note, command=a.args)
+        parts.append("none of its modelled config-time refusals holds")
+        if judged.not_judged:
+            parts.append(f"not judged: {'; '.join(judged.not_judged)}")
+    status = Status.PASS
+    if a.deprecated:
+        status = Status.WARN
+        parts.append(f"deprecated in this release: {', '.join(a.deprecated)} (a later release may refuse "
+                     f"{'them' if len(a.deprecated) > 1 else 'it'})")
+    text = "; ".join(parts) + "."
+    return passed(CHECK, text, facts) if status is Status.PASS else Finding(CHECK, status, text, facts)
+
+
+def _number(f: Finding) -> str:
+    facts = f.facts
+    assert isinstance(facts, ConfigFacts)
+    return facts.release
+
+
+CONFIG = Rule(CHECK, "Does the release take the command line (its own parser, flag by flag) and accept what it, "
+              "the model and the layout make of its configuration (its config-time refusals)?", ConfigFacts,
+              check_config, _number)
