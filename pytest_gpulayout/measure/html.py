@@ -78,7 +78,7 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float, float | None, f
         px = x_of(x)
         parts.append(f'<line class="xtick" x1="{px:.1f}" y1="{_TOP + ph}" x2="{px:.1f}" y2="{_TOP + ph + 4}" '
                      f'stroke="#555"/><text x="{px:.1f}" y="{_TOP + ph + 16}" font-size="10" '
-                     f'text-anchor="middle">{x:g}</text>')
+                     f'text-anchor="middle">{x:.3g}</text>')
     parts.append(f'<text x="{_LEFT + pw / 2:.1f}" y="{_H - 8}" font-size="11" text-anchor="middle">'
                  f'{_e(x_label)}</text>')
     for i, (name, pts) in enumerate(series.items()):
@@ -148,6 +148,18 @@ def curves(deps: Mapping[str, Any], axis: str, key: str = "mean") -> dict[str, l
             ci = p.get("ci95") if key == "mean" else None
             lo, hi = (ci[0], ci[1]) if isinstance(ci, list) and len(ci) == 2 else (None, None)
             pts.append((float(x), float(value), lo, hi))
+        if pts:
+            out[name] = sorted(pts)
+    return out
+
+
+def tradeoff(deps: Mapping[str, Any]) -> dict[str, list[tuple[float, float, float | None, float | None]]]:
+    """Per deployment, ``(p99 TPOT ms, output tokens/s)`` at each load of every sweep: its throughput-latency
+    curve (up and to the left is better)."""
+    out: dict[str, list[tuple[float, float, float | None, float | None]]] = {}
+    for name, d in deps.items():
+        pts = [(float(p["tpot_ms"]["p99"]), float(p["output_tokens_per_s"]), None, None) for p in d.get("points", ())
+               if (p.get("tpot_ms") or {}).get("p99") is not None and p.get("output_tokens_per_s") is not None]
         if pts:
             out[name] = sorted(pts)
     return out
@@ -223,6 +235,11 @@ def render(data: Mapping[str, Any]) -> str:
             if figure != "output_tokens_per_s":
                 sections.append(line_chart(curves(deps, axis, "output_tokens_per_s"), x_label=x_label,
                                            y_label="output tokens/s", css=f"lines throughput {axis}"))
+    curve = tradeoff(deps)
+    if any(len(pts) > 1 for pts in curve.values()):
+        sections.append("<h2>Throughput against latency, each load a point</h2>"
+                        + line_chart(curve, x_label="TPOT p99 (ms per output token, each request)",
+                                     y_label="output tokens/s", css="lines tradeoff"))
     load = v.get("load") or "the deciding load"
     sections.append(f"<h2>{_e(words)} of each launch at {_e(load)}</h2>"
                     + bar_chart(_launch_bars(deps, figure), y_label=f"{words} ({unit})", css="bars launches"))

@@ -200,38 +200,45 @@ class _Run:
     def _budget(self) -> float:
         return max(dm.spec.budget_s for dm in self.dms.values())
 
+    def stop_now(self, v: Verdict) -> Stopped | None:
+        """Why no further round is run after verdict ``v`` (None: run one)."""
+        failed = [n for n, dm in self.dms.items() if dm.status == "fail"]
+        if failed:
+            return Stopped(StopReason.FAILED, f"not every deployment could be measured ({', '.join(failed)})")
+        if len(self.dms) == 1:
+            dm = next(iter(self.dms.values()))
+            return Stopped(StopReason.ALONE, f"one deployment: {_launches(len(dm.launches))} measured, nothing to "
+                                             f"compare it with")
+        if v.load is None or v.ratio is None:
+            return Stopped(StopReason.NO_VERDICT, v.text)
+        each = _launches(min(len(dm.launches) for dm in self.dms.values()))
+        if v.decided:
+            return Stopped(StopReason.DECIDED, f"the 95 % interval of {v.choose} against {v.runner_up} excludes 1 "
+                                               f"after {each} each")
+        if min(len(dm.launches) for dm in self.dms.values()) >= MAX_LAUNCHES:
+            return Stopped(StopReason.LAUNCHES, f"still no measurable difference after {each} each (the most "
+                                                f"given): they serve alike at this load")
+        if time.monotonic() + len(self.dms) * self.launch_seconds() > self.deadline:
+            return Stopped(StopReason.BUDGET, f"the budget ({self._budget():g} s) is spent and the intervals still "
+                                              f"overlap after {each} each: raise measure.budget_s or "
+                                              f"measure.launches for a verdict")
+        return None
+
     def more(self) -> tuple[Verdict, dict[str, str], Stopped]:
         """Further rounds at the deciding load while the interval overlaps 1 and the budget allows."""
-        names = list(self.dms)
         v, unmatched = self.verdict()
-        while True:
-            if any(dm.status == "fail" for dm in self.dms.values()):
-                failed = ", ".join(n for n, dm in self.dms.items() if dm.status == "fail")
-                return v, unmatched, Stopped(StopReason.FAILED, f"not every deployment could be measured ({failed})")
-            if len(self.dms) == 1:
-                dm = next(iter(self.dms.values()))
-                return v, unmatched, Stopped(StopReason.ALONE, f"one deployment: {len(dm.launches)} launches measured, "
-                                                                f"nothing to compare it with")
-            if v.load is None or v.ratio is None:
-                return v, unmatched, Stopped(StopReason.NO_VERDICT, v.text)
+        while (stopped := self.stop_now(v)) is None:
+            assert v.load is not None
             each = min(len(dm.launches) for dm in self.dms.values())
-            if v.decided:
-                return v, unmatched, Stopped(StopReason.DECIDED, f"the 95 % interval of {v.choose} against "
-                                                                 f"{v.runner_up} excludes 1 after {each} launches each")
-            if each >= MAX_LAUNCHES:
-                return v, unmatched, Stopped(StopReason.LAUNCHES, f"still no measurable difference after {each} "
-                                                                  f"launches each (the most given): they serve alike "
-                                                                  f"at this load")
-            need = len(self.dms) * self.launch_seconds()
-            if time.monotonic() + need > self.deadline:
-                return v, unmatched, Stopped(StopReason.BUDGET, f"the budget ({self._budget():g} s) is spent and the "
-                                                                f"intervals still overlap after {each} launches each: "
-                                                                f"raise measure.budget_s or measure.launches for a "
-                                                                f"verdict")
-            for name in round_order(names, each):
+            for name in round_order(list(self.dms), each):
                 now = time.monotonic()
                 self.once(self.dms[name], [v.load], deadline=now + (self.deadline - now) / len(self.dms))
             v, unmatched = self.verdict()
+        return v, unmatched, stopped
+
+
+def _launches(n: int) -> str:
+    return f"{n} launch" if n == 1 else f"{n} launches"
 
 
 def _traces(dms: Mapping[str, DeploymentMeasure], work: Path) -> dict[str, Path]:

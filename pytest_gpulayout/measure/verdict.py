@@ -130,8 +130,11 @@ def ranking_line(ranked: Sequence[Ranked], figure: str, load: Load) -> str:
             prev = ranked[i - 1]
             assert prev.vs_next is not None
             how = "measurably" if prev.above_next else "not measurably"
-            part += (f" ({prev.name} {prev.vs_next.mean:.2f}x, 95 % CI {prev.vs_next.low:.2f}-"
-                     f"{prev.vs_next.high:.2f}: {how} ahead)")
+            if prev.interval.n > 1 and r.interval.n > 1:
+                part += (f" ({prev.name} {prev.vs_next.mean:.2f}x, 95 % CI {prev.vs_next.low:.2f}-"
+                         f"{prev.vs_next.high:.2f}: {how} ahead)")
+            else:
+                part += f" ({prev.name} {prev.vs_next.mean:.2f}x)"
         parts.append(part)
     return (f"ranked at {load.words} by {FIGURE_WORDS.get(figure, figure)}, mean of launches [95 % CI]: "
             + "; ".join(parts))
@@ -244,6 +247,10 @@ def decide(points: Mapping[str, Mapping[Load, Point]], figure: str, unmatched: M
                 f"{ci.high:.2f}, {n} launches each) at {load.words}{context}")
         if flags:
             text += f". Clocks not matched, so read this with care: {flags}"
+    elif n < 2:
+        text = (f"no measurable difference at {load.words}: {best.name} {ci.mean:.2f}x the {words} of "
+                f"{second.name} from one launch each, which gives no interval (measure.launches: 2 or more for "
+                f"one): pick on memory (see kv_pool)")
     else:
         text = (f"no measurable difference at {load.words}: {best.name} {ci.mean:.2f}x the {words} of "
                 f"{second.name}, 95 % CI {ci.low:.2f}-{ci.high:.2f} over {n} launches each: pick on memory "

@@ -28,7 +28,8 @@ def _result(tmp_path: Path, goodput: float | None = None, slo: Slo | None = None
                               path=tmp_path / "gpulayout.yaml")
     deps = {}
     for d in manifest.deployments:
-        ws = [w for load, values in FIGURES[d.name].items() for w in launches(values, load=load, goodput=goodput)]
+        ws = [w for load, values in FIGURES[d.name].items()
+              for w in launches(values, load=load, goodput=goodput, tpot_s=0.01 * load.x)]
         deps[d.name] = DeploymentMeasure(d, MeasureSpec(slo=slo or Slo()), windows=ws)
     figure = "goodput_rps" if goodput is not None else "output_tokens_per_s"
     verdict = decide({n: dm.points() for n, dm in deps.items()}, figure)
@@ -65,6 +66,11 @@ def test_the_deciding_figure_against_concurrency_with_its_interval(tmp_path: Pat
     assert yticks[0] == 0 and yticks == sorted(yticks) and yticks[-1] >= max(h for _, h in bars)
     titles = [t.text for t in svg.iter(f"{SVG}text")]
     assert "output tokens/s (tok/s)" in titles and "concurrency (requests in flight)" in titles
+    # each layout's throughput-latency curve: a point per load, TPOT p99 across, tokens/s up
+    (tradeoff,) = _svgs(page, "tradeoff")
+    curve = [(float(c.get("data-x", "")), float(c.get("data-value", ""))) for g in tradeoff.iter(f"{SVG}g")
+             if g.get("data-deployment") == "tp2" for c in g.iter(f"{SVG}circle")]
+    assert curve == [(10.0, 105.0), (80.0, 610.0)]
 
 
 def test_goodput_is_plotted_when_it_decides_and_throughput_beside_it(tmp_path: Path) -> None:
