@@ -7,7 +7,8 @@ round (A B B A: ``schedule.py``), each launch measuring ``windows`` windows at e
 an even share of what is left, and a deployment's first launch always runs, however slowly it starts;
 a later one is not begun when the launches so far say it would not fit. Then, while the verdict's
 interval still overlaps 1 and the budget allows, one more round of launches at the deciding load, up
-to ``MAX_LAUNCHES`` each. Why it stopped is kept (``Measurement.stopped``).
+to ``MAX_LAUNCHES`` each, of the best and the runner-up only (the pair the verdict could not separate; the
+others keep their planned launches and their rank). Why it stopped is kept (``Measurement.stopped``).
 
 Before any launch every deployment's load is checked (``preflight.py``) and a trace is written as the
 generator's dataset (``dataset.py``); after the last, the windows are also written in ``vllm bench
@@ -211,28 +212,37 @@ class _Run:
                                              f"compare it with")
         if v.load is None or v.ratio is None:
             return Stopped(StopReason.NO_VERDICT, v.text)
-        each = _launches(min(len(dm.launches) for dm in self.dms.values()))
+        fewest = min(len(self.dms[n].launches) for n in self.contenders(v))
+        each = _launches(fewest)
         if v.decided:
             return Stopped(StopReason.DECIDED, f"the 95 % interval of {v.choose} against {v.runner_up} excludes 1 "
                                                f"after {each} each")
-        if min(len(dm.launches) for dm in self.dms.values()) >= MAX_LAUNCHES:
+        if fewest >= MAX_LAUNCHES:
             return Stopped(StopReason.LAUNCHES, f"still no measurable difference after {each} each (the most "
                                                 f"given): they serve alike at this load")
-        if time.monotonic() + len(self.dms) * self.launch_seconds() > self.deadline:
+        if time.monotonic() + len(self.contenders(v)) * self.launch_seconds() > self.deadline:
             return Stopped(StopReason.BUDGET, f"the budget ({self._budget():g} s) is spent and the intervals still "
                                               f"overlap after {each} each: raise measure.budget_s or "
                                               f"measure.launches for a verdict")
         return None
 
+    def contenders(self, v: Verdict) -> list[str]:
+        """The two the verdict could not separate (the best and the runner-up), in the manifest's order:
+        only their interval decides, so only they are launched again."""
+        pair = {v.ranking[0].name, v.runner_up} if v.ranking and v.runner_up else set(self.dms)
+        return [n for n in self.dms if n in pair]
+
     def more(self) -> tuple[Verdict, dict[str, str], Stopped]:
-        """Further rounds at the deciding load while the interval overlaps 1 and the budget allows."""
+        """Further rounds at the deciding load, of the best and the runner-up, while their interval overlaps
+        1 and the budget allows."""
         v, unmatched = self.verdict()
         while (stopped := self.stop_now(v)) is None:
             assert v.load is not None
-            each = min(len(dm.launches) for dm in self.dms.values())
-            for name in round_order(list(self.dms), each):
+            pair = self.contenders(v)
+            each = min(len(self.dms[n].launches) for n in pair)
+            for name in round_order(pair, each):
                 now = time.monotonic()
-                self.once(self.dms[name], [v.load], deadline=now + (self.deadline - now) / len(self.dms))
+                self.once(self.dms[name], [v.load], deadline=now + (self.deadline - now) / len(pair))
             v, unmatched = self.verdict()
         return v, unmatched, stopped
 

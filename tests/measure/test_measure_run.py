@@ -116,6 +116,16 @@ def test_more_launches_while_the_intervals_overlap(tmp_path: Path, monkeypatch: 
     assert not out["verdict"]["decided"] and out["verdict"]["text"].startswith("no measurable difference")
 
 
+def test_only_the_undecided_pair_is_launched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    fake: list[str]) -> None:
+    """A clearly slower third layout keeps its two launches and its rank; the best two, not yet apart,
+    are the ones launched again."""
+    out = _measure(tmp_path, monkeypatch, {"a": [1.0, 1.2, 0.9], "b": [1.1, 0.95, 1.05], "c": [0.3, 0.31]})
+    assert fake == ["a", "b", "c", "c", "b", "a", "a", "b", "b", "a", "a", "b"]
+    assert [len(out["deployments"][n]["launches"]) for n in ("a", "b", "c")] == [5, 5, 2]
+    assert [r["deployment"] for r in out["verdict"]["ranking"]][2] == "c"
+
+
 def test_a_spent_budget_stops_the_launches_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        fake: list[str]) -> None:
     out = _measure(tmp_path, monkeypatch, {"a": [1.0], "b": [2.0]}, budget_s=0.01)
