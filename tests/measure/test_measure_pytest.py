@@ -268,6 +268,8 @@ def test_plan_measure_puts_a_split_against_copies_with_the_launch_file(
            "2. tp2-pp1-dp1, 3. tp1-pp1-dp2" in measured
     assert "the measurement disagrees with the rules: they rank tp1-pp1-dp2 first; measured at concurrency 8, " \
            "tp1-pp2-dp1 serves 1.50x its output tokens/s" in measured
+    assert "the rules rank tp1-pp1-dp2 above tp2-pp1-dp1; measured, tp2-pp1-dp1 serves 1.20x its output tokens/s " \
+           "(95 % CI" in measured
     kept = tmp_path / "logs" / "gpulayout.yaml"
     assert f"the measuring manifest: {kept}" in measured and kept.is_file()
     assert main([*argv, "--json"]) == 0
