@@ -206,7 +206,7 @@ def _table(deps: Mapping[str, Any]) -> str:
             itl += " (bursts)"
         rows.append(
             f"<tr><td>{_e(n)}</td><td>{_e(d['status'])}</td><td>{_cell(d.get('output_tokens_per_s'))}</td>"
-            f"<td>{_cell(f'{ci[0]:.0f}..{ci[1]:.0f}' if isinstance(ci, list) else None)}</td>"
+            f"<td>{_cell(f'{max(ci[0], 0):.0f}..{ci[1]:.0f}' if isinstance(ci, list) else None)}</td>"
             f"<td>{_cell(d.get('requests_per_s'), 2)}</td><td>{_cell(d.get('goodput_rps'), 2)}</td>"
             f"<td>{_cell(None if att is None else f'{att:.0%}')}</td>"
             f"<td>{_cell((d.get('ttft_ms') or {}).get('p99'))}</td>"

@@ -13,9 +13,10 @@ def _f(v: object, nd: int = 1) -> str:
 
 
 def _ci(ci: object) -> str:
+    """A 95 % interval as ``low..high``; a figure is never below 0, so neither is the low end shown."""
     if not isinstance(ci, (list, tuple)) or len(ci) != 2:
         return "-"
-    return f"{ci[0]:.0f}..{ci[1]:.0f}"
+    return f"{max(ci[0], 0):.0f}..{ci[1]:.0f}"
 
 
 def _bursty(d: Mapping[str, Any]) -> bool:

@@ -120,28 +120,34 @@ def rank(points: Mapping[str, Point], figure: str) -> tuple[Ranked, ...]:
     return tuple(out)
 
 
-def ranking_line(ranked: Sequence[Ranked], figure: str, load: Load) -> str:
+def ranking_line(ranked: Sequence[Ranked], figure: str, load: Load, points: Mapping[str, Point]) -> str:
+    """Every layout at ``load``: its mean over launches, each launch's figure (a handful say more than a
+    wide interval), its 95 % interval, and how far ahead of the next one it is."""
     unit = FIGURE_UNITS.get(figure, "")
     parts = []
     for i, r in enumerate(ranked):
-        ci = f" [{r.interval.low:.3g}, {r.interval.high:.3g}]" if r.interval.n > 1 else " [one launch: no interval]"
-        part = f"{r.rank}. {r.name} {r.interval.mean:.3g}{ci} {unit}"
+        samples = points[r.name].samples(figure)
+        each = f"launches {', '.join(f'{x:.3g}' for x in samples)}" if len(samples) <= 5 else f"{len(samples)} launches"
+        ci = (f"; 95 % CI {max(r.interval.low, 0.0):.3g}-{r.interval.high:.3g}" if r.interval.n > 1
+              else "; one launch: no interval")
+        part = f"{r.rank}. {r.name} {r.interval.mean:.3g} {unit} ({each}{ci})"
         if i:
             prev = ranked[i - 1]
             assert prev.vs_next is not None
             how = "measurably" if prev.above_next else "not measurably"
             if prev.interval.n > 1 and r.interval.n > 1:
-                part += (f" ({prev.name} {prev.vs_next.mean:.2f}x, 95 % CI {prev.vs_next.low:.2f}-"
+                part += (f", {prev.name} {prev.vs_next.mean:.2f}x it (95 % CI {prev.vs_next.low:.2f}-"
                          f"{prev.vs_next.high:.2f}: {how} ahead)")
             else:
-                part += f" ({prev.name} {prev.vs_next.mean:.2f}x)"
+                part += f", {prev.name} {prev.vs_next.mean:.2f}x it"
         parts.append(part)
-    return (f"ranked at {load.words} by {FIGURE_WORDS.get(figure, figure)}, mean of launches [95 % CI]: "
-            + "; ".join(parts))
+    return f"ranked at {load.words} by {FIGURE_WORDS.get(figure, figure)}, mean of launches: " + "; ".join(parts)
 
 
 def crossover_line(points: Mapping[str, Mapping[Load, Point]], figure: str, axis: str) -> str | None:
-    """Which layout leads at each load of one sweep, and where that changes (None: fewer than two loads)."""
+    """Which layout measurably leads at each load of one sweep, and where that changes (None: fewer than
+    two loads). A load where the best is not measurably ahead of the next leads nobody: no curve is
+    said to cross through it."""
     common = sorted(set.intersection(*[{ld for ld, p in ps.items() if p.served and ld.axis == axis}
                                        for ps in points.values()]), key=lambda ld: ld.x)
     if len(common) < 2:
@@ -150,22 +156,25 @@ def crossover_line(points: Mapping[str, Mapping[Load, Point]], figure: str, axis
     for load in common:
         ranked = rank({n: ps[load] for n, ps in points.items()}, figure)
         leaders.append((load, ranked[0].name, bool(ranked[0].above_next)))
-    groups: list[list[tuple[Load, str, bool]]] = []
-    for item in leaders:
+    words = FIGURE_WORDS.get(figure, figure)
+    sure = [(ld, name) for ld, name, measurable in leaders if measurable]
+    unsure = [_x(ld) for ld, _, measurable in leaders if not measurable]
+    tail = f"; no measurable difference at {', '.join(unsure)}" if unsure else ""
+    head = f"over {_axis_words(axis)} {', '.join(_x(ld) for ld in common)}"
+    if not sure:
+        return f"{head}: no layout serves measurably more {words} at any load measured"
+    groups: list[list[tuple[Load, str]]] = []
+    for item in sure:
         if groups and groups[-1][-1][1] == item[1]:
             groups[-1].append(item)
         else:
             groups.append([item])
-    words = FIGURE_WORDS.get(figure, figure)
-    unclear = [_x(ld) for ld, _, sure in leaders if not sure]
-    tail = f" (not measurably ahead at {', '.join(unclear)})" if unclear else ""
     if len(groups) == 1:
-        return (f"over {_axis_words(axis)} {', '.join(_x(ld) for ld in common)}: {leaders[0][1]} serves the most "
-                f"{words} at every load measured{tail}")
-    spans = [f"{g[0][1]} at {', '.join(_x(ld) for ld, _, _ in g)}" for g in groups]
+        return (f"{head}: {groups[0][0][1]} serves measurably the most {words} at "
+                f"{', '.join(_x(ld) for ld, _ in groups[0])}{tail}")
+    spans = [f"{g[0][1]} at {', '.join(_x(ld) for ld, _ in g)}" for g in groups]
     cross = "; ".join(f"between {_x(a[-1][0])} and {_x(b[0][0])}" for a, b in zip(groups, groups[1:], strict=False))
-    return (f"over {_axis_words(axis)}: the most {words} comes from {', '.join(spans)}: the curves cross {cross}"
-            f"{tail}")
+    return f"{head}: the most {words} comes measurably from {', '.join(spans)}: the curves cross {cross}{tail}"
 
 
 def held_up_to(curve: Sequence[tuple[float, float]], attainment: float) -> tuple[str, float]:
@@ -257,7 +266,7 @@ def decide(points: Mapping[str, Mapping[Load, Point]], figure: str, unmatched: M
                 f"(see kv_pool)")
         if flags:
             text += f". Clocks not matched: {flags}"
-    lines = [ranking_line(ranked, figure, load)]
+    lines = [ranking_line(ranked, figure, load, at)]
     for axis in ("concurrency", "request_rate"):
         line = crossover_line(measured, figure, axis)
         if line:

@@ -61,9 +61,11 @@ def test_every_layout_is_ranked_each_against_the_next() -> None:
     assert "2 launches each) at concurrency 8" in v.text
     assert v.ranking[0].above_next is True and v.ranking[1].above_next is False
     line = v.lines[0]
-    assert line.startswith("ranked at concurrency 8 by output tokens/s")
-    assert "1. dp2 766 [" in line and "2. tp2 632 [" in line and "3. pp2 625 [" in line
-    assert "(tp2 1.01x, 95 % CI" in line and "not measurably ahead" in line
+    assert line.startswith("ranked at concurrency 8 by output tokens/s, mean of launches: 1. dp2 766 tok/s "
+                           "(launches 762, 770; 95 % CI 715-817); 2. tp2 632 tok/s (launches 623, 640; 95 % CI")
+    assert "3. pp2 625 tok/s (launches 600, 650; 95 % CI 307-943), tp2 1.01x it (95 % CI 0.71-1.44: not " \
+           "measurably ahead)" in line
+    assert "dp2 1.21x it (95 % CI" in line and "measurably ahead)" in line
     data = v.as_dict()
     assert [r["deployment"] for r in data["ranking"]] == ["dp2", "tp2", "pp2"]  # type: ignore[index]
 
@@ -116,8 +118,18 @@ def test_the_curves_cross_and_it_is_said_in_words() -> None:
     v = decide(pts, TPS)
     assert v.load == c8 and v.choose == "dp2"
     cross = next(x for x in v.lines if x.startswith("over concurrency"))
-    assert cross == ("over concurrency: the most output tokens/s comes from tp2 at 1, 4, dp2 at 8: the curves cross "
-                     "between 4 and 8")
+    assert cross == ("over concurrency 1, 4, 8: the most output tokens/s comes measurably from tp2 at 1, 4, dp2 at 8: "
+                     "the curves cross between 4 and 8")
+
+
+def test_curves_do_not_cross_through_a_load_where_nobody_measurably_leads() -> None:
+    """At concurrency 1 the two serve alike (one slightly ahead by chance): that is no crossover."""
+    c1, c8 = Load(concurrency=1), Load(concurrency=8)
+    pts = _sweep({"seqs16": {c1: [100.0, 104.0], c8: [600.0, 610.0]},
+                  "seqs1": {c1: [101.0, 105.0], c8: [150.0, 152.0]}})
+    line = next(x for x in decide(pts, TPS).lines if x.startswith("over concurrency"))
+    assert line == ("over concurrency 1, 8: seqs16 serves measurably the most output tokens/s at 8; no measurable "
+                    "difference at 1")
 
 
 def test_the_rate_each_layout_holds_the_slo_up_to() -> None:
