@@ -55,14 +55,19 @@ def _y_axis(ymax: float, ph: float, unit: str) -> tuple[list[str], float]:
 
 
 def line_chart(series: Mapping[str, Sequence[tuple[float, float, float | None, float | None]]], *, x_label: str,
-               y_label: str, css: str = "lines") -> str:
-    """One polyline per deployment through ``(x, y)``, a whisker from ``lo`` to ``hi`` at each point (its
-    95 % interval; none where there is none), both axes with ticks, a legend at the right."""
+               y_label: str, css: str = "lines", continuous_x: bool = False) -> str:
+    """One polyline per deployment through ``(x, y)`` in the order given, a whisker from ``lo`` to ``hi`` at
+    each point (its 95 % interval; none where there is none), both axes with ticks, a legend at the right.
+    The x ticks are the loads measured, or (``continuous_x``: a measured quantity) round steps from 0."""
     pw, ph = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
     xs = sorted({x for pts in series.values() for x, *_ in pts})
     ymax = max((max(y, hi or y) for pts in series.values() for _, y, _, hi in pts), default=0.0)
     grid, ytop = _y_axis(ymax, ph, y_label)
     lo_x, hi_x = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if continuous_x:
+        step = nice_step(hi_x or 1.0)
+        lo_x, hi_x = 0.0, step * max(math.ceil((hi_x or 1.0) / step), 1)
+        xs = [k * step for k in range(int(round(hi_x / step)) + 1)]
 
     def x_of(x: float) -> float:
         return _LEFT + (pw / 2 if hi_x == lo_x else pw * (x - lo_x) / (hi_x - lo_x))
@@ -158,10 +163,11 @@ def tradeoff(deps: Mapping[str, Any]) -> dict[str, list[tuple[float, float, floa
     curve (up and to the left is better)."""
     out: dict[str, list[tuple[float, float, float | None, float | None]]] = {}
     for name, d in deps.items():
-        pts = [(float(p["tpot_ms"]["p99"]), float(p["output_tokens_per_s"]), None, None) for p in d.get("points", ())
-               if (p.get("tpot_ms") or {}).get("p99") is not None and p.get("output_tokens_per_s") is not None]
+        pts: list[tuple[float, float, float | None, float | None]] = [
+            (float(p["tpot_ms"]["p99"]), float(p["output_tokens_per_s"]), None, None) for p in d.get("points", ())
+            if (p.get("tpot_ms") or {}).get("p99") is not None and p.get("output_tokens_per_s") is not None]
         if pts:
-            out[name] = sorted(pts)
+            out[name] = pts   # in load order: the curve goes where the load takes it
     return out
 
 
@@ -239,7 +245,7 @@ def render(data: Mapping[str, Any]) -> str:
     if any(len(pts) > 1 for pts in curve.values()):
         sections.append("<h2>Throughput against latency, each load a point</h2>"
                         + line_chart(curve, x_label="TPOT p99 (ms per output token, each request)",
-                                     y_label="output tokens/s", css="lines tradeoff"))
+                                     y_label="output tokens/s", css="lines tradeoff", continuous_x=True))
     load = v.get("load") or "the deciding load"
     sections.append(f"<h2>{_e(words)} of each launch at {_e(load)}</h2>"
                     + bar_chart(_launch_bars(deps, figure), y_label=f"{words} ({unit})", css="bars launches"))
