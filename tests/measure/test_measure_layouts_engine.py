@@ -10,7 +10,6 @@ the point is that every layout is launched, loaded, read and stopped for real.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 import yaml
 from gguf_tiny import write_tiny_llama
 from leaks import Snapshot
+from measure_leaks import launcher_named_shm
 from real_engines import llama_server, vllm_python
 
 from pytest_gpulayout.manifest.load import load_manifest
@@ -65,14 +65,6 @@ def agrees_with_the_generator(d: dict[str, Any], *, miscounted: bool = False) ->
                 assert w[key][q] == pytest.approx(own[f"{q}_{theirs}_ms"], rel=1e-3, abs=1e-3)
 
 
-def _leftover_shm(work: Path) -> set[str]:
-    """A TP=2 or PP=2 server run to ready leaves two multiprocessing semaphores (/dev/shm/sem.mp-*) that
-    the launcher never saw mapped: its closing log line names them ("left in place ... not seen used by
-    the engine"). Known, not the measurement's: counted only if unnamed."""
-    return {m for log in work.glob("engine-*.log")
-            for m in re.findall(r"/dev/shm/[\w.-]+", log.read_text(errors="replace").splitlines()[-1])}
-
-
 @pytest.mark.engine
 def test_real_plan_measure_puts_copies_against_splits_under_a_trace(tmp_path: Path, model_dir: Path) -> None:
     python = vllm_python()
@@ -113,11 +105,9 @@ def test_real_plan_measure_puts_copies_against_splits_under_a_trace(tmp_path: Pa
     assert len(v["ranking"]) == 3 and out["against_rules"][0].startswith("rules: 1. tp1-pp1-dp2, 2. tp1-pp2-dp1")
     assert out["stopped"]["reason"] == "budget"   # one launch each, the budget spent: said, not hidden
     assert before.processes() == []
-    named = _leftover_shm(work)
-    left = before.wait_clean(15, known=named)
-    assert [x for x in left if x not in named] == []
-    for x in left:  # ours (appeared with our launches, held by no process): not left on a shared machine
-        Path(x).unlink(missing_ok=True)
+    named = launcher_named_shm(work)
+    # named ones are kept: on a shared machine they may be another run's, and no test removes those
+    assert [x for x in before.wait_clean(15, known=named) if x not in named] == []
 
 
 @pytest.mark.engine
