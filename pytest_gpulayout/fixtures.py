@@ -1,7 +1,7 @@
 """The bodies of the ``gpulayout_launch`` and ``gpulayout_measure`` fixtures: launch a manifest deployment
 (with overrides) from a user's own regression test and hand back its ``StartupReport``, or measure it
 under load and hand back its figures (checked against a saved baseline when one is given). An edge
-beside ``plugin.py``: it resolves each deployment (``evaluate.subject_of``) and hands its engine object
+beside ``plugin.py``: it resolves each deployment (``runner.subject_of``) and hands its engine object
 to ``launch/`` and ``measure/``."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pytest_gpulayout.inputs.suggest import close_matches
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.launch.startup import StartupReport, launch_deployment
 from pytest_gpulayout.machine.facts import Machine
-from pytest_gpulayout.measure.baseline import BaselineKey, compare_or_save, load_key, machine_key
+from pytest_gpulayout.measure.baseline import BaselineKey, gate, load_key, machine_key
 from pytest_gpulayout.measure.run import measure, measured_release
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.kv_pool import KvPoolFacts, check_kv_pool
 from pytest_gpulayout.runner import load_models, subject_of
-from pytest_gpulayout.workload import MeasureSpec, Slo
+from pytest_gpulayout.workload import Load, MeasureSpec, Slo
 
 
 def _predicted(dep: Deployment, machine: Machine | None, model: ModelSpec | None, host: Host) -> int | None:
@@ -93,7 +93,7 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
 
 def predicted_pools(deployments: Sequence[Deployment], machine: Machine | None,
                     host: Host = BARE_HOST) -> dict[str, tuple[int, ...]]:
-    """kv_pool's prediction (KV tokens per replica: ``evaluate.subject_of(...).replicas``) of each
+    """kv_pool's prediction (KV tokens per replica: ``runner.subject_of(...).replicas``) of each
     deployment it can be made for, which a measurement's preemptions are read against."""
     out: dict[str, tuple[int, ...]] = {}
     if machine is None or not machine.memory_known:
@@ -109,20 +109,19 @@ def predicted_pools(deployments: Sequence[Deployment], machine: Machine | None,
 
 def apply_baseline(dep: Deployment, figures: dict[str, Any], baseline: Path, *, machine: Machine | None, host: Host,
                    max_regression: float | None = None) -> None:
-    """``figures["baseline"]``: ``dep``'s output tokens/s against the saved figure of its kind (saved when
-    there is none): ``saved``, ``pass`` or ``fail`` with its sentence (``measure/baseline.py``). Only a
-    measurement that passed is compared or saved."""
+    """``figures["baseline"]``: ``dep``'s launches' output tokens/s against the saved ones of its kind (saved
+    when there are none): ``saved``, ``pass``, ``fail`` or ``inconclusive`` with its sentence
+    (``measure/baseline.py``: the gate sized to the measured noise). Only a measurement that passed is
+    compared or saved."""
     if figures["status"] != "pass" or figures["output_tokens_per_s"] is None:
         return
     spec = dep.measure or MeasureSpec()
+    load = Load(concurrency=figures.get("concurrency"), request_rate=figures.get("request_rate"),
+                burstiness=figures.get("burstiness") or 1.0)
     key = BaselineKey(dep.name, dep.engine, measured_release(dep, host) or "unknown", machine_key(machine),
-                      int(figures["concurrency"]), load_key(spec))
+                      load.concurrency, load_key(spec, load))
     limit = spec.max_regression if max_regression is None else max_regression
-    outcome = compare_or_save(baseline, key, float(figures["output_tokens_per_s"]), max_regression=limit,
-                              extra={"layout": figures["layout"], "ci95": figures["output_tokens_per_s_ci95"]})
-    ratio = None if outcome.ratio is None else round(outcome.ratio, 4)
-    figures["baseline"] = {"status": outcome.status, "text": outcome.text, "output_tokens_per_s": outcome.baseline,
-                           "ratio": ratio, "max_regression": limit, "file": str(baseline)}
+    figures["baseline"] = gate(figures, baseline, key, limit)
 
 
 def measure_all(deployments: list[Deployment], work: Path, *, machine: Machine | None = None, host: Host = BARE_HOST,

@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_gpulayout.engines import registry
 from pytest_gpulayout.engines.registry import ENGINE_NAMES as ENGINES
@@ -162,8 +163,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--measure",
         action="store_true",
-        help="where the plan says 'measure', launch the layouts it names one after the other under a real "
-        "load (gpulayout measure, its default load) and put the measured verdict under the plan",
+        help="launch the top layouts of distinct shapes (a tensor split, a pipeline split, copies: --measure-top) "
+        "under one real load (gpulayout measure), and put the measured verdict beside the rules' ranking",
+    )
+    p.add_argument(
+        "--measure-top",
+        metavar="N",
+        type=int,
+        default=None,
+        help="with --measure: how many distinct layouts to measure (default 3)",
+    )
+    p.add_argument(
+        "--launch",
+        metavar="FILE",
+        default=None,
+        help="with --measure: a YAML file with the launch: block (command, args, env, timeout_s) every measured "
+        "layout is launched with, and optionally a measure: block (the load)",
     )
     p.add_argument(
         "--log-dir",
@@ -185,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise InputError(f"{args.engine}'s plan ranks its own splits and names no layouts to measure: write a manifest "
                          f"and run gpulayout measure", key="--measure")
+    blocks = _measure_inputs(args)  # checked before the plan is computed, and long before any launch
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd(), engines=registry.ENGINES.values())
     if get_engine(args.engine).has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
@@ -235,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
                               pp=top.pipeline_parallel_size, dp=top.data_parallel_size, gpus=top.gpus,
                               max_model_len=top.max_model_len, version=args.engine_version))
         return 0 if result.serving else 1
-    measured = _measure_candidates(result, args) if args.measure else None
+    measured = _measure_candidates(result, args, *blocks) if args.measure else None
     if args.json:
         data = result.to_json()
         if args.measure:
@@ -252,11 +268,35 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.serving else 1
 
 
-def _measure_candidates(result: Plan, args: argparse.Namespace) -> dict[str, object] | None:
-    """``--measure``: the deployments of the measuring manifest the plan wrote (its "measure" line),
-    launched one after the other under the default load, and the verdict; None when the plan names
-    nothing to measure (the rules decided)."""
-    if result.measurement is None:
+def _measure_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--launch FILE``'s launch and measure blocks (checked now), and ``--measure-top``."""
+    from pytest_gpulayout.errors import InputError
+
+    if not args.measure:
+        for flag, value in (("--launch", args.launch), ("--measure-top", args.measure_top)):
+            if value is not None:
+                raise InputError(f"{flag} goes with --measure (the layouts it launches)", key=flag)
+        return {}, {}
+    if args.measure_top is not None and args.measure_top < 2:
+        raise InputError(f"must be 2 or more: a measurement compares layouts, not {args.measure_top}",
+                         key="--measure-top")
+    if args.launch is None:
+        return {}, {}
+    from pytest_gpulayout.manifest.launch_file import read_launch_file
+
+    return read_launch_file(Path(args.launch))
+
+
+def _measure_candidates(result: Plan, args: argparse.Namespace, launch_block: dict[str, Any],
+                        load_block: dict[str, Any]) -> dict[str, object] | None:
+    """``--measure``: the top layouts of distinct shapes (``planner.measure.measured_layouts``: a split
+    against copies wherever both fit), written as a measuring manifest in the log folder with the
+    ``--launch`` block applied to every one, launched interleaved under one load, and the verdict beside
+    the rules' ranking; None when fewer than two layouts serve."""
+    from pytest_gpulayout.planner.measure import MEASURE_TOP, measured_layouts, measuring_manifest
+
+    rows = measured_layouts(result.candidates, args.measure_top or MEASURE_TOP)
+    if len(rows) < 2:
         return None
     import tempfile
 
@@ -265,12 +305,16 @@ def _measure_candidates(result: Plan, args: argparse.Namespace) -> dict[str, obj
     from pytest_gpulayout.fixtures import predicted_pools
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.launch.progress import stderr_reporter
-    from pytest_gpulayout.manifest.load import parse_manifest
+    from pytest_gpulayout.manifest.load import load_manifest
+    from pytest_gpulayout.measure.against_rules import against_rules
     from pytest_gpulayout.measure.run import measure
 
-    # read where the plan runs: its model and machine references are relative to the working directory
-    manifest = parse_manifest(yaml.safe_load(result.measurement.manifest), path=Path.cwd() / "gpulayout.yaml")
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="gpulayout-plan-measure-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / "gpulayout.yaml"
+    path.write_text(yaml.safe_dump(measuring_manifest(rows, result.machine, launch=launch_block, load=load_block),
+                                   sort_keys=False))
+    manifest = load_manifest(path)
     reporter = stderr_reporter()
     host = Host.read(registry.ENGINES.values())
     deps = list(manifest.deployments)
@@ -279,20 +323,28 @@ def _measure_candidates(result: Plan, args: argparse.Namespace) -> dict[str, obj
                    predicted=predicted_pools(deps, result.machine, host))
     data = done.to_json()
     data["candidates"] = {d.name: d.layout for d in manifest.deployments}
+    data["rules_rank"] = {r.name: result.rank(r) for r in rows}
+    data["against_rules"] = against_rules([r.name for r in rows], done)
+    data["manifest"] = str(path)
     data["log_dir"] = str(log_dir)
     return data
 
 
 def format_measured(measured: dict[str, object] | None) -> str:
-    """The measured verdict under the plan (``--measure``)."""
+    """The measured verdict under the plan (``--measure``), beside the rules' ranking."""
     from pytest_gpulayout.measure.text import lines_under, table
 
     if measured is None:
-        return "\nmeasured: nothing to measure: the rules decided (the plan names no layouts to measure)\n"
+        return ("\nmeasured: nothing to measure: fewer than two layouts serve on the GPUs the plan's first uses "
+                "(the plan above is the answer)\n")
     names = measured["candidates"]
     assert isinstance(names, dict)
     lines = ["", "measured (" + ", ".join(f"{n}: {layout}" for n, layout in names.items()) + "):"]
     lines += ["  " + ln for ln in (*table(measured), "", *lines_under(measured))]
+    against = measured.get("against_rules")
+    if isinstance(against, list):
+        lines += ["", *(f"  {ln}" for ln in against)]
+    lines.append(f"  the measuring manifest: {measured['manifest']} (gpulayout measure re-runs it)")
     lines.append(f"  logs and load-generator results: {measured['log_dir']}")
     return "\n".join(lines) + "\n"
 

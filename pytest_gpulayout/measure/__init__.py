@@ -2,9 +2,11 @@
 
 Each deployment is launched to ready (the startup check's launcher: containment, GPU locks,
 progress), warmed up and driven by a load generator while the server stays up; then its whole tree
-is stopped as always, and the next deployment runs on the same GPUs. Windows are repeated until the
-95 % confidence intervals of the deciding figure (goodput under the SLO, else output tokens/s)
-separate, or the budget is spent.
+is stopped as always, and the next deployment runs on the same GPUs. Every layout is launched
+``launches`` times, interleaved (A B B A), a launch being the unit the 95 % intervals of the deciding
+figure (goodput under the SLO as ``vllm bench serve --goodput`` counts it, else output tokens/s) are
+computed from; the best two are launched again while their interval overlaps 1 and the budget allows
+(``run.py``).
 
 **The load generator is vLLM's own ``vllm bench serve``** (``vllm.benchmarks.serve``), chosen over
 NVIDIA's ``aiperf`` and ``guidellm`` because:

@@ -3,11 +3,11 @@ run with the Python of an environment that has vLLM (see ``measure/__init__.py``
 
 One generator process serves the whole measurement (one per Python): it is started before the first
 engine, so its own start-up (imports: ~8 s on CPU) overlaps the engine's, and it then runs one *job*
-after another as they come on its stdin (one JSON line each: the ``vllm bench serve`` arguments, the
-windows, the file it marks the job done in). A job is one launch's windows at one concurrency; each
-window is one ``main`` call with its own seed and result file, and only the first warms the server
-up (the later ones follow a loaded server). The runner calls ``vllm.benchmarks.serve`` the way
-``vllm bench serve`` does, without the ``vllm`` CLI's start-up (which reads the installed
+after another as they come on its stdin (one JSON line each: the ``vllm bench serve`` arguments and the
+file it marks the job done in). A job is one window: one ``main`` call with its arguments exactly as
+written (seed, result file, warm-up requests), so each window's ``vllm bench serve`` command line is
+the one kept beside its result, and re-runs it by hand. The runner calls ``vllm.benchmarks.serve`` the
+way ``vllm bench serve`` does, without the ``vllm`` CLI's start-up (which reads the installed
 distribution's version and fails where vLLM is installed under another distribution name, as the
 CPU build is). Argument vector, never a shell; its own process group; ``PR_SET_PDEATHSIG`` so it
 dies with this process; killed with its group on every way out (:meth:`Generator.kill`), and past a
@@ -20,16 +20,18 @@ import contextlib
 import ctypes
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from pytest_gpulayout.workload import MeasureSpec
+from pytest_gpulayout.workload import Load, MeasureSpec
 
 #: what ``vllm bench serve`` runs (``vllm/entrypoints/cli/benchmark/serve.py``), with the CLI's
 #: fallback to the CPU platform where none is detected (the generator needs no accelerator), once
@@ -52,13 +54,7 @@ RUNNER = (
     "    job = json.loads(line)\n"
     "    status = 'ok'\n"
     "    try:\n"
-    "        for i in range(job['windows']):\n"
-    "            args = parser.parse_args(job['args'])  # afresh: main() changes what it is given\n"
-    "            args.seed += i\n"
-    "            args.result_filename = f\"{job['stem']}-w{i}.json\"\n"
-    "            if i:\n"
-    "                args.num_warmups = 0  # the server is warm: the window before loaded it\n"
-    "            main(args)\n"
+    "        main(parser.parse_args(job['args']))\n"
     "    except (Exception, SystemExit):\n"
     "        status = traceback.format_exc(limit=3)\n"
     "        print(status, flush=True)\n"
@@ -95,46 +91,54 @@ def runner_argv(python: str) -> list[str]:
     return [python, "-c", RUNNER]
 
 
-def generator_args(spec: MeasureSpec, *, base_url: str, model: str, tokenizer: str, concurrency: int,
-                   requests: int, result_dir: Path, seed: int) -> list[str]:
-    """``vllm bench serve``'s arguments against ``base_url``: OpenAI completions, streamed, every
-    request's times saved."""
-    warmups = concurrency if spec.warmup_requests is None else spec.warmup_requests
+def generator_args(spec: MeasureSpec, load: Load, *, base_url: str, model: str, tokenizer: str, requests: int,
+                   result: Path, seed: int, warmups: int, trace_file: Path | None = None) -> list[str]:
+    """``vllm bench serve``'s arguments for one window against ``base_url``: OpenAI completions,
+    streamed, every request's times saved in ``result``, the SLO counted by its own ``--goodput``.
+
+    A concurrency is a closed loop (``--max-concurrency N --request-rate inf``); a request rate an
+    open one (``--request-rate R --burstiness B``, no cap). Fixed lengths use the ``random`` dataset
+    with the output forced (``--ignore-eos``, ``--random-range-ratio 0``); a trace the ``timed_trace``
+    dataset over ``trace_file`` (``measure/dataset.py``: the prompts of its lengths, its arrivals)."""
     argv = ["--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
-            "--model", model, "--tokenizer", tokenizer, "--num-prompts", str(requests),
-            "--max-concurrency", str(concurrency), "--request-rate", "inf", "--num-warmups",
-            str(warmups), "--seed", str(seed), "--save-result", "--save-detailed",
-            "--result-dir", str(result_dir), "--disable-tqdm",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
-            "--ready-check-timeout-sec", "0", "--temperature", "0"]
-    if spec.trace is not None:
-        argv += ["--dataset-name", "timed_trace", "--dataset-path", str(spec.trace)]
+            "--model", model, "--tokenizer", tokenizer, "--num-prompts", str(requests)]
+    if load.request_rate is not None:
+        argv += ["--request-rate", f"{load.request_rate:g}", "--burstiness", f"{load.burstiness:g}"]
+    else:
+        argv += ["--max-concurrency", str(load.concurrency), "--request-rate", "inf"]
+    argv += ["--num-warmups", str(warmups), "--seed", str(seed), "--save-result", "--save-detailed",
+             "--result-dir", str(result.parent), "--result-filename", result.name, "--disable-tqdm",
+             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+             "--ready-check-timeout-sec", "0", "--temperature", "0"]
+    goodput = spec.slo.goodput_arg()
+    if goodput is not None:
+        argv += ["--goodput", *goodput.split()]
+    if trace_file is not None:
+        argv += ["--dataset-name", "timed_trace", "--dataset-path", str(trace_file)]
     else:
         argv += ["--dataset-name", "random", "--random-input-len", str(spec.input_tokens),
                  "--random-output-len", str(spec.output_tokens), "--random-range-ratio", "0", "--ignore-eos"]
     return argv
 
 
+def command_line(args: Sequence[str]) -> str:
+    """The window as one ``vllm bench serve`` command a person can paste (quoted for a POSIX shell)."""
+    return shlex.join(["vllm", "bench", "serve", *args])
+
+
 @dataclass(frozen=True)
 class Job:
-    """One launch's windows at one concurrency: window ``i`` writes ``<stem>-w<i>.json`` in ``result_dir``."""
+    """One window: the generator writes ``result`` (``--result-dir`` / ``--result-filename`` in ``args``)."""
 
     args: list[str]
-    windows: int
-    result_dir: Path
-    stem: str
+    result: Path
 
     @property
     def done(self) -> Path:
-        return self.result_dir / f"{self.stem}.done"
-
-    @property
-    def results(self) -> list[Path]:
-        return [self.result_dir / f"{self.stem}-w{i}.json" for i in range(self.windows)]
+        return self.result.with_suffix(".done")
 
     def line(self) -> str:
-        return json.dumps({"args": self.args, "windows": self.windows, "stem": self.stem,
-                           "done": str(self.done)}) + "\n"
+        return json.dumps({"args": self.args, "done": str(self.done)}) + "\n"
 
 
 def generator_env() -> dict[str, str]:

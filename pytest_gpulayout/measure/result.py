@@ -1,11 +1,16 @@
 """One window's figures, from the load generator's own JSON (``vllm bench serve --save-result
 --save-detailed``): recomputed from its per-request times, and checked against its aggregates.
 
-The JSON keys read (``vllm/benchmarks/serve.py``): ``duration``, ``completed``, ``failed``,
-``output_lens``, ``ttfts`` (s), ``itls`` (s, one list per request), ``latencies`` (s), ``errors``
-(``""`` for a request that succeeded), and the aggregates ``output_throughput``,
-``request_throughput``, ``p50/p90/p99_{ttft,itl,e2el}_ms``. Percentiles are numpy's default
-(linear interpolation), as the generator computes them, so both agree.
+The JSON keys read (``vllm/benchmarks/serve.py`` 0.32, ``benchmark``'s result, lines 1278-1301):
+``duration``, ``completed``, ``failed``, ``input_lens``, ``output_lens``, ``ttfts`` (s), ``itls`` (s, one
+list per request), ``latencies`` (s), ``errors`` (``""`` for a request that succeeded), ``request_goodput``
+(with ``--goodput``), and the aggregates ``output_throughput``, ``request_throughput``,
+``p50/p90/p99_{ttft,tpot,itl,e2el}_ms``. Percentiles are numpy's default (linear interpolation), as the
+generator computes them, so both agree.
+
+Goodput is vLLM's rule (``calculate_metrics``, serve.py lines 605-660): a successful request counts when
+its TTFT, its TPOT = ``(latency - ttft) / (output_len - 1)`` (0 for one token or none) and its latency are
+each within the SLO's bound; ``max_itl_ms`` (every gap of the request within it) is counted apart.
 """
 
 from __future__ import annotations
@@ -13,15 +18,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import GpuLayoutError
-from pytest_gpulayout.workload import Slo
+from pytest_gpulayout.workload import Load, Slo
 
 PERCENTILES = (50, 90, 99)
 NO_SLO = Slo()
+#: serve.py's ``MILLISECONDS_TO_SECONDS_CONVERSION``: the SLO's milliseconds are divided by it, and each
+#: request's seconds compared with the quotient (``s >= r``), the same float operations here
+MS_PER_S = 1000
 
 
 class MeasureError(GpuLayoutError):
@@ -41,10 +49,32 @@ class Percentiles:
 
 
 @dataclass(frozen=True)
-class Window:
-    """One run of the load generator against one deployment at one concurrency."""
+class Requests:
+    """The successful requests of one window, each as the generator timed it (seconds)."""
 
-    concurrency: int
+    ttft_s: tuple[float, ...] = ()
+    #: vLLM's per-request TPOT, ``(latency - ttft) / (output_len - 1)``; 0 for an output of one token
+    tpot_s: tuple[float, ...] = ()
+    e2e_s: tuple[float, ...] = ()
+    itl_s: tuple[tuple[float, ...], ...] = ()
+    output_lens: tuple[int, ...] = ()
+    input_lens: tuple[int, ...] = ()
+
+    @property
+    def gaps(self) -> list[float]:
+        return [g for gaps in self.itl_s for g in gaps]
+
+    @property
+    def timed_tpots(self) -> list[float]:
+        """The TPOTs vLLM takes percentiles of: requests with more than one output token."""
+        return [t for t, n in zip(self.tpot_s, self.output_lens, strict=True) if n > 1]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One run of the load generator against one launch of a deployment at one load."""
+
+    load: Load
     duration_s: float
     completed: int
     failed: int
@@ -52,13 +82,36 @@ class Window:
     output_tokens_per_s: float
     requests_per_s: float
     ttft_ms: Percentiles
+    tpot_ms: Percentiles
     itl_ms: Percentiles
     e2e_ms: Percentiles
-    goodput_rps: float | None          # requests/s meeting the SLO; None without an SLO
+    good: int | None                   # requests meeting the SLO by vLLM's rule; None without one
+    good_max_itl: int | None           # requests whose every gap met slo.max_itl_ms; None without it
     generator: Mapping[str, Any]       # the generator's own aggregates, as it wrote them
+    requests: Requests = Requests()
+    launch: int = 0                    # which launch of its deployment (0-based)
     result_path: str | None = None
+    command: str | None = None         # the window's ``vllm bench serve`` command line
     note: str | None = None            # where a figure is not the generator's own, why
     first_error: str | None = None     # the last line of the first failed request's error
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.load.concurrency
+
+    @property
+    def goodput_rps(self) -> float | None:
+        return None if self.good is None or self.duration_s <= 0 else self.good / self.duration_s
+
+    @property
+    def max_itl_goodput_rps(self) -> float | None:
+        return None if self.good_max_itl is None or self.duration_s <= 0 else self.good_max_itl / self.duration_s
+
+    @property
+    def attainment(self) -> float | None:
+        """The share of the window's requests (failed ones too) that met the SLO."""
+        sent = self.completed + self.failed
+        return None if self.good is None or not sent else self.good / sent
 
     @property
     def failure(self) -> str | None:
@@ -67,8 +120,8 @@ class Window:
             return None
         why = f": {self.first_error}" if self.first_error else ""
         if not self.completed:
-            return f"no request completed at concurrency {self.concurrency} ({self.failed} failed{why})"
-        return f"{self.failed} of {self.failed + self.completed} requests failed at concurrency {self.concurrency}{why}"
+            return f"no request completed at {self.load.words} ({self.failed} failed{why})"
+        return f"{self.failed} of {self.failed + self.completed} requests failed at {self.load.words}{why}"
 
     def figure(self, name: str) -> float:
         value = getattr(self, name)
@@ -86,7 +139,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def _pcts(values_s: Sequence[float]) -> Percentiles:
+def percentiles_ms(values_s: Sequence[float]) -> Percentiles:
     ms = [v * 1000.0 for v in values_s]
     p = [percentile(ms, q) for q in PERCENTILES]
     return Percentiles(p[0], p[1], p[2])
@@ -96,23 +149,32 @@ def _r(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
 
-def goodput(ttfts: Sequence[float], itls: Sequence[Sequence[float]], ok: Sequence[bool], duration_s: float,
-            slo: Slo) -> float | None:
-    """Requests/s that met the SLO: a successful request whose first token came within
-    ``ttft_p99_ms`` and whose every inter-token gap was within ``itl_p99_ms`` (each request is held
-    to the SLO's bound; the p99 of the window is then within it too when 99 % of them meet it)."""
-    if not slo.set or duration_s <= 0:
+def tpot_s(latency_s: float, ttft_s: float, output_len: int) -> float:
+    """vLLM's time per output token of one request (serve.py lines 624-631): 0 for one token or none."""
+    return (latency_s - ttft_s) / (output_len - 1) if output_len > 1 else 0.0
+
+
+def good_requests(requests: Requests, slo: Slo) -> int | None:
+    """How many requests ``vllm bench serve --goodput`` counts good: each of TTFT, TPOT and E2E that the
+    SLO bounds within it (``slo / 1000 >= value``, serve.py lines 640-660); None when it bounds none."""
+    slo_values: list[float] = []
+    valid_metrics: list[tuple[float, ...]] = []
+    for bound_ms, values in ((slo.ttft_ms, requests.ttft_s), (slo.tpot_ms, requests.tpot_s),
+                             (slo.e2e_ms, requests.e2e_s)):
+        if bound_ms is not None:
+            slo_values.append(bound_ms / MS_PER_S)
+            valid_metrics.append(values)
+    if not slo_values:
         return None
-    good = 0
-    for i, success in enumerate(ok):
-        if not success:
-            continue
-        if slo.ttft_p99_ms is not None and ttfts[i] * 1000.0 > slo.ttft_p99_ms:
-            continue
-        if slo.itl_p99_ms is not None and any(x * 1000.0 > slo.itl_p99_ms for x in itls[i]):
-            continue
-        good += 1
-    return good / duration_s
+    return sum(all(s >= r for s, r in zip(slo_values, req, strict=True)) for req in zip(*valid_metrics, strict=True))
+
+
+def good_every_gap(requests: Requests, slo: Slo) -> int | None:
+    """Requests whose every inter-token gap is within ``slo.max_itl_ms`` (a rule of its own, not vLLM's)."""
+    if slo.max_itl_ms is None:
+        return None
+    bound = slo.max_itl_ms / MS_PER_S
+    return sum(all(bound >= g for g in gaps) for gaps in requests.itl_s)
 
 
 def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
@@ -123,8 +185,8 @@ def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
-def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO, where: str = "result",
-                 forced_output: int | None = None) -> Window:
+def parse_result(data: Mapping[str, Any], *, load: Load, slo: Slo = NO_SLO, where: str = "result",
+                 forced_output: int | None = None, launch: int = 0) -> Window:
     """The figures of one window from the generator's JSON (already loaded).
 
     ``forced_output``: the output length the load forced (``max_tokens`` with ``ignore_eos``). The
@@ -132,7 +194,8 @@ def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO
     its own (vLLM, SGLang), else it re-tokenizes the streamed text with its ``--tokenizer``:
     llama-server sends ``usage`` in the last token's chunk, so the count is the tokenizer's, not the
     server's. Where a successful request's count is not the forced length, the forced length is
-    counted (the server stops each request there) and the window's ``note`` says so."""
+    counted in output tokens/s (the server stops each request there) and the window's ``note`` says so;
+    TPOT and goodput keep the generator's count, as ``--goodput`` does."""
     try:
         duration = float(data["duration"])
         completed = int(data["completed"])
@@ -144,38 +207,48 @@ def parse_result(data: Mapping[str, Any], *, concurrency: int, slo: Slo = NO_SLO
     itls = [[float(y) for y in x] for x in _list(data, "itls", where)]
     lat = [float(x) for x in _list(data, "latencies", where)]
     out_lens = [int(x) for x in _list(data, "output_lens", where)]
+    in_lens = [int(x) for x in data.get("input_lens") or [0] * len(out_lens)]
     ok = [not e for e in errors]
-    if not (len(ok) == len(ttfts) == len(itls) == len(lat) == len(out_lens)):
+    if not (len(ok) == len(ttfts) == len(itls) == len(lat) == len(out_lens) == len(in_lens)):
         raise MeasureError(f"{where}: the per-request lists differ in length")
-    good_ttft = [t for t, s in zip(ttfts, ok, strict=True) if s]
-    good_itl = [g for gaps, s in zip(itls, ok, strict=True) if s for g in gaps]
-    good_lat = [t for t, s in zip(lat, ok, strict=True) if s]
-    tokens = sum(n for n, s in zip(out_lens, ok, strict=True) if s)
+    idx = [i for i, s in enumerate(ok) if s]
+    reqs = Requests(ttft_s=tuple(ttfts[i] for i in idx),
+                    tpot_s=tuple(tpot_s(lat[i], ttfts[i], out_lens[i]) for i in idx),
+                    e2e_s=tuple(lat[i] for i in idx), itl_s=tuple(tuple(itls[i]) for i in idx),
+                    output_lens=tuple(out_lens[i] for i in idx), input_lens=tuple(in_lens[i] for i in idx))
+    tokens = sum(reqs.output_lens)
     note = None
-    counted = [n for n, s in zip(out_lens, ok, strict=True) if s]
-    if forced_output is not None and any(n != forced_output for n in counted):
-        note = (f"the load generator counted {tokens / len(counted):.1f} output tokens a request, not the "
+    if forced_output is not None and any(n != forced_output for n in reqs.output_lens):
+        note = (f"the load generator counted {tokens / len(idx):.1f} output tokens a request, not the "
                 f"{forced_output} forced: the server's usage did not reach it (llama-server sends it in the last "
                 f"token's chunk) and it re-tokenized the text; output tokens/s counts the forced length")
-        tokens = forced_output * len(counted)
+        tokens = forced_output * len(idx)
     aggregates = {k: v for k, v in data.items() if not isinstance(v, list)}
     errs = [str(e).strip().splitlines() for e in errors if e]
     first_error = next((lines[-1][:200] for lines in errs if lines), None)
+    good = good_requests(reqs, slo)
+    theirs = data.get("request_goodput")
+    if good is not None and isinstance(theirs, (int, float)) and duration > 0 \
+            and not math.isclose(theirs, good / duration, rel_tol=1e-9, abs_tol=1e-12):
+        note = "; ".join(x for x in (note, f"the load generator's own goodput {theirs:.4g} req/s differs from "
+                                           f"{good / duration:.4g} recounted from its per-request times") if x)
     return Window(
-        concurrency=concurrency, duration_s=duration, completed=completed, failed=failed, output_tokens=tokens,
+        load=load, duration_s=duration, completed=completed, failed=failed, output_tokens=tokens,
         output_tokens_per_s=tokens / duration if duration > 0 else 0.0,
         requests_per_s=completed / duration if duration > 0 else 0.0,
-        ttft_ms=_pcts(good_ttft), itl_ms=_pcts(good_itl), e2e_ms=_pcts(good_lat),
-        goodput_rps=goodput(ttfts, itls, ok, duration, slo), generator=aggregates, note=note,
-        first_error=first_error)
+        ttft_ms=percentiles_ms(reqs.ttft_s), tpot_ms=percentiles_ms(reqs.timed_tpots),
+        itl_ms=percentiles_ms(reqs.gaps), e2e_ms=percentiles_ms(reqs.e2e_s),
+        good=good, good_max_itl=good_every_gap(reqs, slo), generator=aggregates, requests=reqs, launch=launch,
+        note=note, first_error=first_error)
 
 
-def read_result(path: Path, *, concurrency: int, slo: Slo = NO_SLO, forced_output: int | None = None) -> Window:
+def read_result(path: Path, *, load: Load, slo: Slo = NO_SLO, forced_output: int | None = None,
+                launch: int = 0, command: str | None = None) -> Window:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise MeasureError(f"{path}: cannot read the load generator's result: {err}") from None
     if not isinstance(data, dict):
         raise MeasureError(f"{path}: the load generator's result is not a JSON object")
-    w = parse_result(data, concurrency=concurrency, slo=slo, where=str(path), forced_output=forced_output)
-    return Window(**{**w.__dict__, "result_path": str(path)})
+    w = parse_result(data, load=load, slo=slo, where=str(path), forced_output=forced_output, launch=launch)
+    return replace(w, result_path=str(path), command=command)

@@ -107,3 +107,81 @@ def measurement(candidates: Sequence[LayoutRow], machine: Machine, request: Plan
 
 
 __all__ = ["measurement"]
+
+
+# -- plan --measure: the layouts measured, split against copies ----------------------------------------
+
+#: how many distinct layouts ``plan --measure`` measures by default
+MEASURE_TOP = 3
+
+
+def _kind(row: LayoutRow) -> str:
+    """What the layout does with its GPUs: copies (DP), a tensor split, a pipeline split."""
+    if row.dp > 1:
+        return "copies"
+    return "tensor" if row.pp == 1 else "pipeline"
+
+
+def measured_layouts(candidates: Sequence[LayoutRow], top: int = MEASURE_TOP) -> tuple[LayoutRow, ...]:
+    """The layouts ``plan --measure`` puts under one load, in the rules' order: on as many GPUs as the
+    rules' first, the best-ranked of each kind (copies, a tensor split, a pipeline split) first, so a
+    split is measured against copies wherever both fit, then the next distinct shapes by rank, ``top`` in
+    all. Layouts one server cannot run (independent engines behind a balancer, several hosts) and those
+    whose pool was not predicted are left out."""
+    serving = [r for r in candidates if r.pool_predicted and not r.engines and r.hosts == 1]
+    if not serving or top < 1:
+        return ()
+    gpus = serving[0].gpu_count
+    same = [r for r in serving if r.gpu_count == gpus]
+    distinct: dict[tuple[int, int, int, bool], LayoutRow] = {}
+    for r in same:
+        distinct.setdefault((r.tp, r.pp, r.dp, r.expert_parallel), r)
+    rows = list(distinct.values())
+    firsts: dict[str, LayoutRow] = {}
+    for r in rows:
+        firsts.setdefault(_kind(r), r)
+    chosen = sorted(firsts.values(), key=rows.index)[:top]
+    chosen += [r for r in rows if r not in chosen][: top - len(chosen)]
+    return tuple(sorted(chosen, key=rows.index))
+
+
+def manifest_machine(machine: Machine) -> str:
+    """The machine as a manifest names it from anywhere: a snapshot's absolute path, a preset, or auto."""
+    src = machine.source or "auto"
+    for prefix in ("snapshot:", "topo:"):
+        if src.startswith(prefix):
+            return str(Path(src[len(prefix):]).resolve())
+    return src if src.startswith(("preset:", "ray")) else "auto"
+
+
+def measuring_manifest(rows: Sequence[LayoutRow], machine: Machine, *, launch: dict[str, object] | None = None,
+                       load: dict[str, object] | None = None) -> dict[str, object]:
+    """The ``gpulayout.yaml`` (as data) that measures ``rows`` under one load: each row a deployment of its
+    TP/PP/DP sizes on its GPUs, ``launch`` (a manifest ``launch:`` block) and ``load`` (a ``measure:``
+    block) applied to every one of them."""
+    first = rows[0].deployment
+    assert first is not None
+    model = first.model
+    if Path(model).exists():  # a local folder or config: absolute, so the manifest means it from anywhere
+        model = str(Path(model).resolve())
+    defaults: dict[str, object] = {"engine": first.engine, "model": model}
+    for key, value in (("engine_version", first.engine_version), ("max_model_len", first.max_model_len),
+                       ("memory_fraction", first.memory_fraction)):
+        if value is not None:
+            defaults[key] = value
+    if first.kv_cache_dtype != "auto":
+        defaults["kv_cache_dtype"] = first.kv_cache_dtype
+    defaults["launch"] = {"enabled": True, **(launch or {})}
+    if load:
+        defaults["measure"] = dict(load)
+    deployments: dict[str, object] = {}
+    for r in rows:
+        dep: dict[str, object] = {"tensor_parallel_size": r.tp, "pipeline_parallel_size": r.pp,
+                                  "data_parallel_size": r.dp, "gpus": list(r.gpus)}
+        if r.expert_parallel:
+            dep["enable_expert_parallel"] = True
+        deployments[r.name] = dep
+    return {"version": 1, "machine": manifest_machine(machine), "defaults": defaults, "deployments": deployments}
+
+
+__all__ += ["MEASURE_TOP", "manifest_machine", "measured_layouts", "measuring_manifest"]

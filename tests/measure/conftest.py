@@ -39,3 +39,4 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     vocab = json.loads((model / "config.json").read_text())["vocab_size"]
     subprocess.run([python, "-c", MAKE_TOKENIZER, str(model), str(vocab)], check=True, timeout=120)
     return model
+

@@ -1,6 +1,8 @@
 """``gpulayout measure`` without an engine: the load generator's recorded JSON parsed and checked
-against its own aggregates, goodput, the confidence-interval math, the verdict, /metrics parsing,
-the manifest's ``measure:`` block, and clocks and matched-clock flags against the fake NVML."""
+against its own aggregates, the confidence-interval math, /metrics parsing, the generator's process,
+and clocks and matched-clock flags against the fake NVML. (Goodput: ``test_measure_goodput.py``; the
+verdict over launches: ``test_measure_verdict.py``; the manifest and the checks before a launch:
+``test_measure_inputs.py``.)"""
 
 from __future__ import annotations
 
@@ -14,59 +16,47 @@ from typing import Any
 
 import pytest
 from fakes.fake_pynvml import FakeNvml
+from measure_builders import points
 
 from pytest_gpulayout.deployment import Deployment, Launch
-from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import BARE_HOST
 from pytest_gpulayout.launch import argv as launch_argv
 from pytest_gpulayout.machine.facts import Gpu, Machine
-from pytest_gpulayout.manifest.load import parse_manifest
 from pytest_gpulayout.measure import clocks as clk
 from pytest_gpulayout.measure import generator as gen_mod
 from pytest_gpulayout.measure import run
-from pytest_gpulayout.measure.generator import Generators, Job, JobEnd, generator_args, runner_argv
+from pytest_gpulayout.measure.generator import Generators, Job, JobEnd, command_line, generator_args, runner_argv
 from pytest_gpulayout.measure.metrics import parse_prometheus, sample_of, summarize
-from pytest_gpulayout.measure.result import MeasureError, Percentiles, Window, parse_result, percentile, read_result
+from pytest_gpulayout.measure.result import MeasureError, parse_result, percentile, read_result
 from pytest_gpulayout.measure.stats import mean_ci, ratio_ci, separated, t975
-from pytest_gpulayout.measure.verdict import decide, deciding_figure
-from pytest_gpulayout.workload import MeasureSpec, Slo
+from pytest_gpulayout.measure.verdict import decide
+from pytest_gpulayout.workload import Load, MeasureSpec, Slo
 
 RECORDED = Path(__file__).parents[1] / "data" / "measure" / "vllm-bench-serve-c8.json"
+C8 = Load(concurrency=8)
 
 
 def test_recorded_result_agrees_with_the_generators_own_aggregates() -> None:
     """Recorded from a real ``vllm bench serve`` against the CPU vLLM (tiny Llama, 16 requests, 8 at once)."""
-    w = read_result(RECORDED, concurrency=8)
+    w = read_result(RECORDED, load=C8)
     g = json.loads(RECORDED.read_text())
     assert (w.completed, w.failed) == (g["completed"], g["failed"]) == (16, 0)
     assert w.output_tokens_per_s == pytest.approx(g["output_throughput"], rel=1e-9)
     assert w.requests_per_s == pytest.approx(g["request_throughput"], rel=1e-9)
-    for ours, key in ((w.ttft_ms, "ttft"), (w.itl_ms, "itl"), (w.e2e_ms, "e2el")):
+    for ours, key in ((w.ttft_ms, "ttft"), (w.tpot_ms, "tpot"), (w.itl_ms, "itl"), (w.e2e_ms, "e2el")):
         for q in ("p50", "p90", "p99"):
             assert getattr(ours, q) == pytest.approx(g[f"{q}_{key}_ms"], rel=1e-9), (key, q)
     assert w.goodput_rps is None and w.result_path == str(RECORDED)
-
-
-def test_goodput_holds_each_request_to_the_slo() -> None:
-    g = json.loads(RECORDED.read_text())
-    everyone = parse_result(g, concurrency=8, slo=Slo(ttft_p99_ms=10_000, itl_p99_ms=10_000))
-    assert everyone.goodput_rps == pytest.approx(16 / g["duration"])
-    cut = sorted(g["ttfts"])[7] * 1000  # the 8 fastest first tokens meet it
-    half = parse_result(g, concurrency=8, slo=Slo(ttft_p99_ms=cut))
-    assert half.goodput_rps == pytest.approx(8 / g["duration"])
-    worst_gap = max(max(x) for x in g["itls"]) * 1000
-    nobody = parse_result(g, concurrency=8, slo=Slo(itl_p99_ms=worst_gap / 1e6))
-    assert nobody.goodput_rps == 0.0
 
 
 def test_failed_requests_are_counted_not_timed() -> None:
     g = json.loads(RECORDED.read_text())
     g["errors"] = ["boom"] + g["errors"][1:]
     g["completed"], g["failed"] = 15, 1
-    w = parse_result(g, concurrency=8, slo=Slo(ttft_p99_ms=1e9))
+    w = parse_result(g, load=C8, slo=Slo(ttft_ms=1e9))
     assert (w.completed, w.failed) == (15, 1)
     assert w.output_tokens == sum(g["output_lens"][1:])
-    assert w.goodput_rps == pytest.approx(15 / g["duration"])
+    assert w.goodput_rps == pytest.approx(15 / g["duration"]) and w.attainment == pytest.approx(15 / 16)
 
 
 def test_a_miscounted_output_counts_the_forced_length_and_says_so() -> None:
@@ -74,13 +64,13 @@ def test_a_miscounted_output_counts_the_forced_length_and_says_so() -> None:
     re-tokenizes the text instead. With the length forced, the forced length is counted, and said."""
     g = json.loads(RECORDED.read_text())
     forced = g["output_lens"][0]
-    assert parse_result(g, concurrency=8, forced_output=forced).note is None  # the server's own count: kept
+    assert parse_result(g, load=C8, forced_output=forced).note is None  # the server's own count: kept
     g["output_lens"] = [1] * len(g["output_lens"])
-    w = parse_result(g, concurrency=8, forced_output=forced)
+    w = parse_result(g, load=C8, forced_output=forced)
     assert w.output_tokens == forced * 16
     assert w.output_tokens_per_s == pytest.approx(forced * 16 / g["duration"])
     assert w.note is not None and f"counted 1.0 output tokens a request, not the {forced} forced" in w.note
-    assert parse_result(g, concurrency=8).output_tokens == 16  # a trace forces nothing: the generator's count
+    assert parse_result(g, load=C8).output_tokens == 16  # a trace forces nothing: the generator's count
 
 
 def test_a_result_without_per_request_times_is_one_clear_error(tmp_path: Path) -> None:
@@ -89,10 +79,10 @@ def test_a_result_without_per_request_times_is_one_clear_error(tmp_path: Path) -
     del g["itls"]
     p.write_text(json.dumps(g))
     with pytest.raises(MeasureError, match="no per-request 'itls'.*--save-detailed"):
-        read_result(p, concurrency=8)
+        read_result(p, load=C8)
     p.write_text("[1]")
     with pytest.raises(MeasureError, match="not a JSON object"):
-        read_result(p, concurrency=8)
+        read_result(p, load=C8)
 
 
 def test_percentile_is_numpys_linear() -> None:
@@ -102,50 +92,16 @@ def test_percentile_is_numpys_linear() -> None:
 
 
 def test_intervals() -> None:
-    assert t975(1) == 12.706 and t975(100) == 1.96
+    assert t975(1) == pytest.approx(12.706, abs=1e-3) and t975(100) == pytest.approx(1.984, abs=1e-3)
     ci = mean_ci([10.0, 12.0, 11.0, 13.0])
     half = 3.182 * statistics.stdev([10, 12, 11, 13]) / 2
-    assert (ci.low, ci.high) == pytest.approx((11.5 - half, 11.5 + half))
+    assert (ci.low, ci.high) == pytest.approx((11.5 - half, 11.5 + half), rel=1e-4)
     r = ratio_ci([20.0, 21.0, 19.0, 20.5], [10.0, 10.5, 9.5, 10.2])
     assert r.mean == pytest.approx(80.5 / 40.2) and 1 < r.low < r.mean < r.high
     assert separated([20.0, 21.0, 19.0], [10.0, 10.5, 9.5])
     assert not separated([10.0, 14.0, 8.0], [11.0, 9.0, 12.0])
     one = ratio_ci([10.0], [5.0])  # a single window: no interval
     assert one.low == 0.0 and math.isinf(one.high)
-
-
-def _w(tps: float, conc: int = 8, itl99: float = 40.0, goodput: float | None = None) -> Window:
-    p = Percentiles(1.0, 2.0, 3.0)
-    return Window(conc, 10.0, 10, 0, int(tps * 10), tps, 1.0, p, Percentiles(10.0, 20.0, itl99), p, goodput, {})
-
-
-def test_verdict_chooses_the_faster_with_its_ratio_and_interval() -> None:
-    v = decide({"tp2": [_w(134), _w(135), _w(133)], "pp2": [_w(100, itl99=58), _w(101, itl99=58), _w(99, itl99=58)]},
-               "output_tokens_per_s")
-    assert v.choose == "tp2" and v.decided and v.runner_up == "pp2"
-    assert v.text.startswith("choose tp2: 1.34x the output tokens/s of pp2 (95 % CI 1.3")
-    assert "at P99 ITL 40 ms against 58 ms" in v.text
-
-
-def test_verdict_says_no_difference_when_the_intervals_overlap() -> None:
-    v = decide({"a": [_w(100), _w(120), _w(90)], "b": [_w(105), _w(95), _w(110)]}, "output_tokens_per_s")
-    assert v.choose is None and not v.decided
-    assert v.text.startswith("no measurable difference at this load") and "pick on memory (see kv_pool)" in v.text
-
-
-def test_verdict_reads_goodput_when_every_deployment_has_an_slo() -> None:
-    assert deciding_figure({"a": True, "b": True}) == "goodput_rps"
-    assert deciding_figure({"a": True, "b": False}) == "output_tokens_per_s"
-    v = decide({"a": [_w(100, goodput=2.0), _w(100, goodput=2.1)], "b": [_w(200, goodput=1.0), _w(200, goodput=1.05)]},
-               "goodput_rps")
-    assert v.choose == "a" and "goodput" in v.text
-
-
-def test_verdict_at_the_highest_common_concurrency_and_with_one_deployment() -> None:
-    v = decide({"a": [_w(50, 1), _w(51, 1), _w(300, 16), _w(310, 16)], "b": [_w(90, 1), _w(91, 1), _w(100, 16),
-                                                                           _w(101, 16)]}, "output_tokens_per_s")
-    assert v.concurrency == 16 and v.choose == "a"
-    assert decide({"a": [_w(1)]}, "output_tokens_per_s").text == "only a was measured: nothing to compare it with"
 
 
 PROM = """# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
@@ -171,17 +127,28 @@ def test_metrics_across_dp_engines() -> None:
 
 
 def test_generator_args_are_offline_and_force_lengths(tmp_path: Path) -> None:
-    argv = generator_args(MeasureSpec(input_tokens=32, output_tokens=64), base_url="http://127.0.0.1:8000",
-                          model="/m", tokenizer="/m", concurrency=8, requests=40, result_dir=tmp_path, seed=10)
+    spec = MeasureSpec(input_tokens=32, output_tokens=64, slo=Slo(ttft_ms=500, tpot_ms=20.5))
+    argv = generator_args(spec, C8, base_url="http://127.0.0.1:8000", model="/m", tokenizer="/m", requests=40,
+                          result=tmp_path / "r.json", seed=10, warmups=8)
     flags = dict(zip(argv[0::1], argv[1::1], strict=False))
     assert flags["--tokenizer"] == "/m" and flags["--max-concurrency"] == "8" and flags["--num-prompts"] == "40"
+    assert flags["--request-rate"] == "inf" and "--burstiness" not in argv
     assert flags["--random-output-len"] == "64" and "--ignore-eos" in argv and "--save-detailed" in argv
-    assert flags["--num-warmups"] == "8"  # default: one request per concurrent user
-    trace = tmp_path / "t.jsonl"
-    traced = generator_args(MeasureSpec(trace=trace), base_url="u", model="m", tokenizer="m", concurrency=1,
-                            requests=1, result_dir=tmp_path, seed=0)
+    assert flags["--num-warmups"] == "8" and flags["--seed"] == "10"
+    assert (flags["--result-dir"], flags["--result-filename"]) == (str(tmp_path), "r.json")
+    # the SLO goes to the generator's own --goodput, so its result carries vLLM's count of the same rule
+    i = argv.index("--goodput")
+    assert argv[i + 1:i + 3] == ["ttft:500.0", "tpot:20.5"]
+    rate = generator_args(MeasureSpec(), Load(request_rate=2.5, burstiness=0.5), base_url="u", model="m",
+                          tokenizer="m", requests=10, result=tmp_path / "x.json", seed=0, warmups=4)
+    assert rate[rate.index("--request-rate") + 1] == "2.5" and rate[rate.index("--burstiness") + 1] == "0.5"
+    assert "--max-concurrency" not in rate and "--goodput" not in rate   # open loop; no SLO, no goodput
+    traced = generator_args(MeasureSpec(), Load(concurrency=1), base_url="u", model="m", tokenizer="m", requests=1,
+                            result=tmp_path / "t.json", seed=0, warmups=0, trace_file=tmp_path / "t.jsonl")
     assert traced[traced.index("--dataset-name") + 1] == "timed_trace" and "--ignore-eos" not in traced
+    assert traced[traced.index("--dataset-path") + 1] == str(tmp_path / "t.jsonl")
     assert runner_argv("/venv/bin/python")[:2] == ["/venv/bin/python", "-c"]
+    assert command_line(["--model", "/a b"]) == "vllm bench serve --model '/a b'"
 
 
 FAKE_RUNNER_PY = """
@@ -193,8 +160,7 @@ for line in sys.stdin:
         continue
     if 'die' in job['args']:
         sys.exit(3)
-    for i in range(job['windows']):
-        open(os.path.join(os.path.dirname(job['done']), job['stem'] + f'-w{i}.json'), 'w').write('{}')
+    open(job['done'][:-len('.done')] + '.json', 'w').write('{}')
     open(job['done'], 'w').write('boom' if 'fail' in job['args'] else 'ok')
 """
 
@@ -219,55 +185,24 @@ def test_one_generator_runs_job_after_job_and_is_replaced_when_it_dies(tmp_path:
         first = gens.get(sys.executable)
         assert gens.count == 1
         for stem in ("a", "b"):
-            job = Job(["x"], 2, tmp_path, stem)
+            job = Job(["x"], tmp_path / f"{stem}.json")
             first.submit(job, timeout_s=30)
             assert _wait(first) == JobEnd(0)
-            assert all(p.is_file() for p in job.results)
+            assert job.result.is_file()
         assert gens.get(sys.executable) is first and gens.count == 1
-        first.submit(Job(["fail"], 1, tmp_path, "c"), timeout_s=30)
+        first.submit(Job(["fail"], tmp_path / "c.json"), timeout_s=30)
         assert _wait(first) == JobEnd(1, "boom")
-        first.submit(Job(["hang"], 1, tmp_path, "d"), timeout_s=0.5)
+        first.submit(Job(["hang"], tmp_path / "d.json"), timeout_s=0.5)
         assert _wait(first).rc == -9 and not first.alive
         second = gens.get(sys.executable)
         assert second is not first and gens.count == 2
-        second.submit(Job(["die"], 1, tmp_path, "e"), timeout_s=30)
+        second.submit(Job(["die"], tmp_path / "e.json"), timeout_s=30)
         assert _wait(second) == JobEnd(3, "exited with 3")
         third = gens.get(sys.executable)
         assert third is not second and gens.count == 3
     finally:
         gens.close()
     assert not third.alive and not gens.running
-
-
-def _manifest(tmp_path: Path, measure: Any, defaults: Any = None) -> Any:
-    data: dict[str, Any] = {"version": 1, "deployments": {"a": {"model": "Qwen/Qwen3-8B", "measure": measure}}}
-    if defaults is not None:
-        data["defaults"] = {"measure": defaults}
-    return parse_manifest(data, path=tmp_path / "gpulayout.yaml")
-
-
-def test_manifest_measure_block(tmp_path: Path) -> None:
-    m = _manifest(tmp_path, {"concurrency": [16, 1], "slo": {"itl_p99_ms": 50}},
-                  {"requests": 32, "slo": {"ttft_p99_ms": 500}, "windows": 3})
-    spec = m.deployments[0].measure
-    assert spec == MeasureSpec(concurrency=(1, 16), requests=32, windows=3, slo=Slo(500.0, 50.0))
-    assert _manifest(tmp_path, {"duration_s": 30}, {"requests": 32}).deployments[0].measure.requests is None
-
-
-@pytest.mark.parametrize("block, message", [
-    ({"concurency": 8}, "deployments.a.measure.concurency: unknown key 'concurency': did you mean 'concurrency'?"),
-    ({"concurrency": 0}, "deployments.a.measure.concurrency"),
-    ({"concurrency": []}, "deployments.a.measure.concurrency: is an empty list"),
-    ({"slo": {"ttft": 5}}, "deployments.a.measure.slo.ttft: unknown key 'ttft': did you mean 'ttft_p99_ms'?"),
-    ({"requests": 5, "duration_s": 3}, "set requests or duration_s, not both"),
-    ({"windows": 1}, "deployments.a.measure.windows"),
-    ({"trace": "nope.jsonl"}, "deployments.a.measure.trace: no such file"),
-    ("fast", "deployments.a.measure: must be a mapping"),
-])
-def test_manifest_measure_errors_name_the_key(tmp_path: Path, block: Any, message: str) -> None:
-    with pytest.raises(InputError) as err:
-        _manifest(tmp_path, block)
-    assert message in str(err.value) and str(tmp_path) in str(err.value)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,8 +260,7 @@ def test_matched_clocks_flag_a_layout_15_percent_slower() -> None:
     assert list(flags) == ["dp2"]
     assert "1550 MHz" in flags["dp2"] and "22 % below tp2's 1980 MHz" in flags["dp2"]
     assert clk.unmatched({"cpu-a": None, "cpu-b": None}) == {}     # the CPU build: clocks null, nothing flagged
-    v = decide({"tp2": [_w(134), _w(135), _w(133)], "dp2": [_w(100), _w(101), _w(99)]}, "output_tokens_per_s",
-               flags)
+    v = decide(points({"tp2": [134, 135, 133], "dp2": [100, 101, 99]}), "output_tokens_per_s", flags)
     assert v.choose == "tp2" and "Clocks not matched" in v.text and "dp2:" in v.text
 
 
@@ -350,13 +284,15 @@ def test_preemptions_where_the_prediction_said_the_load_fits_are_named_with_the_
 
     spec = MeasureSpec(input_tokens=128, output_tokens=128)
     assert load_tokens_per_replica(spec, 8, 2) == 4 * 256
-    note = preemption_note(spec, 8, 3.0, (5000, 4096))
+    note = preemption_note(spec, C8, 3.0, (5000, 4096))
     assert note is not None and note.startswith("3 preemptions at concurrency 8, where the predicted pool")
     assert "4,096 tokens per replica (x2)" in note and "4 requests of 128 + 128 tokens = 1,024 tokens, 4.0x" in note
-    short = preemption_note(spec, 8, 1.0, (1000,))
+    short = preemption_note(spec, C8, 1.0, (1000,))
     assert short is not None and "as predicted" in short and "8 requests of 128 + 128 tokens = 2,048 tokens" in short
-    assert preemption_note(spec, 8, 0.0, (5000,)) is None and preemption_note(spec, 8, 2.0, None) is None
-    assert preemption_note(MeasureSpec(trace=Path("t.jsonl")), 8, 2.0, (5000,)) is None
+    assert preemption_note(spec, C8, 0.0, (5000,)) is None and preemption_note(spec, C8, 2.0, None) is None
+    assert preemption_note(MeasureSpec(trace=Path("t.jsonl")), C8, 2.0, (5000,)) is None
+    # an open-loop rate holds no known number of requests at once: no claim
+    assert preemption_note(spec, Load(request_rate=4.0), 2.0, (100,)) is None
 
 
 def test_a_window_where_every_request_failed_is_an_error_not_a_pass() -> None:
@@ -365,13 +301,13 @@ def test_a_window_where_every_request_failed_is_an_error_not_a_pass() -> None:
     g = json.loads(RECORDED.read_text())
     g["errors"] = ["Internal Server Error"] * 16
     g["completed"], g["failed"] = 0, 16
-    w = parse_result(g, concurrency=8)
+    w = parse_result(g, load=C8)
     assert w.failure == "no request completed at concurrency 8 (16 failed: Internal Server Error)"
     g["errors"] = ["Traceback (most recent call last):\n  ...\naiohttp.ClientOSError: reset"] + [""] * 15
     g["completed"], g["failed"] = 15, 1
-    assert parse_result(g, concurrency=8).failure == ("1 of 16 requests failed at concurrency 8: "
-                                                      "aiohttp.ClientOSError: reset")
-    assert read_result(RECORDED, concurrency=8).failure is None
+    assert parse_result(g, load=C8).failure == ("1 of 16 requests failed at concurrency 8: "
+                                                "aiohttp.ClientOSError: reset")
+    assert read_result(RECORDED, load=C8).failure is None
 
 
 def test_a_llamacpp_measurement_without_gpus_locks_every_gpu_it_sees(tmp_path: Path,
