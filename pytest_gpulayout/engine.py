@@ -357,6 +357,16 @@ def parse_version(text: str, *, key: str = "engine_version") -> Version:
 # launch's knobs, the placement and the replicas' pool predictions) and every rule is a pure function
 # ``(subject) -> Finding`` that asks ``subject.engine`` instead of testing an engine's name.
 
+class ModelMissing(Exception):
+    """The deployment's model could not be found or read (``model/resolve.ModelNotFound``, a config.json that
+    does not parse): the checks that read the model are not run (``Runner``), ``config`` fails saying how to
+    supply it, and the deployment's other checks still run. ``error``: the one line naming the file and key."""
+
+    def __init__(self, error: InputError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
 @dataclass(frozen=True, eq=False)
 class Subject:
     """A deployment with everything the checks derive from it, each derived once.
@@ -368,7 +378,8 @@ class Subject:
 
     dep: Deployment
     machine: Machine
-    model: ModelSpec
+    #: the model as the release serves it, or why it could not be read (``model`` raises it)
+    found: ModelSpec | ModelMissing
     host: Host
     engine: Engine
     version: Version
@@ -392,6 +403,18 @@ class Subject:
         if isinstance(p, PlacementError):
             raise p
         return p
+
+    @property
+    def model(self) -> ModelSpec:
+        """The model as the release serves it (raises ``ModelMissing`` when it could not be read)."""
+        if isinstance(self.found, ModelMissing):
+            raise self.found
+        return self.found
+
+    @property
+    def model_missing(self) -> ModelMissing | None:
+        """Why the model could not be read (None: it was)."""
+        return self.found if isinstance(self.found, ModelMissing) else None
 
     @property
     def max_model_len(self) -> int | None:
@@ -445,17 +468,19 @@ def command_words(engine: Engine, dep: Deployment, version: Version) -> list[str
     return out
 
 
-def resolve(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST, *,
+def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, host: Host = BARE_HOST, *,
             engine: Engine) -> Subject:
     """``dep`` with its engine object (chosen once, by the caller that holds the registry), the release
     its defaults are taken for, its command line through that release's front end (once), the model as the
     release serves it with that line on these GPUs, and the knobs of its ``launch.args`` / ``launch.env`` over
-    the host's variables (the engine inherits the host's environment with ``launch.env`` on top)."""
+    the host's variables (the engine inherits the host's environment with ``launch.env`` on top). ``model``
+    may be the error that reading it raised: the subject then carries it (``ModelMissing``)."""
     version, source = resolve_version(engine, dep.engine_version, host)
     args = engine.resolve_args(command_words(engine, dep, version), version)
     env = {**host.env, **dep.launch.env}
     knobs = engine.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
-    served = engine.as_served(model, args, layout_of(dep, machine), version)
+    served: ModelSpec | ModelMissing = (ModelMissing(model) if isinstance(model, InputError) else
+                                        engine.as_served(model, args, layout_of(dep, machine), version))
     return Subject(dep, machine, served, host, engine, version, source, knobs, args)
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from pytest_gpulayout.check import Check, Context, Gate, LaunchOptions, Then
 from pytest_gpulayout.deployment import Deployment
-from pytest_gpulayout.engine import Engine, Subject, resolve
+from pytest_gpulayout.engine import Engine, ModelMissing, Subject, resolve
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.findings import Finding, Status, verdict_of, worst
+from pytest_gpulayout.findings import Finding, Status, skipped, verdict_of, worst
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
@@ -30,7 +30,7 @@ from pytest_gpulayout.rules.startup import finish_run_log_dir, not_launched
 from pytest_gpulayout.suite import CHECK_NAMES, checks_for
 
 __all__ = ["CHECK_NAMES", "DeploymentResult", "Report", "Runner", "checks_of", "engine_of", "evaluate",
-           "finish_run_log_dir", "load_models", "not_launched", "run_checks", "subject_of"]
+           "find_models", "finish_run_log_dir", "load_models", "not_launched", "run_checks", "subject_of"]
 
 
 def engine_of(name: str) -> Engine:
@@ -43,7 +43,7 @@ def checks_of(dep: Deployment) -> tuple[Check, ...]:
     return tuple(c for c in checks_for(get_engine(dep.engine)) if c.applies(dep))
 
 
-def subject_of(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = BARE_HOST) -> Subject:
+def subject_of(dep: Deployment, machine: Machine, model: ModelSpec | InputError, host: Host = BARE_HOST) -> Subject:
     """``dep`` resolved once (``engine.Subject``): its engine object from the registry, its release, knobs,
     placement and pool predictions, for every check to read."""
     return resolve(dep, machine, model, host, engine=get_engine(dep.engine))
@@ -99,7 +99,10 @@ class Runner:
         for gate, other in held:
             if gate.then is Then.SKIP:
                 return check.blocked(other, gate)
-        finding = check.run(self.subject, Context(before=dict(self._found), host=self.host, options=self.options))
+        try:
+            finding = check.run(self.subject, Context(before=dict(self._found), host=self.host, options=self.options))
+        except ModelMissing:  # a check that reads the model, of a deployment whose model could not be read
+            return skipped(check.name, "not checked: the model could not be read (see config)")
         for gate, other in held:
             if gate.then is Then.NOT_JUDGED and finding.status in (Status.PASS, Status.WARN):
                 finding = finding.with_status(Status.SKIP, f"not judged: {gate.why} (see {other.check}). "
@@ -121,25 +124,37 @@ def evaluate(dep: Deployment, machine: Machine, model: ModelSpec, host: Host = B
     return Runner(subject_of(dep, machine, model, host), host).static_findings()
 
 
-def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
-    """Each deployment's model spec; a bad model reference names the manifest and the key."""
-    models: dict[str, ModelSpec] = {}
+def find_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec | InputError]:
+    """Each deployment's model spec, or the one-line error that says why it could not be read (naming the
+    manifest and the key): a model one deployment cannot find fails that deployment's ``config``, not the run."""
+    models: dict[str, ModelSpec | InputError] = {}
     for dep in deployments:
         try:
             models[dep.name] = load_model(dep.model, dep.base_dir)
         except InputError as err:
             where = err.where if err.where and err.where != str(dep.manifest_path) else None
-            raise InputError(
+            key = f"deployments.{dep.name}.model" if dep.origin is None else f"{dep.origin.source}: model"
+            models[dep.name] = InputError(
                 (f"{where}: " if where else "") + (f"{err.key}: " if err.key else "") + err.message,
-                where=dep.manifest_path, key=f"deployments.{dep.name}.model",
-            ) from None
+                where=dep.manifest_path, key=key)
     return models
+
+
+def load_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec]:
+    """Each deployment's model spec; a model that cannot be read is an ``InputError`` naming the manifest and
+    the key (for callers that need every model: ``find_models`` keeps going)."""
+    out: dict[str, ModelSpec] = {}
+    for name, found in find_models(deployments).items():
+        if isinstance(found, InputError):
+            raise found
+        out[name] = found
+    return out
 
 
 @dataclass
 class DeploymentResult:
     deployment: Deployment
-    model: ModelSpec
+    model: ModelSpec | InputError
     findings: dict[str, Finding] = field(default_factory=dict)
     #: checks that did not run (a partial pytest run): the verdict is then at best ``incomplete``
     not_run: tuple[str, ...] = ()
@@ -153,11 +168,16 @@ class DeploymentResult:
         """``status``, except ``incomplete`` when checks did not run and none of those that ran failed."""
         return verdict_of(self.status, bool(self.not_run))
 
+    @property
+    def model_name(self) -> str:
+        """The model's name, or the reference as written where it could not be read."""
+        return self.model.name if isinstance(self.model, ModelSpec) else self.deployment.model
+
     def to_json(self) -> dict[str, Any]:
         out = {
             "status": self.verdict,
             "engine": self.deployment.engine,
-            "model": self.model.name,
+            "model": self.model_name,
             "layout": {"tensor_parallel_size": self.deployment.tp, "pipeline_parallel_size": self.deployment.pp,
                        "data_parallel_size": self.deployment.dp},
             "checks": {name: f.to_json() for name, f in self.findings.items()},
@@ -208,7 +228,7 @@ class Report:
         }
 
 
-def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec], *,
+def run_checks(deployments: Iterable[Deployment], machine: Machine, models: Mapping[str, ModelSpec | InputError], *,
                launch: bool = False, log_dir: Path | None = None, host: Host = BARE_HOST,
                progress: Callable[[str], Progress] | None = None) -> Report:
     """Every check for every deployment (``startup`` launched where asked, else skipped).

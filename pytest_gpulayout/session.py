@@ -27,7 +27,7 @@ from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
 from pytest_gpulayout.manifest.load import MANIFEST_NAME, Manifest, find_manifest, load_manifest
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.runner import Runner, checks_of, load_models, subject_of
+from pytest_gpulayout.runner import Runner, checks_of, find_models, subject_of
 
 
 def _opt(config: pytest.Config, name: str, ini: str | None = None) -> str | None:
@@ -51,7 +51,7 @@ class GpuLayoutState:
     config: pytest.Config
     manifest: Manifest | None = None
     _machine: Machine | None = None
-    models: dict[str, ModelSpec] = field(default_factory=dict)
+    models: dict[str, ModelSpec | InputError] = field(default_factory=dict)
     #: each deployment's runner: every check of it run once, whatever asks (``runner.Runner``)
     runners: dict[str, Runner] = field(default_factory=dict)
     #: the installed engines and engine variables, read once for the whole run
@@ -83,7 +83,7 @@ class GpuLayoutState:
                 machine = _opt(self.config, "gpulayout_machine", "gpulayout_machine")
                 found = artifacts.load_artifact(path, machine)
                 self.manifest = artifacts.as_manifest(found, machine, path.resolve())
-            self.models = load_models(self.manifest.deployments)
+            self.models = find_models(self.manifest.deployments)  # one that cannot be read fails its config
         return self.manifest
 
     def _manifest_argument(self) -> str | None:
@@ -125,8 +125,8 @@ class GpuLayoutState:
         if self._machine is None:
 
             spec, base = self.machine_spec
-            self._machine = load_machine(spec, base, model_dirs_of([m.source for m in self.models.values()]),
-                                         ENGINES.values())
+            dirs = model_dirs_of([m.source for m in self.models.values() if isinstance(m, ModelSpec)])
+            self._machine = load_machine(spec, base, dirs, ENGINES.values())
         return self._machine
 
     def deployment(self, name: str) -> Deployment:

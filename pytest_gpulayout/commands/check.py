@@ -33,8 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.machine.sources import load_machine, model_dirs_of
     from pytest_gpulayout.manifest.load import find_manifest, load_manifest
+    from pytest_gpulayout.model.spec import ModelSpec
     from pytest_gpulayout.report.text import summary_table
-    from pytest_gpulayout.runner import finish_run_log_dir, load_models, run_checks
+    from pytest_gpulayout.runner import find_models, finish_run_log_dir, run_checks
 
     if args.html:
         writable_path(args.html, "--html")
@@ -50,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         path = find_manifest(args.manifest, None, Path.cwd(), flag="MANIFEST")
         manifest = load_manifest(path)
-    models = load_models(manifest.deployments)
-    model_dirs = model_dirs_of([m.source for m in models.values()])  # looked up on each node of a cluster
+    models = find_models(manifest.deployments)  # a model that cannot be read fails its deployment's config
+    model_dirs = model_dirs_of([m.source for m in models.values() if isinstance(m, ModelSpec)])  # on each node
     if args.machine:
         machine = load_machine(args.machine, Path.cwd(), model_dirs, ENGINES.values())
     else:
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             out.write(f"note: {note}\n")
         for name, result in report.results.items():
             out.write(f"\n{name}  [{result.status.value.upper()}]  {result.deployment.engine} "
-                      f"{result.deployment.layout}  {result.model.name}\n")
+                      f"{result.deployment.layout}  {result.model_name}\n")
             for f in result.findings.values():
                 out.write(f"  {f.status.value:<4}  {f.check:<9}  {f.message}\n")
         out.write("\n" + "\n".join(summary_table({n: r.findings for n, r in report.results.items()},

@@ -161,7 +161,7 @@ def deployment_view(
         replicas=replicas or (),
         findings=dict(findings),
         memory=memory,
-        model=model.name,
+        model=getattr(model, "name", dep.model),  # a model that could not be read: its reference
         note=note,
     )
 
@@ -170,7 +170,7 @@ def views_from_report(report: Any) -> list[DeploymentView]:
     """Views for every deployment of an ``evaluate.Report`` (what ``check`` and the plugin hold)."""
     return [
         dataclasses.replace(deployment_view(r.deployment, report.machine, r.model, r.findings, name=name),
-                            not_run=tuple(getattr(r, "not_run", ())))
+                            not_run=tuple(getattr(r, "not_run", ())), model=r.model_name)
         for name, r in report.results.items()
     ]
 

@@ -54,6 +54,12 @@ def check_config(s: Subject) -> Finding:
     note = f" ({a.release_note})" if a.release_note else ""
     facts = ConfigFacts(release=a.release, accepted=a.ok, deprecated=a.deprecated, release_note=a.release_note,
                         command=a.args)
+    missing = s.model_missing
+    if missing is not None:  # the engine reads the model's config before anything else: it cannot start
+        refused = f" It also refuses the command line: {_sentence(a.refusal())}" if not a.ok else ""
+        return failed(CHECK, f"{engine.display} cannot read the model: {_sentence(str(missing))}{refused}",
+                      ConfigFacts(release=a.release, accepted=a.ok, refusals=(str(missing), *a.errors[:1]),
+                                  release_note=a.release_note, command=a.args))
     if not a.ok:
         facts = ConfigFacts(release=a.release, accepted=False, refusals=(a.refusal(),), release_note=a.release_note,
                             command=a.args)

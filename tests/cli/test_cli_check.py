@@ -105,13 +105,26 @@ def test_machine_override_and_missing_manifest(capsys, tmp_path):
     assert code == 2 and "nope.yaml" in err and err.count("\n") == 1
 
 
+def _config_failure(capsys, argv):
+    """A model that cannot be read fails its deployment's config check (issue 30), in one line naming the file and
+    the key, under --json one object; the run's other checks go on."""
+    code = main([*argv, "--json"])
+    captured = capsys.readouterr()
+    assert code == 1, captured
+    data = json.loads(captured.out)
+    [dep] = data["deployments"].values()
+    config = dep["checks"]["config"]
+    assert config["status"] == "fail" and dep["status"] == "fail" and data["status"] == "fail"
+    assert dep["checks"]["placement"]["status"] != "skip"  # what does not need the model was still checked
+    assert "\n" not in config["message"]
+    return config["message"]
+
+
 def test_bad_model_reference_names_manifest_and_key(capsys, tmp_path):
     (tmp_path / "gpulayout.yaml").write_text(
         "version: 1\nmachine: preset:2xL4-pcie\ndeployments:\n  x:\n    model: ./no-such-model\n")
-    code = main(["check", str(tmp_path / "gpulayout.yaml")])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert "gpulayout.yaml" in err and "deployments.x.model" in err and err.count("\n") == 1
+    message = _config_failure(capsys, ["check", str(tmp_path / "gpulayout.yaml")])
+    assert "gpulayout.yaml" in message and "deployments.x.model" in message
 
 
 def test_machine_auto_without_nvml_exits_3_never_passes(capsys, tmp_path):
@@ -214,14 +227,14 @@ def test_an_absurd_layer_count_answers_at_once_with_one_clear_error(capsys, tmp_
     (tmp_path / "gpulayout.yaml").write_text(
         "version: 1\nmachine: preset:2xL4-pcie\ndeployments:\n  x:\n    model: ./m\n")
     t = time.monotonic()
-    if command == "check":
-        code = main(["check", str(tmp_path / "gpulayout.yaml")])
+    if command == "check":  # the deployment's config fails; under --json, one object
+        err = _config_failure(capsys, ["check", str(tmp_path / "gpulayout.yaml")])
     else:
         code = main(["plan", str(tmp_path / "m"), "--machine", "preset:2xL4-pcie"])
-    err = capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1
     assert time.monotonic() - t < 20
-    assert code == 2
-    assert "num_hidden_layers 1,000,000,000 is past what any engine builds" in err and err.count("\n") == 1
+    assert "num_hidden_layers 1,000,000,000 is past what any engine builds" in err
 
 
 def test_a_gguf_past_llama_cpp_max_layers_is_refused_in_its_words(tmp_path):
