@@ -524,12 +524,12 @@ def _vllm_tokens(model: ModelSpec, c: FigureCase, budget: int) -> tuple[int, int
     (one group for these models: ``budget // (page x layers) x block``), MIN over PP stages."""
     version = Version(c.version)
     layer = kv_layer_bytes_per_token(model, tp=c.tp, kv_cache_dtype=c.kv_cache_dtype)
-    per_stage = kv_bytes_per_token_by_stage(model, engine=VLLM, tp=c.tp, pp=c.pp,
+    per_stage = kv_bytes_per_token_by_stage(model, engine=VLLM.memory, tp=c.tp, pp=c.pp,
                                             kv_cache_dtype=c.kv_cache_dtype, version=version)
     states = vllm_state_bytes(model, c.tp, version)
     kind = model.linear_state.kind if model.linear_state else None
     tokens = []
-    for r in stage_ranges(model.num_hidden_layers, c.pp, VLLM, version=version):
+    for r in stage_ranges(model.num_hidden_layers, c.pp, VLLM.memory, version=version):
         cache = vllm_kv_cache(version, kinds=[model.layer_kinds[i] for i in r], page_bytes=layer * c.block_size,
                               block_size=c.block_size, budget_bytes=budget, max_model_len=c.max_model_len,
                               max_num_batched_tokens=8192, pp=c.pp, sliding_window=model.sliding_window,
@@ -542,7 +542,7 @@ def _vllm_tokens(model: ModelSpec, c: FigureCase, budget: int) -> tuple[int, int
 def _sglang_cell(model: ModelSpec, c: FigureCase) -> int:
     """SGLang's cell size: ``kv_heads_per_rank x head_dim x layers x 2 x bytes`` (MLA: the latent,
     ``(kv_lora_rank + qk_rope_head_dim) x layers x bytes``); ``model_runner.profile_max_num_token``."""
-    return max(kv_bytes_per_token_by_stage(model, engine=SGLANG, tp=c.tp, pp=c.pp,
+    return max(kv_bytes_per_token_by_stage(model, engine=SGLANG.memory, tp=c.tp, pp=c.pp,
                                            kv_cache_dtype=c.kv_cache_dtype))
 
 
@@ -645,7 +645,8 @@ def idle_gpus(name: str, count: int) -> list[Gpu]:
 def measure(case: Case) -> Row:
     """Predict ``case`` and parse its log."""
     model = MODEL_LOADERS[case.model]()
-    prediction = predict_pool(model, engine=ENGINES[case.engine], engine_version=case.version, tp=case.tp, pp=case.pp,
+    prediction = predict_pool(model, engine=ENGINES[case.engine].memory, engine_version=case.version,
+                              tp=case.tp, pp=case.pp,
                               gpus=idle_gpus(case.gpu, case.tp * case.pp), max_model_len=case.max_model_len,
                               memory_fraction=case.memory_fraction, kv_cache_dtype=case.kv_cache_dtype,
                               link=GPU_LINK[case.gpu], enforce_eager=case.enforce_eager,

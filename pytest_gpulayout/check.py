@@ -5,7 +5,7 @@ Every check of the suite is one of these, listed once in ``suite.py``; ``runner.
 order, for pytest, ``gpulayout check``, the planner, the JSON, JUnit and the HTML, so that all of them
 give the same verdicts by construction. What a check needs of the others is declared (``Gate``): the
 runner works it out, not a rule of its own. An engine whose answer differs replaces or amends a single
-check by name (``Replace``, ``Amend``, ``Omit``: ``Engine.check_overrides``); a new shared check runs for
+check by name (``Replace``, ``Amend``, ``Omit``: ``EngineRules.check_overrides``); a new shared check runs for
 every engine unless one says otherwise, and says why.
 
 The model is pytest-xdist's scheduler protocol: a small protocol, chosen once; a check here is a

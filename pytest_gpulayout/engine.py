@@ -38,13 +38,12 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.inputs.engine_args import ParsedArgs
-    from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
-    from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
+    from pytest_gpulayout.launch.served import Served
     from pytest_gpulayout.memory.pool import PoolPrediction
 
 
-# -- what an engine changes of a check of the suite (``Engine.check_overrides``; ``check.py`` applies it) --
+# -- what an engine changes of a check of the suite (``EngineRules.check_overrides``; ``check.py`` applies it) --
 
 @dataclass(frozen=True)
 class Replace:
@@ -129,12 +128,12 @@ class ShardLayout:
     @property
     def moe_shards(self) -> int:
         """Ranks each routed expert's width is split over (``Engine.expert_layout``)."""
-        return self.engine.expert_layout(self.tp, self.dp, self.expert_parallel)[1]
+        return self.engine.memory.expert_layout(self.tp, self.dp, self.expert_parallel)[1]
 
     @property
     def ep_size(self) -> int:
         """Ranks the routed experts are spread over (1: expert parallel off)."""
-        return self.engine.expert_layout(self.tp, self.dp, self.expert_parallel)[0]
+        return self.engine.memory.expert_layout(self.tp, self.dp, self.expert_parallel)[0]
 
 
 @dataclass(frozen=True)
@@ -147,101 +146,39 @@ class RayCluster:
     unique_ip_error: str
 
 
-class Engine(MemoryEngine, Protocol):
-    """One serving engine. Everything that differs between releases is a method of ``version``. What the
-    memory model asks of it (stage split, expert layout, per-rank budget) is ``memory.common.MemoryEngine``."""
+class CommandLine(Protocol):
+    """How an engine's command lines read (``engines/<name>/cli.py``): the flags the manifest's keys map to, how
+    artifacts start it, each release's parser, and what a launch's flags change for the checks."""
 
-    #: the manifest's ``engine`` value and the name in messages
-    name: str
-    display: str
-    #: package names that provide it (metadata only: never imported)
-    distributions: tuple[str, ...]
-    #: the environment variables it reads that change a verdict (its own switches): the only ones
-    #: ``Host.read`` keeps of the environment
-    env_vars: tuple[str, ...]
-    #: newest release whose source the rules were read from
-    latest_known: str
-    #: ``--kv-cache-dtype`` choices it accepts
-    kv_cache_dtypes: tuple[str, ...]
-    #: variable that lets ``max_model_len`` exceed the model's own maximum
-    long_context_env: str
-    #: variable that overrides the pipeline layer split
-    pp_partition_env: str
+    flags: Flags
+
     #: the commands and ``python -m`` modules that start it, as deployment artifacts write them
     entry_commands: tuple[tuple[str, ...], ...]
+
     entry_modules: tuple[str, ...]
+
     #: container images whose entry point serves it, so that a container's or compose service's bare
     #: arguments are its arguments (``vllm/vllm-openai``)
     entry_images: tuple[str, ...]
+
     #: ``(repository, tag pattern)`` of the images whose tag names the release they run, the pattern's one
     #: group giving it as ``engine_version`` takes it (``vllm/vllm-openai:v0.10.1`` runs vLLM 0.10.1): an
     #: artifact's image pins the release its checks judge
     release_tags: tuple[tuple[str, str], ...]
+
     #: whether a command line's flags are read back into manifest keys (artifacts/build.py)
     command_line_keys: bool
-    #: the flags that make it serve Prometheus ``/metrics`` (read by ``gpulayout measure``)
-    metrics_args: tuple[str, ...]
-    #: the module run as ``python -m`` to serve
-    server_module: str
-    flags: Flags
 
-    #: the checks it answers differently, by name (``check.Replace`` / ``Amend`` / ``Omit``: llama.cpp's layers
-    #: split by memory, TensorRT-LLM's ``Mapping`` refusals); every other check of the suite runs as it is
-    check_overrides: Mapping[str, Override]
+    #: ``--kv-cache-dtype`` choices it accepts
+    kv_cache_dtypes: tuple[str, ...]
 
-    def parse_version(self, text: str) -> Version:
-        """A release as this engine spells it (``0.11.0``; llama.cpp's ``b11434``); ``InputError`` naming
-        ``engine_version`` otherwise."""
-        ...
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """``args`` read as the engine's own parser reads them (``inputs/engine_args.py``): each flag under its
+        canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
 
-    #: what it raises when ``max_model_len`` exceeds the model's own maximum (its config check)
-    too_long_text: str
-    #: a pool that cannot hold one ``max_model_len`` request: (whether it refuses to start, what it says)
-    short_pool: tuple[bool, str]
-    #: why another tenant on one GPU shrinks the whole pool ("" where it does not)
-    tenant_note: str
-    #: the start-up memory rules it enforces: "tp_balance" (SGLang's min free >= 0.9 x every rank's
-    #: free), "free_memory" (vLLM's free memory >= fraction x total, by release)
-    start_rules: frozenset[str]
-
-    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
-        """Why there is no room for a KV cache when its own reserve tips it, and the flags that shrink it."""
-        ...
-
-    def default_command(self, version: Version | None, python: str) -> list[str]:
-        """The entry point of ``version`` in the environment of ``python``."""
-        ...
-
-    def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
-                                tp: int, pp: int, model: ModelSpec | None,
-                                knobs: LaunchKnobs | None = None) -> FractionDefault:
-        """The memory fraction the engine uses when none is given."""
-        ...
-
-    def plan_fraction_name(self) -> str:
-        """The planner's words for the default memory fraction it may suggest raising."""
-        ...
-
-    def plan_fraction_keeps_back(self) -> str:
-        """What a higher memory fraction takes away (the planner's suggestion says it)."""
-        ...
-
-    def plan_balance_margin(self) -> str | None:
-        """The ``BalanceFacts`` field whose negative value is this engine's start-up refusal
-        (``headroom_gib``: SGLang's 0.9 rule; ``vllm_min_margin_gib``: vLLM's free-memory check)."""
-        ...
-
-    #: whether it serves ``data_parallel_size`` replicas as one deployment; where not (TensorRT-LLM,
-    #: llama.cpp), the planner lists DP layouts only as independent engines, one deployment per replica
-    data_parallel: bool
-
-    def plan_dp_shares_moe_experts(self) -> bool:
-        """DP replicas of a MoE model share one expert group (vLLM's DP attention), so the planner also
-        lists independent engines, one per replica."""
-        ...
-
-    def has_own_planner(self) -> bool:
-        """The engine plans its own layouts (llama.cpp: split modes and ratios, not TP/PP/DP)."""
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        """The words after the entry point as release ``version``'s own front end resolves them: typed values
+        by destination, its defaults, its refusal in its words (``engines/<name>/cli.py resolve``)."""
         ...
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
@@ -251,9 +188,33 @@ class Engine(MemoryEngine, Protocol):
         (``ResolvedArgs.values``), where a knob's number comes from."""
         ...
 
-    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
-        """``(expert parallel size, ranks each routed expert's width is split over)`` as the engine sets
-        up its MoE layers for TP x DP ranks with expert parallel on or off."""
+
+class EngineRules(Protocol):
+    """What the checks ask of an engine: the checks it answers differently, its refusals in its words, its
+    shard, generation and config-time rules, and the model as it serves it."""
+
+    #: the checks it answers differently, by name (``check.Replace`` / ``Amend`` / ``Omit``: llama.cpp's layers
+    #: split by memory, TensorRT-LLM's ``Mapping`` refusals); every other check of the suite runs as it is
+    check_overrides: Mapping[str, Override]
+
+    #: what it raises when ``max_model_len`` exceeds the model's own maximum (its config check)
+    too_long_text: str
+
+    #: a pool that cannot hold one ``max_model_len`` request: (whether it refuses to start, what it says)
+    short_pool: tuple[bool, str]
+
+    #: why another tenant on one GPU shrinks the whole pool ("" where it does not)
+    tenant_note: str
+
+    #: the start-up memory rules it enforces: "tp_balance" (SGLang's min free >= 0.9 x every rank's
+    #: free), "free_memory" (vLLM's free memory >= fraction x total, by release)
+    start_rules: frozenset[str]
+
+    #: variable that lets ``max_model_len`` exceed the model's own maximum
+    long_context_env: str
+
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        """Why there is no room for a KV cache when its own reserve tips it, and the flags that shrink it."""
         ...
 
     def shard_rules(self) -> ShardRules:
@@ -274,52 +235,10 @@ class Engine(MemoryEngine, Protocol):
         """How it checks the nodes when it spans hosts over Ray (None: it checks nothing of them)."""
         ...
 
-    def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
-        """``(engines, ranks per engine)`` whose KV pool lines the startup check waits for."""
-        ...
-
-    # -- the launch (``launch/served.py`` names what ``launch/`` asks of these) ------------------------
-    def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
-        """The argument vector that serves ``dep`` on 127.0.0.1:``port`` (only the flags it sets;
-        ``launch.command`` replaces the entry point, ``launch.args`` come last)."""
-        ...
-
-    def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
-        """What the process of host ``rank`` adds to ``launch_argv`` when ``dep`` spans hosts."""
-        ...
-
-    def across_hosts(self) -> AcrossHosts | None:
-        """How it spans the hosts of a Ray cluster; None: it does not."""
-        ...
-
-    def cuda_indices_only(self) -> bool:
-        """Whether it reads ``CUDA_VISIBLE_DEVICES`` as indices only (vLLM: ``int()`` on each entry)."""
-        ...
-
-    #: what marks its startup log for ``launch/logparse.py`` (None: it has a watcher of its own)
-    log_grammar: LogGrammar | None
-
-    def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
-        """The parser that reads its startup log as it streams."""
-        ...
-
-    def own_launch(self) -> OwnLaunch | None:
-        """Its own ``startup`` launch and verdict, where they differ from ``launch/``'s (llama.cpp: one
-        process, its own log lines, a verdict by KV buffer); None: ``launch/startup.py`` answers."""
-        ...
-
-    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
-        """``args`` read as the engine's own parser reads them (``inputs/engine_args.py``): each flag under its
-        canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
-
-    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
-        """The words after the entry point as release ``version``'s own front end resolves them: typed values
-        by destination, its defaults, its refusal in its words (``engines/<name>/cli.py resolve``)."""
-        ...
-
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
-        """``model`` as the release serves it with ``args`` on those GPUs (vLLM: the dtype it resolves, a
-        float32 fallback's weight bytes); the model unchanged where nothing differs."""
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """What the release refuses to build for ``s`` on its GPUs' compute capability (quantization method,
+        bf16, attention backends) or at all (architectures), in its own words, from the facts extracted from
+        its wheels; ``rules/heads.py`` fails on a refusal and warns on a warning."""
         ...
 
     def config_check(self, s: Subject) -> Judged | None:
@@ -327,17 +246,92 @@ class Engine(MemoryEngine, Protocol):
         over ``s.args``), and what it could not judge; None where none are modelled for this engine."""
         ...
 
-    # -- the GPU generation and the release (``generation.py``) -------------------------------------
-    def generation_refusals(self, s: Subject) -> GenerationVerdict:
-        """What the release refuses to build for ``s`` on its GPUs' compute capability (quantization method,
-        bf16, attention backends) or at all (architectures), in its own words, from the facts extracted from
-        its wheels; ``rules/heads.py`` fails on a refusal and warns on a warning."""
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        """``model`` as the release serves it with ``args`` on those GPUs (vLLM: the dtype it resolves, a
+        float32 fallback's weight bytes); the model unchanged where nothing differs."""
         ...
 
-    # -- the stop ------------------------------------------------------------------------------------
-    #: the signal that asks its server to shut down at any phase of its startup (``launch()``'s
-    #: ``stop_signal``: the first Ctrl-C to the launcher sends it to the tree, then a grace, then SIGKILL)
-    stop_signal: int
+
+class Planning(Protocol):
+    """What ``gpulayout plan`` asks of an engine."""
+
+    #: whether it serves ``data_parallel_size`` replicas as one deployment; where not (TensorRT-LLM,
+    #: llama.cpp), the planner lists DP layouts only as independent engines, one deployment per replica
+    data_parallel: bool
+
+    def plan_fraction_name(self) -> str:
+        """The planner's words for the default memory fraction it may suggest raising."""
+        ...
+
+    def plan_fraction_keeps_back(self) -> str:
+        """What a higher memory fraction takes away (the planner's suggestion says it)."""
+        ...
+
+    def plan_balance_margin(self) -> str | None:
+        """The ``BalanceFacts`` field whose negative value is this engine's start-up refusal
+        (``headroom_gib``: SGLang's 0.9 rule; ``vllm_min_margin_gib``: vLLM's free-memory check)."""
+        ...
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        """DP replicas of a MoE model share one expert group (vLLM's DP attention), so the planner also
+        lists independent engines, one per replica."""
+        ...
+
+    def has_own_planner(self) -> bool:
+        """The engine plans its own layouts (llama.cpp: split modes and ratios, not TP/PP/DP)."""
+        ...
+
+
+class Engine(Protocol):
+    """One serving engine: who it is, and its roles, each a small protocol of its own, so that a new engine
+    implements the roles it has (the way pytest-xdist keeps one small scheduling protocol). Everything that
+    differs between releases is a method of ``version``."""
+
+    #: the manifest's ``engine`` value and the name in messages
+    name: str
+    display: str
+    #: package names that provide it (metadata only: never imported)
+    distributions: tuple[str, ...]
+    #: the environment variables it reads that change a verdict (its own switches): the only ones
+    #: ``Host.read`` keeps of the environment
+    env_vars: tuple[str, ...]
+    #: newest release whose source the rules were read from
+    latest_known: str
+
+    def parse_version(self, text: str) -> Version:
+        """A release as this engine spells it (``0.11.0``; llama.cpp's ``b11434``); ``InputError`` naming
+        ``engine_version`` otherwise."""
+        ...
+
+    @property
+    def cli(self) -> CommandLine:
+        """How its command lines read (flags, entry points, each release's parser, the knobs)."""
+        ...
+
+    @property
+    def memory(self) -> MemoryEngine:
+        """What the memory model asks of it (``memory.common.MemoryEngine``)."""
+        ...
+
+    @property
+    def rules(self) -> EngineRules:
+        """What the checks ask of it."""
+        ...
+
+    @property
+    def planner(self) -> Planning:
+        """What the planner asks of it."""
+        ...
+
+    @property
+    def launch(self) -> Served:
+        """How the startup check and ``gpulayout measure`` start and stop it (``launch.served.Served``)."""
+        ...
+
+    @property
+    def logs(self) -> LogGrammar | None:
+        """What marks its startup log for ``launch/logparse.py`` (None: its launch watches its log its own way)."""
+        ...
 
 
 def parse_version(text: str, *, key: str = "engine_version") -> Version:
@@ -426,7 +420,7 @@ class Subject:
     def _replicas(self) -> tuple[PoolPrediction, ...] | Exception:
         try:
             return tuple(predict_replicas(self.dep, self.machine, self.model, self.host, self.knobs,
-                                          engine=self.engine, version=self.version,
+                                          engine=self.engine.memory, version=self.version,
                                           version_source=self.version_source, placement=self.placement,
                                           max_model_len=self.max_model_len))
         except Exception as err:  # MemoryUnknown, PlacementError, InputError: re-raised to each reader
@@ -451,9 +445,9 @@ def command_words(engine: Engine, dep: Deployment, version: Version) -> list[str
     engine's flags, then ``launch.args``; ``Engine.launch_argv`` without its entry point)."""
     if dep.origin is not None and dep.origin.args:
         return list(dep.origin.args)
-    command = list(dep.launch.command) if dep.launch.command else engine.default_command(version, sys.executable)
+    command = list(dep.launch.command) if dep.launch.command else engine.launch.default_command(version, sys.executable)
     try:
-        argv = engine.launch_argv(dep, dep.model, 0, version)[len(command):]
+        argv = engine.launch.launch_argv(dep, dep.model, 0, version)[len(command):]
     except LaunchError:  # a layout the launcher refuses to start (its own finding says so): the flags given
         return list(dep.launch.args)
     out: list[str] = []  # without the launcher's own --host / --port (a manifest cannot set them)
@@ -475,12 +469,12 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     release serves it with that line on these GPUs, and the knobs of its ``launch.args`` / ``launch.env`` over
     the host's variables (the engine inherits the host's environment with ``launch.env`` on top). ``model``
     may be the error that reading it raised: the subject then carries it (``ModelMissing``)."""
-    version, source = resolve_version(engine, dep.engine_version, host)
-    args = engine.resolve_args(command_words(engine, dep, version), version)
+    version, source = resolve_version(engine.memory, dep.engine_version, host)
+    args = engine.cli.resolve_args(command_words(engine, dep, version), version)
     env = {**host.env, **dep.launch.env}
-    knobs = engine.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
+    knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
     served: ModelSpec | ModelMissing = (ModelMissing(model) if isinstance(model, InputError) else
-                                        engine.as_served(model, args, layout_of(dep, machine), version))
+                                        engine.rules.as_served(model, args, layout_of(dep, machine), version))
     return Subject(dep, machine, served, host, engine, version, source, knobs, args)
 
 

@@ -84,7 +84,8 @@ def make_launcher(manifest_deployments: Mapping[str, Deployment], log_dir: Path,
     def launch_one(target: str | Deployment, **overrides: Any) -> StartupReport:
         dep = resolve_target(manifest_deployments, target, overrides, "gpulayout_launch")
         model = load_model(dep.model, dep.base_dir) if load_model is not None else None
-        return launch_deployment(dep, model, engine=get_engine(dep.engine), machine=machine, log_dir=log_dir, host=host,
+        return launch_deployment(dep, model, engine=get_engine(dep.engine).launch, machine=machine, log_dir=log_dir,
+                                 host=host,
                                  prediction_tokens=_predicted(dep, machine, model, host),
                                  progress=progress(dep.name) if progress is not None else None)
 

@@ -4,7 +4,7 @@ pytest's items (``checks/``), ``gpulayout check``'s lines and table, the JSON's 
 the HTML's columns and the planner's verdicts all come from this list, through ``runner.py``. A new check
 is a rule with its facts class (``rules/<name>.py``), its ``Check`` object there, one line here, and a test
 module in ``checks/``; it runs for every engine, unless an engine replaces, amends or omits it by name
-(``Engine.check_overrides``, applied by ``checks_for``).
+(``EngineRules.check_overrides``, applied by ``checks_for``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _apply(check: Check, override: Override | None) -> Check | None:
 def checks_for(engine: Engine) -> tuple[Check, ...]:
     """The suite as ``engine`` runs it: each shared check, replaced or amended where the engine says so,
     without the ones it omits (each with its reason, ``Omit.why``)."""
-    overrides = engine.check_overrides
+    overrides = engine.rules.check_overrides
     unknown = set(overrides) - set(BY_NAME)
     if unknown:  # an override of a check that does not exist would never run: say so where it is made
         raise ValueError(f"{engine.name}: check_overrides names no check of the suite: {', '.join(sorted(unknown))}")

@@ -60,8 +60,8 @@ def _int(text: str | None) -> int | None:
 
 def spread(inv: Invocation) -> Spread:
     engine = get_engine(inv.engine)
-    parsed = engine.parse_args(list(inv.args))
-    table, flags = parsed.table, engine.flags
+    parsed = engine.cli.parse_args(list(inv.args))
+    table, flags = parsed.table, engine.cli.flags
 
     def value(spelling: str) -> str | None:
         return parsed.value(table.canonical(spelling) or spelling) if spelling else None
@@ -89,13 +89,13 @@ def manifest_entry(inv: Invocation) -> dict[str, Any]:
     """The manifest deployment mapping for ``inv`` (an ``InputError`` naming ``inv.source`` for a command
     line the engine itself would refuse)."""
     engine = get_engine(inv.engine)
-    parsed = engine.parse_args(list(inv.args))
+    parsed = engine.cli.parse_args(list(inv.args))
     error = parsed.usage_error()
     if error is not None:
         prog = parsed.table.prog or inv.entry
         raise InputError(f"{prog}: error: {error}", where=inv.source)
     table = parsed.table
-    flags = engine.flags
+    flags = engine.cli.flags
     entry: dict[str, Any] = {"engine": engine.name}
     owned: dict[str, str] = {}
     for key in FLAG_KEYS:
@@ -157,7 +157,7 @@ def build(invocations: Sequence[tuple[Invocation, Any]], *, machine: str, path: 
     entries: dict[str, dict[str, Any]] = {}
     by_name: dict[str, tuple[Invocation, Any, tuple[str, str | None] | None]] = {}
     for inv, pod in invocations:
-        if not get_engine(inv.engine).command_line_keys:
+        if not get_engine(inv.engine).cli.command_line_keys:
             continue  # its flags are not read back into manifest keys yet (llama.cpp)
         entry = manifest_entry(inv)  # a worker's command line is read (its typos fail) ...
         if getattr(pod, "role", "") == "worker":

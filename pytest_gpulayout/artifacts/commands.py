@@ -44,7 +44,7 @@ def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
     head = argv[i].rsplit("/", 1)[-1]
     nxt = argv[i + 1] if i + 1 < len(argv) else ""
     for engine in ENGINES.values():  # each engine names its own entry points
-        for words in engine.entry_commands:
+        for words in engine.cli.entry_commands:
             if head == words[0] and (len(words) == 1 or nxt == words[1]):
                 return engine.name, " ".join((head, *words[1:])), i + len(words)
     if _PYTHON.search(argv[i]) or head in ("uv", "python", "python3"):
@@ -55,7 +55,7 @@ def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
             if a == "-m":
                 module = rest[j + 1]
                 for engine in ENGINES.values():
-                    if module in engine.entry_modules:
+                    if module in engine.cli.entry_modules:
                         return engine.name, f"python -m {module}", i + j + 3
                 return None
     return None
@@ -65,11 +65,11 @@ def image_entry(image: str) -> tuple[str, ...] | None:
     """The entry point of an engine's own image (``vllm/vllm-openai:v0.8.5`` runs ``vllm serve``), or None."""
     image = image.removeprefix("docker.io/")
     for engine in ENGINES.values():  # each engine names its own images
-        for name in engine.entry_images:
+        for name in engine.cli.entry_images:
             if image == name or image.startswith((name + ":", name + "-", name + "@")):
-                if engine.entry_commands:
-                    return engine.entry_commands[0]
-                return ("python3", "-m", engine.entry_modules[0])
+                if engine.cli.entry_commands:
+                    return engine.cli.entry_commands[0]
+                return ("python3", "-m", engine.cli.entry_modules[0])
     return None
 
 
@@ -83,7 +83,7 @@ def image_release(image: str) -> tuple[str, str | None] | None:
     if ":" in ref.rsplit("/", 1)[-1]:
         repo, _, tag = ref.rpartition(":")
     for engine in ENGINES.values():  # each engine names its own images
-        for name, pattern in engine.release_tags:
+        for name, pattern in engine.cli.release_tags:
             if repo == name or repo.endswith("/" + name):  # a registry's mirror keeps the path and the tag
                 m = re.fullmatch(pattern, tag) if tag else None
                 return engine.name, m.group(1) if m else None
@@ -91,8 +91,8 @@ def image_release(image: str) -> tuple[str, str | None] | None:
 
 
 def _engine_words() -> re.Pattern[str]:
-    words = {w for e in ENGINES.values() for cmd in e.entry_commands for w in cmd[:1]}
-    words |= {m.split(".", 1)[0] for e in ENGINES.values() for m in e.entry_modules}
+    words = {w for e in ENGINES.values() for cmd in e.cli.entry_commands for w in cmd[:1]}
+    words |= {m.split(".", 1)[0] for e in ENGINES.values() for m in e.cli.entry_modules}
     return re.compile(r"\b(" + "|".join(sorted(map(re.escape, words))) + r")\b")
 
 

@@ -20,8 +20,8 @@ KINDS = ("cmd", "k8s", "lws", "compose")
 def argv(engine_name: str, model: str, tp: int, pp: int, dp: int, max_model_len: int | None) -> list[str]:
     """The engine's command line for the layout."""
     engine = get_engine(engine_name)
-    flags = engine.flags
-    out = [*engine.entry_commands[0], flags.model, model]
+    flags = engine.cli.flags
+    out = [*engine.cli.entry_commands[0], flags.model, model]
     for flag, value in ((flags.tensor_parallel_size, tp), (flags.pipeline_parallel_size, pp),
                         (flags.data_parallel_size, dp)):
         if value > 1 and flag:
@@ -32,7 +32,7 @@ def argv(engine_name: str, model: str, tp: int, pp: int, dp: int, max_model_len:
 
 
 def _image(engine_name: str, version: str | None) -> str:
-    images = get_engine(engine_name).entry_images
+    images = get_engine(engine_name).cli.entry_images
     if not images:
         return "IMAGE"  # the engine names no image of its own: the user's
     return f"{images[0]}:v{version}" if version else f"{images[0]}:latest"

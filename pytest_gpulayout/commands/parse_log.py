@@ -132,12 +132,12 @@ def _check_input(text: str, engine: str, where: str) -> None:
 
 
 def own_watcher_log(text: str, engine: str, where: str) -> StartupLog | None:
-    """The log as read by the watcher of an engine without a ``LogGrammar`` (``Engine.log_grammar`` None: it
+    """The log as read by the watcher of an engine without a ``LogGrammar`` (``Engine.logs`` None: it
     reads its log itself, ``Engine.log_watcher``): the one ``--engine`` names, or under ``auto`` the first
     whose watcher recognised its own lines (its ``StartupLog.engine``); None when no such engine wrote it."""
-    names = [n for n, e in ENGINES.items() if e.log_grammar is None and engine in ("auto", n)]
+    names = [n for n, e in ENGINES.items() if e.logs is None and engine in ("auto", n)]
     for name in names:
-        watcher = ENGINES[name].log_watcher(1, 1)
+        watcher = ENGINES[name].launch.log_watcher(1, 1)
         for line in text.splitlines():
             watcher.feed(line)
         log = watcher.result()

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_gpulayout.planner.plan import plan
 
     html = writable_path(args.html, "--html") if args.html else None  # before the plan is computed
-    if args.measure and get_engine(args.engine).has_own_planner():
+    if args.measure and get_engine(args.engine).planner.has_own_planner():
         from pytest_gpulayout.errors import InputError
 
         raise InputError(f"{args.engine}'s plan ranks its own splits and names no layouts to measure: write a manifest "
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     blocks = _measure_inputs(args)  # checked before the plan is computed, and long before any launch
     model = load_model(args.model, Path.cwd())
     machine = load_machine(args.machine, Path.cwd(), engines=registry.ENGINES.values())
-    if get_engine(args.engine).has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
+    if get_engine(args.engine).planner.has_own_planner():  # llama.cpp: split modes and ratios instead of TP/PP/DP
         from pytest_gpulayout.engines.llamacpp.plan_command import run_llamacpp_plan
         from pytest_gpulayout.runner import evaluate
 

@@ -29,11 +29,11 @@ ENGINE_NAMES: tuple[str, ...] = tuple(ENGINES)
 #: ``--kv-cache-dtype`` choices per engine, checked per deployment so the launch never hands an engine
 #: a value it rejects; and every value some engine accepts (the per-engine check follows).
 ENGINE_KV_CACHE_DTYPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {name: engine.kv_cache_dtypes for name, engine in ENGINES.items()})
+    {name: engine.cli.kv_cache_dtypes for name, engine in ENGINES.items()})
 KV_CACHE_DTYPES: tuple[str, ...] = tuple(dict.fromkeys(d for ds in ENGINE_KV_CACHE_DTYPES.values() for d in ds))
 #: The log grammars ``launch/logparse.py`` tells apart, in the order it tries them (engines with a log
 #: parser of their own, llama.cpp, have none).
-LOG_GRAMMARS: tuple[LogGrammar, ...] = tuple(e.log_grammar for e in ENGINES.values() if e.log_grammar is not None)
+LOG_GRAMMARS: tuple[LogGrammar, ...] = tuple(e.logs for e in ENGINES.values() if e.logs is not None)
 #: Newest releases whose source the rules were read from, by engine.
 LATEST_KNOWN: Mapping[str, str] = MappingProxyType({name: e.latest_known for name, e in ENGINES.items()})
 
@@ -56,7 +56,7 @@ def log_grammars(engine: str = "auto") -> tuple[LogGrammar, ...]:
     ``ValueError`` for an engine whose log ``launch/logparse.py`` does not read."""
     if engine == "auto":
         return LOG_GRAMMARS
-    grammar = ENGINES[engine].log_grammar if engine in ENGINES else None
+    grammar = ENGINES[engine].logs if engine in ENGINES else None
     if grammar is None:
         raise ValueError(f"engine must be auto or one of {', '.join(g.name for g in LOG_GRAMMARS)}, not {engine!r}")
     return (grammar,)
@@ -69,4 +69,4 @@ def check_engine(engine: str) -> str:
 
 def resolve_version(engine: str, pinned: str | None, host: Host = BARE_HOST) -> tuple[Version, str]:
     """``engine.resolve_version`` by the engine's manifest name (an unknown name is an ``InputError``)."""
-    return _resolve_version(get_engine(engine), pinned, host)
+    return _resolve_version(get_engine(engine).memory, pinned, host)

@@ -144,7 +144,7 @@ class LogLine:
 
 
 class LogGrammar(Protocol):
-    """What marks one engine's startup log, and how its pools are counted (``Engine.log_grammar``)."""
+    """What marks one engine's startup log, and how its pools are counted (``Engine.logs``)."""
 
     @property
     def name(self) -> str:

@@ -131,7 +131,7 @@ def _arg_owners() -> dict[str, str]:
     """Every engine's flag (and its aliases) for a manifest key, from the engine modules' ``Flags``."""
     owners: dict[str, str] = {}
     for engine in ENGINES.values():
-        f = engine.flags
+        f = engine.cli.flags
         for key in FLAG_KEYS:
             flag = getattr(f, key)
             if flag:

@@ -16,7 +16,7 @@ def check_launch_args(ctx: Ctx, engine_name: str, args: Sequence[str], prefix: s
                       owners: Mapping[str, str], launcher: Sequence[str], dummy: bool) -> None:
     """Fail on the first flag of ``args`` that the manifest or the launcher owns (see the module)."""
     engine = get_engine(engine_name)
-    parsed = engine.parse_args(args)
+    parsed = engine.cli.parse_args(args)
     owned = owned_flags(parsed.table, owners)
     launcher_flags = {parsed.table.canonical(f) or f: f for f in launcher}
     load_format = parsed.table.canonical("--load-format")

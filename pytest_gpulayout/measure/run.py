@@ -91,17 +91,17 @@ def _launch_args(dep: Deployment, port: int, host: Host) -> tuple[list[str], dic
     version = dep.engine_version
     if version is None and not dep.launch.command:
         version = host.installed(dep.engine)
-    rel = release(engine, version)
-    argv = engine.launch_argv(dep, model_path_for(dep), port, rel)
-    argv += [a for a in engine.metrics_args if a not in argv]  # its /metrics, read during the load
-    engines, ranks = expected_reports(engine, dep, rel)
-    watcher = engine.log_watcher(engines, ranks)
-    if dep.gpus is None and engine.own_launch() is not None:
+    rel = release(engine.launch, version)
+    argv = engine.launch.launch_argv(dep, model_path_for(dep), port, rel)
+    argv += [a for a in engine.launch.metrics_args if a not in argv]  # its /metrics, read during the load
+    engines, ranks = expected_reports(engine.launch, dep, rel)
+    watcher = engine.launch.log_watcher(engines, ranks)
+    if dep.gpus is None and engine.launch.own_launch() is not None:
         # an engine with its own launch (llama.cpp) spreads layers over every visible GPU: it inherits them,
         # and each is locked, as its startup check locks them (``launch.argv.visible_lock_keys``)
         env = {**os.environ, **dep.launch.env}
         return argv, env, watcher, visible_lock_keys(None, os.environ.get("CUDA_VISIBLE_DEVICES")), []
-    plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine)
+    plan = gpu_plan(dep, None, os.environ.get("CUDA_VISIBLE_DEVICES"), engine=engine.launch)
     return (argv, engine_env(dep, plan.visible), watcher, plan.lock_keys,
             [int(v) for v in plan.visible if v.isdigit()])
 

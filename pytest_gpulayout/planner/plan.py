@@ -171,9 +171,9 @@ def _plan(
         inside, every, across = multi_host(sizes, n)
         shapes = inside + across
     serving = engine_of(request.engine)
-    engines = serving.plan_dp_shares_moe_experts() and model.is_moe
+    engines = serving.planner.plan_dp_shares_moe_experts() and model.is_moe
     #: an engine without DP replicas (``Engine.data_parallel``) gets DP layouts as independent engines only
-    one_replica = not serving.data_parallel
+    one_replica = not serving.planner.data_parallel
 
     def say(what: str, stage: str) -> None:
         if progress is not None:
@@ -186,7 +186,7 @@ def _plan(
             row = None if one_replica and dp > 1 else ev.row(tp, pp, dp)
             if row is not None:
                 out.append(row)
-            if model.is_moe and not (one_replica and dp > 1) and serving.expert_layout(tp, dp, True)[0] > 1:
+            if model.is_moe and not (one_replica and dp > 1) and serving.memory.expert_layout(tp, dp, True)[0] > 1:
                 # expert parallel, a layout of its own: whole experts per rank, all-to-all per MoE layer
                 ep_row = ev.row(tp, pp, dp, ep=True)
                 if ep_row is not None:
@@ -400,7 +400,7 @@ def _notes(
             "no layout on these GPUs serves this model with what was asked: see the refusals "
             "(quantize, use kv_cache_dtype: fp8, shorten max_model_len, or add GPUs)"
         )
-    if engine_of(request.engine).plan_dp_shares_moe_experts() and model.is_moe:
+    if engine_of(request.engine).planner.plan_dp_shares_moe_experts() and model.is_moe:
         notes.append(
             f"{model.name} is a mixture of experts: vLLM's own DP shards the experts over all TP x DP "
             f"ranks, so its DP ranks are one group (DP attention), not independent copies. Independent "
@@ -544,7 +544,7 @@ def _with_fraction_hint(
         what = f"{name} leaves no room for a KV cache next to {w} GiB of weights per GPU"
     else:
         what = f"{detail} at {name}"
-    kept = engine_of(dep.engine).plan_fraction_keeps_back()
+    kept = engine_of(dep.engine).planner.plan_fraction_keeps_back()
     text = f"kv_pool: {what}; --memory-fraction {fits:.2f} would serve ({kept}: confirm with the startup check)"
     return replace(row, refused=text, fits_with_memory_fraction=fits)
 

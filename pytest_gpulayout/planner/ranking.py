@@ -269,7 +269,7 @@ def why(row: LayoutRow, ctx: WhyContext, fuller_above: bool = False) -> str:
             parts.append(
                 f"{row.dp} independent engines, one per GPU behind a load balancer: no traffic between them"
                 + (f" ({engine.display}'s own DP would make one expert-parallel group of them)"
-                   if engine is not None and engine.data_parallel else "")
+                   if engine is not None and engine.planner.data_parallel else "")
             )
         else:
             parts.append(f"{row.dp} independent copies, no traffic between GPUs" if row.dp > 1 else "a single copy")

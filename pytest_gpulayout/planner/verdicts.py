@@ -31,7 +31,7 @@ CHECK_ORDER = STATIC_NAMES
 
 def default_fraction_name(engine: str) -> str:
     """The engine's own name for the memory fraction the planner may suggest raising."""
-    return engine_of(engine).plan_fraction_name()
+    return engine_of(engine).planner.plan_fraction_name()
 
 
 def _first_clause(text: str) -> str:
@@ -132,7 +132,7 @@ def _refusal_text(f: Finding, dep: Deployment, model: ModelSpec, demand: Demand,
     balance = facts_of(f, BalanceFacts)
     if balance is not None:
         headroom, margin = balance.headroom_gib, present(balance.vllm_min_margin_gib)
-        decides = engine_of(dep.engine).plan_balance_margin()
+        decides = engine_of(dep.engine).planner.plan_balance_margin()
         if decides == "headroom_gib" and isinstance(headroom, (int, float)) and headroom < 0:
             return (
                 f"balance: SGLang's TP memory-balance check (min free >= 0.9 x max free) fails by "
@@ -198,7 +198,7 @@ def layout_row(
         refused_by=refused[0] if refused else None,
         findings=findings,
         deployment=dep,
-        shared_experts=engine_of(dep.engine).plan_dp_shares_moe_experts() and model.is_moe and dep.dp > 1,
+        shared_experts=engine_of(dep.engine).planner.plan_dp_shares_moe_experts() and model.is_moe and dep.dp > 1,
         slow_link=slow,
         expert_parallel=dep.enable_expert_parallel,
     )

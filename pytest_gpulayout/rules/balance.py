@@ -263,7 +263,7 @@ def _weights_gib(s: Subject) -> float:
         return s.replicas[0].weights_bytes_per_rank / GIB
     except (MemoryUnknown, PlacementError):
         dep = s.dep
-        return weight_bytes_per_rank(s.model, tp=dep.tp, pp=dep.pp, engine=s.engine,
+        return weight_bytes_per_rank(s.model, tp=dep.tp, pp=dep.pp, engine=s.engine.memory,
                                      enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
                                      pp_layer_partition=s.knobs.pp_layer_partition) / GIB
 
@@ -287,20 +287,20 @@ def check_balance(s: Subject) -> Finding:
     if dep.tp > 1:
         # SGLang's rule, by SGLang's release where the deployment runs SGLang; its headroom is reported for
         # every TP layout (what moving it to SGLang would meet)
-        balances = "tp_balance" in s.engine.start_rules
-        sg_version = s.version if balances else resolve_version(SGLANG, None, host)[0]
+        balances = "tp_balance" in s.engine.rules.start_rules
+        sg_version = s.version if balances else resolve_version(SGLANG.memory, None, host)[0]
         env = {**host.env, **dep.launch.env}
         st, msg, d = _sglang_rule(dep, machine, placement, sg_version, env)
         data = replace(data, **d)
         if balances:
             parts.append((st, msg))
-    if "free_memory" in s.engine.start_rules:
+    if "free_memory" in s.engine.rules.start_rules:
         version, vsource = s.version, s.version_source
         if dep.memory_fraction is not None:
             fraction, source = dep.memory_fraction, "memory_fraction"
         else:
             total = min(machine.gpu(i).memory_total_mib or 0 for i in placement.gpus)
-            fraction, _why = default_memory_fraction(s.engine, version, gpu_total_mib=total, tp=dep.tp,
+            fraction, _why = default_memory_fraction(s.engine.memory, version, gpu_total_mib=total, tp=dep.tp,
                                                      pp=dep.pp)
             source = f"{s.engine.display} {version} default, {vsource}"
         if version >= FREE_MEMORY_CHECK_SINCE or oversubscribes_silently(version):

@@ -174,7 +174,7 @@ def check_cluster(s: Subject) -> Finding:
                              f"/safetensors index: " + ", ".join(f"{h} {v}" for h, v in present.items())
                              + "): copy the head's files to every node")
 
-    ray = s.engine.ray_cluster()   # an engine that spans nodes over Ray (vLLM): its IP and GPU rules
+    ray = s.engine.rules.ray_cluster()   # an engine that spans nodes over Ray (vLLM): its IP and GPU rules
     if ray is not None and crosses:
         by_ip: dict[str, list[str]] = {}
         for h in hosts:

@@ -65,7 +65,7 @@ def check_config(s: Subject) -> Finding:
                             command=a.args)
         return failed(CHECK, f"{who}{note} refuses the command line before it starts: {_sentence(a.refusal())} "
                              f"Fix {_where(s)}.", facts)
-    judged = engine.config_check(s)
+    judged = engine.rules.config_check(s)
     if judged is not None and judged.refusals:
         texts = tuple(r.text(engine.display) for r in judged.refusals)
         facts = ConfigFacts(release=a.release, accepted=True, refusals=texts, not_judged=judged.not_judged,

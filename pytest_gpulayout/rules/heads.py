@@ -124,19 +124,19 @@ def expert_layout(s: Subject) -> tuple[int, int]:
     """(expert parallel size, ranks each expert is sharded over) as the engine sets them up
     (``Engine.expert_layout``: vLLM flattens DP into the MoE layers, SGLang keeps EP inside the TP
     group and DP replicas hold full copies)."""
-    return s.engine.expert_layout(s.dep.tp, s.dep.dp, s.dep.enable_expert_parallel)
+    return s.engine.memory.expert_layout(s.dep.tp, s.dep.dp, s.dep.enable_expert_parallel)
 
 
 def pp_split(s: Subject) -> tuple[int, ...]:
     """Layers per PP stage as the engine splits them, with the partition variable the launch sets
     (the engine's ``pp_partition_env`` in launch.env or on the host: ``Subject.knobs``)."""
-    return tuple(pp_partition(s.model.num_hidden_layers, s.dep.pp, s.engine,
+    return tuple(pp_partition(s.model.num_hidden_layers, s.dep.pp, s.engine.memory,
                               partition=s.knobs.pp_layer_partition))
 
 
 def check_heads(s: Subject) -> Finding:
     dep, machine, model = s.dep, s.machine, s.model
-    rules = s.engine.shard_rules()
+    rules = s.engine.rules.shard_rules()
     tp, pp = dep.tp, dep.pp
     h, kv = model.num_attention_heads, model.num_key_value_heads
     per_rank = kv_heads_per_rank(model, tp)
@@ -149,7 +149,7 @@ def check_heads(s: Subject) -> Finding:
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
     )
-    generation = s.engine.generation_refusals(s)
+    generation = s.engine.rules.generation_refusals(s)
     if generation.refusals:  # the release refuses the model on these GPUs before any layout question
         more = f" (and {len(generation.refusals) - 1} more refusal(s): " + "; ".join(generation.refusals[1:]) + ")" \
             if len(generation.refusals) > 1 else ""
@@ -219,7 +219,7 @@ def check_heads(s: Subject) -> Finding:
                 f"(split {list(split)}): use at most pipeline_parallel_size: {model.num_hidden_layers}.",
                 data,
             )
-        env = s.engine.pp_partition_env
+        env = s.engine.memory.pp_partition_env
         if len(set(split)) > 1:
             notes.append(f"{model.num_hidden_layers} layers split unevenly over PP={pp} as {list(split)}"
                          + (f" ({env} overrides it)" if env else ""))
@@ -284,7 +284,7 @@ def _problem_sentence(model: ModelSpec, layout: ShardLayout, p: WidthProblem) ->
 def _shard_message(s: Subject, layout: ShardLayout, p: WidthProblem, limit: int) -> str:
     """The fail for a refused share: what, the engine's words, and the layouts that start."""
     model, vsource = s.model, s.version_source
-    rules = s.engine.shard_rules()
+    rules = s.engine.rules.shard_rules()
     engine = s.engine.display
     assumed = " (assumed: the newest release known; pin engine_version)" if vsource == "assumed latest known" else ""
     head = (f"{model.name} cannot start on {engine} {layout.version}{assumed} with TP={layout.tp}"

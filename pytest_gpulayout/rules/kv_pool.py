@@ -115,7 +115,7 @@ def _too_long(s: Subject) -> tuple[Status, str, int, int] | None:
     limit = model.max_position_embeddings
     if not (dep.max_model_len and limit and dep.max_model_len > limit):
         return None
-    env = engine.long_context_env
+    env = engine.rules.long_context_env
     # the engine inherits this process's environment, then launch.env on top (startup.engine_env)
     value = dep.launch.env.get(env, host.getenv(env) or "")
     where = "launch.env" if env in dep.launch.env else "the environment"
@@ -124,7 +124,7 @@ def _too_long(s: Subject) -> tuple[Status, str, int, int] | None:
                 f"{limit:,} positions; {env}=1 in {where} lets the engine start, but quality past "
                 f"{limit:,} tokens is not what the model was trained for.", dep.max_model_len, limit)
     return (Status.FAIL, f"max_model_len {dep.max_model_len:,} is beyond {model.name}'s {limit:,} "
-            f"positions, so {engine.display} refuses to start (\"{engine.too_long_text}\"). "
+            f"positions, so {engine.display} refuses to start (\"{engine.rules.too_long_text}\"). "
             f"Use max_model_len: {limit:,} or less, or set {env}: \"1\" in launch.env to override.",
             dep.max_model_len, limit)
 
@@ -140,11 +140,11 @@ def _no_room(s: Subject, p: PoolPrediction) -> str:
                 f"tensor/pipeline parallel ranks, or more nodes.")
     if gpu.processes:
         who = ", ".join(f"{t.name or 'pid'} {t.pid}" for t in gpu.processes[:3])
-        spread = f" {s.engine.tenant_note}" if s.engine.tenant_note else ""
+        spread = f" {s.engine.rules.tenant_note}" if s.engine.rules.tenant_note else ""
         return (f"the weights leave no room for a KV cache on GPU{gpu.index}, where another tenant ({who}) "
                 f"holds {(total - (gpu.memory_free_mib or 0) / 1024):.2f} GiB.{spread} Stop it, or move the "
                 f"deployment to GPUs without tenants.")
-    advice = s.engine.no_room_advice(p, gpu.index)
+    advice = s.engine.rules.no_room_advice(p, gpu.index)
     if advice:  # the engine's own reserve is what tips it: it names it, and the flags that shrink it
         return advice
     return (f"the weights leave no room for a KV cache on GPU{gpu.index}. Raise memory_fraction, add "
@@ -170,10 +170,10 @@ def _without_memory(s: Subject) -> tuple[int, int]:
     """KV bytes per token and weight bytes on the most loaded rank, where the pool cannot be predicted
     (the prediction carries both otherwise)."""
     dep, model, knobs = s.dep, s.model, s.knobs
-    per_token = kv_bytes_per_token_per_rank(model, engine=s.engine, tp=dep.tp, pp=dep.pp,
+    per_token = kv_bytes_per_token_per_rank(model, engine=s.engine.memory, tp=dep.tp, pp=dep.pp,
                                             kv_cache_dtype=dep.kv_cache_dtype,
                                             pp_layer_partition=knobs.pp_layer_partition)
-    weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=s.engine,
+    weights = weight_bytes_per_rank(model, tp=dep.tp, pp=dep.pp, engine=s.engine.memory,
                                     enable_expert_parallel=dep.enable_expert_parallel, dp=dep.dp,
                                     pp_layer_partition=knobs.pp_layer_partition)
     return per_token, weights
@@ -229,7 +229,7 @@ def _check_pool(s: Subject) -> Finding:
     if p.fits_one_request is False:
         fix = ("Lower max_model_len, raise memory_fraction, use kv_cache_dtype: fp8, or spread the model over "
                "more GPUs")
-        refuses, said = s.engine.short_pool
+        refuses, said = s.engine.rules.short_pool
         if refuses:
             return failed(CHECK, f"{head}: one {max_len:,}-token request does not fit, so {s.engine.display} refuses "
                           f"to start (\"{said}\"). {fix}.{notes}", data)

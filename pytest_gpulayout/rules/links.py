@@ -85,7 +85,7 @@ def moe_groups(s: Subject, placement: Placement) -> tuple[tuple[int, ...], ...]:
     dep = s.dep
     if not s.model.is_moe or dep.dp < 2:
         return ()
-    ep, shards = s.engine.expert_layout(dep.tp, dep.dp, dep.enable_expert_parallel)
+    ep, shards = s.engine.memory.expert_layout(dep.tp, dep.dp, dep.enable_expert_parallel)
     if ep * shards <= dep.tp:
         return ()
     return tuple(tuple(g for rep in placement.replicas for g in rep[st]) for st in range(dep.pp))

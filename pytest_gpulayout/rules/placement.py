@@ -70,7 +70,7 @@ def check_placement(s: Subject) -> Finding:
                             f"have no P2P/NVLink between them, so TP/PP across them cannot work; use whole GPUs")
         else:
             warnings.append(f"{where} {'is a MIG slice' if len(migs) == 1 else 'are MIG slices'}: "
-                            f"{s.engine.mig_note()}the slice's memory is all the replica gets")
+                            f"{s.engine.rules.mig_note()}the slice's memory is all the replica gets")
 
     tenants = _tenants(machine, placement.gpus)
     if tenants:

@@ -34,4 +34,4 @@ def extra_tp_widths(model: ModelSpec) -> list[tuple[str, int]]:
 
 def shard_problems(model: ModelSpec, lay: ShardLayout) -> tuple[list[WidthProblem], list[str]]:
     """Every share ``lay`` gets that its engine refuses, and notes about shares it adapts."""
-    return lay.engine.shard_problems(model, lay)
+    return lay.engine.rules.shard_problems(model, lay)

@@ -113,7 +113,7 @@ class StartupCheck:
         pool = facts_of(ctx.before.get("kv_pool"), KvPoolFacts)
         log_dir = ctx.options.log_dir
         progress = ctx.options.progress
-        finding = run_startup(dep, s.model, engine=s.engine, machine=s.machine,
+        finding = run_startup(dep, s.model, engine=s.engine.launch, machine=s.machine,
                               prediction_tokens=pool.predicted_kv_tokens if pool is not None else None,
                               prediction=pool.smallest if pool is not None else None,
                               log_dir=log_dir or _run_log_dir(), host=ctx.host,

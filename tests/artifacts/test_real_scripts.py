@@ -37,8 +37,8 @@ REAL = {
 def _layout(inv: commands.Invocation) -> tuple[str, str, str, int, int, int]:
     """What the engine's own parser reads from an invocation (the release's refusals are the front door's)."""
     engine = get_engine(inv.engine)
-    parsed = engine.parse_args(list(inv.args))
-    flags, table = engine.flags, parsed.table
+    parsed = engine.cli.parse_args(list(inv.args))
+    flags, table = engine.cli.flags, parsed.table
 
     def value(spelling: str, default: str | None = None) -> str | None:
         got = parsed.value(table.canonical(spelling) or spelling) if spelling else None

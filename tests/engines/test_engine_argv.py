@@ -22,34 +22,34 @@ VLLM, SGLANG, LLAMACPP = ENGINES["vllm"], ENGINES["sglang"], ENGINES["llamacpp"]
 @pytest.mark.parametrize("args", [["--tensor_parallel_size", "3"], ["--tensor-para", "3"], ["--tensor-para=3"],
                                   ["-tp", "3"], ["--tensor-parallel-size=3"]])
 def test_vllm_reads_every_spelling_of_tp(args: list[str]) -> None:
-    parsed = VLLM.parse_args(args)
+    parsed = VLLM.cli.parse_args(args)
     assert parsed.value("--tensor-parallel-size") == "3" and not parsed.unknown
 
 
 def test_sglang_takes_prefixes_and_aliases_but_not_underscores() -> None:
-    assert SGLANG.parse_args(["--tensor-parallel-size", "2"]).value("--tp-size") == "2"
-    assert SGLANG.parse_args(["--tp", "2"]).value("--tp-size") == "2"
-    bad = SGLANG.parse_args(["--tp_size", "2"])
+    assert SGLANG.cli.parse_args(["--tensor-parallel-size", "2"]).value("--tp-size") == "2"
+    assert SGLANG.cli.parse_args(["--tp", "2"]).value("--tp-size") == "2"
+    bad = SGLANG.cli.parse_args(["--tp_size", "2"])
     assert bad.unknown == ("--tp_size",)
     assert bad.usage_error() == "unrecognized arguments: --tp_size; did you mean --tp-size?"
 
 
 def test_unknown_and_ambiguous_flags_get_argparse_words() -> None:
-    typo = VLLM.parse_args(["--tensor-paralel-size", "2"])
+    typo = VLLM.cli.parse_args(["--tensor-paralel-size", "2"])
     assert typo.usage_error() == ("unrecognized arguments: --tensor-paralel-size; "
                                   "did you mean --tensor-parallel-size?")
-    ambiguous = VLLM.parse_args(["--max-num", "8"])
+    ambiguous = VLLM.cli.parse_args(["--max-num", "8"])
     assert (ambiguous.usage_error() or "").startswith("ambiguous option: --max-num could match")
 
 
 def test_no_switch_is_not_the_switch() -> None:
     """BooleanOptionalAction's ``--no-enforce-eager`` does not turn eager mode on."""
-    assert not VLLM.knobs(["--no-enforce-eager"], {}).enforce_eager
-    assert VLLM.knobs(["--enforce_eager"], {}).enforce_eager
+    assert not VLLM.cli.knobs(["--no-enforce-eager"], {}).enforce_eager
+    assert VLLM.cli.knobs(["--enforce_eager"], {}).enforce_eager
 
 
 def test_knobs_read_underscore_and_prefix_spellings() -> None:
-    k = VLLM.knobs(["--max_num_seqs", "8", "--max-num-batched=4096", "--foo_bar", "1"], {})
+    k = VLLM.cli.knobs(["--max_num_seqs", "8", "--max-num-batched=4096", "--foo_bar", "1"], {})
     assert (k.max_num_seqs, k.max_num_batched_tokens) == (8, 4096)
     assert k.not_modelled == ("--foo_bar",)
 
@@ -57,9 +57,9 @@ def test_knobs_read_underscore_and_prefix_spellings() -> None:
 def test_llamacpp_takes_exact_spellings_after_its_underscore_rewrite() -> None:
     """``common_params_parse_ex`` turns ``_`` into ``-`` in a ``--`` word (every build b9093 - b11434), then
     wants an exact spelling: no prefixes."""
-    assert LLAMACPP.parse_args(["-c", "4096"]).value("--ctx-size") == "4096"
-    assert LLAMACPP.parse_args(["--ctx_size", "4096"]).value("--ctx-size") == "4096"
-    assert LLAMACPP.parse_args(["--ctx-siz", "4096"]).unknown == ("--ctx-siz",)
+    assert LLAMACPP.cli.parse_args(["-c", "4096"]).value("--ctx-size") == "4096"
+    assert LLAMACPP.cli.parse_args(["--ctx_size", "4096"]).value("--ctx-size") == "4096"
+    assert LLAMACPP.cli.parse_args(["--ctx-siz", "4096"]).unknown == ("--ctx-siz",)
 
 
 def test_loopback() -> None:

@@ -147,8 +147,8 @@ def test_sglang_default_fraction_by_release(version: str, l4_tp1: float, h200_tp
 def test_sglang_sizes_its_default_from_the_smallest_gpu_on_the_host():
     from pytest_gpulayout.memory.reserves import default_memory_fraction
 
-    alone, _ = default_memory_fraction(SGLANG, "0.5.12", gpu_total_mib=81559, tp=1, pp=1)
-    mixed, why = default_memory_fraction(SGLANG, "0.5.12", gpu_total_mib=81559, tp=1, pp=1,
+    alone, _ = default_memory_fraction(SGLANG.memory, "0.5.12", gpu_total_mib=81559, tp=1, pp=1)
+    mixed, why = default_memory_fraction(SGLANG.memory, "0.5.12", gpu_total_mib=81559, tp=1, pp=1,
                                          host_min_total_mib=23034)
     assert mixed == pytest.approx(0.822) and alone > mixed
     assert "smallest GPU on the host" in why

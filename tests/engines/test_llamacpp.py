@@ -352,7 +352,7 @@ def test_real_llama_server_kv_equals_prediction(tmp_path: Path, ctx: int, parall
     manifest = load_manifest(tmp_path / "gpulayout.yaml")
     dep = manifest.deployments[0]
     model = load_models([dep])["tiny"]
-    report = launch_deployment(dep, model, engine=ENGINES[dep.engine],
+    report = launch_deployment(dep, model, engine=ENGINES[dep.engine].launch,
                                machine=Machine(gpus=(), source="cpu"), log_dir=tmp_path / "logs")
     f = report.finding
     assert f.status.value == "pass", f.message

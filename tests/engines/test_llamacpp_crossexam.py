@@ -206,7 +206,7 @@ def test_real_llama_server_of_another_build_than_pinned_fails(tmp_path: Path) ->
             f"    launch:\n      command: [{llama_server()}]\n      timeout_s: 120\n")
     (tmp_path / "gpulayout.yaml").write_text(body)
     d = load_manifest(tmp_path / "gpulayout.yaml").deployments[0]
-    report = launch_deployment(d, load_models([d])["tiny"], engine=ENGINES[d.engine],
+    report = launch_deployment(d, load_models([d])["tiny"], engine=ENGINES[d.engine].launch,
                                machine=Machine(gpus=(), source="cpu"), log_dir=tmp_path / "logs")
     f = report.finding
     assert f.status is Status.FAIL, f.message

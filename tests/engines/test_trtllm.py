@@ -74,7 +74,7 @@ def test_estimation_pool_before_the_profiling_mark_is_not_the_pool() -> None:
     text = ("[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.50 GiB for max tokens in paged KV cache (8224).\n"
             "[TRT-LLM] [I] Peak memory during memory usage profiling (torch + non-torch): 20.00 GiB, available KV "
             "cache memory when calculating max tokens: 53.00 GiB, fraction is set 0.9\n")
-    w = TRTLLM.log_watcher(1, 1)
+    w = TRTLLM.launch.log_watcher(1, 1)
     for line in text.splitlines():
         w.feed(line)
     assert not w.kv_complete  # the estimation run's small cache
@@ -91,7 +91,7 @@ def test_estimation_pool_before_the_profiling_mark_is_not_the_pool() -> None:
      "heads_not_divisible"),
 ])
 def test_refusals(line: str, kind: str) -> None:
-    w = TRTLLM.log_watcher(1, 1)
+    w = TRTLLM.launch.log_watcher(1, 1)
     w.feed(line)
     assert w.failed and w.result().error_kind == kind
 
@@ -160,12 +160,12 @@ def test_yaml_overrides_the_flags_and_refuses_what_the_manifest_owns(tmp_path: P
     y = tmp_path / "extra.yaml"
     y.write_text("max_num_tokens: 4096\nkv_cache_config:\n  tokens_per_block: 64\n  enable_block_reuse: false\n"
                  "speculative_config: {decoding_type: MTP}\n")
-    k = TRTLLM.knobs(["--max_num_tokens", "8192", "--extra_llm_api_options", str(y)], {})
+    k = TRTLLM.cli.knobs(["--max_num_tokens", "8192", "--extra_llm_api_options", str(y)], {})
     assert k.max_num_batched_tokens == 4096 and k.block_size == 64
     assert k.not_modelled == ("extra_llm_api_options:speculative_config",)
     y.write_text("kv_cache_config:\n  free_gpu_memory_fraction: 0.5\n")
     with pytest.raises(InputError, match="memory_fraction"):
-        TRTLLM.knobs(["--config", str(y)], {})
+        TRTLLM.cli.knobs(["--config", str(y)], {})
 
 
 # -- the launch ---------------------------------------------------------------------------------------
@@ -173,14 +173,14 @@ def test_launch_argv() -> None:
     d = Deployment(name="d", model="m", engine="trtllm", tensor_parallel_size=2, pipeline_parallel_size=2,
                    max_model_len=8192, memory_fraction=0.85, enable_expert_parallel=True,
                    launch=Launch(args=("--max_batch_size", "64")))
-    argv = TRTLLM.launch_argv(d, "/models/x", 8123, None)
+    argv = TRTLLM.launch.launch_argv(d, "/models/x", 8123, None)
     assert argv[-2:] == ["--max_batch_size", "64"]
     assert argv[1:3] == ["serve", "/models/x"] and argv[0].endswith("trtllm-serve")
     assert argv[3:-2] == ["--tp_size", "2", "--pp_size", "2", "--max_seq_len", "8192",
                           "--kv_cache_free_gpu_memory_fraction", "0.85", "--ep_size", "2",
                           "--host", "127.0.0.1", "--port", "8123"]
     with pytest.raises(LaunchError, match="no data-parallel"):
-        TRTLLM.launch_argv(replace(d, data_parallel_size=2), "/models/x", 8123, None)
+        TRTLLM.launch.launch_argv(replace(d, data_parallel_size=2), "/models/x", 8123, None)
 
 
 @pytest.fixture
@@ -200,7 +200,7 @@ def test_startup_with_the_fake_engine_replaying_a_trtllm_log(fake_dep: Deploymen
     # the one it serves from, so the check fails as for no pool (it passed on it: a pass on a pool the
     # engine never settled). The replay takes well under a second; 5 s of timeout, not 30.
     dep = replace(fake_dep, require=Require(kv_tokens=800_000), launch=replace(fake_dep.launch, timeout_s=5))
-    r = launch_deployment(dep, None, engine=ENGINES["trtllm"], log_dir=tmp_path / "logs")
+    r = launch_deployment(dep, None, engine=ENGINES["trtllm"].launch, log_dir=tmp_path / "logs")
     assert r.finding.status is Status.FAIL, r.finding.message
     assert "did not report its KV pool within 5 s" in r.finding.message
     assert "It had printed only the pool it profiles with (860,320 tokens)" in r.finding.message
@@ -213,7 +213,7 @@ def test_startup_lowered_max_seq_len_is_a_warning(fake_dep: Deployment, tmp_path
     cmd = list(fake_dep.launch.command or ())
     cmd[cmd.index("--fake-log") + 1] = str(LOGS / "lowered-constructed.log")
     dep = replace(fake_dep, max_model_len=262144, launch=replace(fake_dep.launch, command=tuple(cmd)))
-    r = launch_deployment(dep, None, engine=ENGINES["trtllm"], log_dir=tmp_path / "logs")
+    r = launch_deployment(dep, None, engine=ENGINES["trtllm"].launch, log_dir=tmp_path / "logs")
     assert r.finding.status is Status.WARN, r.finding.message
     assert "starts with max_seq_len lowered to 131,072 (asked for 262,144)" in r.finding.message
 
@@ -231,7 +231,7 @@ def test_plan_offers_dp_layouts_only_as_independent_engines() -> None:
 
 # -- launch.args with click's spelling rules (Engine.parse_args) ----------------------------------------
 def test_parse_args_reads_clicks_exact_spellings() -> None:
-    parsed = TRTLLM.parse_args(["--tensor_parallel_size", "2", "--max_num_tokens=4096", "--trust_remote_code",
+    parsed = TRTLLM.cli.parse_args(["--tensor_parallel_size", "2", "--max_num_tokens=4096", "--trust_remote_code",
                                 "--tp", "2"])
     assert parsed.value("--tp_size") == "2" and parsed.value("--max_num_tokens") == "4096"
     assert parsed.has("--trust_remote_code") and parsed.unknown == ("--tp",)  # no prefixes in click

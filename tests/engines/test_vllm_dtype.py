@@ -117,7 +117,7 @@ def test_an_explicit_bf16_is_still_refused() -> None:
 def test_float32_doubles_the_weights_and_the_auto_kv_bytes() -> None:
     model = gemma3_12b()
     served = replace(model, served_dtype="float32")
-    half = weight_bytes_per_rank(model, tp=4, pp=1, engine=VLLM)
-    full = weight_bytes_per_rank(served, tp=4, pp=1, engine=VLLM)
+    half = weight_bytes_per_rank(model, tp=4, pp=1, engine=VLLM.memory)
+    full = weight_bytes_per_rank(served, tp=4, pp=1, engine=VLLM.memory)
     assert full == pytest.approx(2 * half, rel=0.01)
     assert (kv_element_bytes(model), kv_element_bytes(served)) == (2.0, 4.0)

@@ -154,7 +154,7 @@ def test_a_stop_longer_than_the_grace_warns_and_leaves_no_shm(fake: Fake, fresh_
     monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
     before = fake.snapshot()
     dep = _dep(fake, "replay,shm,slow-stop", scale=0.01, stop_s=4)
-    report = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch,
                                log_dir=fake.tmp / "logs", stop_when="ready", grace_s=1)
     names = fake.shm()
     assert names, "the fake made no shared memory"
@@ -282,7 +282,7 @@ def test_two_descriptions_of_gpu0_never_launch_together(fake: Fake, monkeypatch:
     results: list[LaunchResult | None] = [None, None]
 
     def run(i: int) -> None:
-        r = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+        r = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch,
                               machine=machines[i], log_dir=fake.tmp / f"logs{i}", stop_when="ready")
         results[i] = r.result
 
@@ -763,12 +763,12 @@ def test_a_launch_sends_the_stop_signal_its_engine_honours(fake: Fake, fresh_gra
     monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
     dep = _dep(fake, "replay", scale=0.01)
     engine = ENGINES[dep.engine]
-    assert engine.stop_signal == signal.SIGTERM   # vLLM's API server does not end on SIGINT before ready
-    report = launch_deployment(dep, None, engine=engine, log_dir=fake.tmp / "logs", stop_when="ready")
+    assert engine.launch.stop_signal == signal.SIGTERM   # vLLM's API server does not end on SIGINT before ready
+    report = launch_deployment(dep, None, engine=engine.launch, log_dir=fake.tmp / "logs", stop_when="ready")
     assert report.log_path is not None
     text = report.log_path.read_text()
-    assert f"fake engine: stopping on signal {int(engine.stop_signal)}" in text
-    assert f"stop: {signal.Signals(engine.stop_signal).name}, grace" in text
+    assert f"fake engine: stopping on signal {int(engine.launch.stop_signal)}" in text
+    assert f"stop: {signal.Signals(engine.launch.stop_signal).name}, grace" in text
 
 
 def test_the_verdict_says_when_sigkill_was_needed(fake: Fake, fresh_grace: None,
@@ -776,7 +776,7 @@ def test_the_verdict_says_when_sigkill_was_needed(fake: Fake, fresh_grace: None,
     monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
     dep = _dep(fake, "never-reports,ignore-term", scale=0.01)
     dep = replace(dep, launch=replace(dep.launch, timeout_s=2))
-    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs", grace_s=1)
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch, log_dir=fake.tmp / "logs", grace_s=1)
     assert report.finding.status is Status.FAIL
     assert report.finding.data["escalated"] is True
     assert "did not report its KV pool within 2 s" in report.finding.message
@@ -798,7 +798,7 @@ def test_a_killed_watchdog_is_said_in_the_verdict(fake: Fake, monkeypatch: pytes
     monkeypatch.setenv("GPULAYOUT_LOCK_DIR", str(fake.locks))
     dep = _dep(fake, "never-reports,fork")
     killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped"})
-    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs")
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch, log_dir=fake.tmp / "logs")
     killer.join()
     result = report.result
     assert result is not None and result.stopped_by == "watchdog"
@@ -916,7 +916,7 @@ def test_a_wait_for_the_gpu_is_reported_and_not_the_engines_time(fake: Fake,
     phases: list[str] = []
     holder = _hold_lock(fake.locks / "index-0.lock", 5)   # longer than the engine's whole timeout
     try:
-        report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=fake.tmp / "logs",
+        report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch, log_dir=fake.tmp / "logs",
                                    progress=lambda phase, *rest: phases.append(phase))
     finally:
         holder.join()

@@ -128,7 +128,8 @@ def _normal(tmp_path_factory: pytest.TempPathFactory, etmp: Path) -> Iterator[No
     before = setup.snapshot()
     try:
         t0 = time.monotonic()
-        report = launch_deployment(setup.dep, None, engine=ENGINES[setup.dep.engine], log_dir=setup.work / "logs",
+        report = launch_deployment(setup.dep, None, engine=ENGINES[setup.dep.engine].launch,
+                                   log_dir=setup.work / "logs",
                                    prediction_tokens=expected)
         seconds = time.monotonic() - t0
         leaks = before.wait_clean(3)

@@ -68,7 +68,7 @@ DEP = Deployment(name="d", model="/models/llama", engine="vllm", tensor_parallel
 
 
 def test_vllm_runs_on_the_head_with_the_ray_executor() -> None:
-    argv = head_argv(VLLM, DEP, "/models/llama", 8000)
+    argv = head_argv(VLLM.launch, DEP, "/models/llama", 8000)
     assert argv[-2:] == ["--distributed-executor-backend", "ray"]
     assert argv[argv.index("--pipeline-parallel-size") + 1] == "2" and "--enforce-eager" in argv
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
@@ -78,7 +78,7 @@ def test_vllm_runs_on_the_head_with_the_ray_executor() -> None:
 
 def test_sglang_gets_one_process_per_node_with_its_rank() -> None:
     dep = Deployment(name="s", model="/m", engine="sglang", tensor_parallel_size=2, pipeline_parallel_size=2)
-    argvs = node_argvs(SGLANG, dep, "/m", 30000, head_ip="10.0.0.1", dist_port=5000, nnodes=2)
+    argvs = node_argvs(SGLANG.launch, dep, "/m", 30000, head_ip="10.0.0.1", dist_port=5000, nnodes=2)
     assert len(argvs) == 2
     for rank, argv in enumerate(argvs):
         assert argv[-6:] == ["--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", "10.0.0.1:5000"]

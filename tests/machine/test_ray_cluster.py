@@ -252,7 +252,7 @@ def test_an_engine_per_node_is_started_and_every_process_of_it_stopped(cluster, 
     dep = Deployment(name="s", model=str(TINY), engine="sglang", pipeline_parallel_size=2,
                      launch=Launch(command=(sys.executable, str(fake), "--fake-log", str(log), "--fake-mode",
                                             "replay,fork,ignore-term")))
-    argvs = node_argvs(SGLANG, dep, str(TINY), 30000, head_ip="127.0.0.1", dist_port=5000, nnodes=2)
+    argvs = node_argvs(SGLANG.launch, dep, str(TINY), 30000, head_ip="127.0.0.1", dist_port=5000, nnodes=2)
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     try:
         ids = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -353,7 +353,7 @@ def _launch_across(cluster, ray_machine, dep, tmp_path):
 
     before = node_processes(cluster.address, str(tmp_path))
     assert before == {ip: set() for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.3")}
-    report = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+    report = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch,
                                machine=ray_machine, log_dir=tmp_path / "logs", engine_version="0.32.0",
                                grace_s=1.0)
     after = node_processes(cluster.address, str(tmp_path))

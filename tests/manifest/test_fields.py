@@ -34,7 +34,7 @@ def test_the_key_lists_are_the_table() -> None:
 def test_every_flag_key_has_each_engines_flag_and_owns_it_in_launch_args() -> None:
     for engine in ENGINES.values():
         for key in FLAG_KEYS:
-            flag = getattr(engine.flags, key)  # an engine without such a flag says "" (llama.cpp's own keys)
+            flag = getattr(engine.cli.flags, key)  # an engine without such a flag says "" (llama.cpp's own keys)
             assert isinstance(flag, str)
             if flag:
                 assert keys.ARG_OWNERS[flag] == key, (engine.name, key, flag)

@@ -59,7 +59,7 @@ def _on(name: str, n: int, total: int) -> list[Gpu]:
 
 def _predict(model: ModelSpec, version: str, gpus: list[Gpu], max_model_len: int, *, host: Host = BARE_HOST,
              env: dict[str, str] | None = None) -> PoolPrediction:
-    return predict_pool(model, engine=VLLM, engine_version=version, tp=len(gpus), pp=1, gpus=gpus,
+    return predict_pool(model, engine=VLLM.memory, engine_version=version, tp=len(gpus), pp=1, gpus=gpus,
                         max_model_len=max_model_len, memory_fraction=0.9, link=TpLink.PCIE, host=host,
                         knobs=LaunchKnobs(env=env or {}))
 
@@ -248,7 +248,7 @@ def test_sglang_0_4_runner_shrinks_the_fraction_of_a_multimodal_model(version: s
     gpus = _on("NVIDIA H100 80GB HBM3", 1, 81559)
 
     def pool(m: ModelSpec) -> PoolPrediction:
-        return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=1, gpus=gpus, max_model_len=32768,
+        return predict_pool(m, engine=SGLANG.memory, engine_version=version, tp=1, pp=1, gpus=gpus, max_model_len=32768,
                             memory_fraction=0.85)
 
     with_vision, without = pool(vl), pool(text)
@@ -263,7 +263,7 @@ def _sglang_default(version: str, m: ModelSpec, *, pp: int = 1) -> PoolPredictio
     from pytest_gpulayout.engines.sglang.engine import SGLANG
 
     gpus = _on("NVIDIA H100 80GB HBM3", pp, 81559)
-    return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=pp, gpus=gpus, max_model_len=32768,
+    return predict_pool(m, engine=SGLANG.memory, engine_version=version, tp=1, pp=pp, gpus=gpus, max_model_len=32768,
                         memory_fraction=None)
 
 
@@ -349,8 +349,8 @@ def _sglang_with(version: str, m: ModelSpec, args: list[str], *, pp: int = 1) ->
     from pytest_gpulayout.engines.sglang.engine import SGLANG
 
     gpus = _on("NVIDIA H100 80GB HBM3", pp, 81559)
-    return predict_pool(m, engine=SGLANG, engine_version=version, tp=1, pp=pp, gpus=gpus, max_model_len=32768,
-                        memory_fraction=None, knobs=SGLANG.knobs(args, {}))
+    return predict_pool(m, engine=SGLANG.memory, engine_version=version, tp=1, pp=pp, gpus=gpus, max_model_len=32768,
+                        memory_fraction=None, knobs=SGLANG.cli.knobs(args, {}))
 
 
 def test_sglang_vision_tower_factor_reads_the_config_objects_attributes() -> None:

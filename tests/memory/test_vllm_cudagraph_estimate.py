@@ -33,7 +33,7 @@ def _a100_40gb() -> list[Gpu]:
 
 
 def _qwen3_8b(version: str, knobs: LaunchKnobs | None = None):  # type: ignore[no-untyped-def]
-    return predict_pool(load_model("Qwen/Qwen3-8B"), engine=VLLM, engine_version=version, tp=1, pp=1,
+    return predict_pool(load_model("Qwen/Qwen3-8B"), engine=VLLM.memory, engine_version=version, tp=1, pp=1,
                         gpus=_a100_40gb(), max_model_len=40960, memory_fraction=None, knobs=knobs)
 
 

@@ -56,7 +56,7 @@ def test_other_tenants_come_out_of_the_pool_only_where_the_release_subtracts_the
     assert counts_other_tenants(Version(version)) is counted
     m = load_model("Qwen/Qwen3-8B")
     idle_free = RTX4090 - DRIVER_RESERVE_ESTIMATE_MIB  # nothing else on the GPU
-    args = dict(engine=VLLM, engine_version=version, tp=1, pp=1, max_model_len=8192, memory_fraction=0.9)
+    args = dict(engine=VLLM.memory, engine_version=version, tp=1, pp=1, max_model_len=8192, memory_fraction=0.9)
     idle = predict_pool(m, gpus=gpus(1, free=idle_free), **args)  # type: ignore[arg-type]
     busy = predict_pool(m, gpus=gpus(1, free=idle_free - 2048), **args)  # type: ignore[arg-type]
     shrunk = idle.kv_budget_bytes_per_rank - busy.kv_budget_bytes_per_rank
@@ -72,7 +72,7 @@ def test_v0_samples_on_one_rank_and_that_rank_sets_the_pool() -> None:
            "num_hidden_layers": 48, "vocab_size": 152064, "max_position_embeddings": 131072,
            "torch_dtype": "bfloat16"}
     m = spec_from_config(cfg, name="R1-Distill-Qwen-14B", source="test")
-    p = predict_pool(m, engine=VLLM, engine_version="0.7.2", tp=2, pp=1, gpus=gpus(2, free=24000),
+    p = predict_pool(m, engine=VLLM.memory, engine_version="0.7.2", tp=2, pp=1, gpus=gpus(2, free=24000),
                      max_model_len=131072, memory_fraction=0.98, link=TpLink.PCIE)
     why = p.activation_reserve_why
     assert "V0 sampler's top-k sort" in why and "on rank 0, which samples" in why
@@ -80,7 +80,7 @@ def test_v0_samples_on_one_rank_and_that_rank_sets_the_pool() -> None:
     assert p.activation_reserve_gib == pytest.approx(256 * 152064 * 38 / GIB + 0.40, abs=0.01)
     # the engine logged 81,536 tokens (the ValueError); within 2 %
     assert abs(p.kv_tokens / 81_536 - 1) < 0.02
-    v1 = predict_pool(m, engine=VLLM, engine_version="0.9.1", tp=2, pp=1, gpus=gpus(2, free=24000),
+    v1 = predict_pool(m, engine=VLLM.memory, engine_version="0.9.1", tp=2, pp=1, gpus=gpus(2, free=24000),
                       max_model_len=131072, memory_fraction=0.98)
     assert "top-k sort" not in v1.activation_reserve_why and "which samples" not in v1.activation_reserve_why
 

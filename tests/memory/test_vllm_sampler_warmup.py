@@ -44,7 +44,7 @@ def _a100_40gb() -> list[Gpu]:
 
 
 def _qwen3_8b(version: str, **kw: int):
-    return predict_pool(load_model("Qwen/Qwen3-8B"), engine=VLLM, engine_version=version, tp=1, pp=1,
+    return predict_pool(load_model("Qwen/Qwen3-8B"), engine=VLLM.memory, engine_version=version, tp=1, pp=1,
                         gpus=_a100_40gb(), max_model_len=40960, memory_fraction=None, **kw)
 
 
@@ -87,7 +87,7 @@ def test_flashinfer_warm_up_keeps_its_per_logit_estimate() -> None:
     """0.19.1 with ``VLLM_USE_FLASHINFER_SAMPLER=1``: ``forward_cuda`` (FlashInfer), not the Triton path."""
     from pytest_gpulayout.knobs import LaunchKnobs
 
-    p = predict_pool(load_model("Qwen/Qwen3-8B"), engine=VLLM, engine_version="0.19.1", tp=1, pp=1,
+    p = predict_pool(load_model("Qwen/Qwen3-8B"), engine=VLLM.memory, engine_version="0.19.1", tp=1, pp=1,
                      gpus=_a100_40gb(), max_model_len=40960, memory_fraction=None,
                      knobs=LaunchKnobs(env={"VLLM_USE_FLASHINFER_SAMPLER": "1"}))
     sampler = 256 * VOCAB * SAMPLER_BYTES_PER_LOGIT + (2048 + 512) * HIDDEN * 2

@@ -289,10 +289,10 @@ def test_kernel_and_budget_variables_not_modelled_are_named():
     from pytest_gpulayout.engines.sglang.engine import SGLANG
     from pytest_gpulayout.engines.vllm.engine import VLLM as V
 
-    k = SGLANG.knobs([], {"SGLANG_ENABLE_POST_CAPTURE_KV_SIZING": "1"})
+    k = SGLANG.cli.knobs([], {"SGLANG_ENABLE_POST_CAPTURE_KV_SIZING": "1"})
     assert k.env_not_modelled == ("SGLANG_ENABLE_POST_CAPTURE_KV_SIZING",)
     assert "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING in the environment" in k.not_modelled_note()
-    kv = V.knobs(["--moe-backend", "triton"], {"VLLM_DISABLED_KERNELS": "MarlinLinearKernel"})
+    kv = V.cli.knobs(["--moe-backend", "triton"], {"VLLM_DISABLED_KERNELS": "MarlinLinearKernel"})
     assert kv.moe_backend == "triton" and "--moe-backend" not in kv.not_modelled
     assert "VLLM_DISABLED_KERNELS" in kv.not_modelled_note()
 

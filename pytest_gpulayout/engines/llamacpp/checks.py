@@ -357,7 +357,7 @@ def check_kv_pool(s: Subject) -> Finding:
     return _finding("kv_pool", Status.PASS, msg, **data)
 
 
-#: llama.cpp's answers under the suite's names (``Engine.check_overrides``); it spans no Ray cluster
+#: llama.cpp's answers under the suite's names (``EngineRules.check_overrides``); it spans no Ray cluster
 OVERRIDES: Mapping[str, Override] = MappingProxyType({
     "placement": Replace(check_placement),
     "heads": Replace(check_heads),

@@ -49,7 +49,6 @@ from pytest_gpulayout.shards import ShardRules, WidthProblem
 
 if TYPE_CHECKING:
     from pytest_gpulayout.engine import Subject
-    from pytest_gpulayout.inputs.engine_args import ParsedArgs
     from pytest_gpulayout.launch.launcher import Watcher
     from pytest_gpulayout.launch.logparse import LogGrammar
     from pytest_gpulayout.launch.served import AcrossHosts, OwnLaunch
@@ -276,18 +275,21 @@ ENV_NOT_MODELLED = frozenset({
 })
 
 
-class SglangEngine:
-    """SGLang (``sglang``)."""
+#: the flags the manifest's keys map to (``sglang/srt/server_args.py``)
+FLAGS = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
+              data_parallel_size="--dp-size", max_model_len="--context-length",
+              memory_fraction="--mem-fraction-static",
+              aliases={"tensor_parallel_size": ("--tp", "--tensor-parallel-size"),
+                       "pipeline_parallel_size": ("--pp", "--pipeline-parallel-size"),
+                       "data_parallel_size": ("--dp", "--data-parallel-size")},
+              nnodes="--nnodes", node_address="--dist-init-addr")
 
-    name = "sglang"
-    display = "SGLang"
-    distributions: tuple[str, ...] = ("sglang",)
-    latest_known = "0.5.23"
-    #: ``--kv-cache-dtype`` choices (0.5.23 ``server_args.py``)
-    kv_cache_dtypes: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
-    long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
-    pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
-    env_vars: tuple[str, ...] = (long_context_env, BALANCE_SWITCH_NEW, BALANCE_SWITCH_OLD, pp_partition_env)
+
+class SglangCommandLine:
+    """How its command lines read: the flags the manifest's keys map to, its entry points and images, its
+    release tables' parse (``cli.py``), and the knobs a launch's flags set."""
+
+    flags = FLAGS
     entry_commands: tuple[tuple[str, ...], ...] = (("sglang", "serve"),)
     entry_modules: tuple[str, ...] = ("sglang.launch_server", "sglang.srt.server")
     entry_images: tuple[str, ...] = ()  # lmsysorg/sglang's entry point is a shell
@@ -295,25 +297,33 @@ class SglangEngine:
     release_tags: tuple[tuple[str, str], ...] = (
         ("lmsysorg/sglang", r"v?(\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)(?:-[\w.]+)?"),)
     command_line_keys = True
-    metrics_args: tuple[str, ...] = ("--enable-metrics",)
-    server_module = "sglang.launch_server"
-    check_overrides: Mapping[str, Override] = MappingProxyType({})  # the suite's checks as they are
-    flags = Flags(model="--model-path", tensor_parallel_size="--tp-size", pipeline_parallel_size="--pp-size",
-                  data_parallel_size="--dp-size", max_model_len="--context-length",
-                  memory_fraction="--mem-fraction-static",
-                  aliases={"tensor_parallel_size": ("--tp", "--tensor-parallel-size"),
-                           "pipeline_parallel_size": ("--pp", "--pipeline-parallel-size"),
-                           "data_parallel_size": ("--dp", "--data-parallel-size")},
-                  nnodes="--nnodes", node_address="--dist-init-addr")
+    #: ``--kv-cache-dtype`` choices (0.5.23 ``server_args.py``)
+    kv_cache_dtypes: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4")
 
-    too_long_text = "User-specified context_length ... is greater than the derived context_length"
-    short_pool = (False, "KV pool holds ... fewer than --context-length")
-    tenant_note = "SGLang sizes every rank by the least free GPU of the world, so it shrinks all of them."
-    start_rules = frozenset({"tp_balance"})
+    #: the release's own parser and spelling rules (``cli.py``)
+    parse_args = staticmethod(cli.parse)
+    resolve_args = staticmethod(cli.resolve)
 
-    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
-        return None  # nothing besides the weights and the pool sits inside mem_fraction_static
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
+        """What ``args`` and ``env`` change for the checks (``knob_flags(version)``, ``ENV_KNOBS``)."""
+        args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
+        return read_knobs(args, env, flags=knob_flags(version), neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
+                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
 
+
+class SglangMemory:
+    """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the
+    default fraction, the per-rank budget."""
+
+    name = "sglang"
+    display = "SGLang"
+    latest_known = "0.5.23"
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
+
+    pp_partition_env = "SGLANG_PP_LAYER_PARTITION"
     fraction_needs_total = ("GPU total memory is unknown, and SGLang derives mem_fraction_static from it; "
                             "set memory_fraction or use a machine source with memory")
     concurrency_counts_sliding = False
@@ -322,24 +332,14 @@ class SglangEngine:
         """``python/sglang/srt/distributed/utils.py get_pp_indices``: the last stages take the remainder."""
         return remainder_to_last_stages(num_layers, pp)
 
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        return divisibility.expert_layout(tp, dp, expert_parallel)
+
     def expert_scale(self, model: ModelSpec) -> float:
         return 1.0
 
     def load_notes(self, model: ModelSpec) -> list[str]:
         return []
-
-    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
-                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
-                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
-        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
-                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
-
-    def parse_version(self, text: str) -> Version:
-        return parse_version(text)
-
-    def default_command(self, version: Version | None, python: str) -> list[str]:
-        return [python, "-m", self.server_module]
 
     def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
                                 tp: int, pp: int, model: ModelSpec | None,
@@ -367,41 +367,27 @@ class SglangEngine:
             why += f", x {factor:.3f} for the vision tower"
         return FractionDefault(f, why, notes)
 
-    def plan_fraction_name(self) -> str:
-        return "SGLang's default mem_fraction_static"
+    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
+                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
+        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
 
-    def plan_fraction_keeps_back(self) -> str:
-        return "less kept back for activations and CUDA graphs"
 
-    def plan_balance_margin(self) -> str | None:
-        return "headroom_gib"
+class SglangRules:
+    """What the checks ask of it: the checks it answers differently, its refusals in its words, its shard,
+    generation and config-time rules, the model as it serves it."""
 
-    data_parallel = True
+    check_overrides: Mapping[str, Override] = MappingProxyType({})  # the suite's checks as they are
+    too_long_text = "User-specified context_length ... is greater than the derived context_length"
+    short_pool = (False, "KV pool holds ... fewer than --context-length")
+    tenant_note = "SGLang sizes every rank by the least free GPU of the world, so it shrinks all of them."
+    start_rules = frozenset({"tp_balance"})
+    long_context_env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 
-    def plan_dp_shares_moe_experts(self) -> bool:
-        return False
-
-    def has_own_planner(self) -> bool:
-        return False
-
-    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
-              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
-        """What ``args`` and ``env`` change for the checks (``knob_flags(version)``, ``ENV_KNOBS``)."""
-        args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
-        return read_knobs(args, env, flags=knob_flags(version), neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
-
-    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
-        return cli.resolve(args, version)
-
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
-        return model  # its dtype resolution is not extracted (the checkpoint's is assumed)
-
-    def config_check(self, s: Subject) -> Judged | None:
-        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version)
-
-    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
-        return divisibility.expert_layout(tp, dp, expert_parallel)
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        return None  # nothing besides the weights and the pool sits inside mem_fraction_static
 
     def shard_rules(self) -> ShardRules:
         return divisibility.RULES
@@ -417,13 +403,59 @@ class SglangEngine:
         """SGLang spans nodes with ``--nnodes`` / ``--dist-init-addr``, not Ray: nothing checked here."""
         return None
 
+    # -- the GPU generation and the release (engines/sglang/generation.py) ----------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        return generation.generation_refusals(s)
+
+    def config_check(self, s: Subject) -> Judged | None:
+        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version)
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        return model  # its dtype resolution is not extracted (the checkpoint's is assumed)
+
+
+class SglangPlanning:
+    """What ``gpulayout plan`` asks of it."""
+
+    data_parallel = True
+
+    def plan_fraction_name(self) -> str:
+        return "SGLang's default mem_fraction_static"
+
+    def plan_fraction_keeps_back(self) -> str:
+        return "less kept back for activations and CUDA graphs"
+
+    def plan_balance_margin(self) -> str | None:
+        return "headroom_gib"
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        return False
+
+    def has_own_planner(self) -> bool:
+        return False
+
+
+class SglangLaunch:
+    """How the startup check and ``gpulayout measure`` start and stop it (``launch.served.Served``)."""
+
+    display = "SGLang"
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
+
+    server_module = "sglang.launch_server"
+    metrics_args: tuple[str, ...] = ("--enable-metrics",)
+
+    def default_command(self, version: Version | None, python: str) -> list[str]:
+        return [python, "-m", self.server_module]
+
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """SGLang logs one pool line per rank and one summary per replica."""
         return dp, tp * pp
 
     # -- the launch (engines/sglang/launch.py) -----------------------------------------------------
     def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
-        return launch.launch_argv(self.flags, self.default_command(version, sys.executable), dep, model_path, port)
+        return launch.launch_argv(FLAGS, self.default_command(version, sys.executable), dep, model_path, port)
 
     def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
         return launch.node_args(nnodes=nnodes, rank=rank, dist_init_addr=dist_init_addr)
@@ -434,24 +466,36 @@ class SglangEngine:
     def cuda_indices_only(self) -> bool:
         return False
 
-    log_grammar: LogGrammar | None = SGLANG_LOG
-
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return launch.log_watcher(expected_engines, ranks_per_engine)
 
     def own_launch(self) -> OwnLaunch | None:
         return None
 
-    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
-        """The engine's own spelling rules (``cli.py``)."""
-        return cli.parse(args, version)
-
-    # -- the GPU generation and the release (engines/sglang/generation.py) ----------------------------
-    def generation_refusals(self, s: Subject) -> GenerationVerdict:
-        return generation.generation_refusals(s)
-
     #: Ctrl-C, as in the terminal it was started from (not measured against SIGTERM here)
     stop_signal: int = signal.SIGINT
+
+
+class SglangEngine:
+    """SGLang (``sglang``)."""
+
+    name = "sglang"
+    display = "SGLang"
+    distributions: tuple[str, ...] = ("sglang",)
+    latest_known = "0.5.23"
+    env_vars: tuple[str, ...] = (SglangRules.long_context_env, BALANCE_SWITCH_NEW, BALANCE_SWITCH_OLD,
+                                 SglangMemory.pp_partition_env)
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
+
+    # -- its roles ------------------------------------------------------------------------------------
+    cli = SglangCommandLine()
+    memory = SglangMemory()
+    rules = SglangRules()
+    planner = SglangPlanning()
+    launch = SglangLaunch()
+    logs: LogGrammar | None = SGLANG_LOG
 
 
 SGLANG = SglangEngine()

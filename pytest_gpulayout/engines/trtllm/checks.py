@@ -89,5 +89,5 @@ def amend_kv_pool(s: Subject, f: Finding) -> Finding:
                    f"_validate_and_adjust_attention_windows). {head}", f.facts)
 
 
-#: the checks whose shared finding TensorRT-LLM amends, by name (``Engine.check_overrides``)
+#: the checks whose shared finding TensorRT-LLM amends, by name (``EngineRules.check_overrides``)
 OVERRIDES: Mapping[str, Override] = MappingProxyType({"heads": Amend(amend_heads), "kv_pool": Amend(amend_kv_pool)})

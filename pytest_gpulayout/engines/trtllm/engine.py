@@ -52,23 +52,16 @@ def first_stages_take_remainder(num_layers: int, pp: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < rem else 0) for i in range(pp))
 
 
-class TrtLlmEngine:
-    """TensorRT-LLM (``tensorrt_llm``), served by ``trtllm-serve serve`` on its PyTorch backend."""
+class TrtLlmCommandLine:
+    """How its command lines read: the flags the manifest's keys map to, its entry points and images, its
+    release tables' parse (``cli.py``), and the knobs a launch's flags set."""
 
-    name = "trtllm"
-    display = "TensorRT-LLM"
-    distributions: tuple[str, ...] = ("tensorrt_llm", "tensorrt-llm")
-    latest_known = LATEST_KNOWN
-    #: ``llm_args.py`` ``KvCacheConfig.dtype`` ("auto": the checkpoint's, e.g. its FP8 KV scheme)
-    kv_cache_dtypes: tuple[str, ...] = ("auto", "fp8")
-    #: no variable that lets max_seq_len pass the model's maximum was found in the files read ("": none;
-    #: ``checks.check_trtllm_kv_pool`` says the case is not modelled instead of naming one)
-    long_context_env = ""
-    #: TensorRT-LLM splits layers with ``torch.tensor_split`` (``mapping.py pp_layers``); no variable
-    #: overriding it was found in the files read ("": none)
-    pp_partition_env = ""
-    #: none of its variables read here changes a verdict
-    env_vars: tuple[str, ...] = ()
+    flags = Flags(model="", tensor_parallel_size="--tp_size", pipeline_parallel_size="--pp_size",
+                  data_parallel_size="", max_model_len="--max_seq_len",
+                  memory_fraction="--kv_cache_free_gpu_memory_fraction", kv_cache_dtype="",
+                  aliases={"tensor_parallel_size": ("--tensor_parallel_size",),
+                           "pipeline_parallel_size": ("--pipeline_parallel_size",),
+                           "memory_fraction": ("--free_gpu_memory_fraction",)})
     #: ``trtllm-serve serve MODEL`` (``serve.py``'s click group); ``python -m tensorrt_llm.commands.serve``
     entry_commands: tuple[tuple[str, ...], ...] = (("trtllm-serve", "serve"),)
     entry_modules: tuple[str, ...] = ("tensorrt_llm.commands.serve",)
@@ -80,62 +73,50 @@ class TrtLlmEngine:
                                                   r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)(?:-[\w.]+)?"),)
     #: its command lines are recognised in artifacts, their flags not yet read back into manifest keys
     command_line_keys = False
-    #: none: ``/metrics`` of trtllm-serve is its JSON iteration log, not Prometheus text (not modelled by
-    #: ``gpulayout measure``)
-    metrics_args: tuple[str, ...] = ()
-    #: ``trtllm-serve`` runs uvicorn, which shuts down on SIGTERM as on SIGINT (``commands/serve.py``);
-    #: not measured here (no CPU build)
-    stop_signal: int = signal.SIGTERM
-    server_module = "tensorrt_llm.commands.serve"
-    check_overrides = OVERRIDES
-    flags = Flags(model="", tensor_parallel_size="--tp_size", pipeline_parallel_size="--pp_size",
-                  data_parallel_size="", max_model_len="--max_seq_len",
-                  memory_fraction="--kv_cache_free_gpu_memory_fraction", kv_cache_dtype="",
-                  aliases={"tensor_parallel_size": ("--tensor_parallel_size",),
-                           "pipeline_parallel_size": ("--pipeline_parallel_size",),
-                           "memory_fraction": ("--free_gpu_memory_fraction",)})
+    #: ``llm_args.py`` ``KvCacheConfig.dtype`` ("auto": the checkpoint's, e.g. its FP8 KV scheme)
+    kv_cache_dtypes: tuple[str, ...] = ("auto", "fp8")
 
-    #: not read: what TensorRT-LLM does with a max_seq_len beyond the model's positions
-    too_long_text = "(not modelled)"
-    #: ``resource_manager.py _validate_and_adjust_attention_windows``: it lowers max_seq_len and starts
-    short_pool = (False, SEQ_LEN_LOWERED_TEXT.format(n="N"))
-    tenant_note = ("TensorRT-LLM's profiling peak counts every process on the GPU (torch.cuda.mem_get_info), "
-                   "and the smallest rank sets every rank's pool.")
-    start_rules: frozenset[str] = frozenset()
+    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
+        """click's spelling rules: exact spellings only (``cli.py``)."""
+        return cli.parse(args, version)
 
-    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
-        if p.activation_reserve_gib < 1.0:
-            return None
-        return (f"the weights ({p.weights_gib_per_rank:.2f} GiB per GPU) and TensorRT-LLM's profiling peak "
-                f"({p.activation_reserve_gib:.2f} GiB: {p.activation_reserve_why}) leave no room for a KV cache on "
-                f"GPU{gpu_index}. Lower --max_num_tokens, add tensor/pipeline parallel ranks, or quantize.")
+    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+        return cli.resolve(args, version)
 
+    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
+              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
+        """``--max_num_tokens``, ``--max_batch_size`` and the ``--extra_llm_api_options`` YAML on top."""
+        return flags.knobs(args, env)
+
+
+class TrtLlmMemory:
+    """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the
+    default fraction, the per-rank budget."""
+
+    name = "trtllm"
+    display = "TensorRT-LLM"
+    latest_known = LATEST_KNOWN
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
+
+    #: TensorRT-LLM splits layers with ``torch.tensor_split`` (``mapping.py pp_layers``); no variable
+    #: overriding it was found in the files read ("": none)
+    pp_partition_env = ""
     fraction_needs_total = ""
     concurrency_counts_sliding = False
 
     def stage_split(self, num_layers: int, pp: int, version: Version | None) -> tuple[int, ...]:
         return first_stages_take_remainder(num_layers, pp)
 
+    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
+        return divisibility.expert_layout(tp, dp, expert_parallel)
+
     def expert_scale(self, model: ModelSpec) -> float:
         return 1.0
 
     def load_notes(self, model: ModelSpec) -> list[str]:
         return []
-
-    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
-                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
-                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
-        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
-                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
-
-    def parse_version(self, text: str) -> Version:
-        return parse_version(text)
-
-    def default_command(self, version: Version | None, python: str) -> list[str]:
-        """``trtllm-serve serve`` beside ``python`` (the same environment), else on PATH."""
-        beside = Path(python).parent / "trtllm-serve"
-        return [str(beside) if beside.is_file() else "trtllm-serve", "serve"]
 
     def default_memory_fraction(self, version: Version, *, gpu_total_mib: int, host_min_total_mib: int,
                                 tp: int, pp: int, model: ModelSpec | None,
@@ -144,41 +125,36 @@ class TrtLlmEngine:
                                f"TensorRT-LLM {version} default kv_cache_free_gpu_memory_fraction 0.9 "
                                f"(of the memory left after its profiling peak)")
 
-    def plan_fraction_name(self) -> str:
-        return "TensorRT-LLM's default kv_cache_free_gpu_memory_fraction"
+    def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
+                     enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                     gpu_total_mib: int, notes: list[str]) -> RankBudgets:
+        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
 
-    def plan_fraction_keeps_back(self) -> str:
-        return "less headroom for CUDA graphs, which are captured after the pool"
 
-    def plan_balance_margin(self) -> str | None:
-        return None
+class TrtLlmRules:
+    """What the checks ask of it: the checks it answers differently, its refusals in its words, its shard,
+    generation and config-time rules, the model as it serves it."""
 
-    #: ``trtllm-serve`` runs one executor for its TP x PP (x CP) world: no data-parallel replicas
-    #: (``launch.py`` refuses data_parallel_size; the planner lists DP layouts as independent engines)
-    data_parallel = False
+    check_overrides = OVERRIDES
+    #: not read: what TensorRT-LLM does with a max_seq_len beyond the model's positions
+    too_long_text = "(not modelled)"
+    #: ``resource_manager.py _validate_and_adjust_attention_windows``: it lowers max_seq_len and starts
+    short_pool = (False, SEQ_LEN_LOWERED_TEXT.format(n="N"))
+    tenant_note = ("TensorRT-LLM's profiling peak counts every process on the GPU (torch.cuda.mem_get_info), "
+                   "and the smallest rank sets every rank's pool.")
+    start_rules: frozenset[str] = frozenset()
+    #: no variable that lets max_seq_len pass the model's maximum was found in the files read ("": none;
+    #: ``checks.check_trtllm_kv_pool`` says the case is not modelled instead of naming one)
+    long_context_env = ""
 
-    def plan_dp_shares_moe_experts(self) -> bool:
-        return False
-
-    def has_own_planner(self) -> bool:
-        return False
-
-    def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
-              typed: Mapping[str, object] | None = None) -> LaunchKnobs:
-        """``--max_num_tokens``, ``--max_batch_size`` and the ``--extra_llm_api_options`` YAML on top."""
-        return flags.knobs(args, env)
-
-    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
-        return cli.resolve(args, version)
-
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
-        return model
-
-    def config_check(self, s: Subject) -> Judged | None:
-        return None  # its Mapping refusals are amended into heads (checks.py)
-
-    def expert_layout(self, tp: int, dp: int, expert_parallel: bool) -> tuple[int, int]:
-        return divisibility.expert_layout(tp, dp, expert_parallel)
+    def no_room_advice(self, p: PoolPrediction, gpu_index: int) -> str | None:
+        if p.activation_reserve_gib < 1.0:
+            return None
+        return (f"the weights ({p.weights_gib_per_rank:.2f} GiB per GPU) and TensorRT-LLM's profiling peak "
+                f"({p.activation_reserve_gib:.2f} GiB: {p.activation_reserve_why}) leave no room for a KV cache on "
+                f"GPU{gpu_index}. Lower --max_num_tokens, add tensor/pipeline parallel ranks, or quantize.")
 
     def shard_rules(self) -> ShardRules:
         return divisibility.RULES
@@ -192,6 +168,59 @@ class TrtLlmEngine:
     def ray_cluster(self) -> RayCluster | None:
         """trtllm-serve spans nodes with MPI (``mpirun`` / ``trtllm-llmapi-launch``), not Ray."""
         return None
+
+    # -- the GPU generation and the release ----------------------------------------------------------
+    def generation_refusals(self, s: Subject) -> GenerationVerdict:
+        """Not modelled: no wheel of TensorRT-LLM was read for its compute-capability limits."""
+        return GenerationVerdict(notes=("TensorRT-LLM's compute-capability limits are not modelled",))
+
+    def config_check(self, s: Subject) -> Judged | None:
+        return None  # its Mapping refusals are amended into heads (checks.py)
+
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+        return model
+
+
+class TrtLlmPlanning:
+    """What ``gpulayout plan`` asks of it."""
+
+    #: ``trtllm-serve`` runs one executor for its TP x PP (x CP) world: no data-parallel replicas
+    #: (``launch.py`` refuses data_parallel_size; the planner lists DP layouts as independent engines)
+    data_parallel = False
+
+    def plan_fraction_name(self) -> str:
+        return "TensorRT-LLM's default kv_cache_free_gpu_memory_fraction"
+
+    def plan_fraction_keeps_back(self) -> str:
+        return "less headroom for CUDA graphs, which are captured after the pool"
+
+    def plan_balance_margin(self) -> str | None:
+        return None
+
+    def plan_dp_shares_moe_experts(self) -> bool:
+        return False
+
+    def has_own_planner(self) -> bool:
+        return False
+
+
+class TrtLlmLaunch:
+    """How the startup check and ``gpulayout measure`` start and stop it (``launch.served.Served``)."""
+
+    display = "TensorRT-LLM"
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
+
+    server_module = "tensorrt_llm.commands.serve"
+    #: none: ``/metrics`` of trtllm-serve is its JSON iteration log, not Prometheus text (not modelled by
+    #: ``gpulayout measure``)
+    metrics_args: tuple[str, ...] = ()
+
+    def default_command(self, version: Version | None, python: str) -> list[str]:
+        """``trtllm-serve serve`` beside ``python`` (the same environment), else on PATH."""
+        beside = Path(python).parent / "trtllm-serve"
+        return [str(beside) if beside.is_file() else "trtllm-serve", "serve"]
 
     def expected_reports(self, version: Version | None, *, tp: int, pp: int, dp: int) -> tuple[int, int]:
         """One executor for the TP x PP world; its ranks agree on one pool (MIN over ranks)."""
@@ -210,22 +239,37 @@ class TrtLlmEngine:
     def cuda_indices_only(self) -> bool:
         return False
 
-    log_grammar: LogGrammar | None = None  # its own watcher (log.py): its pool lines are its own
-
     def log_watcher(self, expected_engines: int, ranks_per_engine: int) -> Watcher:
         return launch.log_watcher(expected_engines, ranks_per_engine)
 
     def own_launch(self) -> OwnLaunch | None:
         return launch.make_own_launch(self)
 
-    def parse_args(self, args: Sequence[str], version: Version | None = None) -> ParsedArgs:
-        """click's spelling rules: exact spellings only (``cli.py``)."""
-        return cli.parse(args, version)
+    #: ``trtllm-serve`` runs uvicorn, which shuts down on SIGTERM as on SIGINT (``commands/serve.py``);
+    #: not measured here (no CPU build)
+    stop_signal: int = signal.SIGTERM
 
-    # -- the GPU generation and the release ----------------------------------------------------------
-    def generation_refusals(self, s: Subject) -> GenerationVerdict:
-        """Not modelled: no wheel of TensorRT-LLM was read for its compute-capability limits."""
-        return GenerationVerdict(notes=("TensorRT-LLM's compute-capability limits are not modelled",))
+
+class TrtLlmEngine:
+    """TensorRT-LLM (``tensorrt_llm``), served by ``trtllm-serve serve`` on its PyTorch backend."""
+
+    name = "trtllm"
+    display = "TensorRT-LLM"
+    distributions: tuple[str, ...] = ("tensorrt_llm", "tensorrt-llm")
+    latest_known = LATEST_KNOWN
+    #: none of its variables read here changes a verdict
+    env_vars: tuple[str, ...] = ()
+
+    def parse_version(self, text: str) -> Version:
+        return parse_version(text)
+
+    # -- its roles ------------------------------------------------------------------------------------
+    cli = TrtLlmCommandLine()
+    memory = TrtLlmMemory()
+    rules = TrtLlmRules()
+    planner = TrtLlmPlanning()
+    launch = TrtLlmLaunch()
+    logs: LogGrammar | None = None  # its own watcher (log.py): its pool lines are its own
 
 
 TRTLLM = TrtLlmEngine()

@@ -86,6 +86,10 @@ class _Shared:
     def stop_signal(self) -> int:
         return self.engine.stop_signal
 
+    @property
+    def metrics_args(self) -> tuple[str, ...]:
+        return self.engine.metrics_args
+
     def parse_version(self, text: str) -> Version:
         return self.engine.parse_version(text)
 
