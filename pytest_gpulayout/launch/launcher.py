@@ -79,7 +79,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.gpu_locks import (
@@ -93,13 +93,13 @@ from pytest_gpulayout.launch.gpu_locks import (
 from pytest_gpulayout.launch.logparse import LogGrammar, LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
 from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
+from pytest_gpulayout.launch.stops import StopReason, StopWhen
+from pytest_gpulayout.launch.stops import stop_when as as_stop_when
 from pytest_gpulayout.launch.watchdog import ShmListing, cgroup_procs, shm_listing, shm_names, shm_to_remove
 
-__all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_locks", "launch", "pid_alive",
-           "process_table"]
+__all__ = ["LaunchResult", "StopReason", "StopWhen", "default_lock_dir", "free_port", "gpu_locks", "launch",
+           "pid_alive", "process_table"]
 
-#: Why a launch stopped (``LaunchResult.stopped_by``).
-StopReason = Literal["kv", "ready", "error", "exit", "timeout", "interrupt", "watchdog"]
 _READ_CHUNK = 1 << 16
 _LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
 WATCHDOG = str(Path(__file__).with_name("watchdog.py"))
@@ -129,8 +129,9 @@ _MEASURED_STOPS: list[float] = []
 class LaunchResult:
     """What one brief launch saw and how it ended.
 
-    ``stopped_by``: ``kv`` (every expected pool reported), ``ready`` (server up, with
-    ``stop_when="ready"``), ``error`` (recognised error), ``exit`` (the engine exited by itself),
+    ``stopped_by`` (``StopReason``): ``kv`` (every expected pool reported), ``ready`` (server up, with
+    ``stop_when="ready"``), ``error`` (recognised error), ``exit`` (the engine exited by itself before it
+    was stopped, also right after its pool line: it did not start),
     ``timeout``, ``interrupt`` (a signal to this process, when its previous handler does not raise),
     ``watchdog`` (the watchdog was killed from outside: ``watchdog_returncode`` says how; the launcher
     stopped the tree itself). ``returncode`` is the engine's own code for ``exit``, else our signal
@@ -170,6 +171,10 @@ class LaunchResult:
     lock_wait_s: float = 0.0
     watchdog_returncode: int | None = None
     suspended_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        # a result recorded with the old strings ("kv") reads as the enum, so ``is`` comparisons hold
+        object.__setattr__(self, "stopped_by", StopReason(self.stopped_by))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -374,7 +379,7 @@ def launch(
     timeout_s: float,
     log_path: Path | None = None,
     grace_s: float = 10.0,
-    stop_when: str = "kv",
+    stop_when: str | StopWhen = StopWhen.KV,
     ranks_per_engine: int = 1,
     gpus: Iterable[str] = (),
     lock_dir: Path | None = None,
@@ -413,10 +418,9 @@ def launch(
     stopped like at the KV pool (``kv_stop``); ``stopped_by`` is ``ready``. An exception from it
     stops the tree hard and propagates.
     """
-    if serve is not None and stop_when != "ready":
+    when = as_stop_when(stop_when)
+    if serve is not None and when is not StopWhen.READY:
         raise ValueError("serve needs stop_when='ready'")
-    if stop_when not in ("kv", "ready"):
-        raise ValueError(f"stop_when must be 'kv' or 'ready', not {stop_when!r}")
     if kv_stop not in ("kill", "signal"):
         raise ValueError(f"kv_stop must be 'kill' or 'signal', not {kv_stop!r}")
     if not argv:
@@ -437,7 +441,7 @@ def launch(
         w: Watcher = watcher if watcher is not None else LogWatcher(grammars, expected_engines, ranks_per_engine)
         run = _Launch(tuple(str(a) for a in argv), dict(env), w,
                       timeout_s=timeout_s, log_path=log_path,
-                      grace_s=adapted_grace(grace_s), base_grace_s=grace_s, stop_when=stop_when, linger_s=linger_s,
+                      grace_s=adapted_grace(grace_s), base_grace_s=grace_s, stop_when=when, linger_s=linger_s,
                       tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
                       scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held,
                       progress=progress, progress_clock=(time.monotonic(), timeout_s), serve=serve)
@@ -448,7 +452,7 @@ def launch(
 
 class _Launch:
     def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: Watcher, *, timeout_s: float,
-                 log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
+                 log_path: Path | None, grace_s: float, stop_when: StopWhen, linger_s: float, tail_lines: int,
                  base_grace_s: float | None = None,
                  max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int,
                  kv_stop: str, locks: HeldLocks, progress: Progress | None = None,
@@ -836,7 +840,7 @@ class _Launch:
         assert self.dog is not None
         # the private TMPDIR marks every process of the tree, also one orphaned when the watchdog is killed
         tree = ProcessTree(self.dog.pid, marker=f"TMPDIR={self.tmpdir}" if self.tmpdir else "")
-        stopped_by: StopReason = "timeout"
+        stopped_by = StopReason.TIMEOUT
         kv_at: float | None = None
         stop_at = time.monotonic()
         hard = True  # an unexpected exception ends in the hard stop
@@ -850,7 +854,7 @@ class _Launch:
             self._phase(STOPPING)
             stop_at = time.monotonic()
             # after a served load the answer is known too: the same stop as at the KV pool
-            hard = (stopped_by == "kv" or (stopped_by == "ready" and self.serve is not None)) \
+            hard = (stopped_by is StopReason.KV or (stopped_by is StopReason.READY and self.serve is not None)) \
                 and self.kv_stop == "kill"
             if not hard:
                 grace_used = self.grace_s
@@ -866,13 +870,13 @@ class _Launch:
             self._close_log()
             self._phase(CLEANED)
         final = self.final or {}
-        lost = stopped_by == "watchdog"
+        lost = stopped_by is StopReason.WATCHDOG
         return LaunchResult(
             argv=self.argv, pid=self.engine_pid,
             returncode=self.exit_code if self.exited else None if lost else -signal.SIGKILL,
             seconds_to_kv=None if kv_at is None else round(kv_at - t0, 3),
             seconds_total=round(t_end - t0, 3), log=self.watcher.result(), log_path=self.log_path,
-            tail=tuple(self.tail), timed_out=stopped_by == "timeout", leftover_pids=tuple(leftovers),
+            tail=tuple(self.tail), timed_out=stopped_by is StopReason.TIMEOUT, leftover_pids=tuple(leftovers),
             stopped_by=stopped_by, started_at=started_at, ended_at=ended_at, lines=self.watcher.lines,
             log_truncated=self.log_truncated, seconds_to_stop=round(stop_at - t0, 3),
             stop="kill" if hard else "signal", escalated=escalated, stop_note=note, grace_s=grace_used,
@@ -882,14 +886,15 @@ class _Launch:
             suspended_s=round(self.suspended_s, 3),
         )
 
-    def _log_end(self, stopped_by: str, hard: bool, escalated: bool, teardown_s: float, leftovers: list[int]) -> None:
+    def _log_end(self, stopped_by: StopReason, hard: bool, escalated: bool, teardown_s: float,
+                 leftovers: list[int]) -> None:
         """One closing line, so a reader of the log knows it is complete and how the launch ended."""
         if self.log_fd < 0:
             return
-        why = stopped_by
+        why = str(stopped_by)
         if self.interrupted is not None:
             why = f"interrupt (signal {_signal_name(self.interrupted)} to the launcher)"
-        elif stopped_by == "watchdog" and self.dog is not None:
+        elif stopped_by is StopReason.WATCHDOG and self.dog is not None:
             code = self.dog.returncode
             how_dog = _signal_name(-code) if code is not None and code < 0 else f"exit code {code}"
             why = (f"the watchdog (pid {self.dog.pid}) was killed from outside ({how_dog}); the launcher "
@@ -942,26 +947,28 @@ class _Launch:
                 self._phase(KV_REPORTED)
             self._tick()
             if self.interrupted is not None:
-                return "interrupt", kv_at
+                return StopReason.INTERRUPT, kv_at
             if reason is None:
                 if w.failed:
-                    reason, linger_until = "error", now + self.linger_s
-                elif self.stop_when == "kv" and w.kv_complete:
-                    reason, linger_until = "kv", now + self.linger_s   # concurrency line, late ranks
-                elif self.stop_when == "ready" and w.ready and (self.serve is None or not self.serve()):
-                    reason, linger_until = "ready", now
+                    reason, linger_until = StopReason.ERROR, now + self.linger_s
+                elif self.stop_when is StopWhen.KV and w.kv_complete:
+                    reason, linger_until = StopReason.KV, now + self.linger_s   # concurrency line, late ranks
+                elif self.stop_when is StopWhen.READY and w.ready and (self.serve is None or not self.serve()):
+                    reason, linger_until = StopReason.READY, now
                 elif self.exited:
-                    reason, linger_until = "exit", now + 0.3           # what it printed last
+                    reason, linger_until = StopReason.EXIT, now + 0.3           # what it printed last
                 elif self._dog_gone():  # killed from outside: it never said the engine exited
-                    reason, linger_until = "watchdog", now + 0.3
+                    reason, linger_until = StopReason.WATCHDOG, now + 0.3
                 elif now >= deadline:
-                    reason, linger_until = "timeout", now
+                    reason, linger_until = StopReason.TIMEOUT, now
             if reason is not None:
                 if now >= linger_until or (self.eof and (self.exited or self._dog_gone())):
                     if w.failed:
-                        reason = "error"  # also when it failed right after reporting its pool
-                    elif reason == "exit" and w.kv_complete:
-                        reason = "kv"
+                        reason = StopReason.ERROR  # also when it failed right after reporting its pool
+                    elif self.exited and reason in (StopReason.KV, StopReason.READY):
+                        # it ended by itself before it was stopped (in the linger after its pool line, or
+                        # before it served): an engine that dies after its pool has not started
+                        reason = StopReason.EXIT
                     return reason, kv_at
 
     def _graceful(self, tree: ProcessTree) -> tuple[bool, str | None]:

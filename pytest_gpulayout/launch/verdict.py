@@ -23,6 +23,7 @@ from pytest_gpulayout.launch.logparse import (
     TP_MEMORY_UNBALANCED,
     StartupLog,
 )
+from pytest_gpulayout.launch.stops import StopReason
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.pool import PoolPrediction
 from pytest_gpulayout.model.spec import ModelSpec
@@ -54,6 +55,20 @@ _FIXES = {
 }
 
 
+
+
+def _ended(returncode: int | None) -> str:
+    """How the engine's main process ended by itself: ``exited with code 3``, ``was killed by SIGSEGV``."""
+    if returncode is not None and returncode < 0:
+        return f"was killed by {_signame(-returncode)}"
+    return f"exited with code {returncode}"
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 def _tail_text(lines: Sequence[str], n: int = TAIL_IN_MESSAGE) -> str:
@@ -172,7 +187,7 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         error_kind=log.error_kind, error_numbers=dict(log.error_numbers), predicted_kv_tokens=prediction_tokens,
         ratio=ratio, engine_config=dict(log.config), contradictions=tuple(contradictions),
         log_path=str(result.log_path) if result.log_path else None,
-        stopped_by=result.stopped_by, returncode=result.returncode,
+        stopped_by=str(result.stopped_by), returncode=result.returncode,
         leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
         stop=result.stop, escalated=result.escalated, stop_note=result.stop_note,
         cleaned=tuple(result.cleaned), containment=result.containment, lock_wait_s=result.lock_wait_s,
@@ -190,31 +205,35 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
                     f"still running: kill them before the next launch.")
 
     provisional = ""
-    if kv is not None and log.kv_provisional and result.stopped_by != "ready":
+    if kv is not None and log.kv_provisional and result.stopped_by is not StopReason.READY:
         provisional = (f" It had printed only the pool it profiles with ({kv:,} tokens), not the one it serves "
                        f"from.")
         kv = None
-    if kv is None or result.stopped_by == "error":
+    exited = result.stopped_by is StopReason.EXIT
+    if kv is None or result.stopped_by is StopReason.ERROR or exited:
         if log.error_kind is not None:
             fix = _FIXES.get(log.error_kind, "see the engine's log")
             msg = (f"{dep.name}: {name} failed to start {dep.layout} ({log.error_kind}): {log.error_line}. "
                    f"Fix: {fix}.{where}{leftover}")
-        elif result.stopped_by == "timeout":
+        elif exited and kv is not None:
+            msg = (f"{dep.name}: {name} {_ended(result.returncode)} after it reported its KV pool ({kv:,} tokens), "
+                   f"before the launch stopped it: it failed to start {dep.layout} (a server that ends by itself "
+                   f"serves nothing; its log names no known cause).{where}{leftover}")
+        elif result.stopped_by is StopReason.TIMEOUT:
             msg = (f"{dep.name}: {name} did not report its KV pool within {dep.launch.timeout_s:.0f} s "
                    f"(launch.timeout_s).{provisional} Raise the timeout if the model is large, else see the log."
                    f"{where}{leftover}")
-        elif result.stopped_by == "watchdog":
+        elif result.stopped_by is StopReason.WATCHDOG:
             code = result.watchdog_returncode
-            how = (f"by {signal.Signals(-code).name}" if code is not None and code < 0
-                   and -code in signal.valid_signals() else f"with code {code}")
+            how = f"by {_signame(-code)}" if code is not None and code < 0 else f"with code {code}"
             msg = (f"{dep.name}: the launch's watchdog was killed from outside ({how}) before {name} reported "
                    f"its KV pool; the launcher stopped {name}'s process tree itself. Nothing is known of "
                    f"{name}'s own fate: run the check again.{where}{leftover}")
-        elif result.stopped_by == "interrupt":
+        elif result.stopped_by is StopReason.INTERRUPT:
             msg = (f"{dep.name}: the launch was interrupted before {name} reported its KV pool.{provisional}"
                    f"{where}{leftover}")
         else:
-            msg = (f"{dep.name}: {name} exited with code {result.returncode} before reporting its KV pool, "
+            msg = (f"{dep.name}: {name} {_ended(result.returncode)} before reporting its KV pool, "
                    f"and its log names no known cause.{where}{leftover}")
         msg += disagree + killed + waited
         if tail:
