@@ -57,6 +57,18 @@ _FIXES = {
 
 
 
+def log_cut(result: LaunchResult) -> str | None:
+    """Why the saved log stops short, in words: a write that failed (a full disk), or its size cap; None when
+    it holds everything the engine printed. The launch read every line as it streamed either way."""
+    if not result.log_truncated or result.log_path is None:
+        return None
+    held = f"{result.log_lines:,} of the {result.lines:,} lines the engine printed"
+    if result.log_error:
+        return (f"its log is cut short: writing it failed after {result.log_bytes:,} bytes ({result.log_error}), so "
+                f"it holds only the first {held}; what the verdict read after that is not in it")
+    return f"its log stops at its size cap ({result.log_bytes:,} bytes, the first {held}): the rest was read, not kept"
+
+
 def _ended(returncode: int | None) -> str:
     """How the engine's main process ended by itself: ``exited with code 3``, ``was killed by SIGSEGV``."""
     if returncode is not None and returncode < 0:
@@ -191,8 +203,12 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
         stop=result.stop, escalated=result.escalated, stop_note=result.stop_note,
         cleaned=tuple(result.cleaned), containment=result.containment, lock_wait_s=result.lock_wait_s,
+        log_cut=log_cut(result),
     )
-    where = f" Log: {result.log_path}." if result.log_path else ""
+    plain = where = f" Log: {result.log_path}." if result.log_path else ""
+    cut = log_cut(result)
+    if cut is not None:  # a failure's evidence is its log: say where it stops
+        where = f" Log: {result.log_path} ({cut})."
     tail = _tail_text(result.tail)
     waited = (f" It waited {result.lock_wait_s:.0f} s for its GPUs (held by another launch) before it "
               f"started; that time was not its own." if result.lock_wait_s >= 1 else "")
@@ -293,6 +309,8 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     if contradictions:
         return failed(CHECK, f"{said}.{disagree}{killed}{where}", data)
     warnings: list[str] = []
+    if result.log_error:  # the verdict stands on lines its log does not show: the disk is full, say so
+        warnings.append(f"{cut}: free space where the logs go, or name another folder (--log-dir).")
     if result.escalated:  # the pool is right, but the engine did not stop the way it was asked to
         cleaned = (f" Cleaned up after it: {', '.join(result.cleaned)}." if result.cleaned else "")
         warnings.append(f"{result.stop_note or 'its stop needed SIGKILL'}.{cleaned}")
@@ -302,5 +320,5 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     if off:
         warnings.append(f"{off}.")
     if warnings:
-        return warned(CHECK, f"{said}, but " + " Also, ".join(w for w in warnings) + where, data)
-    return passed(CHECK, f"{said}.{where}", data)
+        return warned(CHECK, f"{said}, but " + " Also, ".join(w for w in warnings) + plain, data)
+    return passed(CHECK, f"{said}.{plain}", data)

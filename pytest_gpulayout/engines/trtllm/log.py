@@ -28,7 +28,7 @@ with ``max_seq_len_lowered_to`` in ``error_numbers``, and the process is not fai
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -135,6 +135,11 @@ class TrtLlmLogWatcher:
     @property
     def failed(self) -> bool:
         return self._fatal
+
+    def feed_lines(self, lines: Sequence[str]) -> None:
+        """``feed`` each (the launcher hands its output over a chunk at a time)."""
+        for raw in lines:
+            self.feed(raw)
 
     def feed(self, raw: str) -> None:
         self.lines += 1
