@@ -35,6 +35,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from drivers import RESET_SIGNALS
 from leaks import Snapshot
 from real_engines import assert_cpu_pool_read_at_kv, vllm_python
 
@@ -179,7 +180,7 @@ def test_real_vllm_tree_is_gone_within_2_s_of_the_kv_line(normal: Normal) -> Non
 # ------------------------------------------------------------------------------------------------
 # The launching process is interrupted or killed
 # ------------------------------------------------------------------------------------------------
-DRIVER = textwrap.dedent("""
+DRIVER = RESET_SIGNALS + textwrap.dedent("""
     import json, sys
     from dataclasses import replace
     from pathlib import Path
