@@ -15,6 +15,7 @@ import yaml
 
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv, find_in_text
 from pytest_gpulayout.artifacts.kubernetes import Pod, argv_of, containers, env_of, gpus_of, pod_info
+from pytest_gpulayout.inputs.yaml import check_shape
 
 KINDS = ("RayCluster", "RayService", "RayJob")
 #: the operator that adds a memory-backed /dev/shm to every Ray pod (``ray-operator`` pod builder)
@@ -52,6 +53,7 @@ def _gpus(pod: Mapping[str, Any]) -> int:
 
 
 def _serve_invocations(text: str, source: str) -> list[Invocation]:
+    check_shape(text, source)  # an embedded document too deep, recursive or expanding past reason
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -10,6 +10,8 @@ from pytest_gpulayout.artifacts import commands, compose, helm, kserve, kuberay,
 from pytest_gpulayout.artifacts.build import Found, build
 from pytest_gpulayout.artifacts.deploy import check
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import read_bytes, read_text
+from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.machine.presets import list_presets, load_preset
 from pytest_gpulayout.manifest.load import Manifest
 
@@ -28,8 +30,10 @@ def is_manifest(path: Path) -> bool:
     import yaml
 
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        text = read_text(path)
+        check_shape(text, str(path))  # too deep, recursive, a billion laughs: before it is composed
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (yaml.YAMLError, InputError):
         return True  # the manifest reader says what is wrong with it
     if len(docs) != 1 or not isinstance(docs[0], dict):
         return False
@@ -81,7 +85,7 @@ def load_command(line: str, machine: str | None) -> list[Found]:
 def load_artifact(path: Path, machine: str | None) -> list[Found]:
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path).decode("utf-8")  # a FIFO or a device: refused before it is opened
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text: neither a manifest nor an artifact", where=where) from None
     found: list[tuple[commands.Invocation, Any]] = []
@@ -89,6 +93,7 @@ def load_artifact(path: Path, machine: str | None) -> list[Found]:
     if path.suffix in (".yaml", ".yml", ".json"):
         import yaml
 
+        check_shape(text, where)
         try:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as err:

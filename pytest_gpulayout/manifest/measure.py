@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_gpulayout.inputs.files import not_regular
 from pytest_gpulayout.inputs.values import Ctx, describe, int_value, number_value, string_list_value, string_value
 from pytest_gpulayout.manifest.keys import check_keys
 from pytest_gpulayout.workload import MeasureSpec, Slo
@@ -142,7 +143,9 @@ def build(ctx: Ctx, fields: Mapping[str, Any], prefix: str, base_dir: Path) -> M
             values[k] = p if p.is_absolute() else (base_dir / p)
     trace = values.get("trace")
     if trace is not None and not trace.is_file():
-        ctx.fail(f"{prefix}.measure.trace", f"no such file: {trace}")
+        kind = not_regular(trace)
+        ctx.fail(f"{prefix}.measure.trace",
+                 f"not a regular file: {trace} ({kind})" if kind else f"no such file: {trace}")
     if "slo" in values:
         values["slo"] = Slo(**values["slo"])
     if "python" in values and "/" in values["python"]:

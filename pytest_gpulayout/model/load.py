@@ -3,13 +3,12 @@ catalog id; checkpoint sizes are measured from safetensors headers where the fil
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.inputs.files import LOOP_MESSAGE, read_text, symlink_loop
+from pytest_gpulayout.inputs.files import DIRECTORY, LOOP_MESSAGE, load_json, not_regular, read_text, symlink_loop
 from pytest_gpulayout.model import catalog
 from pytest_gpulayout.model.config import spec_from_config
 from pytest_gpulayout.model.gguf import load_gguf
@@ -18,12 +17,7 @@ from pytest_gpulayout.model.weights import measured_weight_bytes
 
 
 def _read_json(path: Path, *, what: str = "model config") -> dict[str, Any]:
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})",
-                         where=path) from None
+    data = load_json(read_text(path), path)
     if not isinstance(data, dict):
         raise InputError(f"a model config must be a JSON object, got {type(data).__name__}", where=path)
     _refuse_non_finite(data, path, "")
@@ -66,9 +60,15 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
     path = Path(ref).expanduser()
     if not path.is_absolute():
         path = (base_dir or Path.cwd()) / path
+    kind = not_regular(path)
+    if kind is not None and kind != DIRECTORY:  # a FIFO or a device would be waited on, or never end
+        raise InputError(f"the model is not a regular file: {kind}", where=path)
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
+            kind = not_regular(config)
+            if kind is not None:
+                raise InputError(f"the model's config.json is not a regular file: {kind}", where=config)
             if symlink_loop(config):
                 raise InputError(LOOP_MESSAGE + ", so the model's config.json cannot be read", where=config)
             raise InputError("no config.json in this directory (a model directory must hold the "
