@@ -24,8 +24,10 @@ each comparison only counts what is attributable to the launch:
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Collection
@@ -86,18 +88,18 @@ def _cgroup_launcher(name: str) -> int:
 
 
 def _hex_address(text: str) -> str:
-    """``0100007F:1F90`` (``/proc/net/tcp``) -> ``127.0.0.1``; IPv6 addresses as their 32 hex digits."""
-    addr = text.rsplit(":", 1)[0]
-    if len(addr) == 8:
-        return ".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0))
-    return addr
+    """``0100007F:1F90`` (``/proc/net/tcp``, each 32-bit word in host order) -> ``127.0.0.1``; IPv6 as
+    ``ipaddress`` writes it (``::ffff:127.0.0.2``, ``::``)."""
+    raw = bytes.fromhex(text.rsplit(":", 1)[0])
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)) if sys.byteorder == "little" else raw
+    return str(ipaddress.ip_address(words))
 
 
 def is_loopback(address: str) -> bool:
-    """``127.x.x.x``, ``::1`` or an IPv4-mapped loopback (``::ffff:127.x``), as ``_hex_address`` writes them."""
-    if "." in address:
-        return address.startswith("127.")
-    return address == "0" * 31 + "1" or (address[:24] == "0" * 20 + "FFFF" and address[30:32] == "7F")
+    """127.0.0.0/8, ::1, or an IPv4-mapped loopback address (``::ffff:127.0.0.2``)."""
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def listeners() -> dict[int, tuple[str, int]]:
