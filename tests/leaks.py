@@ -206,13 +206,24 @@ class Snapshot:
             threading.Thread(target=snap._sample, daemon=True).start()
         return snap
 
-    def _sample(self, every_s: float = 0.1, limit_s: float = 1800.0) -> None:
-        """Until ``stop``: the /dev/shm names the launch's processes map or hold, as they run."""
+    def _sample(self, every_s: float = 0.1, limit_s: float = 900.0, after_s: float = 3.0) -> None:
+        """The /dev/shm names the launch's processes map or hold, as they run: until ``stop``, or ``after_s``
+        once the processes it saw are all gone (nothing is left to make a name), or ``limit_s``."""
         assert self.sampling is not None
         deadline = time.monotonic() + limit_s
+        seen = False
+        gone_since: float | None = None
         while not self.sampling.is_set() and time.monotonic() < deadline:
-            for pid in self._matching():
+            pids = self._matching()
+            for pid in pids:
                 self.held |= shm_names(pid)
+            seen = seen or bool(pids)
+            if seen and not pids:
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since >= after_s:
+                    return
+            else:
+                gone_since = None
             self.sampling.wait(every_s)
 
     def stop(self) -> None:
