@@ -65,7 +65,7 @@ def unlinked(data: bytes, where: str | None = None) -> IO[bytes]:
     try:
         if memfd is None:
             raise OSError("no memfd_create")
-        f = open(memfd("gl-spec"), "w+b")  # noqa: SIM115 (handed to the caller, who closes it)
+        f = open(memfd("gl-spec"), "w+b")  # handed to the caller, who closes it
     except OSError:
         f = tempfile.TemporaryFile(dir=where if where and os.path.isdir(where) else None)
     f.write(data)
