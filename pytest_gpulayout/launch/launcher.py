@@ -663,8 +663,8 @@ class _Launch:
             return
         self.watcher.feed_lines(texts)
         self.tail.extend(texts[-(self.tail.maxlen or 1):])
-        if self.progress is not None and self.phases.feed_lines(texts):
-            self._report()
+        if self.progress is not None:
+            self.phases.feed_lines(texts, self._report)  # each phase it passes through is said
 
     # -- progress --------------------------------------------------------------------------------------
     def _report(self) -> None:

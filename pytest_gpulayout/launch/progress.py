@@ -113,9 +113,10 @@ class PhaseTracker:
             return False
         return self.advance(phase)
 
-    def feed_lines(self, lines: Sequence[str]) -> bool:
+    def feed_lines(self, lines: Sequence[str], on_move: Callable[[], None] | None = None) -> bool:
         """``feed`` for each of ``lines`` (True when one moved the phase on), with one search per marker over
-        the lot first: a block where no marker appears anywhere moves nothing."""
+        the lot first: a block where no marker appears anywhere moves nothing. ``on_move`` is called at each
+        step, so that a chunk holding "loading weights" and "profiling" shows both, in order."""
         if PHASES.index(self.phase) >= PHASES.index(KV_REPORTED) or not lines:
             return False
         joined = "\n".join(lines)
@@ -123,7 +124,10 @@ class PhaseTracker:
             return False
         moved = False
         for line in lines:
-            moved = self.feed(line) or moved
+            if self.feed(line):
+                moved = True
+                if on_move is not None:
+                    on_move()
         return moved
 
     def advance(self, phase: str) -> bool:
