@@ -14,8 +14,9 @@ each comparison only counts what is attributable to the launch:
   environment);
 - a lock counts when it cannot be taken at once;
 - a process counts when it started after the launch and carries ``marker`` (command line or environment);
-- a cgroup counts when the launcher made it (``gpulayout-<pid>-<n>`` below our own cgroup) during the
-  snapshot and its launcher is this process or gone (a live neighbour's are its own);
+- a cgroup counts when a launcher of this test made it (``gpulayout-<pid>-<n>`` below our own cgroup)
+  during the snapshot: this process, a driver the test names (``launchers``), or the parent of a process
+  of the launch seen while it ran; a neighbour's are its own;
 - a listening socket of the launch off loopback counts even where its port was listening before.
 
 ``kill_strays`` is for the test's clean-up: on a failing run the leftovers must not stay behind.
@@ -37,7 +38,7 @@ from pathlib import Path
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.gpu_locks import gpu_locks
 from pytest_gpulayout.launch.launcher import _own_cgroup_dir
-from pytest_gpulayout.launch.proctree import pid_alive, process_table
+from pytest_gpulayout.launch.proctree import process_table
 from pytest_gpulayout.launch.watchdog import shm_names
 
 SHM = Path("/dev/shm")
@@ -188,6 +189,7 @@ class Snapshot:
     sessions: set[int] = field(default_factory=set)   # sessions/groups of the launch's processes seen so far
     cgroups: set[str] = field(default_factory=set)    # the launcher's cgroups before the launch
     held: set[str] = field(default_factory=set)       # /dev/shm names the launch's processes were seen holding
+    launchers: set[int] = field(default_factory=set)  # pids whose cgroups are this launch's (a test's driver)
     sampling: threading.Event | None = None           # set to stop the sampler (``stop``)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -260,6 +262,7 @@ class Snapshot:
                     (st.sid in self.sessions or st.pgid in self.sessions or st.ppid in ours)}
             ours |= more
             grown = bool(more)
+        self.launchers.update(table[p].ppid for p in ours)   # the guard's parent is the launcher
         return sorted(ours)
 
     def processes(self) -> list[str]:
@@ -287,7 +290,7 @@ class Snapshot:
                     found.append(f"port {port} listening (pid {', '.join(map(str, pids))})")
         for name in sorted(launch_cgroups() - self.cgroups):
             owner = _cgroup_launcher(name)
-            if owner == os.getpid() or not pid_alive(owner):
+            if owner == os.getpid() or owner in self.launchers:
                 found.append(f"cgroup {name}")
         ours = set(self._matching())
         if ours:

@@ -568,6 +568,7 @@ def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
                                *fake.argv("never-reports,shm,fork,daemon")], start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**fake.env(), "PYTHONPATH": str(REPO)})
+    before.launchers.add(driver.pid)   # its cgroup is this launch's
     try:
         deadline = time.monotonic() + 30
         while len(fake.processes()) < 5 and time.monotonic() < deadline:

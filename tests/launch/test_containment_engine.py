@@ -201,13 +201,15 @@ DRIVER = RESET_SIGNALS + textwrap.dedent("""
 """)
 
 
-def _start_driver(setup: Setup) -> tuple[subprocess.Popen[bytes], Path]:
+def _start_driver(setup: Setup, before: Snapshot | None = None) -> tuple[subprocess.Popen[bytes], Path]:
     log_dir = setup.work / "logs"
     spec = {"command": list(setup.dep.launch.command or ()), "args": list(setup.dep.launch.args),
             "env": dict(setup.dep.launch.env), "model": setup.dep.model, "log_dir": str(log_dir)}
     env = {**os.environ, "PYTHONPATH": str(REPO), "GPULAYOUT_LOCK_DIR": str(setup.locks)}
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(spec)], start_new_session=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    if before is not None:
+        before.launchers.add(driver.pid)   # its cgroup is this launch's
     return driver, log_dir
 
 
@@ -231,7 +233,7 @@ def test_real_vllm_sigterm_to_the_launcher_after_the_weights_load(tmp_path: Path
     re-raised before it was closed)."""
     setup = _setup(tmp_path, etmp)
     before = setup.snapshot()
-    driver, log_dir = _start_driver(setup)
+    driver, log_dir = _start_driver(setup, before)
     try:
         log = _wait_for_kv_line(log_dir, driver)
         t0 = time.monotonic()
@@ -263,7 +265,7 @@ def test_real_vllm_survives_nothing_of_a_sigkilled_launcher(tmp_path: Path, etmp
     free for the next launch to run beside it."""
     setup = _setup(tmp_path, etmp)
     before = setup.snapshot()
-    driver, log_dir = _start_driver(setup)
+    driver, log_dir = _start_driver(setup, before)
     try:
         _wait_for_kv_line(log_dir, driver)
         driver.kill()
@@ -293,7 +295,7 @@ def test_real_vllm_dies_with_the_launcher_and_its_watchdog_killed_at_once(tmp_pa
     /dev/shm, the private TMPDIR and the cgroup, and the GPU lock free for the next launch."""
     setup = _setup(tmp_path, etmp)
     before = setup.snapshot()
-    driver, log_dir = _start_driver(setup)
+    driver, log_dir = _start_driver(setup, before)
     try:
         _wait_for_kv_line(log_dir, driver)
         targets = _named(driver.pid, b"pytest_gpulayout")

@@ -120,6 +120,7 @@ def test_sigkill_of_the_launcher_and_its_watchdog_at_once_leaves_nothing(run: La
     before = Snapshot.take(private_dirs=(run.etmp,), markers=(str(run.pids),), lock_keys=("index-0",),
                            lock_dir=run.locks, shm_only=f"fake{fake_engine.shm_tag(str(run.pids))}")
     driver = run.start()
+    before.launchers.add(driver.pid)   # its cgroup is this launch's
     deadline = time.monotonic() + 30
     while not (ROLES <= set(run.processes()) and (run.pids / "shm.json").exists()) and time.monotonic() < deadline:
         time.sleep(0.05)
