@@ -2,13 +2,21 @@
 
 Every node is a real raylet (``ray.cluster_utils.Cluster``) bound to its own loopback address
 (127.0.0.1, 127.0.0.2, ...: vLLM refuses nodes that share an IP, and the whole 127/8 is loopback),
-dashboard off. Each node's raylet, and so every worker it starts, gets its own environment:
+dashboard off. Ray's servers listen on every interface unless the node's address is exactly 127.0.0.1
+(``src/ray/raylet/node_manager.cc``: ``config.node_manager_address == "127.0.0.1"``), so each node's
+raylet also preloads ``fakes/bind_loopback`` (compiled here with the system's C compiler), which binds
+every wildcard address to that node's own (``test_ray_cluster.py`` lists the cluster's listening sockets:
+all on 127.0.0.x). Each node's raylet, and so every worker it starts, gets its own environment:
 
 * ``PYTHONPATH`` starting with ``tests/fakes/nvml_node`` (a ``pynvml`` that is the snapshot-driven fake
   NVML, so the unchanged probe code runs on every node) and a ``site`` folder of ``.dist-info``
   entries (the vllm / NCCL versions that node reports);
 * ``GPULAYOUT_HOST_ROOT``: that node's root, holding ``sys/class/infiniband``, ``dev/shm`` (a 64 MiB
-  tmpfs for the small-shm fault) and its copy of the model directories.
+  tmpfs for the small-shm fault) and its copy of the model directories;
+* ``GPULAYOUT_TEST_BIND_IP``, the node's address, for the bind shim, which Ray preloads into the GCS, each
+  raylet and every worker: Ray sets their ``LD_PRELOAD`` itself (its jemalloc,
+  ``ray/_private/services.py``), to ``RAY_JEMALLOC_LIB_PATH`` when that is set, and keeps it for the
+  workers with ``RAY_LD_PRELOAD_ON_WORKERS=1``.
 
 Teardown stops the cluster and checks that no process of it is left (raylets, GCS, workers).
 Without Ray the tests skip, unless ``GPULAYOUT_REQUIRE_RAY=1`` (CI), where a missing Ray fails.
@@ -35,6 +43,9 @@ from pytest_gpulayout.machine.snapshot import dump_snapshot
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SHIM = HERE / "fakes" / "nvml_node"
+BIND_SHIM_SOURCE = HERE / "fakes" / "bind_loopback" / "bind_loopback.c"
+#: what makes Ray preload the bind shim into its processes (set while the cluster starts, then restored)
+PRELOAD_ENV = ("RAY_JEMALLOC_LIB_PATH", "RAY_LD_PRELOAD_ON_WORKERS")
 
 #: Ray turns a loopback bootstrap address into the machine's outward IP unless told it is not a cluster
 #: member; the tests keep every byte on 127.0.0.x.
@@ -76,6 +87,24 @@ def node_machine(spec: NodeSpec) -> Machine:
                      memory_free_mib=81000, numa_node=0) for i in range(spec.gpus))
     links = {(i, j): "NV18" for i in range(spec.gpus) for j in range(i + 1, spec.gpus)}
     return Machine(gpus=gpus, links=links, host=f"fake-{spec.name}", driver="550.90.07", source="test")
+
+
+def bind_shim(folder: Path) -> Path:
+    """``fakes/bind_loopback`` built into ``folder`` (``cc``); without a C compiler the Ray tests skip, or fail
+    where CI sets ``GPULAYOUT_REQUIRE_RAY=1``: a cluster listening on every interface is not run."""
+    out = folder / "bind_loopback.so"
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    done = None
+    if compiler is not None:
+        done = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", str(out), str(BIND_SHIM_SOURCE), "-ldl"],
+                              capture_output=True, text=True, timeout=120)
+    if done is None or done.returncode != 0 or not out.is_file():
+        why = ("cannot build the loopback bind shim for the Ray test cluster: "
+               + ("no C compiler (cc)" if done is None else done.stderr.strip()[-300:]))
+        if os.environ.get("GPULAYOUT_REQUIRE_RAY") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return out
 
 
 def _dist_info(site: Path, name: str, version: str) -> None:
@@ -130,6 +159,7 @@ def build_node(base: Path, spec: NodeSpec) -> tuple[dict[str, str], list[Path]]:
         "PYTHONPATH": os.pathsep.join([str(SHIM), str(site), str(REPO)]),
         "GPULAYOUT_TEST_NVML_SNAPSHOT": str(snap),
         "GPULAYOUT_HOST_ROOT": str(root),
+        "GPULAYOUT_TEST_BIND_IP": spec.ip,
         **LOOPBACK_ENV,
         **spec.env,
     }
@@ -193,7 +223,7 @@ def _wait_gone(pids: set[tuple[int, int]], timeout_s: float = 30) -> list[int]:
 @pytest.fixture(scope="module")
 def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A factory: ``start_cluster([NodeSpec, ...])`` -> ``TestCluster`` (head first); torn down at module end."""
-    saved = {k: os.environ.get(k) for k in (*LOOPBACK_ENV, "RAY_TMPDIR")}
+    saved = {k: os.environ.get(k) for k in (*LOOPBACK_ENV, "RAY_TMPDIR", *PRELOAD_ENV)}
     ray = require_ray()
     from ray.cluster_utils import Cluster
 
@@ -202,6 +232,7 @@ def start_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     def start(specs: list[NodeSpec]) -> TestCluster:
         base = tmp_path_factory.mktemp("raycluster")
+        os.environ.update({"RAY_JEMALLOC_LIB_PATH": str(bind_shim(base)), "RAY_LD_PRELOAD_ON_WORKERS": "1"})
         mounts: list[Path] = []
         head_env, m = build_node(base, specs[0])
         mounts += m

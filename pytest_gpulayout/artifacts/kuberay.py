@@ -17,6 +17,7 @@ import yaml
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv, find_in_text
 from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, is_kubernetes, pod_info
 from pytest_gpulayout.artifacts.reader import Artifact, Read
+from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.origin import Pod
 
 KINDS = ("RayCluster", "RayService", "RayJob")
@@ -55,6 +56,7 @@ def _gpus(pod: Mapping[str, Any]) -> int:
 
 
 def _serve_invocations(text: str, source: str) -> list[Invocation]:
+    check_shape(text, source)  # an embedded document too deep, recursive or expanding past reason
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -14,6 +14,8 @@ from pytest_gpulayout.artifacts.reader import Artifact, read_all
 from pytest_gpulayout.artifacts.registry import READERS
 from pytest_gpulayout.artifacts.registry import kinds as kinds_read
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import read_bytes, read_text
+from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.machine.presets import list_presets, load_preset
 from pytest_gpulayout.manifest.load import Manifest
 
@@ -26,8 +28,10 @@ def is_manifest(path: Path) -> bool:
     if path.suffix not in (".yaml", ".yml"):
         return False
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        text = read_text(path)
+        check_shape(text, str(path))  # too deep, recursive, a billion laughs: before it is composed
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (yaml.YAMLError, InputError):
         return True  # the manifest reader says what is wrong with it
     if len(docs) != 1 or not isinstance(docs[0], dict):
         return False
@@ -80,11 +84,12 @@ def load_artifact(path: Path, machine: str | None) -> list[Found]:
     """The deployments ``path`` runs, read by every reader of the registry (``artifacts/registry.py``)."""
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path).decode("utf-8")  # a FIFO or a device: refused before it is opened
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text: neither a manifest nor an artifact", where=where) from None
     docs: tuple[object, ...] | None = None
     if path.suffix in (".yaml", ".yml", ".json"):
+        check_shape(text, where)
         try:
             docs = tuple(yaml.safe_load_all(text))
         except yaml.YAMLError as err:

@@ -10,9 +10,12 @@ Kept apart (and tiny) so ``topo_text`` need not import the log parser.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
+import stat
 from pathlib import Path
+from typing import IO, Any
 
 from pytest_gpulayout.errors import InputError
 
@@ -42,18 +45,91 @@ LOOP_MESSAGE = "symlink loop: a symbolic link in this path leads back to itself 
 
 
 def not_found(path: str | Path, what: str) -> str:
-    """``"<what> not found"``, or the symlink loop that is the real reason."""
-    return f"{LOOP_MESSAGE}, so the {what} cannot be read" if symlink_loop(path) else f"{what} not found"
+    """``"<what> not found"``, or the real reason when the path is there: a symlink loop, or something
+    that is not a regular file (a FIFO, a device) and would never be read to its end."""
+    if symlink_loop(path):
+        return f"{LOOP_MESSAGE}, so the {what} cannot be read"
+    kind = not_regular(path)
+    if kind is not None and kind != DIRECTORY:
+        return f"the {what} is not a regular file: {kind}"
+    return f"{what} not found"
+
+
+DIRECTORY = "it is a directory"
+_KINDS = ((stat.S_ISFIFO, "it is a FIFO (a named pipe): reading it waits for a writer, forever if none comes"),
+          (stat.S_ISCHR, "it is a character device (/dev/zero, a terminal ...): it has no end to read to"),
+          (stat.S_ISBLK, "it is a block device"),
+          (stat.S_ISSOCK, "it is a socket"),
+          (stat.S_ISDIR, DIRECTORY))
+
+
+def _kind(mode: int) -> str:
+    return next((text for test, text in _KINDS if test(mode)), "it is not a plain file")
+
+
+def not_regular(path: str | Path) -> str | None:
+    """Why ``path`` (its links followed) is not a regular file, in words; None when it is one or is not there.
+
+    Every file the tool reads is a regular file: a FIFO blocks ``open`` until a writer comes, ``/dev/zero``
+    never ends and fills the memory; both are refused before they are opened (round 4, item 3)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+
+
+def open_regular(path: str | Path, *, what: str = "") -> IO[bytes]:
+    """``path`` opened for reading, when it is a regular file; an InputError naming it otherwise.
+
+    Looked at before the open (``stat``), opened without blocking (``O_NONBLOCK``: a FIFO put there in
+    between opens at once instead of waiting) and looked at again on the open file (``fstat``). OSError
+    for the rest (missing, unreadable), as ``open`` raises it."""
+    label = f"the {what} is not a regular file" if what else "not a regular file"
+    kind = not_regular(path)
+    if kind == DIRECTORY:  # the callers' own words for it ("is a directory, not a file")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if kind is not None:
+        raise InputError(f"{label}: {kind}", where=path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{label}: {_kind(st.st_mode)}", where=path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: str | Path, *, what: str = "") -> bytes:
+    """The bytes of the regular file ``path`` (``open_regular``); OSError as ``Path.read_bytes``."""
+    with open_regular(path, what=what) as f:
+        return f.read()
+
+
+def load_json(text: str, where: str | Path) -> Any:
+    """``json.loads`` with its errors as one line naming the file: invalid JSON, and nesting deeper than
+    Python's reader goes (100,000 nested lists were a RecursionError traceback)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})", where=where) from None
+    except RecursionError:
+        raise InputError("nested deeper than Python's JSON reader goes (about 1,000 levels); no file the checks "
+                         "read nests more than a few dozen: is it really what was meant?", where=where) from None
 
 
 def read_text(path: str | Path, *, lenient: bool = False) -> str:
-    """A file's text, or an InputError naming it (missing, a directory, unreadable, not UTF-8).
+    """A file's text, or an InputError naming it (missing, a directory, not a regular file, unreadable,
+    not UTF-8).
 
     ``lenient`` replaces undecodable bytes instead of refusing: logs pasted from terminals often
     carry a few, and the lines that matter are still readable.
     """
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bytes(path)
     except FileNotFoundError:
         raise InputError("file not found", where=path) from None
     except IsADirectoryError:

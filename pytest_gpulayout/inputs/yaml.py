@@ -51,10 +51,76 @@ def _check_duplicates(node: Any, path: str = "", seen_nodes: set[int] | None = N
             _check_duplicates(item, f"{path}[{i}]", seen_nodes)
 
 
-def load_yaml(text: str, where: str) -> object:
-    """``yaml.safe_load`` plus the duplicate-key check; every YAML problem becomes one line."""
+#: nesting past this is refused before the document is composed (PyYAML's composer, and every walk of
+#: the result, recurse: 20,000 nested maps were a RecursionError traceback); the deepest real manifests,
+#: snapshots and Kubernetes objects nest under 20 levels
+MAX_DEPTH = 100
+#: values (scalars and collections) a document may hold with its aliases expanded: a "billion laughs"
+#: document of a few hundred bytes expands to billions, and every walk of it would take hours
+MAX_VALUES = 200_000
+
+
+def check_shape(text: str, where: str) -> None:
+    """Refuse, in one line naming the file and the line, a YAML document nested past ``MAX_DEPTH``, one
+    whose aliases expand it past ``MAX_VALUES`` values, and an alias inside the node it names (a
+    recursive structure: ``&d {x: *d}``, ``&r [*r]``, which no walk ends). One pass over the parser's
+    events, which PyYAML produces without recursion; a syntax error is left to the loader to say."""
     import yaml
 
+    stack: list[list[Any]] = []          # per open collection: [its anchor, the values it holds so far]
+    sizes: dict[str, int] = {}           # anchor -> the values of the node it names, aliases expanded
+    total = 0
+    # libyaml's parser where PyYAML has it: the pure-Python scanner looks up to 1,024 characters ahead
+    # for a flow collection's possible key, at a cost per open level (0.8 s for 2,000 nested lists)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            line = event.start_mark.line + 1 if event.start_mark is not None else 0
+            if isinstance(event, yaml.CollectionStartEvent):
+                if len(stack) >= MAX_DEPTH:
+                    raise InputError(f"nested more than {MAX_DEPTH} levels deep (at line {line}); no manifest, "
+                                     f"snapshot or Kubernetes object nests more than a few dozen: is it really "
+                                     f"what was meant?", where=where)
+                stack.append([event.anchor, 1])
+                continue
+            if isinstance(event, yaml.CollectionEndEvent):
+                anchor, n = stack.pop()
+                if anchor is not None:
+                    sizes[anchor] = n
+            elif isinstance(event, yaml.ScalarEvent):
+                n = 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, yaml.AliasEvent):
+                if any(frame[0] == event.anchor for frame in stack):
+                    raise InputError(f"the alias *{event.anchor} at line {line} is inside the node &{event.anchor} "
+                                     f"it names: a structure that contains itself has no end to read; write the "
+                                     f"values out", where=where)
+                n = sizes.get(str(event.anchor), 1)  # an unknown anchor: the loader says so
+            else:
+                continue
+            if stack:
+                stack[-1][1] += n
+            else:
+                total += n
+            if n > MAX_VALUES or total > MAX_VALUES or (stack and stack[-1][1] > MAX_VALUES):
+                raise InputError(f"its aliases expand it to more than {MAX_VALUES:,} values (at line {line}: a "
+                                 f"'billion laughs' document?); write the values out, or alias less", where=where)
+    except yaml.YAMLError as err:
+        if "maximum nesting depth" in str(err):  # libyaml's own limit (1,000 levels), met while it looks ahead
+            mark = getattr(err, "problem_mark", None)
+            at = f" (at line {mark.line + 1})" if mark is not None else ""
+            raise InputError(f"nested more than {MAX_DEPTH} levels deep{at}; no manifest, snapshot or Kubernetes "
+                             f"object nests more than a few dozen: is it really what was meant?", where=where) from None
+        return  # a syntax error: the loader says it, with its line
+
+
+def load_yaml(text: str, where: str) -> object:
+    """``yaml.safe_load`` plus the duplicate-key check; every YAML problem becomes one line, and a document
+    too deep, recursive or expanding past reason is refused before it is composed (``check_shape``)."""
+    import yaml
+
+    check_shape(text, where)
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()

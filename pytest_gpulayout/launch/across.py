@@ -415,7 +415,7 @@ def _per_node(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Ma
         return _not_launched(dep, f"{engine.display} did not start on every node: {_cause(err)}", argvs[0]), None
     watcher = engine.log_watcher(dep.dp, max(1, len(rank0.gpus) // max(1, dep.dp)))
     tail: list[str] = []
-    stopped_by: StopReason = "timeout"
+    stopped_by = StopReason.TIMEOUT
     seconds_to_kv: float | None = None
     returncode: int | None = None
     problem: str | None = None
@@ -434,12 +434,12 @@ def _per_node(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Ma
                 del tail[:-TAIL_LINES]
                 now = time.monotonic()
                 if watcher.failed:
-                    stopped_by = "error"
+                    stopped_by = StopReason.ERROR
                     break
                 if watcher.kv_complete and seconds_to_kv is None:
                     seconds_to_kv = now - t0
                 if (stop_when == "kv" and watcher.kv_complete) or (stop_when == "ready" and watcher.ready):
-                    stopped_by = "kv" if stop_when == "kv" else "ready"
+                    stopped_by = StopReason.KV if stop_when == "kv" else StopReason.READY
                     break
                 if now - last_rc >= 1.0:  # also scans each node's tree, so no child is missed
                     last_rc = now
@@ -447,7 +447,7 @@ def _per_node(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Ma
                     codes = {n: ray.get(a.returncode.remote(), timeout=60) for n, a in nodes.actors.items()}
                     ended = [c for c in codes.values() if c is not None]
                     if ended:
-                        stopped_by = "exit"
+                        stopped_by = StopReason.EXIT
                         returncode = codes[rank0.node_id] if codes[rank0.node_id] is not None else ended[0]
                         break
                 if now - t0 >= dep.launch.timeout_s:
@@ -456,7 +456,7 @@ def _per_node(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Ma
                     time.sleep(POLL_S)
     except Exception as err:  # a node or its actor died under us: stop the rest, say so
         problem = f"lost a node during the launch: {_cause(err)}"
-        stopped_by = "error"
+        stopped_by = StopReason.ERROR
     seconds_to_stop = time.monotonic() - t0
     try:
         left = nodes.stop(grace_s, release=False)
@@ -476,7 +476,8 @@ def _per_node(ray: Any, engine: Served, dep: Deployment, model: Any, machine: Ma
     result = LaunchResult(
         argv=tuple(argvs[0]), pid=nodes.pids[rank0.node_id], returncode=returncode, seconds_to_kv=seconds_to_kv,
         seconds_total=time.monotonic() - t0, log=watcher.result(), log_path=log_path, tail=tuple(tail),
-        timed_out=stopped_by == "timeout", leftover_pids=leftover, stopped_by=stopped_by, started_at=started_at,
+        timed_out=stopped_by is StopReason.TIMEOUT, leftover_pids=leftover, stopped_by=stopped_by,
+        started_at=started_at,
         ended_at=time.time(), lines=watcher.lines, seconds_to_stop=seconds_to_stop, stop="signal", grace_s=grace_s,
         containment="ray-actor")
     base = judge(dep, model, result, name=engine.display, prediction_tokens=prediction_tokens)

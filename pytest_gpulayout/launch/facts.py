@@ -44,6 +44,7 @@ class StartupFacts(Facts):
     node_leftovers: dict[str, tuple[int, ...]] | Absent = ABSENT  # host -> pids of this launch left after the stop
     launch_marker: str | Absent = ABSENT           # GPULAYOUT_LAUNCH_ID: how its processes were found on each node
     lock_wait_s: float | Absent = ABSENT           # seconds it waited for its GPU locks before the engine started
+    log_cut: str | None | Absent = ABSENT          # why the saved log stops short (its size cap, a failed write)
 
 
 #: The facts of a startup check that launched nothing.

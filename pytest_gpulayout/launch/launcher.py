@@ -3,7 +3,8 @@
 This is the only module that starts processes. Its promises:
 
 - The engine gets an argument vector, never a shell. It is started by a small watchdog
-  (``watchdog.py``) in a session of its own; the watchdog is the subreaper of the engine's tree
+  (``watchdog.py``), itself started by its guard (``watchdog.Guard``, in a session of its own, its command
+  line naming nothing of ours: ``helpers.py``); the watchdog is the subreaper of the engine's tree
   (``PR_SET_CHILD_SUBREAPER``: a worker that double-forks and calls ``setsid()`` still comes back
   to it) and, where the host lets us create one, the engine runs in a cgroup v2 of its own
   (``cgroup.kill``). The engine starts with SIGINT/SIGTERM/SIGHUP at their defaults and a private
@@ -13,8 +14,13 @@ This is the only module that starts processes. Its promises:
   SIGKILLed by the OOM killer or a CI timeout) the watchdog freezes the tree, reads the
   ``/dev/shm`` names it maps, SIGKILLs it, waits until it is gone, unlinks those names, removes the
   private ``TMPDIR`` and only then releases the GPU locks. ``LaunchResult.cleaned`` says what it
-  removed, ``leftover_pids`` what survived (it must be empty). **Each finishes alone**: when the
-  watchdog itself is killed (from outside), the engine's tree is orphaned to init, and the launcher
+  removed, ``leftover_pids`` what survived (it must be empty). **The tree dies with its parents,
+  whatever kills them**: the engine's main process has the watchdog's death as its own
+  (``PR_SET_PDEATHSIG``), and the guard, the subreaper above the watchdog, gets the rest of the tree
+  back when the watchdog dies; it then does the watchdog's work (stop, clean, hold the GPU locks until
+  the tree is gone) and says so (``{"watchdog_died": code}``): ``pkill -9 -f pytest_gpulayout``, which
+  takes this process and the watchdog at once, leaves nothing. **Each finishes alone**: when the
+  guard is killed too, the engine's tree is orphaned to init, and the launcher
   does the watchdog's work: it remembers every pid of the tree it saw with its start time, and its
   fallback (``ProcessTree.sweep``) freezes and SIGKILLs those, their children, the members of their
   process groups and sessions, and every process whose environment carries the launch's private
@@ -65,12 +71,10 @@ import contextlib
 import errno
 import json
 import os
-import re
 import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -79,7 +83,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pytest_gpulayout.errors import LaunchError
 from pytest_gpulayout.launch.gpu_locks import (
@@ -90,19 +94,18 @@ from pytest_gpulayout.launch.gpu_locks import (
     gpu_locks,
     print_wait,
 )
+from pytest_gpulayout.launch.helpers import WATCHDOG, check_spawnable, helper_python, start_helper
 from pytest_gpulayout.launch.logparse import LogGrammar, LogWatcher, StartupLog, clean
 from pytest_gpulayout.launch.proctree import ProcessTree, pid_alive, process_table
 from pytest_gpulayout.launch.progress import CLEANED, KV_REPORTED, STOPPING, PhaseTracker, Progress
+from pytest_gpulayout.launch.stops import StopReason, StopWhen
+from pytest_gpulayout.launch.stops import stop_when as as_stop_when
 from pytest_gpulayout.launch.watchdog import ShmListing, cgroup_procs, shm_listing, shm_names, shm_to_remove
 
-__all__ = ["LaunchResult", "StopReason", "default_lock_dir", "free_port", "gpu_locks", "launch", "pid_alive",
-           "process_table"]
+__all__ = ["LaunchResult", "StopReason", "StopWhen", "default_lock_dir", "free_port", "gpu_locks", "launch",
+           "pid_alive", "process_table"]
 
-#: Why a launch stopped (``LaunchResult.stopped_by``).
-StopReason = Literal["kv", "ready", "error", "exit", "timeout", "interrupt", "watchdog"]
 _READ_CHUNK = 1 << 16
-_LINE_BREAK_RE = re.compile(rb"\r\n|\r|\n")
-WATCHDOG = str(Path(__file__).with_name("watchdog.py"))
 #: how long the watchdog may take to start and report the engine's pid
 _SPAWN_WAIT_S = 60.0
 #: how long its final SIGKILL and clean-up may take (it gives up on the kill after 10 s)
@@ -129,8 +132,9 @@ _MEASURED_STOPS: list[float] = []
 class LaunchResult:
     """What one brief launch saw and how it ended.
 
-    ``stopped_by``: ``kv`` (every expected pool reported), ``ready`` (server up, with
-    ``stop_when="ready"``), ``error`` (recognised error), ``exit`` (the engine exited by itself),
+    ``stopped_by`` (``StopReason``): ``kv`` (every expected pool reported), ``ready`` (server up, with
+    ``stop_when="ready"``), ``error`` (recognised error), ``exit`` (the engine exited by itself before it
+    was stopped, also right after its pool line: it did not start),
     ``timeout``, ``interrupt`` (a signal to this process, when its previous handler does not raise),
     ``watchdog`` (the watchdog was killed from outside: ``watchdog_returncode`` says how; the launcher
     stopped the tree itself). ``returncode`` is the engine's own code for ``exit``, else our signal
@@ -170,6 +174,13 @@ class LaunchResult:
     lock_wait_s: float = 0.0
     watchdog_returncode: int | None = None
     suspended_s: float = 0.0
+    log_error: str | None = None   # why writing the log failed (``No space left on device``): it stops short
+    log_bytes: int = 0             # bytes of output the log holds
+    log_lines: int = 0             # lines of output the log holds (of ``lines``)
+
+    def __post_init__(self) -> None:
+        # a result recorded with the old strings ("kv") reads as the enum, so ``is`` comparisons hold
+        object.__setattr__(self, "stopped_by", StopReason(self.stopped_by))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -233,12 +244,20 @@ def _on_suspend(signum: int, frame: FrameType | None) -> None:
         run.resume(time.monotonic() - t)
 
 
-def _redeliver() -> None:
-    """After the last active launch is cleaned up: do what the pending signal would have done."""
+def _redeliver(log_path: Path | None = None) -> None:
+    """After the last active launch is cleaned up: do what the pending signal would have done.
+
+    Where that is the default action (SIGTERM, SIGHUP), this process ends here and no caller's ``finally``
+    runs to say where the logs of the launches that did not pass are (the CLI says it on Ctrl-C, whose
+    ``KeyboardInterrupt`` unwinds): so it is said here, on stderr, first."""
     if not _PENDING or _ACTIVE:
         return
     signum = _PENDING[0]
     _PENDING.clear()
+    if log_path is not None and _PREVIOUS.get(signum, signal.SIG_DFL) == signal.SIG_DFL and log_path.exists():
+        with contextlib.suppress(OSError):
+            os.write(2, f"gpulayout: stopped by {_signal_name(signum)}: the logs of the launches that did not "
+                        f"pass, the one it interrupted among them, are in {log_path.parent}\n".encode())
     if threading.current_thread() is threading.main_thread():
         _previous(signum, None)
     else:
@@ -287,6 +306,7 @@ class Watcher(Protocol):
     @property
     def ready(self) -> bool: ...
     def feed(self, raw: str) -> None: ...
+    def feed_lines(self, lines: Sequence[str]) -> None: ...
     def result(self) -> StartupLog: ...
 
 
@@ -374,7 +394,7 @@ def launch(
     timeout_s: float,
     log_path: Path | None = None,
     grace_s: float = 10.0,
-    stop_when: str = "kv",
+    stop_when: str | StopWhen = StopWhen.KV,
     ranks_per_engine: int = 1,
     gpus: Iterable[str] = (),
     lock_dir: Path | None = None,
@@ -413,10 +433,9 @@ def launch(
     stopped like at the KV pool (``kv_stop``); ``stopped_by`` is ``ready``. An exception from it
     stops the tree hard and propagates.
     """
-    if serve is not None and stop_when != "ready":
+    when = as_stop_when(stop_when)
+    if serve is not None and when is not StopWhen.READY:
         raise ValueError("serve needs stop_when='ready'")
-    if stop_when not in ("kv", "ready"):
-        raise ValueError(f"stop_when must be 'kv' or 'ready', not {stop_when!r}")
     if kv_stop not in ("kill", "signal"):
         raise ValueError(f"kv_stop must be 'kill' or 'signal', not {kv_stop!r}")
     if not argv:
@@ -437,7 +456,7 @@ def launch(
         w: Watcher = watcher if watcher is not None else LogWatcher(grammars, expected_engines, ranks_per_engine)
         run = _Launch(tuple(str(a) for a in argv), dict(env), w,
                       timeout_s=timeout_s, log_path=log_path,
-                      grace_s=adapted_grace(grace_s), base_grace_s=grace_s, stop_when=stop_when, linger_s=linger_s,
+                      grace_s=adapted_grace(grace_s), base_grace_s=grace_s, stop_when=when, linger_s=linger_s,
                       tail_lines=tail_lines, max_log_bytes=max_log_bytes, max_line_bytes=max_line_bytes,
                       scan_interval_s=scan_interval_s, stop_signal=stop_signal, kv_stop=kv_stop, locks=held,
                       progress=progress, progress_clock=(time.monotonic(), timeout_s), serve=serve)
@@ -448,7 +467,7 @@ def launch(
 
 class _Launch:
     def __init__(self, argv: tuple[str, ...], env: dict[str, str], watcher: Watcher, *, timeout_s: float,
-                 log_path: Path | None, grace_s: float, stop_when: str, linger_s: float, tail_lines: int,
+                 log_path: Path | None, grace_s: float, stop_when: StopWhen, linger_s: float, tail_lines: int,
                  base_grace_s: float | None = None,
                  max_log_bytes: int, max_line_bytes: int, scan_interval_s: float, stop_signal: int,
                  kv_stop: str, locks: HeldLocks, progress: Progress | None = None,
@@ -475,6 +494,9 @@ class _Launch:
         self.log_fd = -1
         self.log_bytes = 0
         self.log_truncated = False
+        self.log_error: str | None = None
+        self.log_written = 0          # bytes of output in the log
+        self.log_lines: int | None = None   # lines read when the log stopped taking them
         self.pending = b""
         self.eof = False
         self.fd = -1
@@ -491,6 +513,8 @@ class _Launch:
         self.exited = False
         self.empty = False
         self.final: dict[str, Any] | None = None
+        self.watchdog_pid = -1               # the watchdog (the guard's child, the engine's parent)
+        self.watchdog_died: int | None = None  # its exit status, when its guard saw it end before finishing
         self.tmpdir = ""
         self.cgroup = ""
         self.shm_sent: set[str] = set()
@@ -546,6 +570,10 @@ class _Launch:
                 if "spawned" in msg:
                     self.engine_pid = int(msg["spawned"])
                     self.in_cgroup = bool(msg.get("cgroup"))
+                    self.watchdog_pid = int(msg.get("watchdog", -1))
+                elif "watchdog_died" in msg:  # from the guard: the watchdog ended without finishing
+                    self.watchdog_died = int(msg["watchdog_died"])
+                    self.watchdog_pid = int(msg.get("watchdog", self.watchdog_pid))
                 elif "spawn_error" in msg:
                     self.spawn_error = (int(msg["spawn_error"]), str(msg.get("message", "")))
                 elif "exit" in msg:
@@ -559,7 +587,14 @@ class _Launch:
                     self.final = msg
 
     def _dog_gone(self) -> bool:
-        return self.dog is None or self.dog.poll() is not None
+        """The watchdog ended without finishing (its guard says so), or the guard itself is gone."""
+        return self.dog is None or self.watchdog_died is not None or self.dog.poll() is not None
+
+    def _lost_code(self) -> int | None:
+        """How the watchdog (else its guard) ended when it was lost: its exit status."""
+        if self.watchdog_died is not None:
+            return self.watchdog_died
+        return self.dog.returncode if self.dog is not None else None
 
     def interrupt(self, signum: int, escalate: bool) -> None:
         """From the signal handler (main thread, between two bytecodes of whatever ran)."""
@@ -593,32 +628,43 @@ class _Launch:
             return
         room = self.max_log_bytes - self.log_bytes
         if len(chunk) > room:
-            self._write_all(chunk[:max(room, 0)] + b"\n[gpulayout: log truncated here: it passed the size cap]\n")
+            self.log_written += self._write_all(chunk[:max(room, 0)])
+            if not self.log_truncated:
+                self._write_all(b"\n[gpulayout: log truncated here: it passed the size cap]\n")
             self.log_truncated = True
         else:
-            self._write_all(chunk)
+            self.log_written += self._write_all(chunk)
         self.log_bytes += len(chunk)
+        if self.log_truncated and self.log_lines is None:
+            self.log_lines = self.watcher.lines  # the lines of this chunk and after are not in it
 
-    def _write_all(self, data: bytes) -> None:
+    def _write_all(self, data: bytes) -> int:
+        """Write ``data`` to the log; the bytes written (fewer when a write failed: the log stops there)."""
         view = memoryview(data)
+        done = 0
         while view:
             try:
                 n = os.write(self.log_fd, view)
             except InterruptedError:
                 continue
-            except OSError:  # disk full: the launch goes on, the log stops
+            except OSError as err:  # disk full (or a file size limit): the launch goes on, the log stops
                 self.log_truncated = True
-                return
+                self.log_error = self.log_error or err.strerror or str(err)
+                return done
             view = view[n:]
+            done += n
+        return done
 
-    def _line(self, raw: bytes) -> None:
-        if not self.feeding:
+    def _lines(self, texts: list[str]) -> None:
+        """Whole lines the engine printed: to the watcher and the phase tracker a chunk at a time (each
+        skips a block where nothing can matter with one search), the last ones kept raw for the tail
+        (cleaned when the result is made: a flood costs no per-line work here)."""
+        if not self.feeding or not texts:
             return
-        text = raw.decode("utf-8", "replace")
-        self.watcher.feed(text)
-        self.tail.append(clean(text))
-        if self.progress is not None and self.phases.feed(text):
-            self._report()
+        self.watcher.feed_lines(texts)
+        self.tail.extend(texts[-(self.tail.maxlen or 1):])
+        if self.progress is not None:
+            self.phases.feed_lines(texts, self._report)  # each phase it passes through is said
 
     # -- progress --------------------------------------------------------------------------------------
     def _report(self) -> None:
@@ -664,17 +710,18 @@ class _Launch:
                 self.eof = True
                 self.selector.unregister(self.fd)
                 if self.pending:
-                    self._line(self.pending)
+                    self._lines([self.pending.decode("utf-8", "replace")])
                     self.pending = b""
                 return
             self._write_log(chunk)
             data = self.pending + chunk
-            parts = _LINE_BREAK_RE.split(data)
-            self.pending = parts.pop()
-            for part in parts:
-                self._line(part)
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1   # \r\n, \r and \n end a line
+            self.pending = data[cut:]
+            if cut:  # one decode for the chunk's whole lines (a character never spans a line break)
+                text = data[:cut].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+                self._lines(text.split("\n")[:-1])
             while len(self.pending) > self.max_line_bytes:  # a "line" that never ends
-                self._line(self.pending[:self.max_line_bytes])
+                self._lines([self.pending[:self.max_line_bytes].decode("utf-8", "replace")])
                 self.pending = self.pending[self.max_line_bytes:]
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -721,24 +768,25 @@ class _Launch:
         """Start the watchdog, which starts the engine; raise ``LaunchError`` if the engine cannot start."""
         ctl_r = st_w = -1
         try:
+            check_spawnable(self.argv, self.env)
             self._private_tmp()
             self.cgroup = make_cgroup()
             ctl_r, self.ctl = os.pipe()
             self.status_fd, st_w = os.pipe()
-            keep = ",".join(str(fd) for fd in self.locks.fds)
             self.shm_before = shm_listing()
-            cmd = [sys.executable, "-I", "-S", WATCHDOG, "--control", str(ctl_r), "--status", str(st_w),
-                   "--cgroup", self.cgroup, "--tmpdir", self.tmpdir, "--keep", keep, "--", *self.argv]
-            self.dog = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, env=self.env, start_new_session=True,
-                                        pass_fds=(ctl_r, st_w, *self.locks.fds))
+            # the guard starts the watchdog, which starts the engine (``helpers.py``, ``watchdog.Guard``); the
+            # engine's environment goes in the spec, the two keepers run with a clean one
+            spec = {"watchdog": WATCHDOG, "engine": list(self.argv), "env": self.env, "control": ctl_r,
+                    "status": st_w, "cgroup": self.cgroup, "tmpdir": self.tmpdir, "keep": list(self.locks.fds)}
+            self.dog = start_helper("guard", spec, pass_fds=(ctl_r, st_w, *self.locks.fds), where=self.tmpdir,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         except BaseException as err:
             # whatever went wrong (an OSError, a NUL byte in an argument or the environment, an
             # interrupt): nothing was started, so what we made so far is ours to remove
             self._close_pipes()
             self._cleanup_self()
             if isinstance(err, OSError):
-                raise LaunchError(f"cannot start the engine's watchdog ({sys.executable}): "
+                raise LaunchError(f"cannot start the engine's watchdog ({helper_python()}): "
                                   f"{err.strerror or err}") from None
             if isinstance(err, ValueError):
                 raise LaunchError(f"cannot start the engine {self.argv[0]!r}: {err}") from None
@@ -757,7 +805,7 @@ class _Launch:
         self.selector.register(self.status_fd, selectors.EVENT_READ)
         deadline = time.monotonic() + _SPAWN_WAIT_S
         while self.engine_pid < 0 and self.spawn_error is None and time.monotonic() < deadline:
-            if self.status_fd < 0:
+            if self.status_fd < 0 or self.watchdog_died is not None:
                 break
             ready = self.selector.select(timeout=0.05)
             if any(key.fd == self.status_fd for key, _ in ready):
@@ -771,7 +819,7 @@ class _Launch:
         name = self.argv[0]
         if self.spawn_error is None:
             raise LaunchError(f"cannot start the engine {name!r}: its watchdog did not report (exit code "
-                              f"{self.dog.returncode})")
+                              f"{self._lost_code()})")
         code, message = self.spawn_error
         if code == errno.ENOENT:
             raise LaunchError(f"cannot start the engine: {name!r} was not found")
@@ -830,13 +878,13 @@ class _Launch:
         finally:
             _ACTIVE.pop(id(self), None)
             if self.interrupted is not None:
-                _redeliver()
+                _redeliver(self.log_path)
 
     def _run(self, t0: float, started_at: float) -> LaunchResult:
         assert self.dog is not None
         # the private TMPDIR marks every process of the tree, also one orphaned when the watchdog is killed
         tree = ProcessTree(self.dog.pid, marker=f"TMPDIR={self.tmpdir}" if self.tmpdir else "")
-        stopped_by: StopReason = "timeout"
+        stopped_by = StopReason.TIMEOUT
         kv_at: float | None = None
         stop_at = time.monotonic()
         hard = True  # an unexpected exception ends in the hard stop
@@ -850,7 +898,7 @@ class _Launch:
             self._phase(STOPPING)
             stop_at = time.monotonic()
             # after a served load the answer is known too: the same stop as at the KV pool
-            hard = (stopped_by == "kv" or (stopped_by == "ready" and self.serve is not None)) \
+            hard = (stopped_by is StopReason.KV or (stopped_by is StopReason.READY and self.serve is not None)) \
                 and self.kv_stop == "kill"
             if not hard:
                 grace_used = self.grace_s
@@ -866,37 +914,44 @@ class _Launch:
             self._close_log()
             self._phase(CLEANED)
         final = self.final or {}
-        lost = stopped_by == "watchdog"
+        lost = stopped_by is StopReason.WATCHDOG
         return LaunchResult(
             argv=self.argv, pid=self.engine_pid,
             returncode=self.exit_code if self.exited else None if lost else -signal.SIGKILL,
             seconds_to_kv=None if kv_at is None else round(kv_at - t0, 3),
             seconds_total=round(t_end - t0, 3), log=self.watcher.result(), log_path=self.log_path,
-            tail=tuple(self.tail), timed_out=stopped_by == "timeout", leftover_pids=tuple(leftovers),
+            tail=tuple(clean(t) for t in self.tail), timed_out=stopped_by is StopReason.TIMEOUT,
+            leftover_pids=tuple(leftovers),
             stopped_by=stopped_by, started_at=started_at, ended_at=ended_at, lines=self.watcher.lines,
             log_truncated=self.log_truncated, seconds_to_stop=round(stop_at - t0, 3),
             stop="kill" if hard else "signal", escalated=escalated, stop_note=note, grace_s=grace_used,
             cleaned=tuple(final.get("cleaned", ())), containment="cgroup" if self.in_cgroup else "subreaper",
             lock_wait_s=round(self.locks.waited_s, 3),
-            watchdog_returncode=self.dog.returncode if lost and self.dog is not None else None,
-            suspended_s=round(self.suspended_s, 3),
+            watchdog_returncode=self._lost_code() if lost else None,
+            suspended_s=round(self.suspended_s, 3), log_error=self.log_error, log_bytes=self.log_written,
+            log_lines=self.watcher.lines if self.log_lines is None else self.log_lines,
         )
 
-    def _log_end(self, stopped_by: str, hard: bool, escalated: bool, teardown_s: float, leftovers: list[int]) -> None:
+    def _log_end(self, stopped_by: StopReason, hard: bool, escalated: bool, teardown_s: float,
+                 leftovers: list[int]) -> None:
         """One closing line, so a reader of the log knows it is complete and how the launch ended."""
         if self.log_fd < 0:
             return
-        why = stopped_by
+        why = str(stopped_by)
         if self.interrupted is not None:
             why = f"interrupt (signal {_signal_name(self.interrupted)} to the launcher)"
-        elif stopped_by == "watchdog" and self.dog is not None:
-            code = self.dog.returncode
+        elif stopped_by is StopReason.WATCHDOG and self.dog is not None:
+            code = self._lost_code()
             how_dog = _signal_name(-code) if code is not None and code < 0 else f"exit code {code}"
-            why = (f"the watchdog (pid {self.dog.pid}) was killed from outside ({how_dog}); the launcher "
-                   f"stopped the tree")
+            if self.watchdog_died is not None:
+                why = (f"the watchdog (pid {self.watchdog_pid}) was killed from outside ({how_dog}); its guard "
+                       f"(pid {self.dog.pid}) stopped the tree")
+            else:
+                why = (f"the watchdog's guard (pid {self.dog.pid}) was killed from outside ({how_dog}); the "
+                       f"launcher stopped the tree")
         how = "SIGKILL at once (verdict known)" if hard else (
             f"{_signal_name(self.stop_signal)}, grace {self.grace_s:g} s"
-            + (", then SIGKILL" if escalated else ""))
+            + ((", then SIGKILL (a second interrupt)" if self.escalate else ", then SIGKILL") if escalated else ""))
         cleaned = len((self.final or {}).get("cleaned", ()))
         left = f"; LEFT RUNNING: {leftovers}" if leftovers else ""
         unattributed = (self.final or {}).get("unattributed") or []
@@ -905,6 +960,8 @@ class _Launch:
             shown = ", ".join(unattributed[:3]) + more
             left += (f"; left in place (appeared during the launch, held by no process, but not seen used "
                      f"by the engine): {shown}")
+        if self.log_error:  # if room came back: say what is missing above this line
+            left += f"; this log stopped at {self.log_written:,} bytes ({self.log_error}): lines are missing above"
         self._write_all(f"[gpulayout: launch ended: {why}; stop: {how}; tree gone {teardown_s:.1f} s later; "
                         f"cleaned {cleaned} item(s){left}]\n".encode())
 
@@ -913,7 +970,7 @@ class _Launch:
         if not maps:
             return
         for pid in tree.alive():
-            if self.dog is not None and pid == self.dog.pid:
+            if self.dog is not None and pid in (self.dog.pid, self.watchdog_pid):
                 continue
             for name in shm_names(pid) - self.shm_sent:
                 self.shm_sent.add(name)
@@ -942,31 +999,35 @@ class _Launch:
                 self._phase(KV_REPORTED)
             self._tick()
             if self.interrupted is not None:
-                return "interrupt", kv_at
+                return StopReason.INTERRUPT, kv_at
             if reason is None:
                 if w.failed:
-                    reason, linger_until = "error", now + self.linger_s
-                elif self.stop_when == "kv" and w.kv_complete:
-                    reason, linger_until = "kv", now + self.linger_s   # concurrency line, late ranks
-                elif self.stop_when == "ready" and w.ready and (self.serve is None or not self.serve()):
-                    reason, linger_until = "ready", now
+                    reason, linger_until = StopReason.ERROR, now + self.linger_s
+                elif self.stop_when is StopWhen.KV and w.kv_complete:
+                    reason, linger_until = StopReason.KV, now + self.linger_s   # concurrency line, late ranks
+                elif self.stop_when is StopWhen.READY and w.ready and (self.serve is None or not self.serve()):
+                    reason, linger_until = StopReason.READY, now
                 elif self.exited:
-                    reason, linger_until = "exit", now + 0.3           # what it printed last
+                    reason, linger_until = StopReason.EXIT, now + 0.3           # what it printed last
                 elif self._dog_gone():  # killed from outside: it never said the engine exited
-                    reason, linger_until = "watchdog", now + 0.3
+                    reason, linger_until = StopReason.WATCHDOG, now + 0.3
                 elif now >= deadline:
-                    reason, linger_until = "timeout", now
+                    reason, linger_until = StopReason.TIMEOUT, now
             if reason is not None:
                 if now >= linger_until or (self.eof and (self.exited or self._dog_gone())):
                     if w.failed:
-                        reason = "error"  # also when it failed right after reporting its pool
-                    elif reason == "exit" and w.kv_complete:
-                        reason = "kv"
+                        reason = StopReason.ERROR  # also when it failed right after reporting its pool
+                    elif self.exited and reason in (StopReason.KV, StopReason.READY):
+                        # it ended by itself before it was stopped (in the linger after its pool line, or
+                        # before it served): an engine that dies after its pool has not started
+                        reason = StopReason.EXIT
                     return reason, kv_at
 
     def _graceful(self, tree: ProcessTree) -> tuple[bool, str | None]:
         """``stop_signal`` to the whole tree, up to the grace for it to be gone; (escalated, why)."""
         self._status()
+        if self.escalate:  # a second interrupt before the stop began: the watchdog SIGKILLed the tree
+            return True, "a second interrupt came before the stop began: the engine was SIGKILLed"
         if self.empty or self._dog_gone():
             return False, None
         t = time.monotonic()
@@ -980,14 +1041,14 @@ class _Launch:
                 self._scan(tree, maps=True)
                 next_scan = time.monotonic() + _MAPS_INTERVAL_S
         took = time.monotonic() - t
+        if self.escalate:  # before ``empty``: the tree is gone because the second interrupt's SIGKILL ended it
+            return True, (f"a second interrupt cut the stop short after {took:.1f} s: the engine was "
+                          f"SIGKILLed")
         if self.empty:
             _MEASURED_STOPS.append(took)
             return False, None
         # it took longer than the grace: back off, from the grace asked for (never compounding)
         _MEASURED_STOPS.append(2 * self.base_grace_s)
-        if self.escalate:
-            return True, (f"a second interrupt cut the stop short after {took:.1f} s: the engine was "
-                          f"SIGKILLed")
         return True, (f"the engine did not stop within its {self.grace_s:g} s grace after "
                       f"{_signal_name(self.stop_signal)}: it was SIGKILLed (raise grace_s; the next "
                       f"launch in this run waits {adapted_grace(self.grace_s):g} s)")
@@ -1022,15 +1083,12 @@ class _Launch:
 
     def _keep_locks(self, survivors: list[int]) -> None:
         """Survivors of SIGKILL and no watchdog to hold the GPU locks until they are gone: a keeper does
-        (``watchdog.py --hold``), so the next launch never starts beside them, and then removes the private
-        ``TMPDIR`` and the cgroup the survivors may have been using."""
+        (``watchdog.py hold``, started like the guard: ``helpers.py``), so the next launch never starts beside
+        them, and then removes the private ``TMPDIR`` and the cgroup the survivors may have been using."""
         if not (self.locks.fds or self.tmpdir or self.cgroup):
             return
         table = process_table()
-        held = ",".join(f"{p}:{table[p].start}" for p in survivors if p in table)
+        spec = {"pids": {str(p): table[p].start for p in survivors if p in table}, "keep": list(self.locks.fds),
+                "tmpdir": self.tmpdir, "cgroup": self.cgroup}
         with contextlib.suppress(OSError, ValueError):
-            subprocess.Popen([sys.executable, "-I", "-S", WATCHDOG, "--hold", held,
-                              "--keep", ",".join(map(str, self.locks.fds)), "--tmpdir", self.tmpdir,
-                              "--cgroup", self.cgroup],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True, pass_fds=self.locks.fds)
+            start_helper("hold", spec, pass_fds=self.locks.fds)

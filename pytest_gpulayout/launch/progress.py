@@ -37,7 +37,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -112,6 +112,23 @@ class PhaseTracker:
         if phase is None or (phase == KV_REPORTED and not self.kv_from_log):
             return False
         return self.advance(phase)
+
+    def feed_lines(self, lines: Sequence[str], on_move: Callable[[], None] | None = None) -> bool:
+        """``feed`` for each of ``lines`` (True when one moved the phase on), with one search per marker over
+        the lot first: a block where no marker appears anywhere moves nothing. ``on_move`` is called at each
+        step, so that a chunk holding "loading weights" and "profiling" shows both, in order."""
+        if PHASES.index(self.phase) >= PHASES.index(KV_REPORTED) or not lines:
+            return False
+        joined = "\n".join(lines)
+        if not any(pattern.search(joined) for _, pattern in _MARKERS):
+            return False
+        moved = False
+        for line in lines:
+            if self.feed(line):
+                moved = True
+                if on_move is not None:
+                    on_move()
+        return moved
 
     def advance(self, phase: str) -> bool:
         """Move on to ``phase`` if it is further; True when it moved."""

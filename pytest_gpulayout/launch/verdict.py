@@ -23,6 +23,7 @@ from pytest_gpulayout.launch.logparse import (
     TP_MEMORY_UNBALANCED,
     StartupLog,
 )
+from pytest_gpulayout.launch.stops import StopReason
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.pool import PoolPrediction
 from pytest_gpulayout.model.spec import ModelSpec
@@ -54,6 +55,32 @@ _FIXES = {
 }
 
 
+
+
+def log_cut(result: LaunchResult) -> str | None:
+    """Why the saved log stops short, in words: a write that failed (a full disk), or its size cap; None when
+    it holds everything the engine printed. The launch read every line as it streamed either way."""
+    if not result.log_truncated or result.log_path is None:
+        return None
+    held = f"{result.log_lines:,} of the {result.lines:,} lines the engine printed"
+    if result.log_error:
+        return (f"its log is cut short: writing it failed after {result.log_bytes:,} bytes ({result.log_error}), so "
+                f"it holds only the first {held}; what the verdict read after that is not in it")
+    return f"its log stops at its size cap ({result.log_bytes:,} bytes, the first {held}): the rest was read, not kept"
+
+
+def _ended(returncode: int | None) -> str:
+    """How the engine's main process ended by itself: ``exited with code 3``, ``was killed by SIGSEGV``."""
+    if returncode is not None and returncode < 0:
+        return f"was killed by {_signame(-returncode)}"
+    return f"exited with code {returncode}"
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 def _tail_text(lines: Sequence[str], n: int = TAIL_IN_MESSAGE) -> str:
@@ -172,12 +199,16 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
         error_kind=log.error_kind, error_numbers=dict(log.error_numbers), predicted_kv_tokens=prediction_tokens,
         ratio=ratio, engine_config=dict(log.config), contradictions=tuple(contradictions),
         log_path=str(result.log_path) if result.log_path else None,
-        stopped_by=result.stopped_by, returncode=result.returncode,
+        stopped_by=str(result.stopped_by), returncode=result.returncode,
         leftover_pids=tuple(result.leftover_pids), command=tuple(result.argv),
         stop=result.stop, escalated=result.escalated, stop_note=result.stop_note,
         cleaned=tuple(result.cleaned), containment=result.containment, lock_wait_s=result.lock_wait_s,
+        log_cut=log_cut(result),
     )
-    where = f" Log: {result.log_path}." if result.log_path else ""
+    plain = where = f" Log: {result.log_path}." if result.log_path else ""
+    cut = log_cut(result)
+    if cut is not None:  # a failure's evidence is its log: say where it stops
+        where = f" Log: {result.log_path} ({cut})."
     tail = _tail_text(result.tail)
     waited = (f" It waited {result.lock_wait_s:.0f} s for its GPUs (held by another launch) before it "
               f"started; that time was not its own." if result.lock_wait_s >= 1 else "")
@@ -190,31 +221,35 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
                     f"still running: kill them before the next launch.")
 
     provisional = ""
-    if kv is not None and log.kv_provisional and result.stopped_by != "ready":
+    if kv is not None and log.kv_provisional and result.stopped_by is not StopReason.READY:
         provisional = (f" It had printed only the pool it profiles with ({kv:,} tokens), not the one it serves "
                        f"from.")
         kv = None
-    if kv is None or result.stopped_by == "error":
+    exited = result.stopped_by is StopReason.EXIT
+    if kv is None or result.stopped_by is StopReason.ERROR or exited:
         if log.error_kind is not None:
             fix = _FIXES.get(log.error_kind, "see the engine's log")
             msg = (f"{name} failed to start {dep.layout} ({log.error_kind}): {log.error_line}. "
                    f"Fix: {fix}.{where}{leftover}")
-        elif result.stopped_by == "timeout":
+        elif exited and kv is not None:
+            msg = (f"{name} {_ended(result.returncode)} after it reported its KV pool ({kv:,} tokens), "
+                   f"before the launch stopped it: it failed to start {dep.layout} (a server that ends by itself "
+                   f"serves nothing; its log names no known cause).{where}{leftover}")
+        elif result.stopped_by is StopReason.TIMEOUT:
             msg = (f"{name} did not report its KV pool within {dep.launch.timeout_s:.0f} s "
                    f"(launch.timeout_s).{provisional} Raise the timeout if the model is large, else see the log."
                    f"{where}{leftover}")
-        elif result.stopped_by == "watchdog":
+        elif result.stopped_by is StopReason.WATCHDOG:
             code = result.watchdog_returncode
-            how = (f"by {signal.Signals(-code).name}" if code is not None and code < 0
-                   and -code in signal.valid_signals() else f"with code {code}")
+            how = f"by {_signame(-code)}" if code is not None and code < 0 else f"with code {code}"
             msg = (f"the launch's watchdog was killed from outside ({how}) before {name} reported "
                    f"its KV pool; the launcher stopped {name}'s process tree itself. Nothing is known of "
                    f"{name}'s own fate: run the check again.{where}{leftover}")
-        elif result.stopped_by == "interrupt":
+        elif result.stopped_by is StopReason.INTERRUPT:
             msg = (f"the launch was interrupted before {name} reported its KV pool.{provisional}"
                    f"{where}{leftover}")
         else:
-            msg = (f"{name} exited with code {result.returncode} before reporting its KV pool, "
+            msg = (f"{name} {_ended(result.returncode)} before reporting its KV pool, "
                    f"and its log names no known cause.{where}{leftover}")
         msg += disagree + killed + waited
         if tail:
@@ -274,6 +309,8 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     if contradictions:
         return failed(CHECK, f"{said}.{disagree}{killed}{where}", data)
     warnings: list[str] = []
+    if result.log_error:  # the verdict stands on lines its log does not show: the disk is full, say so
+        warnings.append(f"{cut}: free space where the logs go, or name another folder (--log-dir).")
     if result.escalated:  # the pool is right, but the engine did not stop the way it was asked to
         cleaned = (f" Cleaned up after it: {', '.join(result.cleaned)}." if result.cleaned else "")
         warnings.append(f"{result.stop_note or 'its stop needed SIGKILL'}.{cleaned}")
@@ -283,5 +320,5 @@ def judge(dep: Deployment, model: ModelSpec | None, result: LaunchResult, *, nam
     if off:
         warnings.append(f"{off}.")
     if warnings:
-        return warned(CHECK, f"{said}, but " + " Also, ".join(w for w in warnings) + where, data)
-    return passed(CHECK, f"{said}.{where}", data)
+        return warned(CHECK, f"{said}, but " + " Also, ".join(w for w in warnings) + plain, data)
+    return passed(CHECK, f"{said}.{plain}", data)

@@ -9,6 +9,11 @@ and the watchdog starts the engine. Why a process of its own:
   descendants of the watchdog are exactly the engine's tree, and "no child left" (``ECHILD``) means
   the tree is gone. Where the host allows it, the engine also runs in a cgroup v2 of its own
   (``cgroup.kill`` ends it in one write; ``cgroup.procs`` lists it without a walk).
+- **A killed watchdog still leaves nothing.** The watchdog's parent is its guard (``Guard`` below), a
+  subreaper too, whose command line names nothing of ours; the engine's main process dies with the
+  watchdog (``PR_SET_PDEATHSIG``), the rest of the tree comes back to the guard, which stops it, removes
+  what it made and holds the GPU locks until it is gone. The environment of both is clean: the engine's
+  (``launch.env``) comes in the spec file (``--spec``), never into theirs.
 - **A killed launcher still leaves nothing.** The launcher holds the write end of the control pipe.
   When it closes (a normal end, a crash, SIGKILL by the OOM killer or a CI timeout), the watchdog
   stops the tree, cleans up after it and exits. The GPU lock files are passed to it too, so the lock
@@ -48,7 +53,9 @@ line: ``{"spawned": pid, "cgroup": bool}`` or ``{"spawn_error": errno, "message"
 ``{"shm": name}`` when a new ``/dev/shm`` name is seen held by the tree (``ShmWatch``),
 ``{"exit": returncode}`` when the engine's main process ends, ``{"empty": true}`` when the whole
 tree is gone, and last ``{"final": ..., "killed": [...], "cleaned": [...], "leftover": [...],
-"unattributed": [...]}``.
+"unattributed": [...]}``. The guard writes on the same pipe ``{"watchdog_died": code, "watchdog": pid}``
+when the watchdog ended before it finished, then its own ``final``. Watchdog to guard (``--guard FD``):
+``shm NAME`` for each ``/dev/shm`` name the watchdog took to be the tree's.
 """
 
 from __future__ import annotations
@@ -65,9 +72,11 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 SHM_DIR = "/dev/shm"
 KILL_WAIT_S = 10.0
 #: names the engines' libraries give what they create in ``/dev/shm``: Python multiprocessing's
@@ -82,13 +91,19 @@ ShmListing = dict[str, tuple[int, int]]
 # ------------------------------------------------------------------------------------------------
 # /proc helpers (also used by the launcher, which imports this module)
 # ------------------------------------------------------------------------------------------------
+def _prctl() -> Callable[..., int] | None:
+    """libc's ``prctl`` (Linux), loaded before a fork so that the child only calls it; None elsewhere."""
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
+    except (OSError, AttributeError):
+        return None
+
+
 def set_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux >= 3.4); False elsewhere."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
+    prctl = _prctl()
+    return prctl is not None and int(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
@@ -260,12 +275,15 @@ def remove_private(tmpdir: str, cgroup: str) -> int:
             entries = 0
         shutil.rmtree(tmpdir, ignore_errors=True)
     if cgroup:
-        for _ in range(50):
+        # EBUSY while a killed process is still exiting: it has left ``cgroup.procs`` but not the cgroup (it
+        # takes longer on a loaded machine: 0.5 s was seen to be too short under pytest -n 2 on two cores)
+        deadline = time.monotonic() + KILL_WAIT_S
+        while True:
             try:
                 os.rmdir(cgroup)
                 break
             except OSError as err:
-                if err.errno != errno.EBUSY:
+                if err.errno != errno.EBUSY or time.monotonic() >= deadline:
                     break
                 time.sleep(0.01)
     return entries
@@ -359,12 +377,15 @@ def cgroup_procs(path: str) -> list[int]:
 # The watchdog
 # ------------------------------------------------------------------------------------------------
 class Watchdog:
-    def __init__(self, control: int, status: int, cgroup: str, tmpdir: str, keep: list[int]):
+    def __init__(self, control: int, status: int, cgroup: str, tmpdir: str, keep: list[int], *,
+                 guard: int = -1, engine_env: dict[str, str] | None = None):
         self.control = control
         self.status = status
         self.cgroup = cgroup
         self.tmpdir = tmpdir
         self.keep = keep
+        self.guard = guard                # write end of the pipe to the guard: the /dev/shm names it must know
+        self.engine_env = engine_env      # the engine's environment (None: ours); the watchdog's own is clean
         self.engine = -1
         self.engine_reaped = False
         self.exit_reported = False
@@ -379,6 +400,19 @@ class Watchdog:
     def send(self, **msg: object) -> None:
         with contextlib.suppress(OSError):
             os.write(self.status, (json.dumps(msg) + "\n").encode())
+
+    def own_shm(self, name: str) -> None:
+        """``name`` in ``/dev/shm`` is the tree's: remember it, and tell the guard (which removes it if this
+        watchdog is killed before it could)."""
+        if name in self.shm:
+            return
+        self.shm.add(name)
+        if self.guard >= 0:
+            try:
+                os.write(self.guard, f"shm {name}\n".encode())
+            except OSError:  # the guard is gone: the launcher has the names too
+                os.close(self.guard)
+                self.guard = -1
 
     def tree(self) -> list[int]:
         pids = set(descendants(os.getpid()))
@@ -435,8 +469,16 @@ class Watchdog:
         cgroup = self.cgroup
         self.shm_watch = ShmWatch()      # before the listing: nothing created in between is missed
         self.shm_before = shm_listing()  # what the engine finds there is not its to remove
+        parent = os.getpid()
+        prctl = _prctl()
 
         def child_setup() -> None:  # runs in the engine's process between fork and exec (no threads here)
+            # it dies with this watchdog, however the watchdog ends (SIGKILL included): the guard above
+            # then finds the rest of the tree reparented to it
+            if prctl is not None:
+                prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() != parent:  # the watchdog died before the line above
+                    os._exit(1)
             os.setpgid(0, 0)  # its own group: one killpg reaches it, and never the watchdog
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGQUIT):
                 signal.signal(sig, signal.SIG_DFL)
@@ -450,9 +492,12 @@ class Watchdog:
 
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=1, stderr=subprocess.STDOUT,
-                                    close_fds=True, preexec_fn=child_setup)
+                                    close_fds=True, preexec_fn=child_setup, env=self.engine_env)
         except OSError as err:
             self.send(spawn_error=err.errno or 0, message=err.strerror or str(err))
+            return False
+        except (ValueError, TypeError) as err:  # a NUL byte: the launcher checks, this is the last word
+            self.send(spawn_error=0, message=str(err))
             return False
         self.engine = proc.pid
         in_cgroup = bool(cgroup) and proc.pid in cgroup_procs(cgroup)
@@ -462,7 +507,7 @@ class Watchdog:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.close(devnull)
-        self.send(spawned=proc.pid, cgroup=in_cgroup)
+        self.send(spawned=proc.pid, cgroup=in_cgroup, watchdog=os.getpid())
         # Popen's own bookkeeping must not reap the engine behind our back
         proc.returncode = 0
         return True
@@ -487,7 +532,7 @@ class Watchdog:
                 with contextlib.suppress(ValueError):
                     self.signal_tree(int(arg))
             elif word == "shm" and arg and "/" not in arg:
-                self.shm.add(arg)
+                self.own_shm(arg)
             elif word == "kill":
                 self.stop_requested = self.stop_requested or (arg or "asked")
                 done = True
@@ -508,7 +553,7 @@ class Watchdog:
             held |= shm_names(pid) & set(self.shm_pending)
         for name in list(self.shm_pending):
             if name in held:
-                self.shm.add(name)
+                self.own_shm(name)
                 self.send(shm=name)  # the launcher keeps it too, for a clean-up without us
                 del self.shm_pending[name]
             elif now >= self.shm_pending[name]:
@@ -558,6 +603,7 @@ class Watchdog:
         cleaned: list[str] = []
         unattributed: list[str] = []
         if not leftover:
+            self.reap_engine()  # nothing is signalled any more: its zombie need not hold the group's id
             removable, unattributed = shm_to_remove(self.shm, self.shm_before, seen)
             for name in removable:
                 path = os.path.join(SHM_DIR, name)
@@ -586,32 +632,160 @@ class Watchdog:
         self.reap_engine()
 
 
+class Guard(Watchdog):
+    """The watchdog's guard: the parent of the watchdog, and the subreaper above the engine's tree.
+
+    ``pkill -9 -f pytest_gpulayout``, or a runner that kills a job's processes, takes the launcher and its
+    watchdog at the same moment; nothing was left then to stop the tree, which lived on under init with
+    its cgroup, TMPDIR, /dev/shm segments, and the GPU lock free for the next launch. The guard is started
+    as ``python -I -S - guard FD`` (this file on its standard input, its options in the spec file ``FD``),
+    so its command line names nothing of this project, and in a session of its own. When the watchdog
+    ends without finishing (killed, crashed), the engine's main process dies with it (``PR_SET_PDEATHSIG``,
+    set by the watchdog) and every other process of the tree is reparented to the guard (the nearest
+    living subreaper); the guard tells the launcher (``{"watchdog_died": code}``), freezes and kills the
+    tree, removes the ``/dev/shm`` names the watchdog passed it and the tree maps, the private TMPDIR and
+    the cgroup, and holds the GPU locks until the tree is gone. A watchdog that finished (exit 0, nothing
+    left) ends the guard at once.
+    """
+
+    def __init__(self, spec: dict[str, Any], spec_fd: int):
+        super().__init__(-1, int(spec["status"]), str(spec.get("cgroup", "")), str(spec.get("tmpdir", "")),
+                         [int(x) for x in spec.get("keep", ())])
+        self.spec = spec
+        self.spec_fd = spec_fd
+        self.names = -1
+
+    def _read_names(self, block_s: float) -> None:
+        if self.names < 0:
+            time.sleep(block_s)
+            return
+        try:
+            ready, _, _ = select.select([self.names], [], [], block_s)
+        except InterruptedError:
+            return
+        if not ready:
+            return
+        try:
+            data = os.read(self.names, 65536)
+        except InterruptedError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            os.close(self.names)
+            self.names = -1
+            return
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        for raw in lines:
+            word, _, name = raw.decode("utf-8", "replace").partition(" ")
+            if word == "shm" and name and "/" not in name:
+                self.shm.add(name)
+
+    def run(self) -> int:
+        set_subreaper()
+        self.shm_before = shm_listing()
+        control = int(self.spec["control"])
+        names_r, names_w = os.pipe()
+        argv = [sys.executable, "-I", "-S", str(self.spec["watchdog"]), "--control", str(control), "--status",
+                str(self.status), "--cgroup", self.cgroup, "--tmpdir", self.tmpdir, "--keep",
+                ",".join(map(str, self.keep)), "--spec", str(self.spec_fd), "--guard", str(names_w), "--",
+                *[str(a) for a in self.spec["engine"]]]
+        try:
+            dog = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True, env=clean_env(),
+                                   pass_fds=(control, self.status, names_w, self.spec_fd, *self.keep))
+        except OSError as err:
+            self.send(spawn_error=err.errno or 0, message=f"cannot start the watchdog: {err.strerror or err}")
+            return 1
+        finally:
+            for fd in (control, names_w, self.spec_fd):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.names = names_r
+        devnull = os.open(os.devnull, os.O_WRONLY)  # only the tree writes to the output pipe now
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        code = None
+        while code is None:
+            self._read_names(0.05)
+            if self.stop_requested and dog.poll() is None:
+                with contextlib.suppress(OSError):
+                    dog.kill()
+            code = dog.poll()
+        while self.names >= 0:  # what it said before it ended
+            self._read_names(0.0)
+            if self.names >= 0 and not select.select([self.names], [], [], 0)[0]:
+                break
+        if code == 0 and not self.tree():
+            for fd in self.keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            return 0
+        self.send(watchdog_died=code, watchdog=dog.pid)
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        self.stop_requested = f"the watchdog (pid {dog.pid}) ended ({how}) before the tree was gone"
+        self.finish()
+        return 0
+
+
+def read_spec(fd: int) -> dict[str, Any]:
+    """The JSON options of a guard or keeper, from the (unlinked) file ``fd`` the launcher wrote."""
+    data = os.pread(fd, max(os.fstat(fd).st_size, 0), 0)
+    spec = json.loads(data.decode("utf-8"))
+    if not isinstance(spec, dict):
+        raise ValueError("the spec is not a JSON object")
+    return spec
+
+
+def clean_env() -> dict[str, str]:
+    """The environment of the guard, the watchdog and the keeper: nothing of ``launch.env`` (an ``LD_PRELOAD``
+    there is the engine's, not theirs) and nothing of ours but what a Python needs to start where the
+    launcher's did (``LD_LIBRARY_PATH``)."""
+    return {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if k in os.environ}
+
+
 def _fds(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def _helper(mode: str, fd: int) -> int:
+    """``python -I -S - guard|hold FD``: the guard, or the launcher's keeper of the GPU locks."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):  # not a terminal's: they have sessions of their own
+        signal.signal(sig, signal.SIG_IGN)
+    spec = read_spec(fd)
+    if mode == "hold":  # hold the GPU locks while the survivors it names live, then remove the TMPDIR and cgroup
+        os.close(fd)
+        pids = {int(p): int(t) for p, t in spec.get("pids", {}).items()}
+        hold([int(x) for x in spec.get("keep", ())], pids, tmpdir=str(spec.get("tmpdir", "")),
+             cgroup=str(spec.get("cgroup", "")))
+        return 0
+    guard = Guard(spec, fd)
+
+    def on_term(signum: int, frame: object) -> None:
+        guard.stop_requested = guard.stop_requested or f"guard got signal {signum}"
+
+    signal.signal(signal.SIGTERM, on_term)
+    return guard.run()
+
+
 def main(args: Iterable[str]) -> int:
     argv = list(args)
+    if len(argv) == 2 and argv[0] in ("guard", "hold") and argv[1].isdigit():
+        return _helper(argv[0], int(argv[1]))
     opts: dict[str, str] = {}
     while argv and argv[0] != "--":
         key = argv.pop(0)
         opts[key.lstrip("-")] = argv.pop(0) if argv else ""
     engine = argv[1:]
-    if "hold" in opts:  # the launcher's keeper: hold the GPU locks while the survivors it names live, then
-        # remove the launch's TMPDIR and cgroup
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        pids: dict[int, int] = {}
-        for item in opts["hold"].split(","):
-            pid, _, start = item.partition(":")
-            if pid.isdigit() and start.isdigit():
-                pids[int(pid)] = int(start)
-        hold(_fds(opts.get("keep", "")), pids, tmpdir=opts.get("tmpdir", ""), cgroup=opts.get("cgroup", ""))
-        return 0
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):  # a terminal's signals are the launcher's to act on
         signal.signal(sig, signal.SIG_IGN)
+    engine_env: dict[str, str] | None = None
+    if opts.get("spec", "").isdigit():  # the engine's environment; ours is clean
+        spec_fd = int(opts["spec"])
+        engine_env = {str(k): str(v) for k, v in read_spec(spec_fd).get("env", {}).items()}
+        os.close(spec_fd)
     dog = Watchdog(int(opts["control"]), int(opts["status"]), opts.get("cgroup", ""), opts.get("tmpdir", ""),
-                   _fds(opts.get("keep", "")))
+                   _fds(opts.get("keep", "")), guard=int(opts.get("guard", "-1") or -1), engine_env=engine_env)
 
     def on_term(signum: int, frame: object) -> None:
         dog.stop_requested = dog.stop_requested or f"watchdog got signal {signum}"

@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.inputs.files import read_text
+from pytest_gpulayout.inputs.files import load_json, read_text
 from pytest_gpulayout.inputs.suggest import close_matches
+from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.machine.capability import fill_from_names, format_capability, parse_capability
 from pytest_gpulayout.machine.facts import PCIE_KINDS, Gpu, GpuProcess, Machine, normalize_link
 from pytest_gpulayout.machine.nodes import nodes_from_dict
@@ -445,6 +446,7 @@ def _yaml_load(text: str, where: str) -> object:
         return loader.construct_mapping(node, deep=deep)
 
     _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    check_shape(text, where)  # too deep, recursive, a billion laughs: one line before it is composed
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
@@ -461,6 +463,8 @@ def parse_snapshot_text(text: str, where: str, fmt: str) -> object:
             return json.loads(text)
         except json.JSONDecodeError as err:
             raise InputError(f"line {err.lineno}: not valid JSON: {err.msg}", where=where) from None
+        except RecursionError:
+            return load_json(text, where)  # its one line for nesting past Python's reader
     return _yaml_load(text, where)
 
 

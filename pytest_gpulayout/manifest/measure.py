@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_gpulayout.inputs.files import not_regular
 from pytest_gpulayout.inputs.trace import read_trace
 from pytest_gpulayout.inputs.values import Ctx, describe, int_value, number_value, string_list_value, string_value
 from pytest_gpulayout.manifest.keys import check_keys
@@ -187,7 +188,9 @@ def build(ctx: Ctx, fields: Mapping[str, Any], prefix: str, base_dir: Path) -> M
     trace = values.get("trace")
     if trace is not None:
         if not trace.is_file():
-            ctx.fail(f"{prefix}.measure.trace", f"no such file: {trace}")
+            kind = not_regular(trace)
+            ctx.fail(f"{prefix}.measure.trace",
+                     f"not a regular file: {trace} ({kind})" if kind else f"no such file: {trace}")
         if "request_rate" in values:
             ctx.fail(f"{prefix}.measure.request_rate", "a trace sets its own arrivals (its timestamps): drop "
                                                        "request_rate, or drop trace for a Poisson sweep")

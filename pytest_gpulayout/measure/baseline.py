@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import not_regular
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.measure.stats import Interval, ratio_ci
 from pytest_gpulayout.workload import Load, MeasureSpec
@@ -114,6 +115,9 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def read_entries(path: Path) -> list[dict[str, Any]]:
+    kind = not_regular(path)
+    if kind is not None:  # a FIFO would block the read, and the write after it
+        raise InputError(f"{path}: not a regular file: {kind}", key="--gpulayout-measure-baseline")
     if not path.is_file():
         return []
     try:

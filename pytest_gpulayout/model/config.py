@@ -43,6 +43,13 @@ _MISSING = object()
 #: a layer count past this is refused at once (issue 19 item 9: every check walks the layers, and an
 #: absurd count must answer in bounded time with one clear error, never hang)
 MAX_LAYERS = 4096
+#: attention (or KV) heads past this are refused (round 4, item 3: ``num_attention_heads: 1e18`` passed
+#: ``heads`` and reported "0 B/token"); the largest published models have 128 (Llama 3.1 405B, DeepSeek-V3)
+MAX_HEADS = 16384
+#: any other integer of a config past this is refused: the engines size their tensors with 32-bit
+#: dimensions, and a value past it is a typo or a hostile file, never a model
+MAX_CONFIG_INT = 2**31 - 1
+_HEAD_KEYS = frozenset({"num_attention_heads", "n_head", "num_heads", "n_heads", *KV_HEAD_KEYS})
 
 
 class _Reader:
@@ -96,6 +103,14 @@ class _Reader:
             raise InputError(f"must be an integer, got {v!r}", where=self.where, key=self.key(k))
         if v < minimum:
             raise InputError(f"must be >= {minimum}, got {v}", where=self.where, key=self.key(k))
+        if k in _HEAD_KEYS and v > MAX_HEADS:
+            raise InputError(f"{v:,} heads is past any model's (the largest published ones have 128; more than "
+                             f"{MAX_HEADS:,} is refused): is the config's value a typo?", where=self.where,
+                             key=self.key(k))
+        if v > MAX_CONFIG_INT:
+            raise InputError(f"{v:,} is past any model's dimensions (the engines size tensors with 32-bit "
+                             f"dimensions: at most {MAX_CONFIG_INT:,}): is the config's value a typo?",
+                             where=self.where, key=self.key(k))
         return v
 
     def bool_(self, *names: str, default: bool | None = None, use_fallback: bool = False) -> bool | None:
@@ -493,6 +508,10 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         kv_heads = heads   # no alias key: multi-head attention, one KV head per attention head
 
     head_dim = r.int_("head_dim", "hidden_size_per_head", minimum=0) or hidden // heads
+    if head_dim == 0:  # more heads than hidden units: every head 0 wide, "0 B/token" of KV
+        raise InputError(f"{heads:,} attention heads for a hidden_size of {hidden:,}: each head would be "
+                         f"{hidden / heads:.3g} wide (hidden_size / num_attention_heads, no head_dim given): is one of "
+                         f"them a typo?", where=r.where, key=r.key("num_attention_heads"))
     v_head_dim = r.int_("v_head_dim")
     kv_lora = r.int_("kv_lora_rank", minimum=0) or None
     q_lora = r.int_("q_lora_rank", minimum=0) or None

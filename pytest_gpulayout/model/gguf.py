@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import open_regular
 from pytest_gpulayout.model.spec import FULL, SLIDING, ModelSpec
 
 #: llama.cpp b11434 ``src/llama-hparams.h``: the most layers it builds (``llama-model.cpp`` asserts it)
@@ -134,7 +135,7 @@ class _Header:
         self.path = path
         self.gguf = gguf
         self.struct = struct
-        self.f = open(path, "rb")  # noqa: SIM115 - closed in read()
+        self.f = open_regular(path, what="GGUF file")  # closed in read(); a FIFO or /dev/zero is refused
         self.endian = "<"
 
     def _read(self, n: int) -> bytes:

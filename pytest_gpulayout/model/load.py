@@ -4,13 +4,12 @@ are measured from safetensors headers where the files are there."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.inputs.files import read_text
+from pytest_gpulayout.inputs.files import load_json, read_text
 from pytest_gpulayout.model import catalog
 from pytest_gpulayout.model.config import spec_from_config
 from pytest_gpulayout.model.gguf import load_gguf
@@ -20,12 +19,7 @@ from pytest_gpulayout.model.weights import measured_weight_bytes
 
 
 def _read_json(path: Path, *, what: str = "model config") -> dict[str, Any]:
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})",
-                         where=path) from None
+    data = load_json(read_text(path), path)
     if not isinstance(data, dict):
         raise InputError(f"a model config must be a JSON object, got {type(data).__name__}", where=path)
     _refuse_non_finite(data, path, "")

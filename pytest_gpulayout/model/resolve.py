@@ -32,7 +32,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.inputs.files import LOOP_MESSAGE, read_text, symlink_loop
+from pytest_gpulayout.inputs.files import DIRECTORY, LOOP_MESSAGE, not_regular, read_text, symlink_loop
 from pytest_gpulayout.inputs.yaml import load_yaml
 from pytest_gpulayout.model import catalog
 from pytest_gpulayout.model.hfcache import Snapshot, find_snapshot, hub_cache_dir, read_weights_record
@@ -219,10 +219,17 @@ def _supply_hint(sources: ModelSources) -> str:
 
 
 def _local(path: Path, ref: str, via: str, origin: Origin = Origin.PATH) -> ResolvedModel | None:
-    """The model at an existing ``path``, or None where nothing is there."""
+    """The model at an existing ``path``, or None where nothing is there. A FIFO or a device is refused
+    before it is opened: it would be waited on, or never end."""
+    kind = not_regular(path)
+    if kind is not None and kind != DIRECTORY:
+        raise InputError(f"the model is not a regular file: {kind}", where=path)
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
+            kind = not_regular(config)
+            if kind is not None:
+                raise InputError(f"the model's config.json is not a regular file: {kind}", where=config)
             if symlink_loop(config):
                 raise InputError(LOOP_MESSAGE + ", so the model's config.json cannot be read", where=config)
             raise ModelNotFound(ref, NotFound.NO_CONFIG, "no config.json in this directory (a model directory must "

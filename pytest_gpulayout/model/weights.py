@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import not_regular, open_regular
 from pytest_gpulayout.model.spec import ModelSpec
 
 #: safetensors dtype names -> bytes per element (``safetensors`` spec; F8_E8M0 is the MX scale type).
@@ -53,7 +54,7 @@ SANDWICH_NORM = frozenset({"gemma2", "gemma3", "gemma3_text"})
 def safetensors_header(path: Path) -> dict[str, Any]:
     """The JSON header of one ``.safetensors`` file (reads 8 + header-length bytes, no tensor data)."""
     try:
-        with path.open("rb") as fh:
+        with open_regular(path, what="safetensors file") as fh:
             head = fh.read(8)
             if len(head) < 8:
                 raise InputError("not a safetensors file (shorter than its 8-byte header length)", where=path)
@@ -100,8 +101,9 @@ def safetensors_tensor_bytes(header: dict[str, Any], where: Path | str) -> int:
 
 def _index_total(path: Path) -> int | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        with open_regular(path, what="checkpoint index") as fh:
+            data = json.loads(fh.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     total = data.get("metadata", {}).get("total_size") if isinstance(data, dict) else None
     if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
@@ -118,6 +120,10 @@ def measured_weight_bytes(model_dir: Path) -> int | None:
     """
     if not model_dir.is_dir():
         return None
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        kind = not_regular(model_dir / index)
+        if kind is not None:  # one that cannot be read is not one to skip: the weights would be guessed
+            raise InputError(f"the checkpoint index is not a regular file: {kind}", where=model_dir / index)
     for index in ("model.safetensors.index.json",):
         p = model_dir / index
         if p.is_file():

@@ -56,6 +56,24 @@ def test_real_logs_parse_to_the_numbers_they_print(name: str, tokens: int, block
     assert log.kv_tokens == tokens and log.gpu_blocks == blocks and log.available_kv_gib == gib
 
 
+@pytest.mark.parametrize("name, numbers", [
+    # the PyTorch backend's own explanation, under a rank tag (1.0.0rc1/rc3, 8 x H200)
+    ("oom-executor-kv-cache-5872.log", {"total_gib": 140.06, "free_gib": 108.86}),
+    # the same text without any [TRT-LLM] tag: only the RuntimeError was pasted (MLPerf GPT-OSS)
+    ("oom-executor-gpt-oss-mlcommons2501.log", {"total_gib": 276.50, "free_gib": 200.47}),
+    # the C++ runtime's CUDA check, its line broken in two by the copy (2023, under Triton)
+    ("oom-cudamallocasync-260.log", {}),
+])
+def test_real_out_of_memory_logs_are_oom(name: str, numbers: dict[str, float],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Round 4, item 7: these were error_kind none (5872: a rank tag hid the [E] line) or other_error."""
+    log = parse_trtllm_log(_log(name))
+    assert (log.engine, log.error_kind, dict(log.error_numbers)) == ("trtllm", "oom", numbers)
+    assert log.error_line and "out of memory" in log.error_line.replace("insufficient GPU memory", "out of memory")
+    assert main(["parse-log", str(LOGS / name), "--json"]) == 1   # a failed start; the engine told by its lines
+    assert json.loads(capsys.readouterr().out)["error_kind"] == "oom"
+
+
 def test_parse_log_cli_reads_trtllm_forced_and_auto(capsys: pytest.CaptureFixture[str]) -> None:
     for extra in ([], ["--engine", "trtllm"]):
         assert main(["parse-log", "--json", str(LOGS / "001.log"), *extra]) == 0
@@ -207,6 +225,16 @@ def test_startup_with_the_fake_engine_replaying_a_trtllm_log(fake_dep: Deploymen
     argv = json.loads((tmp_path / "pids" / "argv.json").read_text())["argv"]
     assert argv[:2] == ["serve", str(tmp_path / "llama")]
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
+
+
+def test_startup_that_runs_out_of_memory_fails_as_oom_with_its_fix(fake_dep: Deployment, tmp_path: Path) -> None:
+    cmd = list(fake_dep.launch.command or ())
+    cmd[cmd.index("--fake-log") + 1] = str(LOGS / "oom-executor-kv-cache-5872.log")
+    dep = replace(fake_dep, launch=replace(fake_dep.launch, command=(*cmd, "--fake-mode", "exits-early")))
+    r = launch_deployment(dep, None, engine=ENGINES["trtllm"].launch, log_dir=tmp_path / "logs")
+    assert r.finding.status is Status.FAIL, r.finding.message
+    assert r.error_kind == "oom"
+    assert "failed to start TP=1 PP=1 DP=1 (oom)" in r.finding.message and "Fix: out of GPU memory" in r.finding.message
 
 
 def test_startup_lowered_max_seq_len_is_a_warning(fake_dep: Deployment, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from drivers import RESET_SIGNALS
 from fakes import fake_engine
 from leaks import Snapshot
 
@@ -375,7 +376,7 @@ def test_lock_files_are_private_to_the_user(fake: Fake, monkeypatch: pytest.Monk
 # ------------------------------------------------------------------------------------------------
 # Case 7: a launcher started with SIGINT ignored passed that on, so every SIGINT stop ended in SIGKILL
 # ------------------------------------------------------------------------------------------------
-IGNORING_DRIVER = textwrap.dedent("""
+IGNORING_DRIVER = RESET_SIGNALS + textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a job started with `&`
@@ -482,12 +483,11 @@ def test_whatever_the_spawn_raises_what_the_launch_made_is_removed(
 # Case 1 (the launcher's side; the real engine is in test_containment_engine.py): an interrupt stops
 # with the launch's own stop signal and a real grace, a second one escalates, the log is complete
 # ------------------------------------------------------------------------------------------------
-DRIVER = textwrap.dedent("""
+# every signal a test sends acts as in a terminal, whatever started pytest: a background job (`&`) ignores
+# SIGINT, `nohup` SIGHUP, and the launcher keeps an ignored signal ignored (Case 7; round 4, item 6)
+DRIVER = RESET_SIGNALS + textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    # Ctrl-C as in a terminal, whatever started pytest: a run in a background job (`&`) ignores SIGINT, and
-    # the launcher keeps an ignored signal ignored (Case 7)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
     print("launching", flush=True)
@@ -547,7 +547,11 @@ def test_a_second_interrupt_escalates(fake: Fake) -> None:
         if driver.poll() is None:
             driver.kill()
     assert took < 6
-    assert "fake engine: stopping on signal 2" in log.read_text()
+    text = log.read_text()
+    assert "fake engine: stopping on signal 2" in text
+    # said as what it was: the stop began with SIGINT and a second interrupt made it a SIGKILL (round 4,
+    # item 5: the tree, gone by that SIGKILL, read as a graceful stop)
+    assert "stop: SIGINT, grace 8 s, then SIGKILL (a second interrupt)" in text.splitlines()[-1], text[-500:]
     assert fake.alive() == {}
     assert before.leaks() == []   # the killed fake's shm was unlinked for it
 
@@ -564,6 +568,7 @@ def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
                                *fake.argv("never-reports,shm,fork,daemon")], start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**fake.env(), "PYTHONPATH": str(REPO)})
+    before.launchers.add(driver.pid)   # its cgroup is this launch's
     try:
         deadline = time.monotonic() + 30
         while len(fake.processes()) < 5 and time.monotonic() < deadline:
@@ -572,7 +577,9 @@ def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
         time.sleep(0.3)
         driver.kill()
         driver.wait()
-        leaks = before.wait_clean(10)
+        # the watchdog's (or guard's) own budget, with nobody left to wait for it: up to 10 s for the
+        # SIGKILL, 10 s for its cgroup, and a look at every process's maps (seen past 10 s at load 15)
+        leaks = before.wait_clean(30)
         assert leaks == []
         assert fake.alive() == {}
     finally:
@@ -584,16 +591,21 @@ def test_a_sigkilled_launcher_leaves_nothing(fake: Fake) -> None:
 # Issue 24 item 2: without a cgroup, a killed watchdog let the processes that left the group and the
 # session escape: the launcher's fallback walked the tree it had seen and missed those it had not
 # ------------------------------------------------------------------------------------------------
-def _kill_the_watchdog_when(fake: Fake, roles: set[str], limit_s: float = 30) -> threading.Thread:
-    """A thread that SIGKILLs the launch's watchdog (the session leader of the engine's main process)
-    as soon as every role in ``roles`` has written its pid file."""
+def _kill_the_watchdog_when(fake: Fake, roles: set[str], limit_s: float = 30, *,
+                            guard: bool = False) -> threading.Thread:
+    """A thread that SIGKILLs the launch's watchdog (the engine's parent) as soon as every role in ``roles`` has
+    written its pid file; with ``guard`` its guard too (the session leader of the engine's main process), at
+    the same moment, so that the launcher is left to finish alone."""
 
     def body() -> None:
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             if roles <= set(fake.processes()):
                 main = next(fake.pids.glob("main-*.pid")).read_text().split()
-                os.kill(int(main[2]), signal.SIGKILL)
+                stat = Path(f"/proc/{main[0]}/stat").read_bytes()
+                watchdog = int(stat[stat.rindex(b")") + 2:].split()[1])
+                for pid in (watchdog, int(main[2])) if guard else (watchdog,):
+                    os.kill(pid, signal.SIGKILL)
                 return
             time.sleep(0.01)
 
@@ -608,7 +620,7 @@ def test_a_killed_watchdog_leaves_nothing_the_launcher_finishes_alone(fake: Fake
     monkeypatch.setattr(launcher, "USE_CGROUP", cgroup, raising=False)
     before = replace(fake.snapshot(), lock_keys=("index-0",), lock_dir=fake.locks)
     roles = {"main", "child", "escaped", "escaped-grandchild", "daemon"}
-    killer = _kill_the_watchdog_when(fake, roles)
+    killer = _kill_the_watchdog_when(fake, roles, guard=True)
     # the launcher looks at the tree once at the start, never again: what left the group and the
     # session after that is found by the TMPDIR it inherited
     result = fake.run(fake.argv("never-reports,shm,fork,daemon"), scan_interval_s=600, gpus=["index-0"])
@@ -731,7 +743,7 @@ def test_without_its_watchdog_the_launcher_keeps_the_lock_while_a_survivor_lives
         return real(pid, start, sig)
 
     monkeypatch.setattr(proctree, "signal_checked", signal_checked)
-    killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped", "daemon"})
+    killer = _kill_the_watchdog_when(fake, {"main", "child", "escaped", "daemon"}, guard=True)
     result = fake.run(fake.argv("never-reports,fork,daemon"), gpus=["index-0"])
     killer.join()
     child = fake.processes()["child"]

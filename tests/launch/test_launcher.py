@@ -14,6 +14,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from drivers import RESET_SIGNALS
 
 from pytest_gpulayout.engines.registry import LOG_GRAMMARS
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
@@ -244,12 +245,11 @@ def test_stop_when_must_be_known(fake: Fake) -> None:
 # ------------------------------------------------------------------------------------------------
 # Interrupting the process that launched the engine
 # ------------------------------------------------------------------------------------------------
-DRIVER = textwrap.dedent("""
+# every signal a test sends acts as in a terminal, whatever started pytest (`&` ignores SIGINT, `nohup`
+# SIGHUP), and the launcher keeps an ignored signal ignored
+DRIVER = RESET_SIGNALS + textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    # Ctrl-C as in a terminal, whatever started pytest: a run in a background job (`&`) ignores SIGINT, and
-    # the launcher keeps an ignored signal ignored
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pytest_gpulayout.engines.registry import LOG_GRAMMARS
     from pytest_gpulayout.launch.launcher import launch
     argv = sys.argv[1:-1]
@@ -281,8 +281,8 @@ def test_interrupted_launcher_leaves_no_engine(fake: Fake, sig: signal.Signals) 
 
 def test_an_ignored_sigint_leaves_the_launch_alone(fake: Fake) -> None:
     # a job started with `&` ignores SIGINT: a stray one must not kill the engine mid-launch
-    driver_src = DRIVER.replace("signal.signal(signal.SIGINT, signal.default_int_handler)",
-                                "signal.signal(signal.SIGINT, signal.SIG_IGN)").replace(
+    driver_src = DRIVER.replace("from pathlib import Path",
+                                "from pathlib import Path\nsignal.signal(signal.SIGINT, signal.SIG_IGN)").replace(
         "launch(argv,", "r = launch(argv,").replace('print("launch returned", flush=True)',
                                                       'print("launch returned", r.stopped_by, flush=True)')
     argv = fake.argv(TINY_LOG, scale=0.3)

@@ -438,3 +438,17 @@ def test_snapshot_ray_names_the_nodes_it_still_waits_for(monkeypatch: pytest.Mon
     assert re.fullmatch(r"gpulayout: snapshot --ray: probing 1 of 2 nodes: node-b \(\d s\)", lines[0]), err
     assert re.fullmatch(r"gpulayout: snapshot --ray: stopped in \d\.\d s", lines[1]) and len(lines) == 2, err
     assert "node node-b (10.0.0.2, id bbbbbbbb): no answer within 2.5 s" in err
+
+
+def test_a_chunk_holding_two_phases_shows_both_in_order() -> None:
+    """The launcher reads a chunk of lines at a time: weights loaded and profiling started within one
+    chunk are two steps of the status line, not one jump (seen under load: 'loading weights' skipped)."""
+    tracker = PhaseTracker(kv_from_log=False)
+    seen: list[str] = []
+    chunk = ["INFO 01-01 00:00:00 [x.py:1] noise",
+             "(EngineCore pid=1) INFO 01-01 00:00:00 [gpu_model_runner.py:1] Starting to load model m",
+             "(EngineCore pid=1) INFO 01-01 00:00:01 [gpu_model_runner.py:2] Model loading took 1 GiB",
+             "INFO 01-01 00:00:02 [x.py:1] more noise"]
+    moved = tracker.feed_lines(chunk, lambda: seen.append(tracker.phase))
+    assert moved and seen == [LOADING, PROFILING]
+    assert not tracker.feed_lines(["nothing to see"] * 100)

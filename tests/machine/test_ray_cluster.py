@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ray_cluster import LOOPBACK_ENV, REPO, NodeSpec, start_cluster  # noqa: F401  (fixture)
+from leaks import _socket_owners, is_loopback, listeners
+from ray_cluster import LOOPBACK_ENV, REPO, NodeSpec, _node_pids, start_cluster  # noqa: F401  (fixture)
 
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import ProbeError
@@ -113,6 +114,23 @@ def test_every_node_is_probed_and_merged_into_one_machine(cluster, models) -> No
     assert a.models[models["llama-a"]].exists and not c.models[models["llama-a"]].exists
     assert a.models[models["llama-b"]].config_sha256 != c.models[models["llama-b"]].config_sha256
     assert a.version("ray") == c.version("ray") is not None
+
+
+def test_every_listener_of_the_test_cluster_is_on_loopback(cluster, models) -> None:
+    """Round 4, item 4: 5 of the cluster's 12 listeners (the raylets of 127.0.0.2 and .3, a worker) were on
+    every interface: Ray binds 0.0.0.0 for a node whose address is not exactly 127.0.0.1. Every node's
+    processes are started here (the probe runs a task on each), then every socket they listen on, TCP or
+    UDP, is listed: each on its node's 127.0.0.x."""
+    load_machine(f"ray:{cluster.address}", model_dirs=(models["llama-a"],), engines=ENGINES.values())
+    pids = {p for p, _ in _node_pids(cluster.cluster.head_node, *cluster.cluster.worker_nodes)}
+    sockets = listeners()
+    owners = _socket_owners(set(sockets))
+    ours = {ino: where for ino, where in sockets.items() if owners.get(ino) in pids}
+    raylets = {owners[ino] for ino in ours if b"raylet" in Path(f"/proc/{owners[ino]}/cmdline").read_bytes()}
+    assert len(raylets) == 3, "a listener of every node's raylet was expected"
+    off = [f"{address}:{port} (pid {owners[ino]})" for ino, (address, port) in ours.items() if not is_loopback(address)]
+    assert off == [], f"listening off loopback: {off}"
+    assert len(ours) >= 9
 
 
 def _check(manifest: Path, *extra: str) -> dict[str, dict[str, dict[str, object]]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from drivers import reset_signals
 from leaks import Snapshot
 from measure_leaks import launcher_named_shm
 from real_engines import vllm_python
@@ -115,7 +116,7 @@ def test_interrupting_a_measurement_leaves_nothing_behind(tmp_path: Path, model_
     proc = subprocess.Popen([sys.executable, "-m", "pytest_gpulayout.cli", "measure", str(path), "--log-dir",
                              str(work), "--deployments", "seqs1"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=reset_signals)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not list(work.glob("*.job.json")):  # the load started

@@ -110,11 +110,17 @@ def judge_llamacpp(dep: Deployment, log: LlamaCppLog, predicted: dict[str, int] 
     differs = (f" {NAME}'s own config disagrees with the deployment: {'; '.join(disagree)}: the launch did not "
                f"run the layout the checks judged (launch.args or launch.command override it?)." if disagree else "")
     left = (f" Processes {', '.join(map(str, leftover))} survived SIGKILL: kill them." if leftover else "")
-    if log.kv_mib is None or stopped_by == "error":
-        why = (f"failed ({sl.error_kind}): {sl.error_line}" if sl.error_kind else
-               "did not report its KV cache" + (f" (exit code {returncode})" if stopped_by == "exit" else
-                                                 f" within {dep.launch.timeout_s:.0f} s" if stopped_by == "timeout"
-                                                 else ""))
+    exited = stopped_by == "exit"
+    if log.kv_mib is None or stopped_by == "error" or exited:
+        if sl.error_kind:
+            why = f"failed ({sl.error_kind}): {sl.error_line}"
+        elif exited and log.kv_mib is not None:  # it died after its KV lines, before it was stopped
+            why = (f"exited with code {returncode} after it reported its KV cache ({log.kv_mib:,.2f} MiB), before "
+                   f"the launch stopped it: it failed to start (a server that ends by itself serves nothing)")
+        else:
+            why = "did not report its KV cache" + (f" (exit code {returncode})" if exited else
+                                                   f" within {dep.launch.timeout_s:.0f} s"
+                                                   if stopped_by == "timeout" else "")
         shown = "\n".join("    " + ln[:300] for ln in [t for t in tail if t.strip()][-12:])
         return Finding(CHECK, Status.FAIL, f"{NAME} {why}.{differs}{where}{left}"
                        + (f"\n  last lines:\n{shown}" if shown else ""), RawFacts(data))

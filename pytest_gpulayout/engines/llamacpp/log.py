@@ -5,7 +5,7 @@ the watcher the startup check feeds them to."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -266,6 +266,11 @@ class LlamaCppLogWatcher:
     @property
     def failed(self) -> bool:
         return self._fatal
+
+    def feed_lines(self, lines: Sequence[str]) -> None:
+        """``feed`` each (the launcher hands its output over a chunk at a time)."""
+        for raw in lines:
+            self.feed(raw)
 
     def feed(self, raw: str) -> None:
         self.lines += 1

@@ -21,6 +21,8 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.files import not_regular, read_text
+from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
 
 #: flags the checks model (``LaunchKnobs`` fields)
@@ -113,12 +115,17 @@ def read_yaml(args: Sequence[str], base_dir: Path | None = None) -> tuple[dict[s
     import yaml  # only when a launch names the file: importing the engine must not load YAML
 
     path = Path(path_text).expanduser()
-    if not path.is_absolute() and base_dir is not None and (base_dir / path).is_file():
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
         path = base_dir / path
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError:
+        text = read_text(path)
+    except InputError as err:
+        if not_regular(path) is not None:  # a FIFO or a device is bad input, not "not here"
+            raise InputError(f"--extra_llm_api_options {path_text}: {err}", key="launch.args") from None
         return {}, f"--extra_llm_api_options {path_text} (not readable here)"
+    check_shape(text, f"--extra_llm_api_options {path_text}")
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise InputError(f"--extra_llm_api_options {path_text} is not valid YAML: {err}",
                          key="launch.args") from None

@@ -28,7 +28,7 @@ with ``max_seq_len_lowered_to`` in ``error_numbers``, and the process is not fai
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -47,7 +47,15 @@ _N = r"(\d{1,3}(?:,\d{3})+|\d+)"
 _F = r"(\d+(?:\.\d+)?)"
 
 #: lines only TensorRT-LLM prints (its logger's prefixes)
-OWN_RE = re.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]")
+#: the PyTorch backend's own out-of-memory explanation (1.0.0rc1 on: tensorrt_llm/_torch/pyexecutor/
+#: py_executor_creator.py, ``_ExecutorMemoryMonitor._maybe_explain_if_oom``: "out of memory" while one
+#: component of the executor is made), then "The following component could not be created: KV cache",
+#: "Total GPU memory (GiB): ...", "Free GPU memory before component creation attempt (GiB): ..."; a log
+#: may hold it without any ``[TRT-LLM]`` tag (mlcommons/inference#2501: only the RuntimeError was pasted)
+_EXECUTOR_OOM = "Executor creation failed due to insufficient GPU memory"
+OWN_RE = re.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]|" + re.escape(_EXECUTOR_OOM))
+_OOM_TOTAL_RE = re.compile(r"^Total GPU memory \(GiB\): " + _F)
+_OOM_FREE_RE = re.compile(r"^Free GPU memory before component creation attempt \(GiB\): " + _F)
 _ALLOCATED_RE = re.compile(r"\[MemUsageChange\] Allocated " + _F + r" GiB for max tokens in paged KV cache \("
                            + _N + r"\)")
 _BLOCKS_PER_SEQ_RE = re.compile(r"Max KV cache (?:blocks|pages) per sequence: (\d+) \[window size=(\d+)\]"
@@ -77,7 +85,13 @@ _ERRORS: tuple[tuple[ErrorKind, re.Pattern[str], tuple[str, ...], bool], ...] = 
      ("moe_tp_ep_cluster", "moe_world_size"), True),
     (OTHER_ERROR, re.compile(r"free_gpu_memory_fraction must be a float between 0 and 1|Invalid freeMemFraction"),
      (), True),
-    (OOM, re.compile(r"(?:CUDA out of memory|OutOfMemoryError)(?:.*?Tried to allocate " + _F + r" ?GiB)?"),
+    # torch's allocator; the executor's explanation above; the C++ runtime's CUDA check
+    # (cpp/include/tensorrt_llm/common/cudaUtils.h: "[TensorRT-LLM][ERROR] CUDA runtime error in <call>:
+    # <cudaGetErrorString>", "out of memory" for cudaErrorMemoryAllocation; a pasted copy may break that
+    # line, leaving "...): out of memory (/.../tensorrt_llm/...)": NVIDIA/TensorRT-LLM#260)
+    (OOM, re.compile(r"(?:CUDA out of memory|OutOfMemoryError)(?:.*?Tried to allocate " + _F + r" ?GiB)?"
+                     r"|" + re.escape(_EXECUTOR_OOM) + r"|CUDA runtime error in .*: out of memory"
+                     r"|CUDA error: out of memory|\): out of memory \(\S*tensorrt_llm"),
      ("tried_gib",), True),
 )
 _EXC_RE = re.compile(r"^(?:\w+\.)*\w*(?:Error|Exception)\b:|\[TensorRT-LLM\]\[ERROR\]|\[TRT-LLM\] \[E\]")
@@ -136,6 +150,11 @@ class TrtLlmLogWatcher:
     def failed(self) -> bool:
         return self._fatal
 
+    def feed_lines(self, lines: Sequence[str]) -> None:
+        """``feed`` each (the launcher hands its output over a chunk at a time)."""
+        for raw in lines:
+            self.feed(raw)
+
     def feed(self, raw: str) -> None:
         self.lines += 1
         line = strip_ansi(raw).rstrip()
@@ -192,6 +211,12 @@ class TrtLlmLogWatcher:
         self._pools.append(tokens)
 
     def _error_facts(self, line: str) -> None:
+        oom = next((e for e in self._errors if e.kind == OOM), None)
+        if oom is not None:  # the executor's explanation goes on with the memory it saw
+            for key, rx in (("total_gib", _OOM_TOTAL_RE), ("free_gib", _OOM_FREE_RE)):
+                m = rx.search(line)
+                if m:
+                    oom.numbers.setdefault(key, float(m.group(1)))
         for kind, rx, names, fatal in _ERRORS:
             m = rx.search(line)
             if m:
