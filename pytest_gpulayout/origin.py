@@ -49,6 +49,8 @@ class Pod:
     #: GPUs of each pod of a Ray cluster, head first (KubeRay's groups x replicas, production-stack's Ray
     #: head and workers): the nodes the engine's placement group is spread over; () elsewhere
     pod_gpus: tuple[int, ...] = ()
+    #: what one member of the group is called where the deploy check counts them (a SkyPilot or Slurm "node")
+    unit: str = "pod"
 
     @property
     def pods(self) -> int:

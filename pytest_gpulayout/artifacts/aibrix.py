@@ -36,7 +36,7 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
         injected = {"STORM_SERVICE_NAME": name, "ROLE_NAME": rname, "ROLE_INDEX": "0", "POD_GROUP_INDEX": "0"}
         for c in containers(pod):
             info = pod_info(obj, field_path, pod, c, group_size=size, group_is_world=size > 1,
-                            group_field=f"spec.template.spec.roles[{rname}].podGroupSize" if size > 1 else "")
+                            group_field=f"spec.template.spec.roles[{rname}].podGroupSize")
             source = f"{obj}/{rname}/{c.get('name', '?')}"
             for inv in find_in_argv(argv_of(c, injected), source, env_of(c, injected), str(c.get("image", ""))):
                 out.append((inv, info))

@@ -85,7 +85,7 @@ def find(doc: Mapping[str, Any], artifact: Artifact, n: int) -> list[tuple[Invoc
         env["SKYPILOT_NUM_GPUS_PER_NODE"] = str(gpus)
     where = f"{artifact.path.name}/run" if n == 1 else f"{artifact.path.name}[{name}]/run"
     pod = Pod(f"task/{name}", "run", "resources", gpus, True, group_size=nodes, group_field="num_nodes" if nodes > 1
-              else "", group_is_world=nodes > 1, gpus_field="resources.accelerators", shm_by="SkyPilot",
+              else "", group_is_world=nodes > 1, gpus_field="resources.accelerators", shm_by="SkyPilot", unit="node",
               env=MappingProxyType(envs), rdma=_rdma(resources))
     image = _image(resources)
     out: list[tuple[Invocation, Pod]] = []

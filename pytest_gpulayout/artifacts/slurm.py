@@ -102,7 +102,7 @@ def find(artifact: Artifact) -> list[tuple[Invocation, Pod]]:
     name = d.get("--job-name") or artifact.path.stem
     pod = Pod(f"sbatch/{name}", "batch", "#SBATCH", gpus, True, group_size=nodes,
               group_field="#SBATCH --nodes" if nodes > 1 else "", group_is_world=nodes > 1, gpus_field=gpus_field,
-              env=MappingProxyType({}))
+              unit="node", env=MappingProxyType({}))
     found = find_in_text(artifact.text, artifact.path.name, env, files=beside(artifact.path.parent))
     return [(inv, pod) for inv in found]
 

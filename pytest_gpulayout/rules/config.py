@@ -92,6 +92,7 @@ def check_config(s: Subject) -> Finding:
                         command=a.args)
     origin = s.dep.origin
     unknown = origin.unknown if origin is not None else ()
+    fields = origin is not None and bool(origin.via)
     workers = _workers(s)
     if origin is not None and not s.dep.model:
         flag = f" or with {engine.flags.model}" if engine.flags.model else ""
@@ -104,8 +105,8 @@ def check_config(s: Subject) -> Finding:
     if missing is not None:  # the engine reads the model's config before anything else: it cannot start
         refused = f" It also refuses {_what(s)}: {_sentence(a.refusal())}" if not a.ok else ""
         others = f" And {'; '.join(workers)}" if workers else ""
-        unset = tuple(u for u in unknown if u in s.dep.model)
-        lead = f"{_unset(unset)}, so " if unset else ""
+        unset = tuple(u for u in unknown if u in s.dep.model or u in a.refusal())
+        lead = f"{_unset(unset, fields)}, so " if unset else ""
         return failed(CHECK, f"{lead}{engine.display} cannot read the model: {_sentence(str(missing))}{refused}"
                              f"{others}",
                       ConfigFacts(release=a.release, accepted=a.ok, refusals=(str(missing), *a.errors[:1]),
@@ -114,7 +115,7 @@ def check_config(s: Subject) -> Finding:
         facts = ConfigFacts(release=a.release, accepted=False, refusals=(a.refusal(), *workers),
                             release_note=a.release_note, command=a.args)
         unset = tuple(u for u in unknown if u in a.refusal())
-        lead = f"{_unset(unset)}, so " if unset else ""
+        lead = f"{_unset(unset, fields)}, so " if unset else ""
         others = f" And {'; '.join(workers)}" if workers else ""
         return failed(CHECK, f"{lead}{who}{note} refuses {_what(s)} before it starts: {_sentence(a.refusal())} "
                              f"Fix {_where(s)}.{others}", facts)
@@ -143,7 +144,6 @@ def check_config(s: Subject) -> Finding:
     status = Status.PASS
     if unknown:
         status = Status.WARN
-        fields = origin is not None and bool(origin.via)
         parts.append(_unset(unknown, fields) if fields else f"{_unset(unknown)}: their text was judged as written")
     if a.deprecated:
         status = Status.WARN

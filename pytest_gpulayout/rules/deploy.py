@@ -53,7 +53,7 @@ def _group_failure(pod: Pod, pods: int, need: int, shape: str) -> Finding | None
             return _fail(f"{pod.group_field} give the Ray cluster {pod.group_gpus} GPU(s), but {shape}: "
                          "the engine's placement group never fits")
     elif (pods > 1 or pod.group_is_world) and pod.gpus is not None and pod.gpus * pods < need:
-        return _fail(f"{pod.group_field} {pods} x {pod.gpus} GPUs per pod = {pod.gpus * pods}, but "
+        return _fail(f"{pod.group_field} {pods} x {pod.gpus} GPUs per {pod.unit} = {pod.gpus * pods}, but "
                      f"{shape}: the group is too small for the world size")
     return None
 
@@ -66,12 +66,12 @@ def _pod_failure(dep: Deployment, origin: Origin, pod: Pod, per_pod: int, pods: 
     if pod.gpus is None:
         if pod.obj.startswith("services/"):
             return None  # compose's count: all: every GPU of the machine
-        return _fail(f"{gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this pod")
+        return _fail(f"{gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this {pod.unit}")
     if pod.gpus < per_pod:
         return _fail(f"{gpus_field} is {pod.gpus}, but " +
                      (f"TP x PP x local DP = {per_pod} ({dep.tp} x {dep.pp} x {origin.local_dp})" if origin.local_dp
-                      else shape if pods == 1 else f"{shape} over {pods} pods = {per_pod}") + " on this pod: ask for "
-                     f"{per_pod}")
+                      else shape if pods == 1 else f"{shape} over {pods} {pod.unit}s = {per_pod}")
+                     + f" on this {pod.unit}: ask for {per_pod}")
     return None
 
 
@@ -134,7 +134,7 @@ def deploy_finding(dep: Deployment) -> Finding:
     if crosses and not pod.rdma:
         nccl = sorted(k for k in pod.env if k in _NCCL_NET)
         return Finding(CHECK, Status.WARN,
-                       f"the engine spans {pods} pods but {pod.field} requests no RDMA device (rdma/* or "
+                       f"the engine spans {pods} {pod.unit}s but {pod.field} requests no RDMA device (rdma/* or "
                        "a host device, or privileged on the host network) and sets "
                        + (", ".join(nccl) if nccl else "no NCCL_IB_HCA / NCCL_SOCKET_IFNAME")
                        + ": NCCL falls back to TCP sockets between the nodes"
@@ -145,7 +145,7 @@ def deploy_finding(dep: Deployment) -> Finding:
     return Finding(CHECK, Status.PASS,
                    f"{'all' if have is None else have} GPU(s) "
                    f"{'in the cluster' if pod.group_gpus is not None else 'per pod'} for {shape}"
-                   + (f" over {pods} pods" if pods > 1 else "") + (f"; {'; '.join(notes)}" if notes else ""))
+                   + (f" over {pods} {pod.unit}s" if pods > 1 else "") + (f"; {'; '.join(notes)}" if notes else ""))
 
 
 @dataclass(frozen=True)
