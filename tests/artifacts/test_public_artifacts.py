@@ -191,7 +191,7 @@ PLANTED = {
                         "StormService/tp-1p1d/prefill/prefill", "deploy",
                         "spec.template.spec.roles[prefill].podGroupSize is 1, but --nnodes 2: the engine waits for 1 "
                         "node(s) that never start"),
-    "no-dev-shm": ("lws-basic-sglang.yaml", (("            volumeMounts:\n              - mountPath: /dev/shm\n", 
+    "no-dev-shm": ("lws-basic-sglang.yaml", (("            volumeMounts:\n              - mountPath: /dev/shm\n",
                                               "            volumeMounts:\n              - mountPath: /scratch\n"),),
                    "LeaderWorkerSet/sglang/sglang-leader[leader]", "deploy",
                    "spec.leaderWorkerTemplate.leaderTemplate.spec.volumes has no /dev/shm (an emptyDir with medium: "
