@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
@@ -470,7 +470,8 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     the host's variables (the engine inherits the host's environment with ``launch.env`` on top). ``model``
     may be the error that reading it raised: the subject then carries it (``ModelMissing``)."""
     version, source = resolve_version(engine.memory, dep.engine_version, host)
-    args = engine.cli.resolve_args(command_words(engine, dep, version), version)
+    given = dep.origin.resolved if dep.origin is not None else None  # fields, not words (Ray Serve LLM)
+    args = given if given is not None else engine.cli.resolve_args(command_words(engine, dep, version), version)
     env = {**host.env, **dep.launch.env}
     knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
     served: ModelSpec | ModelMissing = (ModelMissing(model) if isinstance(model, InputError) else
@@ -485,4 +486,6 @@ def layout_of(dep: Deployment, machine: Machine) -> Layout:
         gpus = [machine.gpu(i) for i in place(dep, machine).gpus]
     except PlacementError:
         gpus = list(machine.gpus)
-    return Layout.of(dep, gpus)
+    layout = Layout.of(dep, gpus)
+    visible = dep.origin.visible if dep.origin is not None else None  # an artifact's CUDA_VISIBLE_DEVICES
+    return replace(layout, devices=len(visible)) if visible else layout

@@ -401,6 +401,9 @@ class Layout:
     gpu_name: str = ""
     gpu_total_mib: int | None = None
     nodes: int = 1
+    #: the CUDA devices the engine sees on its node where the deployment says (an artifact's
+    #: ``CUDA_VISIBLE_DEVICES``); None: not said (the placement check judges the machine's GPUs)
+    devices: int | None = None
 
     @classmethod
     def of(cls, shape: ParallelShape, gpus: Sequence[Gpu]) -> Layout:

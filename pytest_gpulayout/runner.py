@@ -24,6 +24,7 @@ from pytest_gpulayout.findings import Finding, Status, skipped, verdict_of, wors
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.stand_in import per_node
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.startup import finish_run_log_dir, not_launched
@@ -45,8 +46,9 @@ def checks_of(dep: Deployment) -> tuple[Check, ...]:
 
 def subject_of(dep: Deployment, machine: Machine, model: ModelSpec | InputError, host: Host = BARE_HOST) -> Subject:
     """``dep`` resolved once (``engine.Subject``): its engine object from the registry, its release, knobs,
-    placement and pool predictions, for every check to read."""
-    return resolve(dep, machine, model, host, engine=get_engine(dep.engine))
+    placement and pool predictions, for every check to read. A multi-node artifact's deployment is judged on one
+    copy of the machine per node (``machine/stand_in.py``)."""
+    return resolve(dep, per_node(dep, machine), model, host, engine=get_engine(dep.engine))
 
 
 class Runner:

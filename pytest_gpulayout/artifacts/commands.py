@@ -7,15 +7,22 @@ which of the commands found run an engine, and with which arguments."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from packaging.version import Version
+
 from pytest_gpulayout.engines.registry import ENGINES
 from pytest_gpulayout.errors import InputError
-from pytest_gpulayout.inputs.shell import Command, Script, read_argv, read_script
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.inputs.shell import Command, Files, Script, read_argv, read_script
 
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: a command whose bare form serves (``trtllm-serve MODEL``) but whose other subcommands do not start that server:
+#: TensorRT-LLM's ``DefaultGroup`` (``tensorrt_llm/commands/serve.py``) takes any first word but these as ``serve``
+_OTHER_SUBCOMMANDS = {"trtllm-serve": frozenset({"serve", "grpc", "disaggregated", "disaggregated_mpi_worker",
+                                                 "mm_embedding_serve", "--help", "-h"})}
 _PYTHON = re.compile(r"(^|/)python[0-9.]*$")
 
 
@@ -32,6 +39,10 @@ class Invocation:
     image: str = ""
     #: ``$VAR`` / ``$(...)`` in its words that neither the script nor its environment gives (their text is kept)
     unknown: tuple[str, ...] = ()
+    #: where the engine's arguments are fields, not words (Ray Serve LLM's ``engine_kwargs``): how the release
+    #: of a version reads them (``artifacts/rayserve.py``), and what hands them to the engine (``via``)
+    fields: Callable[[Version | None], ResolvedArgs] | None = None
+    via: str = ""
 
 
 def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
@@ -46,6 +57,8 @@ def match(argv: Sequence[str]) -> tuple[str, str, int] | None:
     for engine in ENGINES.values():  # each engine names its own entry points
         for words in engine.cli.entry_commands:
             if head == words[0] and (len(words) == 1 or nxt == words[1]):
+                if len(words) == 1 and nxt in _OTHER_SUBCOMMANDS.get(head, ()):
+                    continue
                 return engine.name, " ".join((head, *words[1:])), i + len(words)
     if _PYTHON.search(argv[i]) or head in ("uv", "python", "python3"):
         rest = list(argv[i + 1:])
@@ -102,12 +115,12 @@ def _invocations(script: Script, where: str, *, lines: bool) -> list[Invocation]
     engines = _engine_words()
     for problem in script.problems:
         if engines.search(problem.text):
+            at = f"{problem.file}:{problem.line}" if problem.file else f"{where}:{problem.line}" if lines else where
             raise InputError(f"the shell cannot read this: {problem.text.splitlines()[0].split(': ', 1)[-1]}"
-                             f" ({problem.text.split(':', 1)[0]})", where=f"{where}:{problem.line}" if lines
-                             else where)
+                             f" ({problem.text.split(':', 1)[0]})", where=at)
     out: list[Invocation] = []
     for c in script.commands:
-        inv = _invocation(c, f"{where}:{c.line}" if lines else where)
+        inv = _invocation(c, f"{c.file}:{c.line}" if c.file else f"{where}:{c.line}" if lines else where)
         if inv is not None:
             out.append(inv)
     return out
@@ -133,7 +146,7 @@ def _invocation(c: Command, source: str) -> Invocation | None:
 
 
 def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None = None,
-                 image: str = "") -> list[Invocation]:
+                 image: str = "", files: Files | None = None) -> list[Invocation]:
     """Engine invocations in one argument vector (an exec-form command: a container's ``command`` + ``args``),
     launchers unwrapped and ``sh -c "..."`` read as shell text. A container of an engine's own image whose
     arguments start with a flag (or that has none) runs that image's entry point."""
@@ -142,18 +155,20 @@ def find_in_argv(argv: Sequence[str], source: str, env: Mapping[str, str] | None
     if served is not None and (not argv or argv[0].startswith("-")):
         argv = [*served, *argv]
     try:
-        script = read_argv(list(argv), env)
+        script = read_argv(list(argv), env, files=files)
     except InputError as err:  # the shell grammar is not installed
         raise InputError(err.message, where=source) from None
     return [Invocation(i.engine, i.args, i.entry, i.source, i.env, i.image or image, i.unknown)
             for i in _invocations(script, source, lines=False)]
 
 
-def find_in_text(text: str, where: str, env: Mapping[str, str] | None = None) -> list[Invocation]:
-    """Every engine invocation in shell text, each named ``where:LINE`` (the line its first word stands on);
-    ``env``: the environment the text runs with (a container's)."""
+def find_in_text(text: str, where: str, env: Mapping[str, str] | None = None,
+                 files: Files | None = None) -> list[Invocation]:
+    """Every engine invocation in shell text, each named ``where:LINE`` (the line its first word stands on; a
+    script it runs or sources, ``files``, by that script's name and line); ``env``: the environment the text runs
+    with (a container's)."""
     try:
-        script = read_script(text, env)
+        script = read_script(text, env, files=files)
     except InputError as err:  # the shell grammar is not installed
         raise InputError(err.message, where=where) from None
     return _invocations(script, where, lines=True)

@@ -55,7 +55,8 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
             head = int((ray.get("headNode") or {}).get("requestGPU", 0) or 0)
             workers = int(spec.get("replicaCount", 1) or 1)
             group = {"group_size": workers + 1, "group_gpus": head + workers * gpus, "group_is_world": True,
-                     "group_field": f"{where}.replicaCount (Ray workers) + raySpec.headNode.requestGPU"}
+                     "group_field": f"{where}.replicaCount (Ray workers) + raySpec.headNode.requestGPU",
+                     "pod_gpus": (head, *[gpus] * workers)}
         info = Pod(f"modelSpec/{name}", name, where, gpus, bool(spec.get("shmSize")), gpus_field=f"{where}.requestGPU",
                    shm_field=f"{where}.shmSize",
                    env=MappingProxyType(env), **group)

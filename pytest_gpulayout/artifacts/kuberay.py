@@ -1,10 +1,11 @@
-"""KubeRay's RayCluster, RayService and RayJob: one Ray cluster (head group + worker groups) that runs the
-engine. The engine's command is in a container, a RayJob's ``entrypoint``, or a RayService's
-``serveConfigV2``: an application whose ``runtime_env`` sets KubeRay's vLLM sample's variables (``MODEL_ID``,
-``TENSOR_PARALLELISM``, ``PIPELINE_PARALLELISM``: ``ray-operator/config/samples/vllm/serve.py`` turns them
-into vLLM's flags), or Ray Serve LLM's ``llm_configs`` (``model_loading_config.model_id`` and
-``engine_kwargs``, vLLM's engine arguments). The world then spans the cluster's GPUs: the ``Pod`` record
-carries the cluster's GPU total (``group_gpus``), and KubeRay mounts ``/dev/shm`` on every Ray pod itself."""
+"""KubeRay's RayCluster, RayService and RayJob, and AIBrix's RayClusterFleet (replicas of one RayCluster template,
+``spec.template.spec``): one Ray cluster (head group + worker groups) that runs the engine. The engine's command
+is in a container, a RayJob's ``entrypoint``, or a RayService's ``serveConfigV2``: an application whose
+``runtime_env`` sets KubeRay's vLLM sample's variables (``MODEL_ID``, ``TENSOR_PARALLELISM``,
+``PIPELINE_PARALLELISM``: ``ray-operator/config/samples/vllm/serve.py`` turns them into vLLM's flags), or Ray
+Serve LLM's ``llm_configs`` (``rayserve.py``: ``engine_kwargs`` are vLLM's dataclass fields, not flags). The
+world then spans the cluster's GPUs: the ``Pod`` record carries the cluster's GPU total (``group_gpus``), and
+KubeRay mounts ``/dev/shm`` on every Ray pod itself."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import Any
 
 import yaml
 
+from pytest_gpulayout.artifacts import rayserve
 from pytest_gpulayout.artifacts.commands import Invocation, find_in_argv, find_in_text
 from pytest_gpulayout.artifacts.kubernetes import argv_of, containers, env_of, gpus_of, is_kubernetes, pod_info
 from pytest_gpulayout.artifacts.reader import Artifact, Read
 from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.origin import Pod
 
-KINDS = ("RayCluster", "RayService", "RayJob")
+KINDS = ("RayCluster", "RayService", "RayJob", "RayClusterFleet")
 #: the operator that adds a memory-backed /dev/shm to every Ray pod (``ray-operator`` pod builder)
 SHM_BY = "KubeRay"
 #: the engine module Ray Serve's vLLM applications build (Ray Serve LLM and KubeRay's sample both hand their
@@ -34,6 +36,8 @@ def _cluster_spec(doc: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     spec = doc.get("spec") or {}
     if doc.get("kind") == "RayCluster":
         return "spec", spec
+    if doc.get("kind") == "RayClusterFleet":  # AIBrix: a fleet of RayClusters of one template
+        return "spec.template.spec", (spec.get("template") or {}).get("spec") or {}
     return "spec.rayClusterConfig", spec.get("rayClusterConfig") or {}
 
 
@@ -72,21 +76,11 @@ def _serve_invocations(text: str, source: str) -> list[Invocation]:
             for var, flag in _SAMPLE_VARS:
                 if var in env:
                     argv += [flag, env.pop(var)]
-        for cfg in ((app.get("args") or {}).get("llm_configs") or []):  # Ray Serve LLM
-            if not isinstance(cfg, Mapping):
-                continue
-            model = (cfg.get("model_loading_config") or {}).get("model_source") or \
-                (cfg.get("model_loading_config") or {}).get("model_id")
-            argv = ["--model", str(model)] if model else []
-            for key, value in (cfg.get("engine_kwargs") or {}).items():
-                flag = "--" + str(key).replace("_", "-")
-                if value is True:
-                    argv.append(flag)
-                elif value not in (False, None):
-                    argv += [flag, str(value)]
         if argv:
             out.extend(find_in_argv(["python3", "-m", _SERVE_MODULE, *argv],
                                     f"{source}/serveConfigV2/applications[{name}]", env))
+    if isinstance(config, Mapping):  # Ray Serve LLM: its engine_kwargs are vLLM's fields (rayserve.py)
+        out.extend(rayserve.find(config, f"{source}/serveConfigV2", None))
     return out
 
 
@@ -99,6 +93,7 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
     groups = _groups(prefix, cluster)
     total = sum(_gpus(pod) * n for _, pod, n in groups)
     pods = sum(n for _, _, n in groups)
+    each = tuple(g for _, pod, n in groups for g in [_gpus(pod)] * n)  # every pod's GPUs, the head's first
     workers = [g for g in groups[1:] if g[2] and _gpus(g[1])] or groups[:1]
     field_path, gpu_pod, _ = max(workers, key=lambda g: _gpus(g[1]))
     gpu_container = next((c for c in containers(gpu_pod) if c.get("resources")), {"name": "?"})
@@ -106,7 +101,7 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
 
     def record(pod_field: str, pod: Mapping[str, Any], c: Mapping[str, Any]) -> Pod:
         return pod_info(obj, pod_field, pod, c, group_size=max(pods, 1), group_field=group_field,
-                        group_gpus=total, shm_by=SHM_BY, group_is_world=True)
+                        group_gpus=total, shm_by=SHM_BY, group_is_world=True, pod_gpus=each)
 
     out: list[tuple[Invocation, Pod]] = []
     for pod_field, pod, _ in groups:
@@ -127,7 +122,7 @@ def find(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
 
 @dataclass(frozen=True)
 class KubeRayReader:
-    kind: str = "RayCluster, RayService, RayJob"
+    kind: str = "RayCluster, RayService, RayJob, AIBrix RayClusterFleet"
 
     def read(self, artifact: Artifact) -> Read:
         found = [f for d in artifact.mappings() if is_kubernetes(d) and d.get("kind") in KINDS for f in find(d)]

@@ -73,14 +73,46 @@ def _product(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-def env_of(container: Mapping[str, Any]) -> dict[str, str]:
-    """The container's literal environment (``valueFrom`` entries are not known here)."""
-    return {str(e["name"]): str(e["value"]) for e in container.get("env") or []
-            if isinstance(e, Mapping) and "name" in e and "value" in e}
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' own substitution in a container's ``command``, ``args`` and ``env`` values, before any shell
+    sees them (``third_party/forked/golang/expansion/expand.go``): ``$(NAME)`` is the value of a variable the
+    container defines, ``$$`` is ``$``, and a reference to a variable it does not define stays as written."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "$" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2:end]
+                    out.append(env[name] if name in env else text[i:end + 1])
+                    i = end + 1
+                    continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
-def argv_of(container: Mapping[str, Any]) -> list[str]:
-    return [str(a) for a in (container.get("command") or [])] + [str(a) for a in (container.get("args") or [])]
+def env_of(container: Mapping[str, Any], injected: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The container's literal environment (``valueFrom`` entries are not known here), each value with the
+    variables before it (and ``injected``: what the controller adds, LWS's ``LWS_*``) substituted."""
+    env: dict[str, str] = dict(injected or {})
+    for e in container.get("env") or []:
+        if isinstance(e, Mapping) and "name" in e and "value" in e:
+            env[str(e["name"])] = expand(str(e["value"]), env)
+    return env
+
+
+def argv_of(container: Mapping[str, Any], injected: Mapping[str, str] | None = None) -> list[str]:
+    """``command`` + ``args`` with Kubernetes' ``$(VAR)`` substitution from the container's env applied."""
+    env = env_of(container, injected)
+    return [expand(str(a), env) for a in (*(container.get("command") or []), *(container.get("args") or []))]
 
 
 def pod_info(obj: str, field_path: str, pod: Mapping[str, Any], container: Mapping[str, Any],
@@ -111,7 +143,11 @@ def _pod_specs(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], dic
         lwt = spec.get("leaderWorkerTemplate") or {}
         size = int(lwt.get("size", 1) or 1)
         out = []
-        for role, key in (("leader", "leaderTemplate"), ("worker", "workerTemplate")):
+        templates = [("leader", "leaderTemplate"), ("worker", "workerTemplate")]
+        if not isinstance(lwt.get("leaderTemplate"), Mapping):
+            # "If not specified, the leader pod is created from the workerTemplate" (LWS api/leaderworkerset/v1)
+            templates = [("leader", "workerTemplate"), ("worker", "workerTemplate")]
+        for role, key in templates:
             t = lwt.get(key)
             if isinstance(t, Mapping):
                 out.append((f"spec.leaderWorkerTemplate.{key}.spec", t.get("spec") or {},
@@ -119,6 +155,20 @@ def _pod_specs(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], dic
                              "group_is_world": True}))
         return out
     return []
+
+
+def injected(doc: Mapping[str, Any], role: str) -> dict[str, str]:
+    """The variables a controller adds to every container of the pods it makes: LeaderWorkerSet's
+    (``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX``: ``pkg/utils/pod``), for the leader of
+    the first group (worker 0), its address the leader pod's DNS name under the LWS's headless service."""
+    if doc.get("kind") != "LeaderWorkerSet":
+        return {}
+    meta = doc.get("metadata") or {}
+    name = str(meta.get("name", "lws"))
+    lwt = (doc.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    namespace = str(meta.get("namespace") or "default")
+    return {"LWS_LEADER_ADDRESS": f"{name}-0.{name}.{namespace}", "LWS_GROUP_SIZE": str(lwt.get("size", 1) or 1),
+            "LWS_WORKER_INDEX": "0" if role == "leader" else "1"}
 
 
 def find(docs: Sequence[object], where: str) -> tuple[list[tuple[Invocation, Pod]], list[str]]:
@@ -137,7 +187,8 @@ def find(docs: Sequence[object], where: str) -> tuple[list[tuple[Invocation, Pod
                 role = group.get("role", "")
                 source = f"{kind}/{name}/{c.get('name', '?')}" + (f"[{role}]" if role else "")
                 info = pod_info(f"{kind}/{name}", field_path, pod, c, **group)
-                for inv in find_in_argv(argv_of(c), source, env_of(c), str(c.get("image", ""))):
+                extra = injected(doc, role)
+                for inv in find_in_argv(argv_of(c, extra), source, env_of(c, extra), str(c.get("image", ""))):
                     found.append((inv, info))
     return found, seen
 

@@ -3,6 +3,8 @@ its deployments, and say in one line what was recognised when nothing runs an en
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.files import read_bytes, read_text
 from pytest_gpulayout.inputs.yaml import check_shape
 from pytest_gpulayout.machine.presets import list_presets, load_preset
-from pytest_gpulayout.manifest.load import Manifest
+from pytest_gpulayout.manifest.load import Manifest, stale_version_notes
 
 #: the manifest's own top-level keys: a YAML mapping with any of them is a manifest
 _MANIFEST_KEYS = ("deployments", "version", "defaults")
@@ -72,15 +74,36 @@ def _need_machine(machine: str | None, where: str, found: list[tuple[commands.In
                      "--machine (a snapshot, topo -m text, preset:<name> or auto)", where=where)
 
 
-def load_command(line: str, machine: str | None) -> list[Found]:
+@dataclass(frozen=True)
+class Loaded:
+    """What an artifact runs: its deployments, and what was found but is not judged (one note each)."""
+
+    found: tuple[Found, ...]
+    notes: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[Found]:
+        return iter(self.found)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+
+def _built(invs: list[tuple[commands.Invocation, Any]], machine: str, path: Path, where: str) -> Loaded:
+    found, notes = build(invs, machine=machine, path=path)
+    if not found:  # every engine it runs is one whose lines are not read yet: no verdict would be a silent pass
+        raise InputError(notes[0].split(": ", 1)[1] if notes else "runs no engine this tool reads", where=where)
+    return Loaded(tuple(found), notes)
+
+
+def load_command(line: str, machine: str | None) -> Loaded:
     invs = commands.find_in_text(line, "--cmd")
     if not invs:
         raise InputError("runs no engine this tool reads (vllm serve, python -m vllm.entrypoints.openai.api_server, "
-                         "python -m sglang.launch_server, llama-server)", where="--cmd")
-    return build([(i, None) for i in invs], machine=_need_machine(machine, "--cmd"), path=Path.cwd() / "cmd")
+                         "python -m sglang.launch_server, trtllm-serve, llama-server)", where="--cmd")
+    return _built([(i, None) for i in invs], _need_machine(machine, "--cmd"), Path.cwd() / "cmd", "--cmd")
 
 
-def load_artifact(path: Path, machine: str | None) -> list[Found]:
+def load_artifact(path: Path, machine: str | None) -> Loaded:
     """The deployments ``path`` runs, read by every reader of the registry (``artifacts/registry.py``)."""
     where = str(path)
     try:
@@ -107,12 +130,15 @@ def load_artifact(path: Path, machine: str | None) -> list[Found]:
                     "production-stack values")
         raise InputError(f"found no engine command line in {what} (read: {kinds_read()})", where=where)
     found = list(read.found)
-    return build(found, machine=_need_machine(machine, where, found), path=path)
+    return _built(found, _need_machine(machine, where, found), path.resolve(), where)
 
 
-def as_manifest(found: list[Found], machine: str | None, path: Path) -> Any:
+def as_manifest(loaded: Loaded, machine: str | None, path: Path) -> Any:
     """The ``Manifest`` the check verb runs, from what was found (its machine: ``machine``, else the one the
-    artifact's node selector named)."""
+    artifact's node selector named); its notes: what was found but is not judged, and a release newer than
+    the rules know."""
+    found = loaded.found
     machine = machine or (found[0].machine if found else "")
-    return Manifest(path=path, machine=machine, base_dir=path.parent, deployments=tuple(f.deployment for f in found),
-                    notes=())
+    deployments = tuple(f.deployment for f in found)
+    return Manifest(path=path, machine=machine, base_dir=path.parent, deployments=deployments,
+                    notes=(*loaded.notes, *stale_version_notes(deployments)))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pytest_gpulayout.artifacts.commands import Invocation
+from pytest_gpulayout.inputs.shell import Files
 from pytest_gpulayout.origin import Pod
 
 
@@ -52,6 +53,26 @@ class Reader(Protocol):
     def read(self, artifact: Artifact) -> Read:
         """The invocations ``artifact`` holds of this kind (nothing when it holds none of it)."""
         ...
+
+
+def beside(folder: Path) -> Files:
+    """The scripts a shell text may run or source that stand beside it (``source ./env.sh``, ``bash
+    scripts/serve.sh``): a relative path under ``folder`` that is a readable text file; an absolute path, or one
+    that leaves the folder, names the machine the artifact runs on, not the artifact (None)."""
+    root = folder.resolve()
+
+    def read(path: str) -> tuple[str, str] | None:
+        if not path or path.startswith(("/", "~", "$")):
+            return None
+        target = (root / path).resolve()
+        if root not in target.parents or not target.is_file():
+            return None
+        try:
+            return target.read_text(encoding="utf-8"), str(target.relative_to(root))
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return read
 
 
 def read_all(readers: Sequence[Reader], artifact: Artifact) -> Read:

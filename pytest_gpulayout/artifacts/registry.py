@@ -5,10 +5,23 @@ A new kind is a module of ``artifacts/`` with a ``READER`` (``artifacts/reader.R
 
 from __future__ import annotations
 
-from pytest_gpulayout.artifacts import compose, helm, kserve, kuberay, kubernetes, shell
+from pytest_gpulayout.artifacts import (
+    aibrix,
+    compose,
+    helm,
+    kserve,
+    kuberay,
+    kubernetes,
+    rayserve,
+    shell,
+    skypilot,
+    slurm,
+    triton,
+)
 from pytest_gpulayout.artifacts.reader import Reader
 
-READERS: tuple[Reader, ...] = (kubernetes.READER, kuberay.READER, kserve.READER, compose.READER, helm.READER,
+READERS: tuple[Reader, ...] = (kubernetes.READER, kuberay.READER, aibrix.READER, kserve.READER, compose.READER,
+                               helm.READER, rayserve.READER, skypilot.READER, slurm.READER, triton.READER,
                                shell.READER)
 
 

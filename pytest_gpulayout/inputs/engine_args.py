@@ -59,6 +59,7 @@ class FlagTable:
     allow_abbrev: bool = True                   # argparse's default
     complete: bool = True                       # every flag of the release is listed (else unknown = not judged)
     prog: str = ""                              # the program name in its usage errors
+    positionals: tuple[str, ...] = ()           # the destinations of its positional arguments (``model_tag``)
 
     @classmethod
     def from_json(cls, path: Path, *, engine: str, prog: str,
@@ -99,7 +100,8 @@ class FlagTable:
         for name, opt in (extra or {}).items():
             options.setdefault(name, opt)
         return cls(engine=engine, release=table.release, options=MappingProxyType(options),
-                   underscores_as_dashes=underscores_as_dashes, allow_abbrev=table.allow_abbrev, prog=prog)
+                   underscores_as_dashes=underscores_as_dashes, allow_abbrev=table.allow_abbrev, prog=prog,
+                   positionals=tuple(o.dest for o in table.options if o.positional))
 
     def canonical(self, spelling: str) -> str | None:
         """The canonical name of ``spelling`` (exact or, by the engine's rules, its prefix or ``_``
@@ -243,6 +245,8 @@ class ResolvedArgs:
     hints: tuple[str, ...] = ()
     deprecated: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    #: each spelling of the release's options -> its destination (empty: no table, argparse's own rule applies)
+    dests: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def ok(self) -> bool:
@@ -262,6 +266,11 @@ class ResolvedArgs:
     def is_set(self, dest: str) -> bool:
         """Whether the command line itself sets ``dest``."""
         return dest in self.given
+
+    def dest(self, spelling: str) -> str:
+        """The destination of an option's spelling in this release (``--tp`` -> ``tensor_parallel_size``);
+        without a table, argparse's own rule (the long name, ``-`` as ``_``)."""
+        return self.dests.get(spelling) or spelling.lstrip("-").replace("-", "_")
 
 
 def _looks_like_option(token: str, table: FlagTable) -> bool:

@@ -168,6 +168,11 @@ class ReleaseTable:
         return MappingProxyType(out)
 
     @cached_property
+    def dest_by_spelling(self) -> Mapping[str, str]:
+        """Every spelling's destination (``--tp`` -> ``tensor_parallel_size``)."""
+        return MappingProxyType({s: o.dest for s, o in self.by_spelling.items()})
+
+    @cached_property
     def by_dest(self) -> Mapping[str, tuple[OptionSpec, ...]]:
         out: dict[str, list[OptionSpec]] = {}
         for o in self.options:

@@ -55,4 +55,5 @@ def resolved(engine: str, chosen: Chosen, tables: ReleaseTables, outcome: Outcom
         values=MappingProxyType(dict(outcome.values)) if not first else MappingProxyType({}),
         given=outcome.given if not first else frozenset(),
         errors=(first,) if first else (), release_note=chosen.note,
-        hints=hints_for(first, chosen, tables) if first else (), deprecated=deprecated, args=tuple(args))
+        hints=hints_for(first, chosen, tables) if first else (), deprecated=deprecated, args=tuple(args),
+        dests=t.dest_by_spelling)

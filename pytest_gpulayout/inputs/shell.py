@@ -15,6 +15,8 @@ On the parse tree this module does what the shell would, statically:
   environment (a container's ``env``) and the script's own assignments (``export`` marks what children see);
   what neither gives (``$NNODES``, ``$(hostname)``) keeps its text and is listed in ``Command.unknown``;
 * heredoc bodies are data, except when a shell reads them as its script (``bash <<EOF``);
+* ``source FILE`` / ``. FILE`` (the same shell) and ``bash FILE ARGS`` (a child shell) are read where the caller
+  gives the file (``files``: a script of the same artifact); their commands carry its name and their lines in it;
 * launchers are unwrapped with their options (``inputs/launchers.py``): ``srun``, ``mpirun``, ``torchrun``,
   ``nohup``, ``timeout``, ``numactl``, ``taskset``, ``env VAR=x``, ``exec``, ``sudo``, ``docker run IMAGE``
   (the image recorded, the container's environment its ``-e``), ``ray job submit --``, ``kubectl exec --``,
@@ -31,7 +33,7 @@ import fnmatch
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from pytest_gpulayout.errors import InputError
@@ -76,6 +78,9 @@ class Command:
     unknown: tuple[str, ...] = ()
     #: the launchers and shells around it, outermost first (``srun``, ``bash -c``)
     via: tuple[str, ...] = ()
+    #: the script it stands in where that is another file than the text given (``source env.sh``,
+    #: ``bash serve.sh``: its name as ``files`` gave it); "" for the text itself
+    file: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,12 @@ class SyntaxProblem:
 
     line: int
     text: str
+    file: str = ""
+
+
+#: a script another one runs or sources, by the path it names: ``(its text, the name to show)``, or None where it
+#: is not part of what was given (``read_script``'s ``files``)
+Files = Callable[[str], "tuple[str, str] | None"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,7 @@ class _Vars:
     #: ``$1`` ...; None: the script's own arguments, which the text does not say
     positional: tuple[str, ...] | None = None
     arg0: str = "sh"
-    functions: dict[str, Node] = field(default_factory=dict)
+    functions: dict[str, tuple[Node, _Reader]] = field(default_factory=dict)
     #: variables whose value was built from unknown ones (``MODEL=$1``): what they stand for
     tainted: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -156,7 +167,10 @@ class _Reader:
     """Reads one parse tree; nested scripts (``bash -c``) get a reader of their own."""
 
     def __init__(self, src: bytes, shell: _Vars, out: list[Command], problems: list[SyntaxProblem],
-                 row_of: Callable[[int], int], depth: int, via: tuple[str, ...]):
+                 row_of: Callable[[int], int], depth: int, via: tuple[str, ...], *, files: Files | None = None,
+                 file: str = ""):
+        self.files = files
+        self.file = file
         self.src = src
         self.vars = shell
         self.out = out
@@ -479,7 +493,7 @@ class _Reader:
         if t == "function_definition":
             name = node.child_by_field_name("name") or node.named_children[0]
             body = node.child_by_field_name("body") or node.named_children[-1]
-            self.vars.functions[self._text(name.start_byte, name.end_byte)] = body
+            self.vars.functions[self._text(name.start_byte, name.end_byte)] = (body, self)
             return
         if t == "for_statement":
             self._for(node)
@@ -611,7 +625,7 @@ class _Reader:
         # what stayed unknown in a launcher's own options (a docker -v mount) is not the command's
         kept = [*argv, *env.values()]
         unknown = tuple(u for u in unknown if any(u in w for w in kept) or not any(u in w for w in consumed))
-        self.out.append(Command(tuple(argv), line, MappingProxyType(dict(env)), image, unknown, via))
+        self.out.append(Command(tuple(argv), line, MappingProxyType(dict(env)), image, unknown, via, self.file))
 
     def _run(self, words: list[str], fields: list[_Field] | None, env: dict[str, str], line: int,
              unknown: tuple[str, ...], stdin: _Field | None, *, image: str, via: tuple[str, ...]) -> None:
@@ -621,13 +635,23 @@ class _Reader:
         while words:
             head = words[0].rsplit("/", 1)[-1]
             if head in self.vars.functions and self.depth < _MAX_DEPTH and not via:
-                saved = self.vars.positional
+                body, owner = self.vars.functions[head]  # its reader holds the text it was defined in
+                saved, depth = self.vars.positional, owner.depth
                 self.vars.positional = tuple(words[1:])
-                self.depth += 1
-                self.walk(self.vars.functions[head])
-                self.depth -= 1
+                owner.depth = self.depth + 1
+                owner.walk(body)
+                owner.depth = depth
                 self.vars.positional = saved
                 return
+            if head in (".", "source") and len(words) > 1 and not via:
+                found = self.files(words[1]) if self.files is not None else None
+                if found is not None:  # the same shell reads it: its assignments and functions stay
+                    saved = self.vars.positional
+                    if len(words) > 2:
+                        self.vars.positional = tuple(words[2:])
+                    self._file(found, self.vars, via + (f"{head} {words[1]}",), image)
+                    self.vars.positional = saved
+                    return
             if head == "eval" and not via:
                 text = " ".join(words[1:])
                 self._nested(text, None, line, self.vars, via + ("eval",))
@@ -770,7 +794,32 @@ class _Reader:
             self._nested(stdin.text, stdin, line, self.vars.child(env, None, name), via + (f"{name} <<",),
                          image=image)
             return
+        found = self.files(words[i]) if self.files is not None and i < len(words) else None
+        if found is not None:  # ``bash serve.sh ARGS``: a child shell runs the script with its arguments
+            self._file(found, self.vars.child(env, tuple(words[i + 1:]), words[i]), via + (f"{name} {words[i]}",),
+                       image)
+            return
         self._emit(words, env, line, unknown, image, via)
+
+    def _file(self, found: tuple[str, str], shell: _Vars, via: tuple[str, ...], image: str) -> None:
+        """Another script of the artifact, read by ``shell`` (this one's for ``source``, a child's for ``bash``);
+        its commands carry its name and their lines in it."""
+        text, name = found
+        if self.depth >= _MAX_DEPTH:
+            return
+        src = text.encode("utf-8")
+        starts = [0] + [i + 1 for i, byte in enumerate(src) if byte == 0x0A]
+
+        def row_of(b: int) -> int:
+            return bisect.bisect_right(starts, b) - 1
+
+        found_cmds: list[Command] = []
+        reader = _Reader(src, shell, found_cmds, self.problems, row_of, self.depth + 1, via, files=self.files,
+                         file=name)
+        root = _parse(src).root_node
+        _problems(root, src, row_of, self.problems, name)
+        reader.walk(root)
+        self.out.extend(c if c.image or not image else replace(c, image=image) for c in found_cmds)
 
     def _nested(self, text: str, rows: _Field | None, line: int, shell: _Vars, via: tuple[str, ...], *,
                 image: str = "") -> None:
@@ -790,12 +839,13 @@ class _Reader:
                 return line - 1
 
         found: list[Command] = []
-        reader = _Reader(src, shell, found, self.problems, row_of, self.depth + 1, via)
+        reader = _Reader(src, shell, found, self.problems, row_of, self.depth + 1, via, files=self.files,
+                         file=self.file)
         root = _parse(src).root_node
-        _problems(root, src, row_of, self.problems)
+        _problems(root, src, row_of, self.problems, self.file)
         reader.walk(root)
         if image:
-            found = [c if c.image else Command(c.argv, c.line, c.env, image, c.unknown, c.via) for c in found]
+            found = [c if c.image else replace(c, image=image) for c in found]
         self.out.extend(found)
 
 
@@ -805,7 +855,7 @@ def _parse(src: bytes) -> Tree:
     return _parser().parse(src)
 
 
-def _problems(root: Node, src: bytes, row_of: Callable[[int], int], out: list[SyntaxProblem]) -> None:
+def _problems(root: Node, src: bytes, row_of: Callable[[int], int], out: list[SyntaxProblem], file: str = "") -> None:
     """Each part of the tree the grammar could not read (``ERROR``) or had to invent (a missing ``fi``, an
     unclosed quote), with the whole line it starts on."""
     if not root.has_error:
@@ -818,7 +868,7 @@ def _problems(root: Node, src: bytes, row_of: Callable[[int], int], out: list[Sy
             end = src.find(b"\n", node.end_byte if node.type == "ERROR" else node.start_byte)
             text = src[start:end if end >= 0 else len(src)].decode("utf-8", "replace")
             what = f"missing {node.type}" if node.is_missing else "cannot be read"
-            out.append(SyntaxProblem(row_of(node.start_byte) + 1, f"{what}: {text[:300]}"))
+            out.append(SyntaxProblem(row_of(node.start_byte) + 1, f"{what}: {text[:300]}", file))
             continue
         stack.extend(reversed(node.children))
 
@@ -832,9 +882,10 @@ def _parser() -> Parser:
     return _PARSER[0]
 
 
-def read_script(text: str, env: Mapping[str, str] | None = None, *, positional: Sequence[str] | None = None
-                ) -> Script:
-    """The commands ``text`` runs, with ``env`` (exported) as the environment it starts in."""
+def read_script(text: str, env: Mapping[str, str] | None = None, *, positional: Sequence[str] | None = None,
+                files: Files | None = None) -> Script:
+    """The commands ``text`` runs, with ``env`` (exported) as the environment it starts in; ``files``: the other
+    scripts of the artifact a ``source FILE`` / ``. FILE`` / ``bash FILE`` may name (read where it gives them)."""
     src = text.encode("utf-8")
     shell = _Vars(dict(env or {}), set(env or {}), tuple(positional) if positional is not None else None)
     out: list[Command] = []
@@ -846,18 +897,18 @@ def read_script(text: str, env: Mapping[str, str] | None = None, *, positional: 
         return bisect.bisect_right(starts, b) - 1
 
     _problems(tree.root_node, src, row_of, problems)
-    reader = _Reader(src, shell, out, problems, row_of, 0, ())
+    reader = _Reader(src, shell, out, problems, row_of, 0, (), files=files)
     reader.walk(tree.root_node)
     return Script(tuple(out), tuple(problems))
 
 
-def read_argv(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Script:
+def read_argv(argv: Sequence[str], env: Mapping[str, str] | None = None, *, files: Files | None = None) -> Script:
     """The commands an exec-form command line runs (a Kubernetes ``command`` + ``args``: no shell reads it, so
     nothing is expanded), launchers unwrapped and ``sh -c`` strings read as scripts."""
     shell = _Vars(dict(env or {}), set(env or {}), None)
     out: list[Command] = []
     problems: list[SyntaxProblem] = []
-    reader = _Reader(b"", shell, out, problems, lambda b: 0, 0, ())
+    reader = _Reader(b"", shell, out, problems, lambda b: 0, 0, (), files=files)
     fields = []
     for word in argv:
         f = _Field()

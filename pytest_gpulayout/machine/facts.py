@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_gpulayout.machine.nodes import NodeFacts
+    from pytest_gpulayout.machine.stand_in import StandIn
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -187,6 +188,9 @@ class Machine:
     source: str = "unknown"
     notes: tuple[str, ...] = ()
     nodes: Mapping[str, NodeFacts] = field(default_factory=dict)
+    #: one node's machine standing for each node of a multi-node artifact (``machine/stand_in.py``); None: the
+    #: machine as it was read
+    stand_in: StandIn | None = None
 
     def __post_init__(self) -> None:
         norm = {_pair(i, j): normalize_link(k) for (i, j), k in dict(self.links).items() if i != j}

@@ -108,6 +108,10 @@ def _model_value(f: NodeFacts, key: str) -> str | None:
 
 def check_cluster(s: Subject) -> Finding:
     dep, machine, model = s.dep, s.machine, s.model
+    if machine.stand_in is not None:  # a multi-node artifact judged on copies of one node: nothing to compare
+        return Finding(CHECK, Status.SKIP, f"{machine.stand_in.sentence()}: the nodes' software, model files and "
+                       "network are not known; probe the cluster with machine: ray, or snapshot it with gpulayout "
+                       "snapshot --ray.", RawFacts({"nodes": list(machine.hosts), "mismatches": [], "transport": None}))
     if len(machine.hosts) <= 1:
         return Finding(CHECK, Status.SKIP, "one host: nothing to compare across nodes.",
                        RawFacts({"nodes": list(machine.hosts), "mismatches": [], "transport": None}))

@@ -14,6 +14,7 @@ its config classes: ``tools/config_ledger.py``). What the rules could not judge 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pytest_gpulayout.check import Rule
@@ -39,13 +40,48 @@ class ConfigFacts(Facts):
 
 
 def _sentence(text: str) -> str:
-    """``text`` ending as a sentence ends (the engine's words keep their own final mark)."""
+    """``text`` ending as a sentence ends (the engine's words keep their own final mark), on one line (a
+    message of several lines, vLLM's world-size refusal, has its lines joined)."""
+    text = re.sub(r"\s*\n\s*", " ", text.strip())
     return text if text.endswith((".", "?", "!")) else text + "."
 
 
 def _where(s: Subject) -> str:
     origin = s.dep.origin
+    if origin is not None and origin.via:
+        return f"{origin.via} in {origin.source}"
     return f"the command line in {origin.source}" if origin is not None else "launch.args (or the key it sets)"
+
+
+def _unset(names: tuple[str, ...], fields: bool = False) -> str:
+    """What an artifact leaves unset, said as such (the text the line keeps in their place); ``fields``: values of
+    a configuration file rather than a command line's variables."""
+    shown = ", ".join(names)
+    one = len(names) == 1
+    if fields:
+        return (f"{shown} {'is' if one else 'are'} not filled in: the artifact leaves {'it' if one else 'them'} open, "
+                f"so {'it was' if one else 'they were'} not judged")
+    return (f"{shown} {'is' if one else 'are'} set by nothing in the artifact: give {'it' if one else 'them'} in the "
+            f"container's env (or set {'it' if one else 'them'} in the script before the line)")
+
+
+def _workers(s: Subject) -> list[str]:
+    """Each worker pod's line that the release refuses (the group never starts), in the release's words."""
+    origin = s.dep.origin
+    out: list[str] = []
+    for w in origin.workers if origin is not None else ():
+        r = s.engine.cli.resolve_args(w.args, s.version)
+        if not r.ok:
+            unset = [u for u in w.unknown if u in r.refusal()]
+            out.append(f"the worker's line in {w.source}: " + (f"{_unset(tuple(unset))}; " if unset else "")
+                       + _sentence(r.refusal()))
+    return out
+
+
+def _what(s: Subject) -> str:
+    """What the release reads: its command line, or the fields a framework hands it (Ray Serve LLM's)."""
+    origin = s.dep.origin
+    return origin.via if origin is not None and origin.via else "the command line"
 
 
 def check_config(s: Subject) -> Finding:
@@ -54,26 +90,49 @@ def check_config(s: Subject) -> Finding:
     note = f" ({a.release_note})" if a.release_note else ""
     facts = ConfigFacts(release=a.release, accepted=a.ok, deprecated=a.deprecated, release_note=a.release_note,
                         command=a.args)
+    origin = s.dep.origin
+    unknown = origin.unknown if origin is not None else ()
+    fields = origin is not None and bool(origin.via)
+    workers = _workers(s)
+    if origin is not None and not s.dep.model:
+        flag = f" or with {engine.cli.flags.model}" if engine.cli.flags.model else ""
+        refused = f" {who}{note} also refuses it: {_sentence(a.refusal())}" if not a.ok else ""
+        return failed(CHECK, f"{_where(s)} names no model: give it as the first argument{flag}"
+                             + (f"; {_unset(unknown)}" if unknown else "") + "." + refused,
+                      ConfigFacts(release=a.release, accepted=a.ok, refusals=("no model", *a.errors[:1]),
+                                  release_note=a.release_note, command=a.args))
     missing = s.model_missing
     if missing is not None:  # the engine reads the model's config before anything else: it cannot start
-        refused = f" It also refuses the command line: {_sentence(a.refusal())}" if not a.ok else ""
-        return failed(CHECK, f"{engine.display} cannot read the model: {_sentence(str(missing))}{refused}",
+        refused = f" It also refuses {_what(s)}: {_sentence(a.refusal())}" if not a.ok else ""
+        others = f" And {'; '.join(workers)}" if workers else ""
+        unset = tuple(u for u in unknown if u in s.dep.model or u in a.refusal())
+        lead = f"{_unset(unset, fields)}, so " if unset else ""
+        return failed(CHECK, f"{lead}{engine.display} cannot read the model: {_sentence(str(missing))}{refused}"
+                             f"{others}",
                       ConfigFacts(release=a.release, accepted=a.ok, refusals=(str(missing), *a.errors[:1]),
                                   release_note=a.release_note, command=a.args))
     if not a.ok:
-        facts = ConfigFacts(release=a.release, accepted=False, refusals=(a.refusal(),), release_note=a.release_note,
-                            command=a.args)
-        return failed(CHECK, f"{who}{note} refuses the command line before it starts: {_sentence(a.refusal())} "
-                             f"Fix {_where(s)}.", facts)
+        facts = ConfigFacts(release=a.release, accepted=False, refusals=(a.refusal(), *workers),
+                            release_note=a.release_note, command=a.args)
+        unset = tuple(u for u in unknown if u in a.refusal())
+        lead = f"{_unset(unset, fields)}, so " if unset else ""
+        others = f" And {'; '.join(workers)}" if workers else ""
+        return failed(CHECK, f"{lead}{who}{note} refuses {_what(s)} before it starts: {_sentence(a.refusal())} "
+                             f"Fix {_where(s)}.{others}", facts)
+    if workers:
+        return failed(CHECK, f"{who}{note} takes the leader's command line but refuses "
+                             + "; and ".join(workers), ConfigFacts(release=a.release, accepted=False,
+                                                                   refusals=tuple(workers),
+                                                                   release_note=a.release_note, command=a.args))
     judged = engine.rules.config_check(s)
     if judged is not None and judged.refusals:
-        texts = tuple(r.text(engine.display) for r in judged.refusals)
+        texts = tuple(_sentence(r.text(engine.display))[:-1] for r in judged.refusals)
         facts = ConfigFacts(release=a.release, accepted=True, refusals=texts, not_judged=judged.not_judged,
                             deprecated=a.deprecated, release_note=a.release_note, command=a.args)
         more = f" Then, once that is fixed: {_sentence('; '.join(texts[1:]))}" if len(texts) > 1 else ""
-        return failed(CHECK, f"{who}{note} takes the command line but refuses its configuration: "
+        return failed(CHECK, f"{who}{note} takes {_what(s)} but refuses its configuration: "
                              f"{_sentence(texts[0])}{more}", facts)
-    parts = [f"{who}{note} takes the command line"]
+    parts = [f"{who}{note} takes {_what(s)}"]
     if judged is None:
         parts.append(f"its config-time checks are not modelled for {engine.display}")
     else:
@@ -83,6 +142,9 @@ def check_config(s: Subject) -> Finding:
         if judged.not_judged:
             parts.append(f"not judged: {'; '.join(judged.not_judged)}")
     status = Status.PASS
+    if unknown:
+        status = Status.WARN
+        parts.append(_unset(unknown, fields) if fields else f"{_unset(unknown)}: their text was judged as written")
     if a.deprecated:
         status = Status.WARN
         parts.append(f"deprecated in this release: {', '.join(a.deprecated)} (a later release may refuse "

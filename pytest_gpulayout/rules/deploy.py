@@ -1,6 +1,8 @@
 """The ``deploy`` check: what only the artifact can get wrong, each failure one line naming the object and
 the field.
 
+Every failure is listed, numbered, in one finding (a rollout that fixes the first does not meet the next).
+
 * GPUs a pod asks for against what the layout needs on it: TP x PP x DP on one pod; over a group (LWS
   ``size``, KServe's head + workers, a StatefulSet's replicas under ``--nnodes``) the world over its pods, or
   TP x PP x the data-parallel ranks on the node (``--data-parallel-size-local``); over a Ray cluster the
@@ -51,7 +53,7 @@ def _group_failure(pod: Pod, pods: int, need: int, shape: str) -> Finding | None
             return _fail(f"{pod.group_field} give the Ray cluster {pod.group_gpus} GPU(s), but {shape}: "
                          "the engine's placement group never fits")
     elif (pods > 1 or pod.group_is_world) and pod.gpus is not None and pod.gpus * pods < need:
-        return _fail(f"{pod.group_field} {pods} x {pod.gpus} GPUs per pod = {pod.gpus * pods}, but "
+        return _fail(f"{pod.group_field} {pods} x {pod.gpus} GPUs per {pod.unit} = {pod.gpus * pods}, but "
                      f"{shape}: the group is too small for the world size")
     return None
 
@@ -64,12 +66,12 @@ def _pod_failure(dep: Deployment, origin: Origin, pod: Pod, per_pod: int, pods: 
     if pod.gpus is None:
         if pod.obj.startswith("services/"):
             return None  # compose's count: all: every GPU of the machine
-        return _fail(f"{gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this pod")
+        return _fail(f"{gpus_field} is not set, but the layout needs {per_pod} GPU(s) on this {pod.unit}")
     if pod.gpus < per_pod:
         return _fail(f"{gpus_field} is {pod.gpus}, but " +
                      (f"TP x PP x local DP = {per_pod} ({dep.tp} x {dep.pp} x {origin.local_dp})" if origin.local_dp
-                      else shape if pods == 1 else f"{shape} over {pods} pods = {per_pod}") + " on this pod: ask for "
-                     f"{per_pod}")
+                      else shape if pods == 1 else f"{shape} over {pods} {pod.unit}s = {per_pod}")
+                     + f" on this {pod.unit}: ask for {per_pod}")
     return None
 
 
@@ -88,31 +90,36 @@ def deploy_finding(dep: Deployment) -> Finding:
     gpus_field = pod.gpus_field or f"{pod.field}.containers[{pod.container}].resources.limits.nvidia.com/gpu"
     shape = f"TP x PP x DP = {need} ({dep.tp} x {dep.pp} x {dep.dp})"
     nodes = found.nodes if found.nodes and found.nodes > 1 else None
+    failures: list[Finding | None] = []
     if pod.group_is_world:
         pods = pod.group_size
     elif nodes:
         pods = nodes
         if pod.group_field and pod.group_size < nodes:
-            return _fail(f"{pod.group_field} is {pod.group_size}, but --nnodes {nodes}: the engine waits "
-                         f"for {nodes - pod.group_size} node(s) that never start")
+            failures.append(_fail(f"{pod.group_field} is {pod.group_size}, but --nnodes {nodes}: the engine waits "
+                                  f"for {nodes - pod.group_size} node(s) that never start"))
     else:
         pods = 1
     per_pod = dep.tp * dep.pp * found.local_dp if found.local_dp else -(-need // pods)
     group = _group_failure(pod, pods, need, shape)
     one = _pod_failure(dep, origin, pod, per_pod, pods, shape, gpus_field)
-    for failure in ((one, group) if found.local_dp else (group, one)):
-        if failure is not None:
-            return failure
+    # the group against the world and the pod against its share are one shortfall, fixed either way: the first
+    failures.append(next((f for f in ((one, group) if found.local_dp else (group, one)) if f is not None), None))
     if dep.tp > 1 and not pod.shm and not pod.shm_by:
         shm_field = pod.shm_field or f"{pod.field}.volumes"
-        return _fail(f"{shm_field} has no /dev/shm (an emptyDir with medium: Memory mounted at /dev/shm) "
-                     f"but TP={dep.tp}: NCCL's shared memory transport runs out of the container's 64 MiB default")
+        failures.append(_fail(f"{shm_field} has no /dev/shm (an emptyDir with medium: Memory mounted at /dev/shm) "
+                              f"but TP={dep.tp}: NCCL's shared memory transport runs out of the container's 64 MiB "
+                              "default"))
     crosses = pods > 1 and (pod.gpus is None or pod.gpus < need)  # the world does not fit on one pod
     if crosses and pod.host_network and pod.dns_policy != "ClusterFirstWithHostNet" and found.master \
             and not _is_ip(found.master) and not found.master.startswith("$"):
-        return _fail(f"{pod.field}.hostNetwork is true with dnsPolicy {pod.dns_policy or 'ClusterFirst'} "
-                     f"(the node's resolv.conf), so the master address {found.master!r} does not resolve: set "
-                     f"{pod.field}.dnsPolicy: ClusterFirstWithHostNet")
+        failures.append(_fail(f"{pod.field}.hostNetwork is true with dnsPolicy {pod.dns_policy or 'ClusterFirst'} "
+                              f"(the node's resolv.conf), so the master address {found.master!r} does not resolve: "
+                              f"set {pod.field}.dnsPolicy: ClusterFirstWithHostNet"))
+    failed_ = [f.text for f in failures if f is not None]
+    if failed_:  # every one: fixing the first should not uncover the next in the following rollout
+        return _fail("; ".join(failed_) if len(failed_) == 1 else
+                     "; ".join(f"({i}) {t}" for i, t in enumerate(failed_, 1)))
     notes = []
     untagged = ""
     if found.image and found.image_release:
@@ -127,7 +134,7 @@ def deploy_finding(dep: Deployment) -> Finding:
     if crosses and not pod.rdma:
         nccl = sorted(k for k in pod.env if k in _NCCL_NET)
         return Finding(CHECK, Status.WARN,
-                       f"the engine spans {pods} pods but {pod.field} requests no RDMA device (rdma/* or "
+                       f"the engine spans {pods} {pod.unit}s but {pod.field} requests no RDMA device (rdma/* or "
                        "a host device, or privileged on the host network) and sets "
                        + (", ".join(nccl) if nccl else "no NCCL_IB_HCA / NCCL_SOCKET_IFNAME")
                        + ": NCCL falls back to TCP sockets between the nodes"
@@ -138,7 +145,7 @@ def deploy_finding(dep: Deployment) -> Finding:
     return Finding(CHECK, Status.PASS,
                    f"{'all' if have is None else have} GPU(s) "
                    f"{'in the cluster' if pod.group_gpus is not None else 'per pod'} for {shape}"
-                   + (f" over {pods} pods" if pods > 1 else "") + (f"; {'; '.join(notes)}" if notes else ""))
+                   + (f" over {pods} {pod.unit}s" if pods > 1 else "") + (f"; {'; '.join(notes)}" if notes else ""))
 
 
 @dataclass(frozen=True)

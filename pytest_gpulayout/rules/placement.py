@@ -48,9 +48,38 @@ def _tenants(machine: Machine, gpus: tuple[int, ...]) -> list[str]:
     return out
 
 
+def _short_list(s: Subject) -> str | None:
+    """An artifact's ``CUDA_VISIBLE_DEVICES`` that shows the engine fewer GPUs than its world, in its words."""
+    origin, dep = s.dep.origin, s.dep
+    visible = origin.visible if origin is not None else None
+    if origin is None or not visible or len(visible) >= dep.gpu_count or s.machine.stand_in is not None:
+        return None
+    return (f"CUDA_VISIBLE_DEVICES={','.join(visible)} ({origin.source}) shows the engine {len(visible)} "
+            f"GPU{'s' if len(visible) != 1 else ''}, but TP x PP x DP = {dep.gpu_count} ({dep.tp} x {dep.pp} x "
+            f"{dep.dp}): list {dep.gpu_count} devices there, or lower the layout to fit {len(visible)}")
+
+
+def _node_groups(s: Subject, gpus: tuple[int, ...]) -> str:
+    """``GPU0-GPU7 on host-0, GPU8-GPU15 on host-1``: the ranks' GPUs by node."""
+    by: dict[str, list[int]] = {}
+    for i in gpus:
+        by.setdefault(s.machine.gpu(i).host or "?", []).append(i)
+    return ", ".join(f"GPU{g[0]}-GPU{g[-1]} on {h}" if len(g) > 1 else f"GPU{g[0]} on {h}" for h, g in by.items())
+
+
 def check_placement(s: Subject) -> Finding:
     dep, machine = s.dep, s.machine
     data = PlacementFacts(gpus_needed=dep.gpu_count, gpus_visible=len(machine.gpus))
+    short = _short_list(s)
+    if short is not None:
+        return failed(CHECK, f"{short}.", data)
+    stand_in = machine.stand_in
+    if stand_in is not None and stand_in.short:
+        need = max(stand_in.needed)
+        return failed(CHECK, f"{dep.layout} puts {need} GPUs on each of the {stand_in.nodes} nodes of {stand_in.why}, "
+                             f"but the machine that stands for each node ({stand_in.source}) shows "
+                             f"{min(stand_in.gpus_per_node)}: give the machine of one node as it is (a snapshot of "
+                             f"it, --machine), or lower the layout.", data)
     try:
         placement = s.placement
     except PlacementError as err:
@@ -95,6 +124,9 @@ def check_placement(s: Subject) -> Finding:
         return failed(CHECK, "; ".join(problems + warnings) + ".", data)
     if warnings:
         return warned(CHECK, "; ".join(warnings) + ".", data)
+    if stand_in is not None:
+        return passed(CHECK, f"{dep.layout} on {stand_in.nodes} nodes, {_node_groups(s, placement.gpus)}: "
+                             f"{stand_in.sentence()}; whole GPUs, no other tenants.", data)
     return passed(CHECK, f"{dep.layout} on {gpus_txt} ({len(placement.gpus)} of "
                   f"{len(machine.gpus)} visible), whole GPUs, no other tenants.", data)
 

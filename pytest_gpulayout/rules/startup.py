@@ -102,7 +102,12 @@ class StartupCheck:
 
     def idle(self, s: Subject, ctx: Context) -> Finding | None:
         """Not asked to launch: skipped before any gate is looked at."""
-        return None if ctx.options.launch or s.dep.launch.enabled else not_launched()
+        if not (ctx.options.launch or s.dep.launch.enabled):
+            return not_launched()
+        stand_in = s.machine.stand_in
+        if stand_in is not None:  # copies of one node's machine (machine/stand_in.py): there are no such hosts here
+            return not_launched(f"{stand_in.sentence()}: a launch needs the nodes themselves (machine: ray)")
+        return None
 
     def blocked(self, blocker: Finding, gate: Gate) -> Finding:
         what = "command line" if blocker.check == "config" else "layout"

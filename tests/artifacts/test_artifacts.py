@@ -3,7 +3,9 @@ and the ``deploy`` check's planted defects, each one line naming the object and 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,7 +13,6 @@ from pytest_gpulayout.artifacts import commands
 from pytest_gpulayout.artifacts.build import Found, build
 from pytest_gpulayout.artifacts.load import load_artifact, load_command
 from pytest_gpulayout.cli import main
-from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.findings import Finding, Status
 from pytest_gpulayout.rules.deploy import DEPLOY, deploy_finding
 
@@ -33,11 +34,22 @@ def test_cmd_reads_flags_as_vllm_does() -> None:
     assert d.launch.args == ("--enforce-eager",) and d.launch.env["VLLM_USE_V1"] == "1"
 
 
-def test_cmd_typo_fails_with_the_engines_words() -> None:
-    with pytest.raises(InputError) as err:
-        load_command("vllm serve Qwen/Qwen3-8B --tensor-paralel-size 2", MACHINE)
-    assert str(err.value) == ("--cmd:1: vllm serve: error: unrecognized arguments: --tensor-paralel-size; "
-                              "did you mean --tensor-parallel-size?")
+def check_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    """``gpulayout check ... --json``: its exit code and the one JSON object it prints (nothing else on stdout)."""
+    code = main(["check", *args, "--json"])
+    out = capsys.readouterr().out
+    data: dict[str, Any] = json.loads(out)  # one object: json.loads refuses a second one after it
+    return code, data
+
+
+def test_cmd_typo_fails_config_in_the_engines_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """A refused flag is the config check's failure of that deployment, not an abort: one JSON object, exit 1."""
+    code, data = check_json(capsys, "--cmd", "vllm serve Qwen/Qwen3-8B --tensor-paralel-size 2", "--machine", MACHINE)
+    checks = data["deployments"]["--cmd:1"]["checks"]
+    assert code == 1 and data["status"] == "fail" and checks["config"]["status"] == "fail"
+    assert ("vllm: error: unrecognized arguments: --tensor-paralel-size 2; --tensor-paralel-size: did you mean "
+            "--tensor-parallel-size?") in checks["config"]["message"]
+    assert checks["placement"]["status"] == "pass" and checks["heads"]["status"] == "pass"  # the rest is judged
 
 
 def test_cmd_without_machine_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,7 +118,7 @@ def test_a_release_tag_pins_what_the_checks_judge(tmp_path: Path) -> None:
     [f] = load_artifact(DATA / "lws-vllm.yaml", MACHINE)
     assert f.deployment.engine_version == "0.8.5" and f.image_release == "0.8.5"
     # an --engine-version given by the caller still wins over the tag (artifacts.build's ``version``)
-    [g] = build([(f.invocation, f.pod)], machine=MACHINE, path=tmp_path / "x.yaml", version="0.10.1")
+    [g], _ = build([(f.invocation, f.pod)], machine=MACHINE, path=tmp_path / "x.yaml", version="0.10.1")
     assert g.deployment.engine_version == "0.10.1"
 
 
@@ -171,41 +183,49 @@ def test_sglang_statefulset_on_the_host_network_cannot_resolve_its_master() -> N
         "resolve: set spec.template.spec.dnsPolicy: ClusterFirstWithHostNet")
 
 
-def test_production_stack_values_with_a_flag_the_release_dropped(tmp_path: Path) -> None:
+def test_production_stack_values_with_a_flag_the_release_dropped(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """values-02 passes --disable-log-requests, which vLLM 0.17 - 0.32 refuse and 0.33.0 (the newest table) takes
     again as the inverse of --enable-log-requests (EnableDisableAction); --swap-space, dropped in 0.18, is refused."""
-    load_artifact(DATA / "production-stack-values-02-basic.yaml", MACHINE)
+    code, data = check_json(capsys, str(DATA / "production-stack-values-02-basic.yaml"), "--machine", MACHINE)
+    assert data["deployments"]["servingEngineSpec.modelSpec[llama3]"]["checks"]["config"]["status"] == "pass"
     p = _planted(tmp_path, "production-stack-values-02-basic.yaml", '"--disable-log-requests"', '"--swap-space", "4"')
-    with pytest.raises(InputError) as err:
-        load_artifact(p, MACHINE)
-    assert str(err.value).startswith("servingEngineSpec.modelSpec[llama3]: vllm serve: error: unrecognized "
-                                     "arguments: --swap-space")
+    code, data = check_json(capsys, str(p), "--machine", MACHINE)
+    config = data["deployments"]["servingEngineSpec.modelSpec[llama3]"]["checks"]["config"]
+    assert code == 1 and config["status"] == "fail"
+    assert "unrecognized arguments: --swap-space 4; --swap-space was removed in vLLM 0.18.0" in config["message"]
 
 
-def test_lws_sglang_worker_is_read_but_is_the_leaders_engine(tmp_path: Path) -> None:
+def test_lws_sglang_worker_is_read_but_is_the_leaders_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    """A typo in the worker's line fails the leader's config (the group never starts); no deployment of its own."""
     p = _planted(tmp_path, "lws-sglang.yaml", "- --trust-remote-code\n            resources",
                  "- --trust-remot-code\n            resources")
-    with pytest.raises(InputError) as err:
-        load_artifact(p, MACHINE)
-    assert str(err.value).startswith("LeaderWorkerSet/sglang/sglang-worker[worker]: ")
-    assert "unrecognized arguments: --trust-remot-code" in str(err.value)
+    code, data = check_json(capsys, str(p), "--machine", MACHINE)
+    assert list(data["deployments"]) == ["LeaderWorkerSet/sglang/sglang-leader[leader]"]
+    config = data["deployments"]["LeaderWorkerSet/sglang/sglang-leader[leader]"]["checks"]["config"]
+    assert code == 1 and config["status"] == "fail"
+    assert "the worker's line in LeaderWorkerSet/sglang/sglang-worker[worker]: " in config["message"]
+    assert "unrecognized arguments: --trust-remot-code" in config["message"]
 
 
 @pytest.mark.parametrize(("name", "old", "new", "words"), [
     ("lws-sglang.yaml", "size: 2", "size: 1",
      "LeaderWorkerSet/sglang/sglang-leader[leader]: spec.leaderWorkerTemplate.size 1 x 1 GPUs per pod = 1, but "
      "TP x PP x DP = 2"),
-    ("kserve-llmisvc-dp-ep-qwen3.yaml", "tensor: 1", "tensor: 4",
-     "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main: spec.template.containers[main].resources."
-     "limits.nvidia.com/gpu is 8, but TP x PP x local DP = 32 (4 x 1 x 8) on this pod"),
+    ("kserve-llmisvc-dp-ep-qwen3.yaml", "tensor: 1", "tensor: 4",   # and no /dev/shm at TP=4: both listed
+     "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main: (1) spec.template.containers[main].resources."
+     "limits.nvidia.com/gpu is 8, but TP x PP x local DP = 32 (4 x 1 x 8) on this pod: ask for 32; (2) "
+     "spec.template.volumes has no /dev/shm"),
     ("kuberay-rayservice-vllm.yaml", 'TENSOR_PARALLELISM: "2"', 'TENSOR_PARALLELISM: "4"',
      "RayService/llama-3-8b/serveConfigV2/applications[llm]: spec.rayClusterConfig.workerGroupSpecs[*].replicas "
      "give the Ray cluster 2 GPU(s), but TP x PP x DP = 4"),
     ("sglang-compose.yaml", "--host 0.0.0.0", "--tp 2 --host 0.0.0.0",
      "services/sglang: services.sglang.deploy.resources.reservations.devices is 1, but "
      "TP x PP x DP = 2"),
-    ("sglang-distributed-sts.yaml", "replicas: 2   #", "replicas: 1   #",
-     "StatefulSet/distributed-sglang/sglang-container: spec.replicas is 1, but --nnodes 2"),
+    ("sglang-distributed-sts.yaml", "replicas: 2   #", "replicas: 1   #",  # and its host network's DNS policy
+     "StatefulSet/distributed-sglang/sglang-container: (1) spec.replicas is 1, but --nnodes 2: the engine waits for "
+     "1 node(s) that never start; (2) spec.template.spec.hostNetwork is true with dnsPolicy ClusterFirst"),
     ("production-stack-values-15-a-raycluster.yaml", "pipelineParallelSize: 2", "pipelineParallelSize: 4",
      "servingEngineSpec.modelSpec[distilgpt2-raycluster]: servingEngineSpec.modelSpec[distilgpt2-"
      "raycluster].replicaCount (Ray workers) + raySpec.headNode.requestGPU give the Ray cluster 2 GPU(s), but "
@@ -236,12 +256,14 @@ def test_no_dev_shm_at_tp_above_one(tmp_path: Path) -> None:
                                       "no /dev/shm")
 
 
-def test_flag_typo_in_a_container(tmp_path: Path) -> None:
+def test_flag_typo_in_a_container(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _planted(tmp_path, "vllm-docs-deployment.yaml", "--max_num_batched_tokens", "--max_num_batchd_tokens")
-    with pytest.raises(InputError) as err:
-        load_artifact(p, MACHINE)
-    assert str(err.value).startswith("Deployment/mistral-7b/mistral-7b: vllm serve: error: unrecognized arguments: "
-                                     "--max_num_batchd_tokens; did you mean --max-num-batched-tokens?")
+    code, data = check_json(capsys, str(p), "--machine", MACHINE)
+    dep = data["deployments"]["Deployment/mistral-7b/mistral-7b"]
+    assert code == 1 and dep["checks"]["config"]["status"] == "fail"
+    assert ("vllm: error: unrecognized arguments: --max-num-batchd-tokens 1024; --max-num-batchd-tokens: did you "
+            "mean --max-num-batched-tokens?") in dep["checks"]["config"]["message"]
+    assert dep["checks"]["deploy"]["status"] == "warn"  # the pod around it is still judged (its moving tag)
 
 
 def test_unknown_yaml_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,8 +279,6 @@ def test_unknown_yaml_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_cli_json_names_the_source(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
     code = main(["check", str(DATA / "vllm-docs-deployment.yaml"), "--machine", MACHINE, "--json"])
     data = json.loads(capsys.readouterr().out)
     dep = data["deployments"]["Deployment/mistral-7b/mistral-7b"]

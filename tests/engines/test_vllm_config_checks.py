@@ -6,7 +6,7 @@ another has both cases; ``CASES`` holds at least one refusal per rule (``test_ev
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -171,6 +171,21 @@ CASES = [
     Case("vllm.cache.nvfp4_kv_with_mla", "0.25.0", args(kv_cache_dtype="nvfp4"), on(H100, tp=8),
          model="deepseek-v3", refused="nvfp4 KV cache is not supported with MLA"),
     Case("vllm.cache.nvfp4_kv_with_mla", "0.25.0", args(kv_cache_dtype="nvfp4"), on(H100, tp=2)),
+    # config/parallel.py:1066-1077 (0.33.0): an artifact's CUDA_VISIBLE_DEVICES shows fewer devices than TP x PP
+    Case("vllm.parallel.world_above_devices", "0.33.0", args(), replace(on(H100, tp=4, pp=2), devices=4),
+         refused="World size (8) is larger than the number of available GPUs (4) in this node. If this is "
+                 "intentional and you are using:\n- ray, set '--distributed-executor-backend ray'.",
+         source="vllm/config/parallel.py:1071"),
+    Case("vllm.parallel.world_above_devices", "0.12.0", args(), replace(on(H100, tp=4), devices=2),
+         refused="Tensor parallel size (4) cannot be larger than the number of available GPUs (2).",
+         source="vllm/config/parallel.py:564"),
+    # DP replicas are not in the world size; the Ray executor and --nnodes place ranks beyond this node
+    Case("vllm.parallel.world_above_devices", "0.33.0", args(), replace(on(H100, tp=4, dp=2), devices=4)),
+    Case("vllm.parallel.world_above_devices", "0.33.0", args(distributed_executor_backend="ray"),
+         replace(on(H100, tp=8), devices=4)),
+    Case("vllm.parallel.world_above_devices", "0.33.0", args(nnodes=2), replace(on(H100, tp=8), devices=4)),
+    # no CUDA_VISIBLE_DEVICES said: the placement check judges the machine's GPUs, this rule nothing
+    Case("vllm.parallel.world_above_devices", "0.33.0", args(), on(H100, tp=8)),
 ]
 
 

@@ -62,8 +62,9 @@ class TrtLlmCommandLine:
                   aliases={"tensor_parallel_size": ("--tensor_parallel_size",),
                            "pipeline_parallel_size": ("--pipeline_parallel_size",),
                            "memory_fraction": ("--free_gpu_memory_fraction",)})
-    #: ``trtllm-serve serve MODEL`` (``serve.py``'s click group); ``python -m tensorrt_llm.commands.serve``
-    entry_commands: tuple[tuple[str, ...], ...] = (("trtllm-serve", "serve"),)
+    #: ``trtllm-serve serve MODEL`` (``serve.py``'s click group), and ``trtllm-serve MODEL``: its ``DefaultGroup``
+    #: resolves a first word that is none of its subcommands as ``serve``; ``python -m tensorrt_llm.commands.serve``
+    entry_commands: tuple[tuple[str, ...], ...] = (("trtllm-serve", "serve"), ("trtllm-serve",))
     entry_modules: tuple[str, ...] = ("tensorrt_llm.commands.serve",)
     #: none: NVIDIA's TensorRT-LLM release images start a shell, so a container's bare arguments are not
     #: trtllm-serve's
@@ -71,8 +72,8 @@ class TrtLlmCommandLine:
     #: NGC's release images: ``nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2``
     release_tags: tuple[tuple[str, str], ...] = (("nvcr.io/nvidia/tensorrt-llm/release",
                                                   r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)(?:-[\w.]+)?"),)
-    #: its command lines are recognised in artifacts, their flags not yet read back into manifest keys
-    command_line_keys = False
+    #: its command lines are read back into deployments (artifacts/build.py)
+    command_line_keys = True
     #: ``llm_args.py`` ``KvCacheConfig.dtype`` ("auto": the checkpoint's, e.g. its FP8 KV scheme)
     kv_cache_dtypes: tuple[str, ...] = ("auto", "fp8")
 

@@ -54,6 +54,8 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.dcp_with_pcp": "with prefill context parallel, a DCP size other than 1, PCP or TP x PCP",
     "vllm.parallel.dp_local_above_dp": "--data-parallel-size-local above --data-parallel-size",
     "vllm.parallel.elastic_ep": "--enable-elastic-ep without --enable-eplb, or with PP > 1",
+    "vllm.parallel.world_above_devices": "TP x PP above the CUDA devices an artifact's CUDA_VISIBLE_DEVICES shows "
+                                         "the engine on its node, one node, no executor backend (ParallelConfig)",
     "vllm.model.heads_divisible_by_tp": "attention heads not divisible by TP (ModelConfig)",
     "vllm.model.pp_needs_supports_pp": "PP > 1 on an architecture without SupportsPP (ModelConfig)",
     "vllm.model.ep_needs_experts": "--enable-expert-parallel on a model without experts (ModelConfig)",
@@ -71,6 +73,8 @@ _CALLED_ONLY_IF: Mapping[str, str] = {"vllm.model.ep_needs_experts": "enable_exp
 #: the rules that read the scheduler's defaults, and the destinations of the line that can make them refuse
 _SCHEDULER_RULES = frozenset({"vllm.scheduler.batched_below_max_len", "vllm.scheduler.batched_below_seqs"})
 _SCHEDULER_GIVEN = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
+#: the rule that reads the devices the engine sees: judged only where the deployment says them (``Layout.devices``)
+_DEVICES_RULE = "vllm.parallel.world_above_devices"
 
 
 @cache
@@ -281,6 +285,14 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         ns["max_num_batched_tokens"] = sched.max_num_batched_tokens
     if sched.max_num_seqs is not None:
         ns["max_num_seqs"] = sched.max_num_seqs
+    if layout.devices is not None:
+        # ParallelConfig.__post_init__ (config/parallel.py:1066-1077 in 0.33.0): current_platform.device_count()
+        # (cuda_device_count_stateless() before 0.20) counts the devices CUDA_VISIBLE_DEVICES shows the process
+        ns.update({"device_count": layout.devices, "cuda_device_count_stateless": layout.devices,
+                   "gpu_count": layout.devices, "world_size_across_dp": tp * pp * dp,
+                   "nnodes": args.get("nnodes", 1) or 1,
+                   "distributed_executor_backend": args.get("distributed_executor_backend"),
+                   "VLLM_XLA_USE_SPMD": False})
     if flags and args.get("model_impl", "auto") != "transformers":
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
@@ -317,7 +329,8 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     makes for this command line, model and layout, and the entries it could not judge. vLLM stops at the
     first refusal it meets; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version, env=env)
-    active = [r for r in RULES if r not in _CALLED_ONLY_IF or bool(values.get(_CALLED_ONLY_IF[r]))]
+    active = [r for r in RULES if (r not in _CALLED_ONLY_IF or bool(values.get(_CALLED_ONLY_IF[r])))
+              and (r != _DEVICES_RULE or layout.devices is not None)]
     if not any(args.is_set(d) for d in _SCHEDULER_GIVEN):
         # the release's own defaults never refuse each other (its clamps and tiers keep the batch at least
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
