@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -102,16 +102,29 @@ class ClassPattern:
     exception: str | None = None
     index: int = 0               # its place in the file (first match wins)
 
+    @cached_property
+    def _compiled(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None, re.Pattern[str] | None,
+                                 re.Pattern[str] | None]:
+        """The globs and expressions compiled once: a check classifies every entry of the ledger against
+        the patterns up to the last rule (about 19,000 matches), which glob by glob cost 0.2 s a run."""
+        def globs(text: str) -> re.Pattern[str]:
+            return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in text.split("|")))
+
+        def optional(expr: str | None) -> re.Pattern[str] | None:
+            return re.compile(expr) if expr is not None else None
+
+        return (globs(self.file), globs(self.function), optional(self.text), optional(self.condition),
+                optional(self.exception))
+
     def matches(self, e: LedgerEntry) -> bool:
-        if not any(fnmatch.fnmatchcase(e.file, p) for p in self.file.split("|")):
+        file, function, text, condition, exception = self._compiled
+        if not file.match(e.file) or not function.match(e.function):
             return False
-        if not any(fnmatch.fnmatchcase(e.function, p) for p in self.function.split("|")):
+        if text is not None and not text.search(e.template):
             return False
-        if self.text is not None and not re.search(self.text, e.template):
+        if condition is not None and not condition.search(" && ".join(e.conditions)):
             return False
-        if self.condition is not None and not re.search(self.condition, " && ".join(e.conditions)):
-            return False
-        return self.exception is None or re.fullmatch(self.exception, e.exception) is not None
+        return exception is None or exception.fullmatch(e.exception) is not None
 
 
 @dataclass(frozen=True)

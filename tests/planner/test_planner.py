@@ -364,11 +364,11 @@ def test_html_written_with_plan(tmp_path, capsys):
 
 def test_plan_on_8_gpus_answers_well_under_a_second(qwen):
     machine = load_preset("8xH100-sxm")
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: other work on a shared machine takes wall time, not these
     p = plan(qwen, machine, max_model_len=8192, concurrency=64)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert len(p.layouts) == len(layouts(8))
-    assert elapsed < 0.5, f"plan took {elapsed:.2f} s"
+    assert elapsed < 0.5, f"plan took {elapsed:.2f} s of CPU"
 
 
 # -- review findings: ranking, default need, hidden ranks, bad flags, memory fraction, memory unknown --
