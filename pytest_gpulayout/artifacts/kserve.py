@@ -151,8 +151,9 @@ def _speculative(spec: Mapping[str, Any]) -> list[str]:
         config["method"] = str(sd["method"])
     if sd.get("numSpeculativeTokens") is not None:
         config["num_speculative_tokens"] = sd["numSpeculativeTokens"]
-    draft = sd.get("speculator") if isinstance(sd.get("speculator"), Mapping) else {}
-    uri = str(((draft.get("model") or {}) if isinstance(draft.get("model"), Mapping) else {}).get("uri", ""))
+    draft = sd.get("speculator")
+    draft_model = draft.get("model") if isinstance(draft, Mapping) else None
+    uri = str(draft_model.get("uri", "")) if isinstance(draft_model, Mapping) else ""
     if uri:
         config["model"] = _model_of_uri(uri)
     return ["--speculative-config", json.dumps(config)] if config else []
