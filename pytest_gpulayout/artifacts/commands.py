@@ -126,10 +126,23 @@ def _invocations(script: Script, where: str, *, lines: bool) -> list[Invocation]
     return out
 
 
+#: first words after an engine's image that are a program run in its place, not the entry point's first argument
+_PROGRAMS = frozenset({"sh", "bash", "dash", "zsh", "env", "exec", "python", "python3", "uv"})
+
+
+def _entry_takes(argv: Sequence[str]) -> bool:
+    """Whether ``docker run IMAGE ARGS`` hands ARGS to the image's entry point: Docker appends them to its
+    ENTRYPOINT, so a positional model (``vllm/vllm-openai:v0.10.1 Qwen/Qwen2.5-7B-Instruct --max-model-len 1024``)
+    is the entry point's first argument, as a flag is; an engine command or a shell there is run instead."""
+    if not argv or argv[0].startswith("-"):
+        return True
+    return match(argv) is None and argv[0].rsplit("/", 1)[-1] not in _PROGRAMS
+
+
 def _invocation(c: Command, source: str) -> Invocation | None:
     argv: Sequence[str] = c.argv
     served = image_entry(c.image) if c.image else None
-    if served is not None and (not argv or argv[0].startswith("-")):
+    if served is not None and _entry_takes(argv):
         argv = [*served, *argv]
     found = match(argv)
     if found is None:

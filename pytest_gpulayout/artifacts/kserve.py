@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -126,6 +127,38 @@ def _isvc(doc: Mapping[str, Any], runtimes: Mapping[str, Mapping[str, Any]]) -> 
     return out + [(i, info) for i in invs]
 
 
+def _additional_args(text: str) -> list[str]:
+    """The main container's ``VLLM_ADDITIONAL_ARGS``: the controller's serving template ends its ``vllm serve``
+    line with ``${VLLM_ADDITIONAL_ARGS} $@`` (run through ``eval``), the documented place for engine flags
+    (KServe's own samples put ``--max-model-len`` and ``--gpu-memory-utilization`` there, e.g.
+    ``docs/samples/llmisvc/speculative-decoding/llm-inference-service-A100-draft-target.yaml``). Split as the
+    shell splits it; text the shell could not split is left to the config check as one word."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return [text] if text.strip() else []
+
+
+def _speculative(spec: Mapping[str, Any]) -> list[str]:
+    """``spec.speculativeDecoding``: the controller serves a draft model beside the target (its weights and KV on
+    the same GPUs), which vLLM takes as ``--speculative-config``. Passed on so the pool prediction names it as
+    not modelled rather than predicting the target alone."""
+    sd = spec.get("speculativeDecoding")
+    if not isinstance(sd, Mapping):
+        return []
+    config: dict[str, Any] = {}
+    if sd.get("method"):
+        config["method"] = str(sd["method"])
+    if sd.get("numSpeculativeTokens") is not None:
+        config["num_speculative_tokens"] = sd["numSpeculativeTokens"]
+    draft = sd.get("speculator")
+    draft_model = draft.get("model") if isinstance(draft, Mapping) else None
+    uri = str(draft_model.get("uri", "")) if isinstance(draft_model, Mapping) else ""
+    if uri:
+        config["model"] = _model_of_uri(uri)
+    return ["--speculative-config", json.dumps(config)] if config else []
+
+
 def _llmisvc(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
     obj = _name(doc)
     spec = doc.get("spec") or {}
@@ -150,9 +183,11 @@ def _llmisvc(doc: Mapping[str, Any]) -> list[tuple[Invocation, Pod]]:
     main = next((c for c in containers(template) if c.get("name") == "main"), None) or \
         next(iter(containers(template)), {"name": "main"})
     args = [str(a) for a in main.get("args") or []]
+    env = env_of(main)
+    extra = _additional_args(env.get("VLLM_ADDITIONAL_ARGS", ""))
     info = pod_info(obj, "spec.template", template, main, **group)
-    invs = find_in_argv([*_VLLM_ENTRY, "--model", name, *layout, *args], f"{obj}/{main.get('name', 'main')}",
-                        env_of(main))
+    invs = find_in_argv([*_VLLM_ENTRY, "--model", name, *layout, *args, *extra, *_speculative(spec)],
+                        f"{obj}/{main.get('name', 'main')}", env)
     return [(i, info) for i in invs]
 
 

@@ -61,7 +61,35 @@ REAL: dict[str, list[tuple[str, str, str, int, int, int]]] = {
     "aibrix-kvcache-deployment-tp.yaml": [("Deployment/deepseek-coder-33b-instruct/vllm-openai", "vllm",
                                            "deepseek-ai/deepseek-coder-33b-instruct", 4, 1, 1)],
     "triton/tensorrt_llm/config.pbtxt": [("tensorrt_llm/config.pbtxt", "trtllm", "${engine_dir}", 1, 1, 1)],
+    # ten more, read the same way (issue 30, the README's artifact section)
+    "skypilot-deepseek-r1-671B-A100.yaml": [("skypilot-deepseek-r1-671B-A100.yaml/run:8", "sglang", "DeepSeek-R1-BF16",
+                                             16, 1, 1)],  # TP over both nodes; --enable-dp-attention passed on
+    "skypilot-llama4.yaml": [("skypilot-llama4.yaml/run:2", "vllm", "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8",
+                              8, 1, 1)],  # $MODEL_NAME from envs:, TP from the first of {H100:8, H100:12, ...}
+    "slurm-nlp-kg-run.sh": [("slurm-nlp-kg-run.sh:11", "vllm", "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 1, 1, 1)],
+    "docker-marie-sglang-qwq-x8.sh": [("docker-marie-sglang-qwq-x8.sh:4", "sglang", "Qwen/QwQ-32B", 2, 1, 4)],
+    "docker-hidden-capacity-sglang.sh": [("docker-hidden-capacity-sglang.sh:5", "sglang",
+                                          "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", 1, 1, 1)],  # model=... above
+    "docker-deploy-qwen-32k.sh": [("docker-deploy-qwen-32k.sh:5", "vllm", "/qwen/qwen3-30b-a3b", 4, 1, 1)],
+    "lws-tas-vllm.yaml": [("LeaderWorkerSet/vllm/vllm-leader[leader]", "vllm", "meta-llama/Llama-3.1-405B-Instruct",
+                           8, 2, 1)],
+    "lws-autoscaling-sglang.yaml": [("LeaderWorkerSet/sglang/sglang-leader[leader]", "sglang",
+                                     "meta-llama/Meta-Llama-3.1-8B-Instruct", 2, 1, 1)],
+    "kserve-llmisvc-dp-ep-multi-qwen.yaml": [("LLMInferenceService/qwen3-coder-30b-a3b-instruct/main", "vllm",
+                                              "Qwen/Qwen3-Coder-30B-A3B-Instruct", 1, 1, 16)],
+    "kserve-llmisvc-a100-draft-target.yaml": [("LLMInferenceService/llama8b-draft-target-a100/main", "vllm",
+                                               "meta-llama/Llama-3.1-8B-Instruct", 1, 1, 1)],
 }
+
+
+def test_each_release_the_images_pin_is_the_one_judged() -> None:
+    """The image tag picks the parser: a docker run of vllm/vllm-openai:v0.8.5, LWS pins of v0.28.0 and SGLang
+    v0.5.18, lmsysorg/sglang:v0.4.5-cu125."""
+    pinned = {name: [f.deployment.engine_version for f in load_artifact(PUBLIC / name, MACHINE)]
+              for name in ("docker-deploy-qwen-32k.sh", "lws-tas-vllm.yaml", "lws-autoscaling-sglang.yaml",
+                           "docker-hidden-capacity-sglang.sh")}
+    assert pinned == {"docker-deploy-qwen-32k.sh": ["0.8.5"], "lws-tas-vllm.yaml": ["0.28.0"],
+                      "lws-autoscaling-sglang.yaml": ["0.5.18"], "docker-hidden-capacity-sglang.sh": ["0.4.5"]}
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
@@ -72,7 +100,7 @@ def test_every_invocation_is_found_with_its_layout(name: str) -> None:
 
 
 def test_the_public_set_is_large() -> None:
-    assert len(REAL) >= 20 and all((PUBLIC / n).read_text().startswith("# Source: https://github.com/") for n in REAL)
+    assert len(REAL) >= 31 and all((PUBLIC / n).read_text().startswith("# Source: https://github.com/") for n in REAL)
 
 
 # -- the verdicts: the models they serve read from the catalog (a model map, as a pipeline would give one) ---------
@@ -83,7 +111,8 @@ MODELS = {"Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
           "/models/Qwen3-8B": "Qwen/Qwen3-8B", "Qwen/Qwen2.5-Coder-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
           "deepseek-ai/deepseek-coder-33b-instruct": "Qwen/Qwen3-32B",
           "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-V3",
-          "Qwen/Qwen2.5-0.5B-Instruct": "Qwen/Qwen2.5-7B-Instruct"}
+          "Qwen/Qwen2.5-0.5B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+          "Qwen/Qwen3-Coder-30B-A3B-Instruct": "Qwen/Qwen3-30B-A3B", "/qwen/qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B"}
 
 
 @pytest.fixture
@@ -239,3 +268,20 @@ def test_a_short_visible_device_list_fails_placement_too(tmp_path: Path, capsys:
     assert placement["status"] == "fail" and placement["message"].endswith(
         "CUDA_VISIBLE_DEVICES=0,1 (slurm-medical-llm-run_qwen3_8b.sh:23) shows the engine 2 GPUs, but TP x PP x DP = 4 "
         "(4 x 1 x 1): list 4 devices there, or lower the layout to fit 2.")
+
+
+@pytest.mark.usefixtures("model_map")
+def test_an_llm_inference_service_passes_its_additional_args_and_its_draft_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """KServe's controller ends ``vllm serve`` with ``${VLLM_ADDITIONAL_ARGS}``: the 8,192-token context and the 0.9
+    fraction there are what the pool is predicted with (not vLLM's defaults), and the draft model of
+    ``spec.speculativeDecoding`` is named as not modelled rather than left out of a pool that passes."""
+    code, data = check(capsys, PUBLIC / "kserve-llmisvc-a100-draft-target.yaml")
+    kv = finding(data, "LLMInferenceService/llama8b-draft-target-a100/main", "kv_pool")
+    assert "full 8,192-token requests" in kv["message"] and "memory_fraction 0.9" in kv["message"]
+    assert "max_num_seqs=32" in kv["message"] and "Not modelled: --speculative-config" in kv["message"]
+    # sixteen DP ranks over a leader and a worker pod of 8 GPUs: placed per node, RDMA requested
+    code, data = check(capsys, PUBLIC / "kserve-llmisvc-dp-ep-multi-qwen.yaml")
+    dep = "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main"
+    assert finding(data, dep, "placement")["status"] == "pass" and finding(data, dep, "deploy")["status"] == "pass"
+    assert "full 8,192-token requests" in finding(data, dep, "kv_pool")["message"]

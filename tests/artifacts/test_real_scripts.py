@@ -113,3 +113,15 @@ def test_a_skypilot_run_block_with_the_task_envs_and_skypilots_variables() -> No
     assert serve.args[serve.args.index("--pipeline-parallel-size") + 1] == "2"
     [unset] = commands.find_in_text(task["run"], "run", task["envs"])
     assert set(unset.unknown) == {"$SKYPILOT_NUM_GPUS_PER_NODE", "$SKYPILOT_NUM_NODES"}
+
+
+def test_a_positional_model_after_an_engine_image_is_its_entry_points_argument() -> None:
+    """``docker run vllm/vllm-openai:v0.10.1 MODEL --flags``: Docker appends the arguments to the image's ENTRYPOINT
+    (``vllm serve``), so the model is served; a shell or an engine command after the image is run instead."""
+    line = "docker run --gpus all vllm/vllm-openai:v0.10.1 Qwen/Qwen2.5-7B-Instruct --max-model-len 1024"
+    [inv] = commands.find_in_text(line, "serve.sh")
+    assert (inv.engine, inv.entry, inv.args[:1], inv.image) == ("vllm", "vllm serve", ("Qwen/Qwen2.5-7B-Instruct",),
+                                                                 "vllm/vllm-openai:v0.10.1")
+    line = "docker run vllm/vllm-openai:v0.10.1 sh -c 'vllm serve Qwen/Qwen3-8B -tp 2'"
+    [inv] = commands.find_in_text(line, "serve.sh")
+    assert inv.args == ("Qwen/Qwen3-8B", "-tp", "2")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ from pytest_gpulayout.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "tests" / "data" / "deploy"
 MANIFESTS = sorted(p for p in (ROOT / "examples").glob("*/*gpulayout.yaml"))
+#: one real artifact of each kind the readers know (README, "What you deploy"), each with the machine its header runs
+ARTIFACTS = sorted(p for p in (ROOT / "examples" / "artifacts").rglob("*") if p.is_file()
+                   and re.search(r"^# Run: gpulayout check \S+ --machine \S+$", p.read_text(), re.M))
 
 
 def _cli(*args: str) -> dict[str, object]:
@@ -77,3 +81,21 @@ def test_an_artifact_gets_the_same_verdicts(artifact: str, pytester: pytest.Pyte
         [dep] = cli["deployments"].values()  # type: ignore[attr-defined]
         assert dep["checks"]["deploy"]["status"] == "fail" and cli["status"] == "fail"
         assert "has no /dev/shm" in dep["checks"]["deploy"]["message"]
+
+
+@pytest.mark.parametrize("artifact", ARTIFACTS, ids=[str(p.relative_to(ROOT / "examples" / "artifacts").parent)
+                                                     for p in ARTIFACTS])
+def test_every_kind_of_artifact_gets_the_same_verdicts(artifact: Path, pytester: pytest.Pytester,
+                                                       tmp_path: Path) -> None:
+    """``pytest --gpulayout --gpulayout-manifest ARTIFACT`` and ``gpulayout check ARTIFACT --json``: the same status
+    per deployment and the same finding per check, for a file of every kind (the machine its header names)."""
+    [machine] = re.findall(r"^# Run: gpulayout check \S+ --machine (\S+)$", artifact.read_text(), re.M)
+    cli = _cli(str(artifact), "--machine", machine)
+    ran = _pytest(pytester, tmp_path, f"--gpulayout-manifest={artifact}", f"--gpulayout-machine={machine}")
+    assert _verdicts(ran) == _verdicts(cli) and cli["deployments"]
+
+
+def test_every_kind_the_readers_know_has_an_example() -> None:
+    kinds = {p.relative_to(ROOT / "examples" / "artifacts").parts[0] for p in ARTIFACTS}
+    assert kinds == {"aibrix", "compose", "helm", "kserve", "kuberay", "kubernetes", "lws", "rayserve", "shell",
+                     "skypilot", "slurm", "triton"}
