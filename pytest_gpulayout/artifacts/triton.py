@@ -46,19 +46,33 @@ def parameters(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _PARAM.finditer(body)}
 
 
-def _engine_mapping(folder: Path | None) -> tuple[int, int] | None:
-    """``(tp_size, pp_size)`` from a built engine's ``config.json`` (``pretrained_config.mapping``)."""
+def _engine_config(folder: Path | None) -> Mapping[str, Any] | None:
+    """A built engine's ``config.json`` (what ``trtllm-build`` wrote), where the artifact holds it."""
     if folder is None or not (folder / "config.json").is_file():
         return None
     try:
         data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    mapping = ((data.get("pretrained_config") or {}).get("mapping") or data.get("mapping") or {}) \
-        if isinstance(data, Mapping) else {}
+    return data if isinstance(data, Mapping) else None
+
+
+def _engine_mapping(data: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """``(tp_size, pp_size)`` from a built engine's ``config.json`` (``pretrained_config.mapping``)."""
+    if data is None:
+        return None
+    mapping = (data.get("pretrained_config") or {}).get("mapping") or data.get("mapping") or {}
     if not isinstance(mapping, Mapping) or "tp_size" not in mapping:
         return None
     return int(mapping.get("tp_size") or 1), int(mapping.get("pp_size") or 1)
+
+
+def _built_max_seq_len(data: Mapping[str, Any] | None) -> int | None:
+    """The longest sequence the engine was built for (``build_config.max_seq_len``): a built engine serves
+    no longer request, so its pool is judged in requests of that length, not the model's maximum."""
+    build = (data or {}).get("build_config")
+    value = build.get("max_seq_len") if isinstance(build, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _local(base: Path, path: str) -> Path | None:
@@ -83,13 +97,17 @@ def find(artifact: Artifact) -> list[Invocation]:
     base = artifact.path.parent
     engine_dir = params.get("gpt_model_path") or params.get("engine_dir") or ""
     unknown = list(dict.fromkeys(t for v in params.values() for t in _TEMPLATE.findall(v)))
-    layout = _engine_mapping(_local(base, engine_dir))
+    built = _engine_config(_local(base, engine_dir))
+    layout = _engine_mapping(built)
     if layout is None and engine_dir and not _TEMPLATE.search(engine_dir):
         unknown.append(f"the engine's TP x PP (its config.json in gpt_model_path {engine_dir})")
     model = _tokenizer_dir(base) or engine_dir
     values: dict[str, Any] = {"model": model}
     if layout is not None:
         values["tp_size"], values["pp_size"] = layout
+    max_seq_len = _built_max_seq_len(built)
+    if max_seq_len is not None:
+        values["max_seq_len"] = max_seq_len
     fraction = params.get("kv_cache_free_gpu_mem_fraction", "")
     try:
         values["kv_cache_free_gpu_memory_fraction"] = float(fraction)

@@ -317,8 +317,10 @@ def check_balance(s: Subject) -> Finding:
             parts.append(lop[:2])
             data = replace(data, **lop[2])
     if not parts:
-        return skipped(CHECK, "SGLang's TP balance rule applies only with TP > 1, and a single "
-                       "replica has no peers to compare: nothing to check.", data)
+        why = ("SGLang's TP balance rule applies only with TP > 1" if "tp_balance" in s.engine.rules.start_rules
+               or dep.tp == 1 else f"{s.engine.display} makes no start-up check of free memory across its ranks "
+               "(the TP balance rule is SGLang's, the free-memory rule vLLM's)")
+        return skipped(CHECK, f"{why}, and a single replica has no peers to compare: nothing to check.", data)
     order = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0}
     status = max((s for s, _ in parts), key=order.__getitem__)
     parts.sort(key=lambda p: -order[p[0]])

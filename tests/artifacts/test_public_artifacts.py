@@ -285,3 +285,15 @@ def test_an_llm_inference_service_passes_its_additional_args_and_its_draft_model
     dep = "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main"
     assert finding(data, dep, "placement")["status"] == "pass" and finding(data, dep, "deploy")["status"] == "pass"
     assert "full 8,192-token requests" in finding(data, dep, "kv_pool")["message"]
+
+
+def test_a_triton_engine_is_judged_at_the_length_it_was_built_for(capsys: pytest.CaptureFixture[str]) -> None:
+    """A built TensorRT-LLM engine serves no request longer than its ``build_config.max_seq_len`` (8,192 in the
+    example's engine): its pool is counted in requests of that length, not the model's 131,072; and the balance
+    skip names TensorRT-LLM, not SGLang's rule."""
+    example = Path(__file__).parents[2] / "examples" / "artifacts" / "triton" / "model_repo" / "tensorrt_llm"
+    code, data = check(capsys, example / "config.pbtxt")
+    kv = finding(data, "tensorrt_llm/config.pbtxt", "kv_pool")
+    assert code == 0 and "full 8,192-token requests" in kv["message"], kv["message"]
+    balance = finding(data, "tensorrt_llm/config.pbtxt", "balance")
+    assert balance["message"].startswith("tensorrt_llm/config.pbtxt: TensorRT-LLM makes no start-up check"), balance
