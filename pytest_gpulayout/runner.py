@@ -135,10 +135,11 @@ def find_models(deployments: Iterable[Deployment]) -> dict[str, ModelSpec | Inpu
             models[dep.name] = load_model(dep.model, dep.base_dir)
         except InputError as err:
             where = err.where if err.where and err.where != str(dep.manifest_path) else None
-            key = f"deployments.{dep.name}.model" if dep.origin is None else f"{dep.origin.source}: model"
-            models[dep.name] = InputError(
-                (f"{where}: " if where else "") + (f"{err.key}: " if err.key else "") + err.message,
-                where=dep.manifest_path, key=key)
+            inner = (f"{where}: " if where else "") + (f"{err.key}: " if err.key else "") + err.message
+            if dep.origin is not None:  # the deployment's name is its place in the artifact: the finding says it
+                models[dep.name] = InputError(inner if where else f"{dep.model}: {inner}")
+            else:
+                models[dep.name] = InputError(inner, where=dep.manifest_path, key=f"deployments.{dep.name}.model")
     return models
 
 

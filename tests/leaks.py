@@ -256,6 +256,10 @@ class Snapshot:
         ours = {p for p in table if self._ours(p)}
         self.sessions.update(table[p].sid for p in ours)
         self.sessions.update(ours)
+        # not the test's own session or group: a command the test runs (the CLI it starts, whose line names the
+        # marker) is in it, and so is everything else started from the same terminal, job runner or CI step;
+        # what of it is the launch's is found by parentage
+        self.sessions -= {os.getsid(0), os.getpgid(0)}
         grown = True
         while grown:
             more = {p for p, st in table.items() if p not in ours and

@@ -214,7 +214,7 @@ def _looks_like_path(ref: str, path: Path) -> bool:
 
 def _supply_hint(sources: ModelSources) -> str:
     where = f"the model map {sources.map_file}" if sources.map_file else "a model map (GPULAYOUT_MODEL_MAP=FILE)"
-    return (f"Point model: at a folder holding config.json (or the file itself), or map the reference to one in "
+    return (f"Give a folder holding config.json (or the file itself) at that path, or map the reference to one in "
             f"{where}, or put it under a models folder (GPULAYOUT_MODELS=DIR)")
 
 
