@@ -100,8 +100,12 @@ class VllmCommandLine:
               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
-        return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS | READ_FROM_ARGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
+        known = NEUTRAL_FLAGS | READ_FROM_ARGS
+        k = read_knobs(args, env, flags=KNOB_FLAGS, neutral=known, value_flags=VALUE_FLAGS, env_knobs=ENV_KNOBS,
+                       env_not_modelled=ENV_NOT_MODELLED, typed=typed)
+        # a dotted JSON key (``--hf-overrides.num_hidden_layers``) is its flag's: modelled where the flag is
+        left = tuple(f for f in k.not_modelled if f.partition(".")[0] not in known)
+        return dataclasses.replace(k, not_modelled=left)
 
 
 class VllmMemory:

@@ -75,16 +75,16 @@ def served_model(model: ModelSpec, args: ResolvedArgs, version: Version, env: Ma
     if overrides:
         nested = version >= NESTED_OVERRIDES_SINCE
         where = next(w for since, w in _WHERE if version >= since)
-        note = (f"vLLM {version} serves the config with {', '.join(flatten(overrides))} applied "
+        note = (f"As served: vLLM {version} serves the config with {', '.join(flatten(overrides))} applied "
                 f"(--hf-overrides{', --rope-scaling' if 'rope_scaling' in overrides else ''}: {where}).")
         try:
             model = with_overrides(model, overrides, nested=nested, note=note)
         except InputError as err:
-            model = dataclasses.replace(model, notes=(*model.notes, f"--hf-overrides not applied: {err}; "
-                                                                     f"not modelled."))
+            model = dataclasses.replace(model, notes=(*model.notes, f"As served: --hf-overrides not applied: "
+                                                                     f"{err}; not modelled."))
     if model.has_mla_weights and env_flag(env, MLA_DISABLE_ENV):
         model = dataclasses.replace(model, mla_disabled=True, num_key_value_heads=model.num_attention_heads,
-                                    notes=(*model.notes, f"{MLA_DISABLE_ENV}=1: vLLM {version} serves it without "
+                                    notes=(*model.notes, f"As served: {MLA_DISABLE_ENV}=1: vLLM {version} serves it without "
                                                          f"MLA (ModelConfig.use_mla False), every head's K and V "
                                                          f"cached at {model.head_dim} wide."))
     return model
