@@ -83,8 +83,8 @@ def served_model(model: ModelSpec, args: ResolvedArgs, version: Version, env: Ma
             model = dataclasses.replace(model, notes=(*model.notes, f"As served: --hf-overrides not applied: "
                                                                      f"{err}; not modelled."))
     if model.has_mla_weights and env_flag(env, MLA_DISABLE_ENV):
+        note = (f"As served: {MLA_DISABLE_ENV}=1: vLLM {version} serves it without MLA (ModelConfig.use_mla "
+                f"False), every head's K and V cached at {model.head_dim} wide.")
         model = dataclasses.replace(model, mla_disabled=True, num_key_value_heads=model.num_attention_heads,
-                                    notes=(*model.notes, f"As served: {MLA_DISABLE_ENV}=1: vLLM {version} serves it without "
-                                                         f"MLA (ModelConfig.use_mla False), every head's K and V "
-                                                         f"cached at {model.head_dim} wide."))
+                                    notes=(*model.notes, note))
     return model
