@@ -246,9 +246,11 @@ class EngineRules(Protocol):
         over ``s.args``), and what it could not judge; None where none are modelled for this engine."""
         ...
 
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
-        """``model`` as the release serves it with ``args`` on those GPUs (vLLM: the dtype it resolves, a
-        float32 fallback's weight bytes); the model unchanged where nothing differs."""
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
+                  env: Mapping[str, str] | None = None) -> ModelSpec:
+        """``model`` as the release serves it with ``args`` and the launch's variables ``env`` on those GPUs (vLLM:
+        its config overrides, the dtype it resolves, a float32 fallback's weight bytes); the model unchanged where
+        nothing differs."""
         ...
 
 
@@ -475,7 +477,8 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     env = {**host.env, **dep.launch.env}
     knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
     served: ModelSpec | ModelMissing = (ModelMissing(model) if isinstance(model, InputError) else
-                                        engine.rules.as_served(model, args, layout_of(dep, machine), version))
+                                        engine.rules.as_served(model, args, layout_of(dep, machine), version,
+                                                                env=env))
     return Subject(dep, machine, served, host, engine, version, source, knobs, args)
 
 

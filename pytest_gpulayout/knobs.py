@@ -35,6 +35,9 @@ class LaunchKnobs:
     #: every flag given, in the engine's canonical spelling, with its value (None: a switch), for an engine rule
     #: that reads one itself (SGLang's ``--enable-multimodal``); whether it is modelled is ``not_modelled``'s say
     given: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    #: the values the release's own parser made of the deployment's line, by destination (``ResolvedArgs.values``:
+    #: ``compilation_config`` as a mapping), for an engine rule that reads a structured value
+    typed: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     #: the engine variables in effect for the launch (this host's, then launch.env on top)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: flags given that the checks do not model, as written
@@ -47,7 +50,7 @@ class LaunchKnobs:
         """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
         out = []
         for f in fields(self):
-            if f.name in ("env", "not_modelled", "env_not_modelled", "given"):
+            if f.name in ("env", "not_modelled", "env_not_modelled", "given", "typed"):
                 continue
             value = getattr(self, f.name)
             if value not in (None, False):
@@ -141,5 +144,5 @@ def read_knobs(args: Sequence[str], env: Mapping[str, str], *, flags: Mapping[st
         if env.get(var):
             values[knob] = env[var]
     unmodelled_env = tuple(sorted(v for v in env_not_modelled if v in env))
-    return LaunchKnobs(**values, given=MappingProxyType(given), not_modelled=tuple(dict.fromkeys(unknown)),
-                       env_not_modelled=unmodelled_env)
+    return LaunchKnobs(**values, given=MappingProxyType(given), typed=MappingProxyType(dict(typed or {})),
+                       not_modelled=tuple(dict.fromkeys(unknown)), env_not_modelled=unmodelled_env)

@@ -41,6 +41,9 @@ from pytest_gpulayout.placement import Placement
 #: ``model.notes`` that say a value was filled in rather than read (``model/config.py``): class
 #: defaults for keys a config leaves out, a missing ``intermediate_size`` or ``torch_dtype``.
 FILLED_NOTE_STARTS = ("Filled from", "intermediate_size missing", "No torch_dtype")
+#: ``model.notes`` an engine's ``as_served`` adds when the line rewrites the config (vLLM ``--hf-overrides``,
+#: ``VLLM_MLA_DISABLE``): the verdict says what was applied
+SERVED_NOTE_START = "As served:"
 
 # ---------------------------------------------------------------------------------------------
 # Pool prediction
@@ -210,7 +213,8 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     notes.extend(e.load_notes(model))
     # what the model's config left out and the loader filled in (class defaults, a missing width or
     # dtype) changes every figure above: the verdict names the keys and the values used
-    notes.extend(n for n in model.notes if "not modelled" in n or n.startswith(FILLED_NOTE_STARTS))
+    notes.extend(n for n in model.notes
+                 if "not modelled" in n or n.startswith((*FILLED_NOTE_STARTS, SERVED_NOTE_START)))
 
     w_max = max(w_by_stage)
     return PoolPrediction(

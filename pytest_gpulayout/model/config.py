@@ -9,6 +9,7 @@ different KV pool than the one the engine allocates.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -626,6 +627,7 @@ def spec_from_config(cfg: Mapping[str, Any], *, name: str, source: str,
         # vLLM deepseek_v2.py: ``is_v32 = hasattr(config, "index_topk")``
         index_head_dim=((r.int_("index_head_dim", minimum=1) or 128)
                         if kv_lora and r.raw("index_topk")[1] is not _MISSING else None),
+        config_json=json.dumps(cfg, sort_keys=True, default=str),
     )
 
 

@@ -145,6 +145,14 @@ class ModelSpec:
     #: bfloat16: ``engines/vllm/dtype.py``); None: the checkpoint's dtype, 16-bit at most (both engines run
     #: float32 checkpoints in bfloat16 / float16 by default)
     served_dtype: str | None = None
+    #: the ``config.json`` this spec was read from, as JSON text (sorted keys; "" for a hand-built spec or a GGUF):
+    #: what an engine's own config overrides (vLLM ``--hf-overrides``) are applied to before the spec is derived
+    #: again (``model/overrides.py``)
+    config_json: str = field(default="", repr=False, compare=False)
+    #: the engine serves this latent-attention model with full multi-head attention (vLLM ``VLLM_MLA_DISABLE=1``:
+    #: ``ModelConfig.use_mla`` False); the latent projections stay in the weights, the cache holds every head's K
+    #: and V, V padded to the query/key width (vLLM ``models/deepseek_v2.py DeepseekV2Attention``)
+    mla_disabled: bool = False
 
     @property
     def hf_model_type(self) -> str:
@@ -166,6 +174,12 @@ class ModelSpec:
 
     @property
     def is_mla(self) -> bool:
+        """The engine caches one latent per token (MLA), unless it serves the model without it (``mla_disabled``)."""
+        return bool(self.kv_lora_rank) and not self.mla_disabled
+
+    @property
+    def has_mla_weights(self) -> bool:
+        """The checkpoint's attention is latent (its projections), whether or not the engine caches the latent."""
         return bool(self.kv_lora_rank)
 
     @property
@@ -220,6 +234,8 @@ class ModelSpec:
 
     @property
     def head_dim_v(self) -> int:
+        if self.mla_disabled:  # vLLM DeepseekV2Attention pads V to qk_head_dim before it caches it
+            return self.head_dim
         return self.v_head_dim if self.v_head_dim is not None else self.head_dim
 
     def is_moe_layer(self, layer: int) -> bool:

@@ -228,7 +228,7 @@ def attention_bytes(model: ModelSpec, *, sharding: Sharding, precision: Precisio
     h, tp = model.hidden_size, sharding.tp
     heads = _ceil_div(model.num_attention_heads, tp)
     p_attn = p_rep = precision("attn")
-    if model.is_mla:
+    if model.has_mla_weights:
         rope = model.qk_rope_head_dim or 0
         nope = model.qk_nope_head_dim or 0
         v = model.v_head_dim or nope
@@ -289,7 +289,7 @@ def norm_bytes(model: ModelSpec, *, precision: Precision) -> float:
     n = (4 if model.model_type in SANDWICH_NORM else 2) * model.hidden_size
     if model.model_type in QK_NORM:
         n += 2 * model.head_dim
-    if model.is_mla:
+    if model.has_mla_weights:
         n += (model.q_lora_rank or 0) + (model.kv_lora_rank or 0)
     return n * precision("norm")
 

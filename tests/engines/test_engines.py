@@ -43,7 +43,8 @@ def test_installed_version_from_metadata_with_the_cpu_build_as_fallback(monkeypa
 def test_the_host_keeps_exactly_the_variables_the_engines_read(monkeypatch: pytest.MonkeyPatch):
     kept = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "VLLM_PP_LAYER_PARTITION",
             "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK", "SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK",
-            "SGLANG_PP_LAYER_PARTITION", "VLLM_USE_FLASHINFER_SAMPLER"}
+            "SGLANG_PP_LAYER_PARTITION", "VLLM_USE_FLASHINFER_SAMPLER", "VLLM_MLA_DISABLE",
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"}
     assert set(rule_env(engines.ENGINES.values())) == kept
     for name in (*kept, "VLLM_OTHER"):
         monkeypatch.setenv(name, "1")

@@ -146,7 +146,8 @@ class LlamaCppRules:
     def config_check(self, s: Subject) -> Judged | None:
         return None  # its checks of the line's values are its own (checks.py)
 
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
+                  env: Mapping[str, str] | None = None) -> ModelSpec:
         return model  # the GGUF's own tensor types
 
 

@@ -410,7 +410,8 @@ class SglangRules:
     def config_check(self, s: Subject) -> Judged | None:
         return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version)
 
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
+                  env: Mapping[str, str] | None = None) -> ModelSpec:
         return model  # its dtype resolution is not extracted (the checkpoint's is assumed)
 
 

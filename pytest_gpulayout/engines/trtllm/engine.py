@@ -178,7 +178,8 @@ class TrtLlmRules:
     def config_check(self, s: Subject) -> Judged | None:
         return None  # its Mapping refusals are amended into heads (checks.py)
 
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
+                  env: Mapping[str, str] | None = None) -> ModelSpec:
         return model
 
 

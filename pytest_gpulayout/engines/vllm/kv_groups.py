@@ -52,7 +52,7 @@ approximation the message says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.version import Version
@@ -87,9 +87,24 @@ STATE = "state"
 CONCURRENCY_TOKENS_SINCE = Version("0.20.1")
 #: Tokens in flight doubled with async scheduling from 0.26 (``max_concurrent_batches``).
 IN_FLIGHT_SINCE = Version("0.26")
-#: ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` defaults to "1" from 0.19 ("0" in 0.11):
-#: before, Llama 4's chunked layers are unified into full attention.
-CHUNKED_HYBRID_SINCE = Version("0.19")
+#: ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` exists from 0.10.1 (``envs.py``, default "0" up to
+#: 0.13.0) and defaults to "1" from 0.14.0 (0.14.0 ``envs.py``; 0.33.0 L1931-1932). Unset or "0",
+#: ``VllmConfig.__post_init__`` turns the hybrid KV cache manager off for a chunked-local-attention model (0.14.0
+#: ``config/vllm.py`` L967-976, 0.33.0 L2246-2251: "Disabling it, by default"), and every group is unified into
+#: full attention (``unify_hybrid_kv_cache_specs``): Llama 4's chunked layers then need a whole request's blocks.
+CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+CHUNKED_HYBRID_ENV_SINCE = Version("0.10.1")
+CHUNKED_HYBRID_SINCE = Version("0.14")
+
+
+def chunked_hybrid(version: Version, env: Mapping[str, str]) -> bool:
+    """Whether the release keeps chunked local attention in a group of its own with ``env`` (see above)."""
+    if version < CHUNKED_HYBRID_ENV_SINCE:
+        return False
+    raw = (env.get(CHUNKED_HYBRID_ENV) or "").strip()
+    if raw.lstrip("-").isdigit():
+        return bool(int(raw))
+    return version >= CHUNKED_HYBRID_SINCE
 
 
 def cdiv(a: int, b: int) -> int:
@@ -214,12 +229,16 @@ def vllm_kv_cache(version: Version, *, kinds: Sequence[str], page_bytes: int, bl
                   budget_bytes: int, max_model_len: int, max_num_batched_tokens: int, pp: int,
                   sliding_window: int | None, chunk_size: int | None,
                   state_bytes: Sequence[int] = (), is_mla: bool = False, state_kind: str | None = None,
-                  mamba_chunk: int | None = None) -> VllmKvCache:
+                  mamba_chunk: int | None = None, chunked_groups: bool | None = None,
+                  num_blocks_override: int | None = None) -> VllmKvCache:
     """The KV cache of one worker whose layers have ``kinds``; ``page_bytes`` is one attention layer's
     block (``block_size`` tokens), ``budget_bytes`` the memory left for KV, ``state_bytes`` the
     per-request state of each layer (Mamba / linear attention, 0 for attention layers) as vLLM sizes
-    it (``vllm_state_bytes``); ``state_kind`` its ``LinearState.kind``."""
-    hybrid_chunks = version >= CHUNKED_HYBRID_SINCE
+    it (``vllm_state_bytes``); ``state_kind`` its ``LinearState.kind``. ``chunked_groups``: chunked local attention
+    keeps its own groups (``chunked_hybrid``; None: the release's default). ``num_blocks_override``:
+    ``--num-gpu-blocks-override``, which replaces the blocks the budget gives (0.8.5 ``v1/core/kv_cache_utils.py``
+    L624-630, 0.10.2 L799-805, 0.33.0 ``v1/core/kv_cache_planning.py`` L246-247)."""
+    hybrid_chunks = chunked_hybrid(version, {}) if chunked_groups is None else chunked_groups
     counts: dict[str, int] = {}
     states = list(state_bytes) + [0] * (len(kinds) - len(state_bytes))
     for kind, st in zip(kinds, states[:len(kinds)], strict=True):
@@ -246,6 +265,7 @@ def vllm_kv_cache(version: Version, *, kinds: Sequence[str], page_bytes: int, bl
     if version < HYBRID_SINCE or len(counts) == 1:
         layers = sum(counts.values())
         num_blocks = budget // (page_bytes * layers) if page_bytes else 0
+        num_blocks = num_blocks if num_blocks_override is None else num_blocks_override
         need = cdiv(max_model_len, block_size) * layers
         per_request_bytes = need * page_bytes + state
         conc = (budget / per_request_bytes) if per_request_bytes else 0.0
@@ -271,6 +291,7 @@ def vllm_kv_cache(version: Version, *, kinds: Sequence[str], page_bytes: int, bl
         groups += [kind] * n_groups
         padding += n_groups * group_size - n
     num_blocks = budget // (page_bytes * group_size) if page_bytes else 0
+    num_blocks = num_blocks if num_blocks_override is None else num_blocks_override
     t = in_flight_tokens(version, max_num_batched_tokens, pp)
     per_kind = {
         "full": cdiv(max_model_len, block_size),
