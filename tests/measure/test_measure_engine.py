@@ -119,9 +119,11 @@ def test_interrupting_a_measurement_leaves_nothing_behind(tmp_path: Path, model_
                             preexec_fn=reset_signals)
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not list(work.glob("*.job.json")):  # the load started
+        # the load started: each window's exact generator command is kept beside its result as it starts
+        while time.monotonic() < deadline and not list(work.glob("*.cmd")):
             assert proc.poll() is None, proc.communicate()[0].decode()
             time.sleep(0.5)
+        assert list(work.glob("*.cmd")), "no window started within 300 s"
         time.sleep(3)
         assert before.processes(), "the engine and the generator should be running now"
         proc.send_signal(signal.SIGINT)
