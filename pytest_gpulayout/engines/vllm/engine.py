@@ -100,6 +100,9 @@ class VllmCommandLine:
         return read_knobs(args, env, flags=KNOB_FLAGS, neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
 
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+        return dep  # its line runs the layout it says
+
 
 class VllmMemory:
     """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the
