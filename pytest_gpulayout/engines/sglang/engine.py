@@ -129,7 +129,7 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
 
 def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, is_mla: bool = False,
                     enforce_eager: bool = False, chunked_prefill_size: int | None = None,
-                    cuda_graph_max_bs: int | None = None, prefill_graphs: bool = True, attention_dp: int = 1,
+                    cuda_graph_max_bs: int | None = None, prefill_graphs: bool = True, attention_dp: int = 0,
                     max_prefill_tokens: int | None = None) -> MemoryDefaults:
     """SGLang's default ``mem_fraction_static`` for ``version``, read release by release:
 
@@ -206,7 +206,7 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
     reserved = 512 + activation * 1.5 + world / 8 * 1024
     if graphs:
         reserved += max_bs * 2
-    if attention_dp > 1:
+    if attention_dp > 0:
         reserved += max_bs * attention_dp * 3 + (max_bs * attention_dp * 1.5 if max_bs > 300 else 0)
     pp_on = pp == 1 or PP_KEEPS_BREAKABLE[0] <= v < PP_KEEPS_BREAKABLE[1]
     eager_off = enforce_eager and v >= Version("0.5.14")
@@ -217,7 +217,7 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
         reserved = max(reserved, 10 * GIB_MIB)
     f = round((g - reserved) / g, 3)
     kept = "" if prefill_graphs or v < PREFILL_GRAPHS_DEFAULT_FROM else ", no prefill CUDA graphs for this model"
-    if attention_dp > 1:
+    if attention_dp > 0:
         kept += f", attention DP {attention_dp} x decode batch {max_bs}"
     if chunk <= 0:
         kept += f", chunked prefill off: {activation:,} prefill tokens"
@@ -343,6 +343,16 @@ class SglangCommandLine:
         return parallel.as_run(dep, args, version)
 
 
+def dp_reserve_groups(version: Version, knobs: LaunchKnobs) -> int:
+    """The DP size the default fraction's attention-DP terms multiply (0: none): the attention-DP groups; 0.5.3 -
+    0.5.21 also count ``--enable-dp-attention`` with ``--dp-size 1`` as one, because ``_handle_gpu_memory_settings``
+    reads the flag before ``_handle_data_parallelism`` turns it off (0.5.10 ``server_args.py`` l.784 / l.804)."""
+    if knobs.attention_dp > 1:
+        return knobs.attention_dp
+    old_flag = "--enable-dp-attention" in knobs.given and version < parallel.ATTN_DP_SIZE_SINCE
+    return 1 if old_flag else 0
+
+
 class SglangMemory:
     """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the
     default fraction, the per-rank budget."""
@@ -382,7 +392,7 @@ class SglangMemory:
             return memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),
                                    enforce_eager=k.enforce_eager, chunked_prefill_size=k.chunked_prefill_size,
                                    cuda_graph_max_bs=k.cuda_graph_max_bs, prefill_graphs=prefill_graphs,
-                                   attention_dp=k.attention_dp,
+                                   attention_dp=dp_reserve_groups(version, k),
                                    max_prefill_tokens=given_int(k.given, "--max-prefill-tokens"))
         d = sized(off is None)
         f, why = d.mem_fraction_static, d.why
