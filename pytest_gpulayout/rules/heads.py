@@ -211,8 +211,8 @@ def check_heads(s: Subject) -> Finding:
         notes.append(f"MLA: every rank stores the full {model.kv_lora_rank}+{model.qk_rope_head_dim} latent "
                      f"per layer (TP={tp} does not shrink KV per rank)")
     elif kv < atp:
-        notes.append(f"{kv} KV head{'s' if kv != 1 else ''} < TP={atp}: each KV head is replicated on {atp // kv} ranks "
-                     f"(each rank stores 1, so KV per rank stops shrinking beyond TP={kv})")
+        notes.append(f"{kv} KV head{'s' if kv != 1 else ''} < TP={atp}: each KV head is replicated on "
+                     f"{atp // kv} ranks (each rank stores 1, so KV per rank stops shrinking beyond TP={kv})")
     else:
         notes.append(f"each rank stores {per_rank} of {kv} KV head{'s' if kv != 1 else ''}")
     if pp > 1:
@@ -255,8 +255,8 @@ def check_heads(s: Subject) -> Finding:
         status_warn = True
     notes.extend(generation.warnings)
     notes.extend(generation.notes)
-    split = f"TP={tp}" if atp == tp else f"TP={tp} (attention over {atp} rank{'s' if atp != 1 else ''}: attention DP)"
-    msg = f"{h} attention heads / {kv} KV heads divide for {split}; " + "; ".join(notes) + "."
+    said = f"TP={tp}" if atp == tp else f"TP={tp} (attention over {atp} rank{'s' if atp != 1 else ''}: attention DP)"
+    msg = f"{h} attention heads / {kv} KV heads divide for {said}; " + "; ".join(notes) + "."
     return (warned if status_warn else passed)(CHECK, msg, data)
 
 
