@@ -44,6 +44,9 @@ class ParallelShape:
     tensor_parallel_size: int
     pipeline_parallel_size: int
     data_parallel_size: int
+    #: attention-DP groups inside each TP group (SGLang's ``--enable-dp-attention`` / ``--attn-dp-size``): they
+    #: share the replica's TP x PP GPUs, so they add none; 1 where the engine runs no attention DP
+    attention_data_parallel_size: int = 1
 
     @property
     def tp(self) -> int:
@@ -58,6 +61,11 @@ class ParallelShape:
         return self.data_parallel_size
 
     @property
+    def attention_tp(self) -> int:
+        """Ranks each attention layer is split over: TP, or TP / attention DP (SGLang's ``attn_tp_size``)."""
+        return max(1, self.tp // max(1, self.attention_data_parallel_size))
+
+    @property
     def world_size(self) -> int:
         """GPUs one replica spans (TP x PP)."""
         return self.tp * self.pp
@@ -68,7 +76,9 @@ class ParallelShape:
 
     @property
     def layout(self) -> str:
-        return f"TP={self.tp} PP={self.pp} DP={self.dp}"
+        inside = (f" (attention DP={self.attention_data_parallel_size} inside TP)"
+                  if self.attention_data_parallel_size > 1 else "")
+        return f"TP={self.tp}{inside} PP={self.pp} DP={self.dp}"
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,8 @@ class Deployment(ParallelShape):
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
+    #: see ``ParallelShape``: set from the engine's own reading of the line (``CommandLine.as_run``)
+    attention_data_parallel_size: int = 1
     gpus: tuple[int | str, ...] | None = None    # CUDA indices or UUIDs; None: first tp*pp*dp visible
     max_model_len: int | None = None
     memory_fraction: float | None = None         # None: engine default for engine_version

@@ -29,6 +29,7 @@ from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.stand_in import per_node
 from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
 from pytest_gpulayout.model.spec import ModelSpec
@@ -186,6 +187,12 @@ class CommandLine(Protocol):
         """What a launch's flags (``launch.args``) and variables change for the checks, the flags read with
         release ``version``'s spellings; ``typed``: what that release's parser made of the whole command line
         (``ResolvedArgs.values``), where a knob's number comes from."""
+        ...
+
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+        """``dep`` with the layout release ``version`` runs its line ``args`` in: how many replicas, and how each
+        TP group is cut (SGLang's attention DP inside TP: ``--tp 8 --dp 8 --enable-dp-attention`` is one replica
+        of 8 GPUs, ``attention_data_parallel_size`` 8); ``dep`` itself where the line runs what it says."""
         ...
 
 
@@ -476,6 +483,11 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     args = given if given is not None else engine.cli.resolve_args(command_words(engine, dep, version), version)
     env = {**host.env, **dep.launch.env}
     knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
+    if args.ok:  # the GPUs and replicas the release makes of the line (placement, pools and launches read them)
+        dep = engine.cli.as_run(dep, args, version)
+        if dep.attention_data_parallel_size != knobs.attention_dp:
+            knobs = replace(knobs, attention_dp=dep.attention_data_parallel_size)
+    machine = per_node(dep, machine)  # a multi-node artifact: one copy of the machine per node
     served: ModelSpec | ModelMissing = (ModelMissing(model) if isinstance(model, InputError) else
                                         engine.rules.as_served(model, args, layout_of(dep, machine), version,
                                                                 env=env))

@@ -32,6 +32,9 @@ class LaunchKnobs:
     cuda_graph_max_bs: int | None = None            # SGLang --cuda-graph-max-bs
     pp_layer_partition: str | None = None           # VLLM_PP_LAYER_PARTITION / SGLANG_PP_LAYER_PARTITION
     moe_backend: str | None = None                  # vLLM --moe-backend (triton, deep_gemm, ...)
+    #: attention-DP groups inside each TP group, as the release reads the line (SGLang ``--enable-dp-attention``
+    #: / ``--attn-dp-size``; ``Deployment.attention_data_parallel_size``): attention splits over TP / this
+    attention_dp: int = 1
     #: every flag given, in the engine's canonical spelling, with its value (None: a switch), for an engine rule
     #: that reads one itself (SGLang's ``--enable-multimodal``); whether it is modelled is ``not_modelled``'s say
     given: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
@@ -53,7 +56,7 @@ class LaunchKnobs:
             if f.name in ("env", "not_modelled", "env_not_modelled", "given", "typed"):
                 continue
             value = getattr(self, f.name)
-            if value not in (None, False):
+            if value not in (None, False) and not (f.name == "attention_dp" and value == 1):
                 out.append(f.name if value is True else f"{f.name}={value}")
         return tuple(out)
 

@@ -24,7 +24,6 @@ from pytest_gpulayout.findings import Finding, Status, skipped, verdict_of, wors
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.launch.progress import Progress
 from pytest_gpulayout.machine.facts import Machine
-from pytest_gpulayout.machine.stand_in import per_node
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.rules.startup import finish_run_log_dir, not_launched
@@ -47,8 +46,8 @@ def checks_of(dep: Deployment) -> tuple[Check, ...]:
 def subject_of(dep: Deployment, machine: Machine, model: ModelSpec | InputError, host: Host = BARE_HOST) -> Subject:
     """``dep`` resolved once (``engine.Subject``): its engine object from the registry, its release, knobs,
     placement and pool predictions, for every check to read. A multi-node artifact's deployment is judged on one
-    copy of the machine per node (``machine/stand_in.py``)."""
-    return resolve(dep, per_node(dep, machine), model, host, engine=get_engine(dep.engine))
+    copy of the machine per node (``machine/stand_in.py``, after the release has said how many GPUs its line uses)."""
+    return resolve(dep, machine, model, host, engine=get_engine(dep.engine))
 
 
 class Runner:

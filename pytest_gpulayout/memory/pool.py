@@ -155,11 +155,13 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
         fraction, fsource = d.fraction, d.why
         notes.extend(d.notes)
     ranges = stage_ranges(model.num_hidden_layers, pp, e, partition=pp_layer_partition, version=version)
-    kv_by_stage = kv_bytes_per_token_by_stage(model, engine=e, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
+    attn_tp = max(1, tp // max(1, k.attention_dp))  # SGLang's attention DP: KV heads follow tp / attn_dp
+    kv_by_stage = kv_bytes_per_token_by_stage(model, engine=e, tp=attn_tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
                                               pp_layer_partition=pp_layer_partition, version=version)
     w_by_stage = weight_bytes_by_stage(model, tp=tp, pp=pp, engine=e,
                                        enable_expert_parallel=enable_expert_parallel, dp=dp,
-                                       pp_layer_partition=pp_layer_partition, version=version)
+                                       pp_layer_partition=pp_layer_partition, version=version,
+                                       attention_dp=k.attention_dp)
     replica = Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
                        kv_cache_dtype=kv_cache_dtype, max_model_len=max_len, ranges=tuple(ranges),
                        kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)
@@ -191,8 +193,8 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     if model.is_mla:
         notes.append(f"MLA: every rank caches the full {model.kv_lora_rank}+{model.qk_rope_head_dim} latent "
                      f"per layer, so TP does not shrink KV per token.")
-    elif model.num_key_value_heads < tp:
-        notes.append(f"{model.num_key_value_heads} KV heads < TP={tp}: each rank keeps one replicated head.")
+    elif model.num_key_value_heads < attn_tp:
+        notes.append(f"{model.num_key_value_heads} KV heads < TP={attn_tp}: each rank keeps one replicated head.")
     if model.sliding_layers and not own_measure:
         notes.append(f"{model.sliding_layers} of {model.num_hidden_layers} layers use a "
                      f"{model.sliding_window:,}-token sliding window: counted as full per token, as the "

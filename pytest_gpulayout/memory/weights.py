@@ -4,6 +4,7 @@ flattening) and stages, from the checkpoint's precision."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from packaging.version import Version
 
@@ -15,6 +16,10 @@ from pytest_gpulayout.model.spec import ModelSpec
 # ---------------------------------------------------------------------------------------------
 # Weights
 # ---------------------------------------------------------------------------------------------
+
+#: model types whose input embedding stays split over the whole TP group under SGLang's attention DP
+#: (0.5.10 ``models/llama.py``: ``VocabParallelEmbedding`` without ``use_attn_tp_group``)
+EMBED_OVER_TP = frozenset({"llama"})
 
 def expert_sharding(model: ModelSpec, *, engine: MemoryEngine, tp: int, dp: int = 1,
                     enable_expert_parallel: bool = False) -> W.Sharding:
@@ -42,8 +47,13 @@ def _load_precision(model: ModelSpec, engine: MemoryEngine) -> W.Precision:
 def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: MemoryEngine,
                           enable_expert_parallel: bool = False, dp: int = 1,
                           pp_layer_partition: str | Sequence[int] | None = None,
-                          version: Version | str | None = None) -> tuple[int, ...]:
+                          version: Version | str | None = None, attention_dp: int = 1) -> tuple[int, ...]:
     """Weight bytes on the most loaded rank of each PP stage.
+
+    ``attention_dp`` > 1 (SGLang's attention DP inside TP): the attention projections are split over
+    ``tp // attention_dp`` ranks and replicated across the groups (``models/deepseek_v2.py``,
+    ``qwen3_moe.py``: ``get_attention_tp_size()``), and so is the input embedding except in Llama
+    (``llama.py`` builds it over the whole TP group); MLP, experts and lm_head stay split over TP.
 
     A stage holds its layers; the first also the input embedding (and the vision tower, which vLLM
     builds on every rank), the last the final norm and lm_head (a second copy of a tied embedding
@@ -53,6 +63,9 @@ def weight_bytes_by_stage(model: ModelSpec, *, tp: int, pp: int, engine: MemoryE
     """
     e = engine
     sharding = expert_sharding(model, engine=e, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+    if attention_dp > 1:
+        sharding = replace(sharding, attn_tp=max(1, tp // attention_dp),
+                           embed_on_attention=model.model_type not in EMBED_OVER_TP)
     if tp == 1 and pp == 1 and sharding.whole:
         sharding = W.Sharding()
     prec = _load_precision(model, e)

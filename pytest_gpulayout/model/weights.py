@@ -156,6 +156,18 @@ class Sharding:
     tp: int = 1
     expert_tp: int = 1
     ep: int = 1
+    #: ranks the attention projections (and, with ``embed_on_attention``, the input embedding) are split over
+    #: where it is not ``tp``: SGLang's attention DP inside TP (``attn_tp_size = tp // attn_dp_size``,
+    #: ``layers/dp_attention.py``); 0: ``tp``
+    attn_tp: int = 0
+    #: the input embedding is split over the attention TP group (SGLang models that build it with
+    #: ``use_attn_tp_group=is_dp_attention_enabled()``: deepseek_v2, qwen2, qwen2_moe, glm4, gpt_oss, ...)
+    embed_on_attention: bool = False
+
+    @property
+    def attention(self) -> int:
+        """Ranks the attention heads are split over."""
+        return self.attn_tp or self.tp
 
     @property
     def whole(self) -> bool:
@@ -207,7 +219,8 @@ def _ceil_div(a: int, b: int) -> int:
 
 def embedding_bytes(model: ModelSpec, *, sharding: Sharding, precision: Precision) -> float:
     """One rank's input embedding: whole at TP=1, else ``ceil(pad64(vocab) / tp)`` rows."""
-    rows = model.vocab_size if sharding.whole else _ceil_div(padded_vocab(model.vocab_size), sharding.tp)
+    ranks = sharding.attention if sharding.embed_on_attention else sharding.tp
+    rows = model.vocab_size if sharding.whole else _ceil_div(padded_vocab(model.vocab_size), ranks)
     return rows * model.hidden_size * precision("embed")
 
 
@@ -225,7 +238,7 @@ def attention_bytes(model: ModelSpec, *, sharding: Sharding, precision: Precisio
     MLA (DeepSeek): ``q_a_proj`` (or ``q_proj``) and ``kv_a_proj_with_mqa`` are replicated
     (``ReplicatedLinear``); ``q_b_proj``, ``kv_b_proj`` and ``o_proj`` are split by heads.
     """
-    h, tp = model.hidden_size, sharding.tp
+    h, tp = model.hidden_size, sharding.attention
     heads = _ceil_div(model.num_attention_heads, tp)
     p_attn = p_rep = precision("attn")
     if model.has_mla_weights:
@@ -242,7 +255,7 @@ def attention_bytes(model: ModelSpec, *, sharding: Sharding, precision: Precisio
         o = heads * v * h * p_attn
         return q + kv + o
     hd, hd_v = model.head_dim, model.head_dim_v
-    kv_heads = model.num_key_value_heads if sharding.whole else max(1, model.num_key_value_heads // tp)
+    kv_heads = model.num_key_value_heads if sharding.whole or tp == 1 else max(1, model.num_key_value_heads // tp)
     weights = (h * heads * hd + h * kv_heads * (hd + hd_v) + heads * hd_v * h) * p_attn
     bias = 0.0
     if model.attention_bias:

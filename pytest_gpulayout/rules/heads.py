@@ -89,10 +89,14 @@ def _fatal(model: ModelSpec, layout: ShardLayout) -> list[WidthProblem]:
     return [p for p in shard_problems(model, layout)[0] if p.fatal]
 
 
-def tp_problems(model: ModelSpec, tp: int) -> list[str]:
-    """Every rule ``tp`` breaks, each as the sentence the user needs (empty when it divides)."""
+def tp_problems(model: ModelSpec, tp: int, attention_tp: int | None = None) -> list[str]:
+    """Every rule ``tp`` breaks, each as the sentence the user needs (empty when it divides). ``attention_tp``:
+    the ranks the attention heads are split over where that is not ``tp`` (SGLang's attention DP inside TP,
+    ``attn_tp_size``: ``assert num_heads % attn_tp_size == 0`` in ``models/qwen3_moe.py``, ``deepseek_v2.py``);
+    MLP, experts and vocabulary stay split over ``tp``."""
     problems: list[str] = []
     h, kv = model.num_attention_heads, model.num_key_value_heads
+    mlp_tp, tp = tp, attention_tp or tp
     if h % tp:
         problems.append(
             f"{h} attention heads do not divide by TP={tp} (vLLM: \"Total number of attention heads ({h}) "
@@ -106,6 +110,7 @@ def tp_problems(model: ModelSpec, tp: int) -> list[str]:
                 f"TP={tp} is not a multiple of the {kv} KV heads, so they cannot be replicated evenly "
                 f"(\"{tp} is not divisible by {kv}\")"
             )
+    tp = mlp_tp
     if model.intermediate_size and not model.is_moe and model.intermediate_size % tp:
         problems.append(f"MLP width {model.intermediate_size} does not divide by TP={tp}")
     if model.is_moe and model.moe_intermediate_size and model.moe_intermediate_size % tp:
@@ -139,13 +144,14 @@ def check_heads(s: Subject) -> Finding:
     rules = s.engine.rules.shard_rules()
     tp, pp = dep.tp, dep.pp
     h, kv = model.num_attention_heads, model.num_key_value_heads
-    per_rank = kv_heads_per_rank(model, tp)
+    atp = dep.attention_tp  # TP, or TP / attention DP (SGLang's attn_tp_size)
+    per_rank = kv_heads_per_rank(model, atp)
     data = HeadsFacts(
         num_attention_heads=h,
         num_key_value_heads=kv,
         kv_heads_per_rank=per_rank,
-        attention_heads_per_rank=h // tp if h % tp == 0 else None,
-        kv_head_replicas=(tp // kv) if (not model.is_mla and kv < tp and tp % kv == 0) else 1,
+        attention_heads_per_rank=h // atp if h % atp == 0 else None,
+        kv_head_replicas=(atp // kv) if (not model.is_mla and kv < atp and atp % kv == 0) else 1,
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
     )
@@ -154,7 +160,7 @@ def check_heads(s: Subject) -> Finding:
         more = f" (and {len(generation.refusals) - 1} more refusal(s): " + "; ".join(generation.refusals[1:]) + ")" \
             if len(generation.refusals) > 1 else ""
         return failed(CHECK, f"{model.name} cannot start: {generation.refusals[0]}{more}.", data)
-    problems = tp_problems(model, tp)
+    problems = tp_problems(model, tp, dep.attention_tp)
     if dep.enable_expert_parallel and not model.is_moe and rules.ep_without_experts_error is not None:
         return failed(CHECK, f"enable_expert_parallel is set but {model.name} has no experts "
                       f"({s.engine.display}: \"{rules.ep_without_experts_error}\"). Remove enable_expert_parallel.",
@@ -204,9 +210,9 @@ def check_heads(s: Subject) -> Finding:
     if model.is_mla:
         notes.append(f"MLA: every rank stores the full {model.kv_lora_rank}+{model.qk_rope_head_dim} latent "
                      f"per layer (TP={tp} does not shrink KV per rank)")
-    elif kv < tp:
-        notes.append(f"{kv} KV head{'s' if kv != 1 else ''} < TP={tp}: each KV head is replicated on {tp // kv} ranks "
-                     f"(each rank stores 1, so KV per rank stops shrinking beyond TP={kv})")
+    elif kv < atp:
+        notes.append(f"{kv} KV head{'s' if kv != 1 else ''} < TP={atp}: each KV head is replicated on "
+                     f"{atp // kv} ranks (each rank stores 1, so KV per rank stops shrinking beyond TP={kv})")
     else:
         notes.append(f"each rank stores {per_rank} of {kv} KV head{'s' if kv != 1 else ''}")
     if pp > 1:
@@ -249,7 +255,8 @@ def check_heads(s: Subject) -> Finding:
         status_warn = True
     notes.extend(generation.warnings)
     notes.extend(generation.notes)
-    msg = f"{h} attention heads / {kv} KV heads divide for TP={tp}; " + "; ".join(notes) + "."
+    said = f"TP={tp}" if atp == tp else f"TP={tp} (attention over {atp} rank{'s' if atp != 1 else ''}: attention DP)"
+    msg = f"{h} attention heads / {kv} KV heads divide for {said}; " + "; ".join(notes) + "."
     return (warned if status_warn else passed)(CHECK, msg, data)
 
 

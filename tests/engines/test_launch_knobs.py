@@ -104,7 +104,9 @@ def test_heads_reports_the_pp_split_the_launch_sets():
     assert "[30, 6]" in f.message
 
 
-def test_sglang_dp_attention_is_named_as_not_modelled():
-    f, facts = _pool(dep(tp=2, engine="sglang", max_model_len=8192, launch=Launch(args=("--enable-dp-attention",))))
-    assert facts.not_modelled == ("--enable-dp-attention",)
-    assert "Not modelled: --enable-dp-attention" in f.message
+def test_sglang_dp_attention_is_modelled_not_named():
+    # attention DP is modelled (tests/engines/test_sglang_dp_attention.py); a flag it does not model is still named
+    f, facts = _pool(dep(tp=2, engine="sglang", max_model_len=8192,
+                         launch=Launch(args=("--enable-dp-attention", "--enable-two-batch-overlap"))))
+    assert facts.not_modelled == ("--enable-two-batch-overlap",)
+    assert "--enable-dp-attention" not in f.message.split("Not modelled:")[1]

@@ -448,12 +448,15 @@ def test_sglang_prefill_graphs_off_for_what_the_deployment_states(version: str, 
     m = dataclasses.replace(_coder(), architectures=(arch,))
     p, plain = _sglang_with(version, m, args), _sglang_with(version, m, [])
     notes = [n for n in p.notes if "prefill CUDA graphs" in n]
+    # --enable-dp-attention also costs its own reserve (max_bs x dp x 3 MiB, read before --dp-size 1 turns it
+    # off: engines/sglang/engine.py dp_reserve_groups), so the fraction is compared without it
+    compared = "--enable-dp-attention" not in args
     if said is None:
         assert not notes, notes
-        assert p.memory_fraction == plain.memory_fraction
+        assert p.memory_fraction == plain.memory_fraction or not compared
     else:
         assert len(notes) == 1 and said in notes[0], notes
-        if arch == "LlamaForCausalLM":
+        if arch == "LlamaForCausalLM" and compared:
             assert p.memory_fraction > plain.memory_fraction
 
 

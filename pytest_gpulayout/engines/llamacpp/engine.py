@@ -63,6 +63,9 @@ class LlamaCppCommandLine:
               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         return LaunchKnobs(env=MappingProxyType(dict(env)))
 
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+        return dep  # its line runs the layout it says
+
 
 class LlamaCppMemory:
     """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the

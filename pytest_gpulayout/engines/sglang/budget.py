@@ -10,6 +10,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal
+from pytest_gpulayout.engines.sglang.pool_flags import apply, pool_flags
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB
@@ -74,9 +75,12 @@ def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> Ra
                      f"{r.fraction:g} x {vlm:g} = {fraction:.3f} (model_executor/model_runner.py).")
     overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
     hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
-    per_layer = kv_layer_bytes_per_token(model, tp=tp, kv_cache_dtype=r.kv_cache_dtype)
+    k = knobs or LaunchKnobs()
+    attn_tp = max(1, tp // max(1, k.attention_dp))
+    per_layer = kv_layer_bytes_per_token(model, tp=attn_tp, kv_cache_dtype=r.kv_cache_dtype)
     kinds = model.layer_kinds
-    out = RankBudgets(block=1, budgets=[], tokens=[], caches=[])
+    flags = pool_flags(k.given)
+    out = RankBudgets(block=flags.page_size, budgets=[], tokens=[], caches=[])
     for rank in range(len(r.gpus)):
         stage = rank // tp
         rest = int(pre - r.w_by_stage[stage] - overhead - pre * (1 - fraction))
@@ -87,13 +91,23 @@ def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> Ra
             n_full = sum(1 for i in r.ranges[stage] if kinds[i] not in (NO_KV, SLIDING))
             n_swa = sum(1 for i in r.ranges[stage] if kinds[i] == SLIDING)
             cell = per_layer * (n_full + SGLANG_SWA_FULL_TOKENS_RATIO * n_swa)
-        out.tokens.append(int(max(0, rest) // cell) if cell else None)
+        out.tokens.append(apply(int(max(0, rest) // cell), flags) if cell else None)
     if hybrid:
         notes.append(f"SGLang's hybrid SWA pool: the {model.sliding_layers} sliding layers keep "
                      f"{SGLANG_SWA_FULL_TOKENS_RATIO:g} tokens per full-attention token "
                      f"(swa_full_tokens_ratio).")
     if model.is_multimodal:
         notes.append("SGLang's multimodal cache reservation is not modelled.")
+    if k.attention_dp > 1:
+        notes.append(f"attention DP inside TP: {k.attention_dp} attention-DP groups of {attn_tp} rank"
+                     f"{'s' if attn_tp != 1 else ''} each (attn_tp_size = {tp} // {k.attention_dp}, "
+                     "layers/dp_attention.py); KV heads and attention weights follow the attention TP size, experts "
+                     f"and MLP stay split over TP={tp}; every rank's pool serves its own group's requests.")
+    if flags.max_total_tokens is not None:
+        notes.append(f"--max-total-tokens {flags.max_total_tokens:,} caps the pool (SGLang keeps the smaller of it and "
+                     "what memory holds).")
+    if flags.page_size > 1:
+        notes.append(f"--page-size {flags.page_size}: the pool is rounded down to whole pages.")
     return out
 
 

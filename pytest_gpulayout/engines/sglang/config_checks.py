@@ -68,6 +68,9 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     """The values the rules' conditions and messages read, and what could not be resolved (in words)."""
     notes: list[str] = []
     tp, pp, dp = layout.tensor_parallel_size, layout.pipeline_parallel_size, layout.data_parallel_size
+    written = args.get("dp_size", args.get("data_parallel_size"))
+    if isinstance(written, int) and not isinstance(written, bool):
+        dp = written  # the line's own --dp-size: the layout counts replicas (attention DP is inside TP)
     dp_attention = bool(args.get("enable_dp_attention", False))
     attn_dp = _given(args, "attn_dp_size", 1)
     listed = book().ledger.listed(version) or version

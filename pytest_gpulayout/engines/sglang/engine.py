@@ -29,9 +29,10 @@ from pytest_gpulayout.engine import (
     layout_of,
     parse_version,
 )
-from pytest_gpulayout.engines.sglang import budget, cli, config_checks, divisibility, generation, launch
+from pytest_gpulayout.engines.sglang import budget, cli, config_checks, divisibility, generation, launch, parallel
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal, vision_tower_factor
+from pytest_gpulayout.engines.sglang.pool_flags import POOL_FLAGS, given_int
 from pytest_gpulayout.engines.sglang.prefill_graphs import (
     PP_KEEPS_BREAKABLE,
     PREFILL_GRAPHS_DEFAULT_FROM,
@@ -80,6 +81,10 @@ class MemoryDefaults:
     why: str
 
 
+#: ``max_prefill_tokens: int = 16384`` (``server_args.py``, 0.4.6 - 0.5.23)
+DEFAULT_MAX_PREFILL_TOKENS = 16384
+
+
 def chunk_and_graph_defaults(version: Version, gpu_mem_mib: float, tp: int) -> tuple[int, int | None]:
     """``(chunked_prefill_size, cuda_graph_max_bs)`` defaults by GPU memory (MiB) and release.
 
@@ -124,7 +129,8 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
 
 def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, is_mla: bool = False,
                     enforce_eager: bool = False, chunked_prefill_size: int | None = None,
-                    cuda_graph_max_bs: int | None = None, prefill_graphs: bool = True) -> MemoryDefaults:
+                    cuda_graph_max_bs: int | None = None, prefill_graphs: bool = True, attention_dp: int = 0,
+                    max_prefill_tokens: int | None = None) -> MemoryDefaults:
     """SGLang's default ``mem_fraction_static`` for ``version``, read release by release:
 
     * 0.4.3.post4 - 0.4.5.post2: the TP table (>= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, 0.88).
@@ -144,8 +150,17 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
       0.5.15 the decode term too (``decode_cuda_graph_config.backend != Backend.DISABLED``, 0.5.15
       ``server_args.py``; ``reserve_for_graph_mb`` from 0.5.16).
 
-    Speculative decoding and DP attention are not modelled here (the callers name them as not
-    modelled); the vision-tower factor is applied by ``SglangEngine.default_memory_fraction``.
+    The activation term reads ``max(max_prefill_tokens, 2048)`` (default 16384) where chunked prefill is off
+    (``chunked_prefill_size <= 0``: ``--chunked-prefill-size -1``; 0.5.3 ``server_args.py`` l.641-644, 0.5.23
+    ``arg_groups/memory_hook.py`` l.304-307). Attention DP (``attention_dp`` groups inside TP) adds
+    ``max_bs x attn_dp x 3`` MiB and, above a decode batch of 300, ``max_bs x attn_dp x 1.5`` more, whether or not
+    the graphs are captured (0.5.3 ``server_args.py`` l.650-658 and 0.5.10 l.1294-1302 on ``enable_dp_attention``
+    x ``dp_size``; 0.5.23 ``memory_hook.py reserve_for_graph_mb`` l.370-378 on ``attn_dp_size``); it is added
+    before the 10 GiB floor, on the chunk as given (``_handle_data_parallelism`` divides it by the DP size only
+    afterwards). 0.4.6 - 0.5.2 have no DP term.
+
+    Speculative decoding is not modelled here (the callers name it as not modelled); the vision-tower factor is
+    applied by ``SglangEngine.default_memory_fraction``.
     """
     g = float(gpu_mem_mib)
     world = tp * pp
@@ -187,9 +202,12 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
                               f"{reserved:.0f} MiB reserved for TP x PP = {world}) / {g:.0f} MiB")
     assert max_bs is not None
     graphs = not (enforce_eager and v >= Version("0.5.15"))
-    reserved = 512 + max(chunk, 2048) * 1.5 + world / 8 * 1024
+    activation = max(chunk, 2048) if chunk > 0 else max(max_prefill_tokens or DEFAULT_MAX_PREFILL_TOKENS, 2048)
+    reserved = 512 + activation * 1.5 + world / 8 * 1024
     if graphs:
         reserved += max_bs * 2
+    if attention_dp > 0:
+        reserved += max_bs * attention_dp * 3 + (max_bs * attention_dp * 1.5 if max_bs > 300 else 0)
     pp_on = pp == 1 or PP_KEEPS_BREAKABLE[0] <= v < PP_KEEPS_BREAKABLE[1]
     eager_off = enforce_eager and v >= Version("0.5.14")
     captured = prefill_graphs and not eager_off and v >= PREFILL_GRAPHS_DEFAULT_FROM and pp_on
@@ -199,6 +217,10 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
         reserved = max(reserved, 10 * GIB_MIB)
     f = round((g - reserved) / g, 3)
     kept = "" if prefill_graphs or v < PREFILL_GRAPHS_DEFAULT_FROM else ", no prefill CUDA graphs for this model"
+    if attention_dp > 0:
+        kept += f", attention DP {attention_dp} x decode batch {max_bs}"
+    if chunk <= 0:
+        kept += f", chunked prefill off: {activation:,} prefill tokens"
     return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - {reserved:.0f} "
                           f"MiB reserved for activations and CUDA graphs{kept}) / {g:.0f} MiB")
 
@@ -244,12 +266,16 @@ def knob_flags(version: Version | None) -> Mapping[str, KnobFlag]:
     decode = KnobFlag("cuda_graph_max_bs", dest="cuda_graph_max_bs_decode")
     return {**{k: v for k, v in KNOB_FLAGS.items() if k != "--cuda-graph-max-bs"},
             "--cuda-graph-max-bs-decode": decode, "--cuda-graph-max-bs": decode}
-#: Flags the prefill-graph rule and ``serves_multimodal`` read from ``LaunchKnobs.given``, their whole effect on
-#: the checks (the others they read, ``--enable-dp-attention``, ``--dcp-size`` ..., stay not modelled).
+#: Flags the prefill-graph rule, ``serves_multimodal``, the pool flags and attention DP read from
+#: ``LaunchKnobs.given``, their whole effect on the checks (the others they read, ``--dcp-size`` ..., stay not
+#: modelled).
 GIVEN_MODELLED = frozenset({
     "--enable-multimodal", "--disable-piecewise-cuda-graph", "--enforce-piecewise-cuda-graph",
     "--disable-prefill-cuda-graph", "--cuda-graph-backend-prefill",
-})
+    # attention DP (``parallel.py``: the world, the attention TP size, the fraction's DP terms), the pool's
+    # cap and pages (``pool_flags.py``), the activation term with chunked prefill off (``memory_defaults``)
+    "--enable-dp-attention", "--attn-dp-size", "--max-prefill-tokens",
+}) | POOL_FLAGS
 NEUTRAL_FLAGS = GIVEN_MODELLED | frozenset({
     "--trust-remote-code", "--served-model-name", "--log-level", "--api-key", "--skip-tokenizer-init",
     "--load-format", "--random-seed", "--enable-metrics", "--tokenizer-path", "--chat-template",
@@ -262,7 +288,7 @@ VALUE_FLAGS = frozenset({
     "--dist-init-addr", "--nnodes", "--node-rank", "--dtype", "--quantization", "--max-total-tokens",
     "--max-prefill-tokens", "--speculative-algorithm", "--attention-backend", "--ep-size", "--schedule-policy",
     "--cpu-offload-gb", "--json-model-override-args", "--cuda-graph-backend-prefill", "--dcp-size", "--model-impl",
-    "--lora-paths",
+    "--lora-paths", "--attn-dp-size",
 })
 ENV_KNOBS: Mapping[str, str] = {"SGLANG_PP_LAYER_PARTITION": "pp_layer_partition"}
 #: SGLang 0.5.23 ``environ.py`` variables that choose a kernel or a memory budget and that the checks do
@@ -311,6 +337,21 @@ class SglangCommandLine:
         return read_knobs(args, env, flags=knob_flags(version), neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
 
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+        """Attention DP inside TP, release by release (``parallel.py``): ``--tp 8 --dp 8 --enable-dp-attention``
+        is one replica of 8 GPUs whose attention layers are split over ``tp / dp`` ranks."""
+        return parallel.as_run(dep, args, version)
+
+
+def dp_reserve_groups(version: Version, knobs: LaunchKnobs) -> int:
+    """The DP size the default fraction's attention-DP terms multiply (0: none): the attention-DP groups; 0.5.3 -
+    0.5.21 also count ``--enable-dp-attention`` with ``--dp-size 1`` as one, because ``_handle_gpu_memory_settings``
+    reads the flag before ``_handle_data_parallelism`` turns it off (0.5.10 ``server_args.py`` l.784 / l.804)."""
+    if knobs.attention_dp > 1:
+        return knobs.attention_dp
+    old_flag = "--enable-dp-attention" in knobs.given and version < parallel.ATTN_DP_SIZE_SINCE
+    return 1 if old_flag else 0
+
 
 class SglangMemory:
     """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the
@@ -350,7 +391,9 @@ class SglangMemory:
         def sized(prefill_graphs: bool) -> MemoryDefaults:
             return memory_defaults(version, host_min_total_mib, tp=tp, pp=pp, is_mla=bool(model and model.is_mla),
                                    enforce_eager=k.enforce_eager, chunked_prefill_size=k.chunked_prefill_size,
-                                   cuda_graph_max_bs=k.cuda_graph_max_bs, prefill_graphs=prefill_graphs)
+                                   cuda_graph_max_bs=k.cuda_graph_max_bs, prefill_graphs=prefill_graphs,
+                                   attention_dp=dp_reserve_groups(version, k),
+                                   max_prefill_tokens=given_int(k.given, "--max-prefill-tokens"))
         d = sized(off is None)
         f, why = d.mem_fraction_static, d.why
         # said only where the graphs would have been counted (not with PP > 1 or --disable-cuda-graph)
@@ -456,7 +499,9 @@ class SglangLaunch:
 
     # -- the launch (engines/sglang/launch.py) -----------------------------------------------------
     def launch_argv(self, dep: Deployment, model_path: str, port: int, version: Version | None) -> list[str]:
-        return launch.launch_argv(FLAGS, self.default_command(version, sys.executable), dep, model_path, port)
+        given = frozenset(a.split("=", 1)[0] for a in cli.parse(dep.launch.args, version).canonical_args())
+        return launch.launch_argv(FLAGS, self.default_command(version, sys.executable), dep, model_path, port,
+                                  data_parallel_size=parallel.written_dp(dep, given))
 
     def node_args(self, *, nnodes: int, rank: int, dist_init_addr: str) -> list[str]:
         return launch.node_args(nnodes=nnodes, rank=rank, dist_init_addr=dist_init_addr)

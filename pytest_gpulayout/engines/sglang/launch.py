@@ -7,6 +7,7 @@ says what is SGLang's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
@@ -20,10 +21,13 @@ def expert_parallel(tp: int) -> tuple[str, ...]:
 
 
 def launch_argv(flags: FlagNames, default_command: Sequence[str], dep: Deployment, model_path: str,
-                port: int) -> list[str]:
+                port: int, *, data_parallel_size: int | None = None) -> list[str]:
     """``python -m sglang.launch_server --model-path MODEL`` with the deployment's flags; ``launch.command``
-    replaces the entry point."""
+    replaces the entry point. ``data_parallel_size``: the ``--dp-size`` the line needs where it differs from the
+    replicas (attention DP spelt ``--dp-size N --enable-dp-attention``: ``parallel.written_dp``)."""
     cmd = list(dep.launch.command) if dep.launch.command else list(default_command)
+    if data_parallel_size is not None and data_parallel_size != dep.data_parallel_size:
+        dep = replace(dep, data_parallel_size=data_parallel_size, attention_data_parallel_size=1)
     return serve_argv(flags, cmd, dep, model_path, port, expert_parallel=expert_parallel(dep.tp))
 
 

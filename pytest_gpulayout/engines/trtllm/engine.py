@@ -89,6 +89,9 @@ class TrtLlmCommandLine:
         """``--max_num_tokens``, ``--max_batch_size`` and the ``--extra_llm_api_options`` YAML on top."""
         return flags.knobs(args, env)
 
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+        return dep  # its line runs the layout it says
+
 
 class TrtLlmMemory:
     """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the

@@ -107,6 +107,9 @@ class VllmCommandLine:
         left = tuple(f for f in k.not_modelled if f.partition(".")[0] not in known)
         return dataclasses.replace(k, not_modelled=left)
 
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+        return dep  # its line runs the layout it says
+
 
 class VllmMemory:
     """What the memory model asks of it (``memory.common.MemoryEngine``): stage split, expert layout, the
