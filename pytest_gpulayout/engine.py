@@ -27,7 +27,7 @@ from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.knobs import LaunchKnobs, Serving
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.machine.stand_in import per_node
 from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
@@ -471,6 +471,18 @@ def command_words(engine: Engine, dep: Deployment, version: Version) -> list[str
     return out
 
 
+def _installed_is(engine: Engine, host: Host, version: Version) -> bool:
+    """Whether this Python environment holds ``engine`` at ``version``: the one a launch without a command of
+    its own starts, so the facts of its environment can be read here."""
+    installed = host.installed(engine.name)
+    if installed is None:
+        return False
+    try:
+        return engine.parse_version(installed) == version
+    except InputError:
+        return False
+
+
 def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, host: Host = BARE_HOST, *,
             engine: Engine) -> Subject:
     """``dep`` with its engine object (chosen once, by the caller that holds the registry), the release
@@ -483,6 +495,9 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     args = given if given is not None else engine.cli.resolve_args(command_words(engine, dep, version), version)
     env = {**host.env, **dep.launch.env}
     knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
+    image = dep.origin.image if dep.origin is not None else ""
+    here = not image and not dep.launch.command and _installed_is(engine, host, version)
+    knobs = replace(knobs, serving=Serving(image=image, engine_here=here))
     if args.ok:  # the GPUs and replicas the release makes of the line (placement, pools and launches read them)
         dep = engine.cli.as_run(dep, args, version)
         if dep.attention_data_parallel_size != knobs.attention_dp:

@@ -20,6 +20,17 @@ from pytest_gpulayout.errors import InputError
 
 
 @dataclass(frozen=True)
+class Serving:
+    """The engine's own environment, as far as the deployment says it: the container image it runs in (an
+    artifact's ``image``), or that it is this Python environment's engine (``engine_here``: the deployment
+    launches the engine installed where the check runs, with no image and no ``launch.command`` of its own).
+    Neither: the environment is unknown, and a rule that needs a fact of it says what it assumed."""
+
+    image: str = ""
+    engine_here: bool = False
+
+
+@dataclass(frozen=True)
 class LaunchKnobs:
     """The settings of a launch that the memory model and the rules take into account."""
 
@@ -43,6 +54,9 @@ class LaunchKnobs:
     typed: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     #: the engine variables in effect for the launch (this host's, then launch.env on top)
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: where the engine runs, as the deployment says it (``Serving``): the facts of its environment (which
+    #: libraries it has) come from there, never from the machine the check runs on
+    serving: Serving = field(default_factory=lambda: Serving())
     #: flags given that the checks do not model, as written
     not_modelled: tuple[str, ...] = ()
     #: variables set that choose a kernel or a budget the checks do not model (the engine's list)
@@ -53,7 +67,7 @@ class LaunchKnobs:
         """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
         out = []
         for f in fields(self):
-            if f.name in ("env", "not_modelled", "env_not_modelled", "given", "typed"):
+            if f.name in ("env", "not_modelled", "env_not_modelled", "given", "typed", "serving"):
                 continue
             value = getattr(self, f.name)
             if value not in (None, False) and not (f.name == "attention_dp" and value == 1):

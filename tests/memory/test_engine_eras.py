@@ -30,7 +30,7 @@ from pytest_gpulayout.engines.vllm.defaults import (
 )
 from pytest_gpulayout.engines.vllm.engine import VLLM
 from pytest_gpulayout.host import BARE_HOST, Host
-from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.knobs import LaunchKnobs, Serving
 from pytest_gpulayout.machine.facts import GIB, Gpu
 from pytest_gpulayout.memory.capability import capability_from_name, compute_capability
 from pytest_gpulayout.memory.communicators import TpLink
@@ -150,9 +150,22 @@ def test_0_10_1_on_t4s_is_predicted_as_v0_and_says_so() -> None:
 
 def test_launch_env_states_flashinfer_in_the_engine_image() -> None:
     v = Version("0.10.1")
-    # nothing said: the host running the check is all there is, and the note says it was assumed
+    # nothing said: the machine the check runs on decides nothing, even with FlashInfer installed there;
+    # PyTorch's sort (the larger reserve) is assumed and the note says how to state it
     installed, why = flashinfer_in_engine_image(v, env={}, host_env={}, host_flashinfer="0.2.11")
-    assert installed and "where this check runs" in why and "launch.env VLLM_USE_FLASHINFER_SAMPLER" in why
+    assert not installed and "the deployment names no image" in why
+    assert "launch.env VLLM_USE_FLASHINFER_SAMPLER" in why
+    # the launch runs this environment's vLLM: its flashinfer-python is the engine's
+    installed, why = flashinfer_in_engine_image(v, env={}, host_env={}, host_flashinfer="0.2.11",
+                                                serving=Serving(engine_here=True))
+    assert installed and "installed in this environment" in why
+    # vLLM's official image ships FlashInfer; another image is not known to
+    installed, why = flashinfer_in_engine_image(v, env={}, host_env={}, host_flashinfer=None,
+                                                serving=Serving(image="vllm/vllm-openai:v0.10.1"))
+    assert installed and "as in the vllm/vllm-openai:v0.10.1 image" in why
+    installed, why = flashinfer_in_engine_image(v, env={}, host_env={}, host_flashinfer="0.2.11",
+                                                serving=Serving(image="ghcr.io/acme/vllm:0.10.1"))
+    assert not installed and "is not vLLM's official one" in why
     # launch.env says the image samples with FlashInfer, even where the check's host lacks it
     installed, why = flashinfer_in_engine_image(v, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"}, host_env={},
                                                 host_flashinfer=None)
@@ -172,7 +185,7 @@ def test_a_laptop_without_flashinfer_does_not_charge_the_engines_sort() -> None:
     laptop = _predict(oss, "0.10.1", h100, 131072)
     stated = _predict(oss, "0.10.1", h100, 131072, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
     assert laptop.activation_reserve_gib - stated.activation_reserve_gib > 5.0
-    assert any("flashinfer-python is not installed where this check runs" in n for n in laptop.notes)
+    assert any("the deployment names no image" in n for n in laptop.notes)
     assert any("taken as the engine image's statement" in n for n in stated.notes)
 
 

@@ -129,12 +129,14 @@ def _oss_on_one_h100(version: str, *, host: Host = BARE_HOST, env: dict[str, str
 def test_gpt_oss_120b_on_one_h100_does_not_start_on_0_10_1_from_pip() -> None:
     """vllm/011 (0.10.1 installed with pip, one H100, the default 0.9 and 131,072 tokens): "Available KV
     cache memory: -2.14 GiB". Its warm-up sorts 1024 x 201,088 logits (7.3 GiB); with FlashInfer
-    installed on the host that sampler takes ~1.5 GiB and the pool is there."""
+    installed in the engine's environment that sampler takes ~1.5 GiB and the pool is there."""
     pip = _oss_on_one_h100("0.10.1")
     assert pip.kv_budget_bytes_per_rank < 0 and pip.kv_tokens == 0
     why = pip.activation_reserve_why
     assert "top-k/top-p sort" in why and "FlashInfer, when installed" in why
-    with_flashinfer = _oss_on_one_h100("0.10.1", host=Host(libraries={"flashinfer-python": "0.2.11"}))
+    # the launch runs this environment's vLLM 0.10.1, which has FlashInfer: its sampler takes the place of the sort
+    here = Host(engine_versions={"vllm": "0.10.1"}, libraries={"flashinfer-python": "0.2.11"})
+    with_flashinfer = _oss_on_one_h100("0.10.1", host=here)
     assert with_flashinfer.kv_tokens > 0
     assert pip.activation_reserve_gib - with_flashinfer.activation_reserve_gib == pytest.approx(
         1024 * 201088 * 30 / GIB, abs=0.01)

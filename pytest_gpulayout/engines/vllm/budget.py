@@ -503,7 +503,8 @@ def rank_budgets(
         )
     env = {**host.env, **knobs.env}
     flashinfer, assumed = flashinfer_in_engine_image(
-        r.version, env=env, host_env=host.env, host_flashinfer=host.library("flashinfer-python")
+        r.version, env=env, host_env=host.env, host_flashinfer=host.library("flashinfer-python"),
+        serving=knobs.serving,
     )
     sorts = warmup_sorts_logits(r.version, env=env, flashinfer_installed=flashinfer, v0=v0)
     triton = warmup_uses_triton_top_k_top_p(r.version, env=env, v0=v0)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from pytest_gpulayout.knobs import KnobFlag
+from pytest_gpulayout.knobs import KnobFlag, Serving
 from pytest_gpulayout.machine.facts import GIB_MIB
 
 if TYPE_CHECKING:
@@ -135,30 +135,57 @@ def warmup_uses_triton_top_k_top_p(version: Version, *, env: Mapping[str, str], 
     return flag is False
 
 
-def flashinfer_in_engine_image(version: Version, *, env: Mapping[str, str], host_env: Mapping[str, str],
-                               host_flashinfer: str | None) -> tuple[bool, str]:
-    """Whether FlashInfer is in the *engine's* image (what ``warmup_sorts_logits`` needs in 0.8-0.11,
-    where its presence picks the sampler), and what was assumed, in words ("" outside those releases).
+#: the official images (``docker/Dockerfile``, stage ``vllm-base``: FlashInfer is installed where
+#: ``TARGETPLATFORM`` is not ``linux/arm64``; read at the 0.9-era commit 0000977e, and the images of the other
+#: releases of this span assumed alike); the wheel itself only offers it as an extra (0.10.2 METADATA:
+#: ``Requires-Dist: flashinfer-python==0.3.0; extra == "flashinfer"``), so a pip-installed engine has it only
+#: where someone installed it
+OFFICIAL_IMAGES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai")
+#: a deployment that says nothing of where the engine runs
+UNKNOWN = Serving()
 
-    The deployment states it with ``launch.env``'s ``VLLM_USE_FLASHINFER_SAMPLER`` (``env``: the
-    launch's variables over the host's; a value the host's own ``host_env`` does not explain came from
-    ``launch.env``): ``1`` says FlashInfer is there and samples, ``0`` that PyTorch sorts. Without it
-    the check can only see the host it runs on (``host_flashinfer``: its ``flashinfer-python``), which
-    is the engine's image only when the engine starts from this Python environment; the note says so.
+
+def _official(image: str) -> bool:
+    name = image.split("@", 1)[0].rsplit(":", 1)[0] if "/" in image else image
+    return name in OFFICIAL_IMAGES
+
+
+def flashinfer_in_engine_image(version: Version, *, env: Mapping[str, str], host_env: Mapping[str, str],
+                               host_flashinfer: str | None, serving: Serving = UNKNOWN) -> tuple[bool, str]:
+    """Whether FlashInfer is in the *engine's* environment (what ``warmup_sorts_logits`` needs in 0.8-0.11,
+    where its presence picks the sampler), and where that was read, in words ("" outside those releases).
+
+    In order: ``launch.env``'s ``VLLM_USE_FLASHINFER_SAMPLER`` (``env``: the launch's variables over the
+    host's; a value the host's own ``host_env`` does not explain came from ``launch.env``): ``1`` says
+    FlashInfer is there and samples, ``0`` that PyTorch sorts; the deployment's image (an official
+    ``vllm/vllm-openai`` image ships FlashInfer: ``OFFICIAL_IMAGES``); this Python environment's
+    ``flashinfer-python`` only where the engine launched is this environment's (``serving.engine_here``).
+    Otherwise the engine's environment is unknown, and PyTorch's sort is assumed: the larger reserve, so the
+    pool predicted is never one the engine does not have. The machine the check runs on decides nothing.
     """
     installed = host_flashinfer is not None
     if not V1_DEFAULT_SINCE <= version < FLASHINFER_SAMPLER_OPT_IN_SINCE:
-        return installed, ""
+        return installed if serving.engine_here else False, ""
     raw = env.get(FLASHINFER_SAMPLER_ENV)
     flag = _env_flag(env, FLASHINFER_SAMPLER_ENV)
     if flag is not None and raw != host_env.get(FLASHINFER_SAMPLER_ENV):
         said = "FlashInfer installed there and sampling" if flag else "PyTorch sorting the logits"
         return flag, (f"Sampler warm-up: launch.env {FLASHINFER_SAMPLER_ENV}={raw} taken as the engine "
                       f"image's statement ({said}).")
-    seen = f"flashinfer-python {host_flashinfer} is installed" if installed else "flashinfer-python is not installed"
-    return installed, (f"Sampler warm-up: {seen} where this check runs, and vLLM {version} samples with "
-                       f"FlashInfer when it is installed; assumed the same in the engine's image (state it "
-                       f"with launch.env {FLASHINFER_SAMPLER_ENV}: 1 FlashInfer samples, 0 PyTorch sorts).")
+    if serving.image and _official(serving.image):
+        return True, (f"Sampler warm-up: FlashInfer samples, as in the {serving.image} image (vLLM's official "
+                      f"images install it on x86_64; an arm64 one does not: state it with launch.env "
+                      f"{FLASHINFER_SAMPLER_ENV}=0).")
+    if serving.engine_here:
+        seen = f"flashinfer-python {host_flashinfer} is" if installed else "flashinfer-python is not"
+        return installed, (f"Sampler warm-up: {seen} installed in this environment, whose vLLM {version} the "
+                           f"launch runs.")
+    where = f"the image {serving.image} is not vLLM's official one" if serving.image else \
+        "the deployment names no image"
+    return False, (f"Sampler warm-up: {where}, so whether FlashInfer samples there is not known: PyTorch's sort "
+                   f"of the logits is assumed (the larger reserve; vLLM {version} samples with FlashInfer when "
+                   f"it is installed). State it with launch.env {FLASHINFER_SAMPLER_ENV}: 1 FlashInfer samples, "
+                   f"0 PyTorch sorts.")
 
 
 def oversubscribes_silently(version: Version) -> bool:
