@@ -78,14 +78,14 @@ class LaunchKnobs:
         """The sentence findings carry when some flags were not modelled ("" when all were)."""
         parts = []
         if self.not_modelled:
-            parts.append(f"{', '.join(self.not_modelled)} in launch.args")
+            parts.append(f"{', '.join(self.not_modelled)} on the engine's command line")
         if self.env_not_modelled:
             parts.append(f"{', '.join(self.env_not_modelled)} in the environment (each chooses a kernel "
                          f"or a memory budget)")
         if not parts:
             return ""
-        return (f"Not modelled: {'; '.join(parts)}; the startup check (--gpulayout-launch) measures their "
-                f"effect.")
+        return (f"Not modelled: {'; '.join(parts)}; a launch (the startup check: gpulayout check --launch, "
+                f"pytest --gpulayout-launch) measures their effect.")
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def test_a_flag_the_checks_do_not_model_is_named():
     f, facts = _pool(dep(tp=1, max_model_len=8192, launch=Launch(args=("--speculative-config", "{}",
                                                                        "--trust-remote-code"))))
     assert facts.not_modelled == ("--speculative-config",)          # a neutral flag is not listed
-    assert "Not modelled: --speculative-config in launch.args" in f.message
+    assert "Not modelled: --speculative-config on the engine's command line" in f.message
     assert "startup check" in f.message
 
 

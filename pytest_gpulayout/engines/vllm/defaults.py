@@ -327,6 +327,9 @@ NEUTRAL_FLAGS = frozenset({
     "--tokenizer-revision", "--max-log-len", "--disable-frontend-multiprocessing", "--distributed-executor-backend",
     "--enable-log-requests", "--no-enable-log-requests", "--disable-uvicorn-access-log", "--allowed-origins",
     "--root-path", "--response-role", "--code-revision", "--tokenizer-mode",
+    # where the ranks meet across nodes, not what they hold (0.33.0 arg_utils.py L1175-1178, the DP address flags)
+    "--master-addr", "--master-port", "--node-rank", "--data-parallel-address", "--data-parallel-rpc-port",
+    "--data-parallel-start-rank", "--headless",
 })
 #: Flags the checks read from the release's parse themselves (``ResolvedArgs`` / ``LaunchKnobs.typed``), so they
 #: are modelled though no ``KNOB_FLAGS`` entry sets a knob: the config overrides (``engines/vllm/served.py``), the
@@ -343,6 +346,8 @@ VALUE_FLAGS = frozenset({
     "--generation-config", "--tool-call-parser", "--reasoning-parser", "--load-format", "--download-dir",
     "--revision", "--tokenizer-revision", "--max-log-len", "--distributed-executor-backend", "--allowed-origins",
     "--root-path", "--response-role", "--hf-overrides", "--code-revision", "--tokenizer-mode", "--dtype",
+    "--master-addr", "--master-port", "--node-rank", "--data-parallel-address", "--data-parallel-rpc-port",
+    "--data-parallel-start-rank",
     "--quantization", "-q", "--max-cudagraph-capture-size", "--compilation-config", "-O", "--swap-space",
     "--cpu-offload-gb", "--speculative-config", "--kv-transfer-config", "--limit-mm-per-prompt",
     "--num-gpu-blocks-override", "--max-lora-rank", "--max-loras", "--lora-modules", "--rope-scaling",
