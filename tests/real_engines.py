@@ -39,16 +39,17 @@ def llama_server() -> str:
 
 def assert_cpu_pool_read_at_kv(report: StartupReport, expected: int) -> None:
     """A real CPU vLLM launch whose startup check passed on its pool: ``expected`` tokens (1 GiB of KV per
-    rank, ``VLLM_CPU_KVCACHE_SPACE=1``) as predicted, 512-token requests, read at the KV line before the
-    server was up, no process surviving; and its saved log says the same to ``gpulayout parse-log``,
+    rank, ``VLLM_CPU_KVCACHE_SPACE=1``) as predicted, 512-token requests, stopped at the KV line, no process
+    surviving; and its saved log says the same to ``gpulayout parse-log``,
     although it goes on into the interrupted start-up's shutdown (tracebacks of cancelled work are not
     startup errors)."""
     assert report.finding.status is Status.PASS, report.finding.message
     assert report.kv_tokens == expected
     assert report.max_concurrency == pytest.approx(expected / 512)
     assert report.finding.data["ratio"] == 1.0
+    # stopped at its KV line, not at ready: the launcher read the pool and stopped the engine (the CPU build
+    # may print its ready line within the same read of its output, so the log alone cannot say which came first)
     assert report.result is not None and report.result.stopped_by == "kv"
-    assert not report.result.log.ready  # verdict before the server was up
     assert report.result.leftover_pids == ()
     assert report.log_path is not None
     saved = logparse.parse_log(report.log_path.read_text(errors="replace"), log_grammars("auto"))
