@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_gpulayout.deployment import Deployment, Launch  # noqa: E402
+from pytest_gpulayout.engines.vllm.engine import VLLM  # noqa: E402
 from pytest_gpulayout.launch.startup import launch_deployment  # noqa: E402
 
 TINY = REPO / "tests" / "data" / "models" / "tiny-llama"
@@ -82,7 +83,8 @@ def run(args: argparse.Namespace, work: Path) -> int:
     runs: dict[str, list[tuple[float, float, float]]] = {"kv": [], "ready": []}  # (to kv, stop began, gone)
     for i in range(args.repeat):
         for stop_when in ("kv", "ready"):  # interleaved, so a busy neighbour slows both alike
-            report = launch_deployment(replace(dep), None, log_dir=work / "logs", stop_when=stop_when)
+            report = launch_deployment(replace(dep), None, engine=VLLM.launch, log_dir=work / "logs",
+                                       stop_when=stop_when)
             result = report.result
             if result is None or report.kv_tokens is None or result.seconds_to_kv is None:
                 print(f"{stop_when}: no pool: {report.finding.message}")
