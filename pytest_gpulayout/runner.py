@@ -175,13 +175,23 @@ class DeploymentResult:
         """The model's name, or the reference as written where it could not be read."""
         return self.model.name if isinstance(self.model, ModelSpec) else self.deployment.model
 
+    def _layout(self) -> dict[str, int]:
+        """The layout as written, and the GPUs the release makes of it where placement counted them (SGLang's
+        ``--dp 8 --enable-dp-attention`` at TP=8 is 8 GPUs, not 64)."""
+        dep = self.deployment
+        out = {"tensor_parallel_size": dep.tp, "pipeline_parallel_size": dep.pp, "data_parallel_size": dep.dp}
+        placement = self.findings.get("placement")
+        needed = getattr(placement.facts, "gpus_needed", None) if placement is not None else None
+        if isinstance(needed, int) and needed != dep.tp * dep.pp * dep.dp:
+            out["gpus"] = needed
+        return out
+
     def to_json(self) -> dict[str, Any]:
         out = {
             "status": self.verdict,
             "engine": self.deployment.engine,
             "model": self.model_name,
-            "layout": {"tensor_parallel_size": self.deployment.tp, "pipeline_parallel_size": self.deployment.pp,
-                       "data_parallel_size": self.deployment.dp},
+            "layout": self._layout(),
             "checks": {name: f.to_json() for name, f in self.findings.items()},
         }
         if self.not_run:
