@@ -7,12 +7,16 @@ turns it into ``--attn-dp-size 8``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 
 import pytest
 from packaging.version import Version
 
+from pytest_gpulayout.cli import main
+from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import RULES, config_check
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.load import load_model
@@ -117,7 +121,9 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refusing_case() -> None:
-    assert {c.rule for c in CASES if c.refused is not None} == set(RULES)
+    by_words = {"sglang.llama4.attention_backend", "sglang.olmo2.flashinfer", "sglang.priority_scheduling",
+                "sglang.worker_counts", "sglang.npu_only_flags", "sglang.pdmux"}   # LINE_CASES, the Olmo test
+    assert {c.rule for c in CASES if c.refused is not None} | by_words == set(RULES)
 
 
 def test_an_assert_without_words_shows_its_condition() -> None:
@@ -139,5 +145,109 @@ def test_the_documented_deepseek_layout_passes_every_listed_release() -> None:
 
 @pytest.mark.parametrize("version", ["0.4.6", "0.4.10", "0.5.4", "0.5.18", "0.5.23"])
 def test_the_release_defaults_refuse_nothing_and_leave_nothing_unsaid(version: str) -> None:
-    judged = config_check(args(), load_model("deepseek-ai/DeepSeek-V3"), on(tp=8), Version(version))
+    line = resolve(["--model-path", "m"], Version(version))
+    judged = config_check(line, load_model("deepseek-ai/DeepSeek-V3"), on(tp=8), Version(version))
     assert (judged.refusals, judged.not_judged) == ((), ())
+
+
+# -- rules over the release's parsed line (its defaults included) and the model's architecture ----------------
+
+MODELS = Path(__file__).resolve().parent.parent / "data" / "models"
+LLAMA4 = MODELS / "llama-4-scout-17b-16e-instruct"       # Llama4ForConditionalGeneration
+
+
+def _olmo2(tmp: Path) -> Path:
+    folder = tmp / "olmo-2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "num_hidden_layers": 32, "intermediate_size": 11008, "vocab_size": 100352,
+        "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}))
+    return folder
+
+
+def _judge(version: str, words: str, model: Path | str = "deepseek-ai/DeepSeek-V3", layout: Layout | None = None
+           ) -> list[str]:
+    line = resolve(["--model-path", "m", *words.split()], Version(version))
+    assert line.ok, line.errors
+    judged = config_check(line, load_model(str(model)), layout or on(tp=8), Version(version))
+    return [r.text("SGLang") for r in judged.refusals]
+
+
+LINE_CASES = [
+    # (release, the line, the model, the layout, the refusal's words or None where the release accepts it)
+    ("0.5.4", "--attention-backend flashinfer", LLAMA4, on(tp=8),
+     'raises AssertionError: "fa3, aiter, or triton is required for Llama4 model" (sglang/srt/server_args.py:965)'),
+    ("0.5.4", "", LLAMA4, on(tp=8), '"fa3, aiter, or triton is required for Llama4 model"'),   # nothing picks one
+    ("0.5.4", "--attention-backend fa3", LLAMA4, on(tp=8), None),
+    ("0.5.5", "", LLAMA4, on(tp=8), None),                              # the branch picks one it lists
+    ("0.4.10", "--attention-backend flashinfer", LLAMA4, on(tp=8), '"fa3 is required for Llama4 model"'),
+    ("0.5.23", "--attention-backend flashinfer", LLAMA4, on(tp=8),
+     '"fa3, aiter, triton, ascend, trtllm_mha or intel_xpu is required for Llama4 model but got flashinfer" '
+     "(sglang/srt/arg_groups/model_hook.py:622)"),
+    ("0.5.23", "--attention-backend trtllm_mha", LLAMA4, on(tp=8), None),
+    ("0.5.23", "--attention-backend flashinfer", "Qwen/Qwen3-8B", on(tp=8), None),
+    ("0.5.23", "--enable-priority-scheduling --schedule-policy lpm", "Qwen/Qwen3-8B", on(tp=1),
+     "\"To use priority scheduling, schedule_policy must be 'fcfs' or 'lof'. 'lpm' is not supported.\""),
+    ("0.5.23", "--enable-priority-scheduling --schedule-policy lof", "Qwen/Qwen3-8B", on(tp=1), None),
+    ("0.5.23", "--retraction-policy priority", "Qwen/Qwen3-8B", on(tp=1),
+     'raises ValueError: "--retraction-policy priority requires --enable-priority-scheduling"'),
+    ("0.5.23", "--retraction-policy priority --enable-priority-scheduling", "Qwen/Qwen3-8B", on(tp=1), None),
+    ("0.5.23", "--tokenizer-worker-num 0", "Qwen/Qwen3-8B", on(tp=1), '"Tokenizer worker num must >= 1"'),
+    ("0.5.10", "--tokenizer-worker-num 0", "Qwen/Qwen3-8B", on(tp=1), '"Tokenizer worker num must >= 1"'),
+    ("0.5.23", "--tokenizer-worker-num 4", "Qwen/Qwen3-8B", on(tp=1), None),
+    ("0.5.23", "--model-impl mindspore", "Qwen/Qwen3-8B", on(tp=1),
+     '"MindSpore model impl is only supported on Ascend npu."'),
+    ("0.5.23", "--enable-quant-communications", "Qwen/Qwen3-8B", on(tp=2),
+     'raises ValueError: "Communications quantization is only supported for NPU device"'),
+    ("0.5.23", "--enable-pdmux", "Qwen/Qwen3-8B", on(tp=2, pp=2),
+     '"PD-Multiplexing is only supported with pipeline parallelism disabled (pp_size=1)."'),
+    ("0.5.23", "--enable-pdmux --disaggregation-mode prefill", "Qwen/Qwen3-8B", on(tp=2),
+     '"PD-Multiplexing is not compatible with disaggregation mode."'),
+]
+
+
+@pytest.mark.parametrize("case", LINE_CASES, ids=[f"{c[0]}-{c[1] or 'defaults'}-{Path(str(c[2])).name}"
+                                                  for c in LINE_CASES])
+def test_the_release_refuses_the_line_in_its_words(case: tuple[str, str, Path | str, Layout, str | None]) -> None:
+    version, words, model, layout, refused = case
+    said = _judge(version, words, model, layout)
+    if refused is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and refused in said[0], said
+        assert said[0].startswith(f"SGLang {version} raises "), said
+
+
+def test_olmo2_refuses_flashinfer(tmp_path: Path) -> None:
+    """Olmo2ForCausalLM serves OLMo 3 too; SGLang asserts its backend is not FlashInfer (0.5.4+)."""
+    olmo = _olmo2(tmp_path)
+    (said,) = _judge("0.5.23", "--attention-backend flashinfer", olmo, on(tp=1))
+    assert '"FlashInfer backend can significantly degrade the performance of Olmo3 models."' in said
+    assert _judge("0.5.23", "--attention-backend triton", olmo, on(tp=1)) == []
+    assert _judge("0.5.23", "", olmo, on(tp=1)) == []
+
+
+def test_gpulayout_check_fails_llama4_on_flashinfer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the front door, in the release's words; the accepted neighbour (fa3) passes the config check."""
+    def check(backend: str) -> dict[str, object]:
+        cmd = (f"python -m sglang.launch_server --model-path {LLAMA4} --tp 8 --attention-backend {backend}")
+        main(["check", "--cmd", cmd, "--machine", "preset:8xH100-sxm", "--json"])
+        data = json.loads(capsys.readouterr().out)
+        (dep,) = data["deployments"].values()
+        return dict(dep["checks"]["config"])
+    refused = check("flashinfer")
+    assert refused["status"] == "fail"
+    assert "required for Llama4 model but got flashinfer" in str(refused["message"])
+    assert check("fa3")["status"] == "pass"
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.5.4", "0.5.10", "0.5.23"])
+def test_the_release_parse_of_a_bare_line_refuses_nothing_and_leaves_nothing_unsaid(version: str) -> None:
+    line = resolve(["--model-path", "m"], Version(version))
+    for model in ("deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-8B", str(LLAMA4)):
+        judged = config_check(line, load_model(model), on(tp=8), Version(version))
+        if version == "0.5.4" and model == str(LLAMA4):
+            assert [r.rule for r in judged.refusals] == ["sglang.llama4.attention_backend"]
+            continue
+        assert (judged.refusals, judged.not_judged) == ((), ()), (model, judged)

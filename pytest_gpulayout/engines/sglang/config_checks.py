@@ -40,7 +40,38 @@ RULES: Mapping[str, str] = {
     "sglang.attn_cp.tp_divisible": "--attn-cp-size > 1 whose product with the attention-DP size does not divide TP",
     "sglang.dcp.size": "--dcp-size below 1, or above 1 with --enable-prefill-cp (0.5.22+)",
     "sglang.eplb.needs_ep": "--enable-eplb without expert parallelism",
+    "sglang.llama4.attention_backend": "Llama 4 with an attention backend the release does not list for it",
+    "sglang.olmo2.flashinfer": "--attention-backend flashinfer with an Olmo2ForCausalLM (OLMo 2 / 3) model",
+    "sglang.priority_scheduling": "--enable-priority-scheduling with a policy other than fcfs / lof, or "
+                                  "--retraction-policy priority without it",
+    "sglang.worker_counts": "a tokenizer / detokenizer / multimodal worker count or --schedule-conservativeness "
+                            "out of range",
+    "sglang.npu_only_flags": "--model-impl mindspore or --enable-quant-communications on CUDA (Ascend NPU only)",
+    "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
 }
+
+#: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
+#: rewritten by SGLang's post-processing before its check reads it (``check_server_args`` runs last; the
+#: model-specific branch reads ``attention_backend`` before ``_handle_attention_backend_compatibility`` picks
+#: one, see ``LLAMA4_PICKS_SINCE``). A flag the release does not have is absent: its entry reads nothing then.
+_AS_GIVEN = ("schedule_policy", "enable_priority_scheduling", "retraction_policy", "schedule_conservativeness",
+             "tokenizer_worker_num", "detokenizer_worker_num", "mm_processor_worker_num", "mm_io_worker_num",
+             "model_impl", "enable_quant_communications", "enable_pdmux", "disaggregation_mode")
+
+#: Llama 4's backend assert reads ``self.attention_backend`` as it stands when the model-specific branch runs.
+#: 0.5.1 - 0.5.4 call that branch before any backend is chosen (0.5.4 ``server_args.py`` L551, the backend is
+#: picked at L555 ``_handle_attention_backend_compatibility``) and the Llama 4 branch (L964) picks none: without
+#: ``--attention-backend`` the assert sees None and refuses. From 0.5.4.post1 the branch picks one the assert
+#: lists when none is given (L951-957: trtllm_mha on SM100, fa3 from SM80, else triton; from 0.5.15
+#: ``arg_groups/overrides.py`` ``_llama4_overrides``, from 0.5.19 ``model_overrides/llama4.py``): only a
+#: backend the line gives is judged. Before 0.5.1 the assert is in ``check_server_args`` after
+#: ``__post_init__`` picked a default this module does not resolve: only the line's backend is judged.
+LLAMA4_UNSET_SINCE = Version("0.5.1")
+LLAMA4_PICKS_SINCE = Version("0.5.4.post1")
+#: the rules about one model family, by the architecture prefix they are about: judged for those models only
+#: (their entries sit at the end of the release's model ``elif`` chain, whose earlier branches read the config
+#: of other families: DeepSeek's ``is_deepseek_nsa(hf_config)``)
+_BY_ARCH: Mapping[str, str] = {"sglang.llama4.attention_backend": "Llama4", "sglang.olmo2.flashinfer": "Olmo2"}
 
 #: ``arg_groups/parallel_hook.py handle_deprecated_dp_attention`` (first in 0.5.22): ``--attn-dp-size``
 ATTN_DP_SIZE_SINCE = Version("0.5.22")
@@ -96,7 +127,13 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         "ep_join_mode": args.get("ep_join_mode"),
         "enable_eplb": bool(args.get("enable_eplb", False)),
         "is_npu": False, "is_hip": False, "is_cuda": True, "is_xpu": False, "is_musa": False,
+        "is_mps": False, "use_mlx": False, "device": "cuda",
+        "model_arch": model.architectures[0] if model.architectures else "",
     }
+    ns.update({dest: args.get(dest) for dest in _AS_GIVEN if dest in args.values})
+    backend = args.get("attention_backend") if args.is_set("attention_backend") else None
+    if backend is not None or LLAMA4_UNSET_SINCE <= listed < LLAMA4_PICKS_SINCE:
+        ns["attention_backend"] = backend
     # the expert-parallel size: --ep-size, or TP where the release sets it (``--enable-ep-moe`` /
     # ``--enable-deepep-moe`` before 0.5, ``--moe-a2a-backend deepep`` from 0.4.10.post2: ``ep_size = tp_size``)
     a2a = args.get("moe_a2a_backend")
@@ -116,7 +153,9 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     """Every config-time refusal of ``RULES`` that ``version`` (the nearest listed release at or below it)
     makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version)
-    judged = book().judge(version, values)
+    arch = str(values["model_arch"])
+    rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
+    judged = book().judge(version, values, rules=rules)
     return Judged(judged.refusals, tuple(notes) + judged.not_judged)
 
 
