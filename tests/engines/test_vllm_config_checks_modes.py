@@ -127,6 +127,10 @@ CASES = [
     Case("vllm.mamba.stochastic_rounding", "0.33.0",
          "--enable-mamba-cache-stochastic-rounding --mamba-ssm-cache-dtype float16", layout(cc=B200)),
     Case("vllm.mamba.stochastic_rounding", "0.33.0", "--mamba-ssm-cache-dtype float32", layout()),
+    # engine/arg_utils.py:2867-2878 (0.33.0): fused is ROCm's; flashkda is CUDA's
+    Case("vllm.kernel.kda_fused_needs_rocm", "0.33.0", "--kda-prefill-backend fused", layout(),
+         refused="--kda-prefill-backend=fused is only available on ROCm.", source="vllm/engine/arg_utils.py:2876"),
+    Case("vllm.kernel.kda_fused_needs_rocm", "0.33.0", "--kda-prefill-backend flashkda", layout()),
 ]
 
 

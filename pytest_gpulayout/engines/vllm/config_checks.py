@@ -81,6 +81,8 @@ RULES: Mapping[str, str] = {
     "vllm.mamba.stochastic_rounding": "--enable-mamba-cache-stochastic-rounding with the triton backend off "
                                       "SM 10.x (MambaConfig), or without --mamba-ssm-cache-dtype float16 "
                                       "(VllmConfig, 0.20+)",
+    "vllm.kernel.kda_fused_needs_rocm": "--kda-prefill-backend fused on CUDA (ROCm only; "
+                                        "EngineArgs.create_engine_config, 0.30+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -332,7 +334,8 @@ def _launch_mode_values(args: ResolvedArgs) -> dict[str, object]:
     ``create_engine_config``'s local ``data_parallel_external_lb = self.data_parallel_external_lb or
     self.data_parallel_rank is not None`` (engine/arg_utils.py:2444-2446 in 0.33.0, 1793-1795 in 0.21.0),
     redundant experts (``--num-redundant-experts``, forwarded over ``--eplb-config``'s, engine/arg_utils.py:
-    1303-1304 in 0.10.2), routed experts and the Mamba cache's stochastic rounding."""
+    1303-1304 in 0.10.2), routed experts, the Mamba cache's stochastic rounding and the KDA prefill backend
+    (engine/arg_utils.py:2867-2878 in 0.33.0)."""
     external_flag = bool(args.get("data_parallel_external_lb"))
     eplb = args.get("eplb_config")
     redundant = args.get("num_redundant_experts")
@@ -352,6 +355,7 @@ def _launch_mode_values(args: ResolvedArgs) -> dict[str, object]:
         "enable_stochastic_rounding": bool(args.get("enable_mamba_cache_stochastic_rounding")),
         "mamba_ssm_cache_dtype": str(args.get("mamba_ssm_cache_dtype") or "auto"),
         "self.backend": str(backend or "triton").upper(), "MambaBackendEnum.TRITON": "TRITON",
+        "kda_prefill_backend": args.get("kda_prefill_backend"),
     }
 
 
