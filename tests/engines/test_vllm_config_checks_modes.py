@@ -8,11 +8,13 @@ release that does not hold the check.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
 from packaging.version import Version
 
+from pytest_gpulayout.cli import main
 from pytest_gpulayout.engines.vllm.cli import resolve
 from pytest_gpulayout.engines.vllm.config_checks import config_check
 from pytest_gpulayout.model.load import load_model
@@ -170,3 +172,23 @@ def test_a_stochastic_rounding_line_on_an_unknown_gpu_is_said_not_judged() -> No
     judged = config_check(args, model_of("dense"), Layout(), version)
     assert not [r for r in judged.refusals if r.rule == "vllm.mamba.stochastic_rounding"]
     assert any("mamba.py" in n and "is_device_capability_family" in n for n in judged.not_judged)
+
+
+@pytest.mark.parametrize(("line", "refused"), [
+    ("vllm serve Qwen/Qwen3-8B --data-parallel-size 2 --data-parallel-rank 0",
+     "Non-MoE models do not support external data parallel mode."),
+    ("vllm serve Qwen/Qwen3-30B-A3B --data-parallel-size 2 --data-parallel-rank 0", None),
+    ("vllm serve Qwen/Qwen3-8B --max-cudagraph-capture-size 256 -cc.max_cudagraph_capture_size=128",
+     "max_cudagraph_capture_size and compilation_config.max_cudagraph_capture_size are mutually exclusive"),
+    ("vllm serve Qwen/Qwen3-8B --max-cudagraph-capture-size 256", None),
+])
+def test_gpulayout_check_fails_the_config_check_in_the_releases_words(
+        capsys: pytest.CaptureFixture[str], line: str, refused: str | None) -> None:
+    """``gpulayout check --cmd``: the refusal is the config check's failure (exit 1), the neighbour passes it."""
+    code = main(["check", "--cmd", line, "--machine", "preset:8xH100-sxm", "--json"])
+    config = json.loads(capsys.readouterr().out)["deployments"]["--cmd:1"]["checks"]["config"]
+    if refused is None:
+        assert config["status"] == "pass", config["message"]
+        return
+    assert code == 1 and config["status"] == "fail"
+    assert f'vLLM 0.33.0 raises ValueError: "{refused}' in config["message"]
