@@ -64,6 +64,25 @@ RULES: Mapping[str, str] = {
     "vllm.dtype.float16_refused": "--dtype half for a model type that refuses float16 (_check_valid_dtype)",
     "vllm.cache.gpu_memory_utilization": "--gpu-memory-utilization above 1.0 (CacheConfig, before 0.10.1)",
     "vllm.cache.cpu_offload_negative": "a negative --cpu-offload-gb (CacheConfig)",
+    "vllm.compilation.capture_sizes_twice": "--cudagraph-capture-sizes / --cuda-graph-sizes / "
+                                            "--max-cudagraph-capture-size given with the same key of "
+                                            "--compilation-config (EngineArgs.create_engine_config, 0.11.1+)",
+    "vllm.scheduler.async_with_pp": "--async-scheduling with PP > 1 (0.10.0-0.14.1)",
+    "vllm.scheduler.async_with_uni": "--async-scheduling with --distributed-executor-backend uni (0.10.x)",
+    "vllm.model.routed_experts_parallel": "--enable-return-routed-experts with PP > 1 or context parallel "
+                                          "(VllmConfig, 0.22-0.30)",
+    "vllm.parallel.external_dp_needs_moe": "external-LB data parallel (--data-parallel-external-lb or "
+                                           "--data-parallel-rank) at DP > 1 on a model without experts (0.21+)",
+    "vllm.parallel.hybrid_and_external_lb": "--data-parallel-hybrid-lb with --data-parallel-external-lb (0.11.1+)",
+    "vllm.parallel.fault_tolerance_needs_external_lb": "--enable-fault-tolerance without external-LB data "
+                                                       "parallel (0.27+)",
+    "vllm.parallel.redundant_experts_need_eplb": "redundant experts without --enable-eplb, or a negative count "
+                                                 "(ParallelConfig, 0.9.2-0.11.0)",
+    "vllm.mamba.stochastic_rounding": "--enable-mamba-cache-stochastic-rounding with the triton backend off "
+                                      "SM 10.x (MambaConfig), or without --mamba-ssm-cache-dtype float16 "
+                                      "(VllmConfig, 0.20+)",
+    "vllm.kernel.kda_fused_needs_rocm": "--kda-prefill-backend fused on CUDA (ROCm only; "
+                                        "EngineArgs.create_engine_config, 0.30+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -269,6 +288,15 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         "is_moe": model.is_moe, "num_experts": model.num_experts or 0,
         "model_type": model.hf_model_type,
     }
+    ns.update(_launch_mode_values(args))
+    ns.update(_compilation_values(args))
+    if args.is_set("cuda_graph_sizes") and args.is_set("cudagraph_capture_sizes") and \
+            ns["compilation_config.cudagraph_capture_sizes"] is None:
+        # 0.11.1-0.12.0: --cuda-graph-sizes fills compilation_config's sizes, then --cudagraph-capture-sizes meets them
+        notes.append("--cuda-graph-sizes with --cudagraph-capture-sizes: the second against the first is not judged")
+    if cc is not None:
+        # MambaConfig.__post_init__ (config/mamba.py:65-67 in 0.20.0): ``is_device_capability_family(100)``, SM 10.x
+        ns["is_device_capability_family"] = cc[0] == 10
     if kv:
         ns["max_dcp_size"] = tp // kv
         ns["num_q_per_kv"] = model.num_attention_heads // kv
@@ -291,13 +319,60 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         ns.update({"device_count": layout.devices, "cuda_device_count_stateless": layout.devices,
                    "gpu_count": layout.devices, "world_size_across_dp": tp * pp * dp,
                    "nnodes": args.get("nnodes", 1) or 1,
-                   "distributed_executor_backend": args.get("distributed_executor_backend"),
                    "VLLM_XLA_USE_SPMD": False})
     if flags and args.get("model_impl", "auto") != "transformers":
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
     ns.update(_dtype_values(args, model, version))
     return ns, notes
+
+
+def _launch_mode_values(args: ResolvedArgs) -> dict[str, object]:
+    """The flags of the launch modes the rules read, as ``EngineArgs`` holds them: async scheduling (an explicit
+    ``--async-scheduling``: from 0.14 the default ``None`` is resolved by ``VllmConfig.__post_init__``, which
+    turns it off where it is not supported and refuses nothing), the data-parallel load-balancing modes and
+    ``create_engine_config``'s local ``data_parallel_external_lb = self.data_parallel_external_lb or
+    self.data_parallel_rank is not None`` (engine/arg_utils.py:2444-2446 in 0.33.0, 1793-1795 in 0.21.0),
+    redundant experts (``--num-redundant-experts``, forwarded over ``--eplb-config``'s, engine/arg_utils.py:
+    1303-1304 in 0.10.2), routed experts, the Mamba cache's stochastic rounding and the KDA prefill backend
+    (engine/arg_utils.py:2867-2878 in 0.33.0)."""
+    external_flag = bool(args.get("data_parallel_external_lb"))
+    eplb = args.get("eplb_config")
+    redundant = args.get("num_redundant_experts")
+    if redundant is None and isinstance(eplb, Mapping):
+        redundant = eplb.get("num_redundant_experts")
+    backend = args.get("mamba_backend")
+    return {
+        "async_scheduling": args.get("async_scheduling") is True,
+        "distributed_executor_backend": args.get("distributed_executor_backend"),
+        "self.data_parallel_external_lb": external_flag,
+        "data_parallel_external_lb": external_flag or args.get("data_parallel_rank") is not None,
+        "data_parallel_hybrid_lb": bool(args.get("data_parallel_hybrid_lb")),
+        "enable_fault_tolerance": bool(args.get("enable_fault_tolerance")),
+        "num_redundant_experts": redundant if redundant is not None else 0,
+        "model_config": True,  # ``self.model_config is not None``: the model is read
+        "enable_return_routed_experts": bool(args.get("enable_return_routed_experts")),
+        "enable_stochastic_rounding": bool(args.get("enable_mamba_cache_stochastic_rounding")),
+        "mamba_ssm_cache_dtype": str(args.get("mamba_ssm_cache_dtype") or "auto"),
+        "self.backend": str(backend or "triton").upper(), "MambaBackendEnum.TRITON": "TRITON",
+        "kda_prefill_backend": args.get("kda_prefill_backend"),
+    }
+
+
+def _compilation_values(args: ResolvedArgs) -> dict[str, object]:
+    """The CUDA-graph sizes given twice (``EngineArgs.create_engine_config``, engine/arg_utils.py:2834-2849 in
+    0.33.0): the top-level flags, and the same keys of ``--compilation-config`` (JSON or dotted ``-cc.<key>``)."""
+    cc = args.get("compilation_config")
+    given = cc if isinstance(cc, Mapping) else {}
+    return {
+        "cuda_graph_sizes": args.get("cuda_graph_sizes") if args.is_set("cuda_graph_sizes") else None,
+        "cudagraph_capture_sizes": args.get("cudagraph_capture_sizes") if args.is_set(
+            "cudagraph_capture_sizes") else None,
+        "max_cudagraph_capture_size": args.get("max_cudagraph_capture_size") if args.is_set(
+            "max_cudagraph_capture_size") else None,
+        "compilation_config.cudagraph_capture_sizes": given.get("cudagraph_capture_sizes"),
+        "compilation_config.max_cudagraph_capture_size": given.get("max_cudagraph_capture_size"),
+    }
 
 
 def _dtype_values(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
