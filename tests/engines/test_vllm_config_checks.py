@@ -13,6 +13,7 @@ from types import MappingProxyType
 import pytest
 from builders import llama
 from packaging.version import Version
+from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
 
 from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check, scheduler
@@ -212,8 +213,9 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refusing_case() -> None:
-    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``."""
-    refusing = {c.rule for c in CASES if c.refused is not None} | {c.rule for c in MODE_CASES if c.refused is not None}
+    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``
+    and ``test_vllm_config_checks_launch.py``."""
+    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES) if c.refused is not None}
     assert refusing == set(RULES)
 
 

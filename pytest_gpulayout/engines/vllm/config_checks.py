@@ -83,6 +83,18 @@ RULES: Mapping[str, str] = {
                                       "(VllmConfig, 0.20+)",
     "vllm.kernel.kda_fused_needs_rocm": "--kda-prefill-backend fused on CUDA (ROCm only; "
                                         "EngineArgs.create_engine_config, 0.30+)",
+    "vllm.parallel.nnodes_options": "--nnodes > 1 with a --data-parallel-backend other than mp, a world size "
+                                    "--nnodes does not divide, a --node-rank outside [0, nnodes), or an external-LB "
+                                    "rank --node-rank cannot identify (EngineArgs.create_engine_config, 0.11.1+)",
+    "vllm.parallel.external_lb_options": "external-LB data parallel without a rank, or with a "
+                                         "--data-parallel-size-local other than 1; --data-parallel-hybrid-lb "
+                                         "without --data-parallel-size-local (EngineArgs.create_engine_config)",
+    "vllm.parallel.dp_rank_range": "a data-parallel rank outside [0, --data-parallel-size) (ParallelConfig, 0.9.2+)",
+    "vllm.parallel.external_lb_needs_dp": "external-LB data parallel (--data-parallel-external-lb or "
+                                          "--data-parallel-rank) at DP = 1 (ParallelConfig, 0.9.2+)",
+    "vllm.parallel.hc_sp_needs_pp1": "--enable-hc-sp at TP > 1 with PP > 1 (ModelConfig, 0.32+)",
+    "vllm.parallel.pcp_limits": "--prefill-context-parallel-size > 1 on 0.12.0, or with DP > 1 (0.26-0.29) "
+                                "(ParallelConfig)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -92,6 +104,17 @@ _CALLED_ONLY_IF: Mapping[str, str] = {"vllm.model.ep_needs_experts": "enable_exp
 #: the rules that read the scheduler's defaults, and the destinations of the line that can make them refuse
 _SCHEDULER_RULES = frozenset({"vllm.scheduler.batched_below_max_len", "vllm.scheduler.batched_below_seqs"})
 _SCHEDULER_GIVEN = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")
+#: the rules judged in a frame of their own: the values of the release's function under names other rules read
+#: with another meaning (``world_size`` in ``create_engine_config`` is the world across DP, ``self.
+#: data_parallel_rank`` there the flag and in ``ParallelConfig`` ``rank or 0``); see ``engine_args_frame`` and
+#: ``parallel_config_frame``
+_ENGINE_ARGS_RULES = frozenset({"vllm.parallel.nnodes_options", "vllm.parallel.external_lb_options"})
+_PARALLEL_CONFIG_RULES = frozenset({"vllm.parallel.dp_rank_range", "vllm.parallel.external_lb_needs_dp"})
+#: ``create_engine_config``'s world size counts PCP from 0.30 (engine/arg_utils.py:2399-2404 in 0.33.0, 2075-2082 in
+#: 0.28.0); from 0.31 a given --data-parallel-rank is kept where --nnodes would infer one (:2425-2434 in 0.33.0;
+#: 0.20.0's :1753-1754 overwrites it)
+PCP_IN_DP_WORLD_SINCE = Version("0.30.0")
+GIVEN_DP_RANK_KEPT_SINCE = Version("0.31.0")
 #: the rule that reads the devices the engine sees: judged only where the deployment says them (``Layout.devices``)
 _DEVICES_RULE = "vllm.parallel.world_above_devices"
 
@@ -356,6 +379,81 @@ def _launch_mode_values(args: ResolvedArgs) -> dict[str, object]:
         "mamba_ssm_cache_dtype": str(args.get("mamba_ssm_cache_dtype") or "auto"),
         "self.backend": str(backend or "triton").upper(), "MambaBackendEnum.TRITON": "TRITON",
         "kda_prefill_backend": args.get("kda_prefill_backend"),
+        "enable_hc_sp": bool(args.get("enable_hc_sp")),
+    }
+
+
+@dataclass(frozen=True)
+class DataParallelLaunch:
+    """What ``EngineArgs.create_engine_config`` makes of the data-parallel launch flags (engine/arg_utils.py:
+    2380-2530 in 0.33.0, 1724-1820 in 0.20.0, 1070-1110 in 0.10.0): the flags as given, the world it
+    divides by ``--nnodes``, the rank ``--node-rank`` infers and the values it hands ``ParallelConfig``."""
+
+    nnodes: int
+    node_rank: int
+    world_size: int                  # DP x PP x TP (x PCP from 0.30), the local of the --nnodes checks
+    rank: int | None                 # --data-parallel-rank, or the one --nnodes / --node-rank infer
+    size_local: int | None           # --data-parallel-size-local, or the one --nnodes infers (internal LB)
+    external_lb: bool                # the local: --data-parallel-external-lb or a rank given
+    parallel_rank: int               # ParallelConfig's data_parallel_rank
+    parallel_size_local: int         # ParallelConfig's data_parallel_size_local
+    parallel_external_lb: bool       # ParallelConfig's data_parallel_external_lb
+
+
+def _opt_int(args: ResolvedArgs, dest: str) -> int | None:
+    value = args.get(dest)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def data_parallel_launch(args: ResolvedArgs, layout: Layout, version: Version) -> DataParallelLaunch:
+    """The release's data-parallel launch values for this line (see ``DataParallelLaunch``)."""
+    tp, pp, dp = layout.tensor_parallel_size, layout.pipeline_parallel_size, layout.data_parallel_size
+    pcp = _opt_int(args, "prefill_context_parallel_size") or 1
+    nnodes = _opt_int(args, "nnodes") or 1
+    node_rank = _opt_int(args, "node_rank") or 0
+    within_dp = pp * tp * (pcp if version >= PCP_IN_DP_WORLD_SINCE else 1)
+    world = dp * within_dp
+    rank = _opt_int(args, "data_parallel_rank")
+    size_local = _opt_int(args, "data_parallel_size_local")
+    external_flag = bool(args.get("data_parallel_external_lb"))
+    inferred = 0
+    if nnodes > 1 and world % nnodes == 0 and 0 <= node_rank < nnodes:
+        inferred = node_rank * (world // nnodes) // within_dp
+        if dp > 1 and external_flag:
+            if version < GIVEN_DP_RANK_KEPT_SINCE or (rank is None and nnodes % dp == 0):
+                rank = inferred
+        elif size_local is None:
+            size_local = max(world // nnodes // within_dp, 1)
+    external = external_flag or rank is not None
+    if external:
+        parallel_rank, parallel_local = rank or 0, 1
+    elif size_local is not None:
+        start = _opt_int(args, "data_parallel_start_rank")
+        parallel_rank, parallel_local = (start if start is not None else inferred), size_local
+        # the hybrid LB with one local rank switches to the external LB (engine/arg_utils.py:2493-2501 in 0.33.0)
+        external = bool(args.get("data_parallel_hybrid_lb")) and size_local == 1
+    else:
+        parallel_rank, parallel_local = rank or 0, dp
+    return DataParallelLaunch(nnodes, node_rank, world, rank, size_local, external_flag or rank is not None,
+                              parallel_rank, parallel_local, external)
+
+
+def engine_args_frame(launch: DataParallelLaunch, args: ResolvedArgs) -> dict[str, object]:
+    """``create_engine_config``'s names: ``self.<flag>`` as ``EngineArgs`` holds it, its local ``world_size``."""
+    return {
+        "self.nnodes": launch.nnodes, "self.node_rank": launch.node_rank, "world_size": launch.world_size,
+        "self.data_parallel_backend": args.get("data_parallel_backend") or "mp",
+        "self.data_parallel_rank": launch.rank, "self.data_parallel_size_local": launch.size_local,
+        "data_parallel_external_lb": launch.external_lb,
+    }
+
+
+def parallel_config_frame(launch: DataParallelLaunch) -> dict[str, object]:
+    """``ParallelConfig``'s fields as ``create_engine_config`` fills them (engine/arg_utils.py:2571-2576 in
+    0.33.0: ``data_parallel_rank=self.data_parallel_rank or 0``, the local external-LB flag and local size)."""
+    return {
+        "self.data_parallel_rank": launch.parallel_rank, "self.data_parallel_size_local": launch.parallel_size_local,
+        "self.data_parallel_external_lb": launch.parallel_external_lb,
     }
 
 
@@ -411,8 +509,15 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    judged = book().judge(version, values, rules=active)
-    return Judged(judged.refusals, tuple(notes) + judged.not_judged)
+    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES
+    judged = book().judge(version, values, rules=[r for r in active if r not in framed])
+    launch = data_parallel_launch(args, layout, version)
+    in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
+                                  rules=[r for r in active if r in _ENGINE_ARGS_RULES])
+    in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
+                               rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
+    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals,
+                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,
