@@ -32,7 +32,7 @@ def test_the_files_keys_are_read_and_the_lines_own_flags_win(tmp_path: Path) -> 
     for version in ("0.5.3", "0.5.8", "0.5.14", "0.5.23"):
         r = _resolve(["--config", f, "--context-length", "4096"], version)
         assert r.ok, (version, r.errors)
-        got = (r.get("tensor_parallel_size"), r.get("mem_fraction_static"), r.get("context_length"))
+        got = (r.get(r.dest("--tp-size")), r.get("mem_fraction_static"), r.get("context_length"))
         assert got == (4, 0.7, 4096), version
 
 
