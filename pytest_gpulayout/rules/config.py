@@ -34,8 +34,6 @@ class ConfigFacts(Facts):
     accepted: bool
     refusals: tuple[str, ...] = ()
     not_judged: tuple[str, ...] = ()
-    #: files the line has the release read that are not readable here (their keys not judged)
-    not_read: tuple[str, ...] = ()
     deprecated: tuple[str, ...] = ()
     release_note: str = ""
     command: tuple[str, ...] = ()
@@ -138,8 +136,8 @@ def check_config(s: Subject) -> Finding:
     if judged is None:
         parts.append(f"its config-time checks are not modelled for {engine.display}")
     else:
-        facts = ConfigFacts(release=a.release, accepted=True, not_judged=judged.not_judged, deprecated=a.deprecated,
-                            release_note=a.release_note, command=a.args, not_read=a.not_read)
+        facts = ConfigFacts(release=a.release, accepted=True, not_judged=(*judged.not_judged, *a.not_read),
+                            deprecated=a.deprecated, release_note=a.release_note, command=a.args)
         parts.append("none of its modelled config-time refusals holds")
         if judged.not_judged:
             parts.append(f"not judged: {'; '.join(judged.not_judged)}")

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-import yaml
-
 from pytest_gpulayout.inputs.config_file import NotHere
 from pytest_gpulayout.inputs.flag_tables import Action, OptionSpec, ReleaseTable
 
@@ -164,6 +162,7 @@ def merge(args: Sequence[str], table: ReleaseTable, read: Callable[[str], str]) 
     words = list(args)
     if not table.parser.get("config") or "--config" not in words:
         return Merged(tuple(words))
+    import yaml  # only when a line names a config file: importing the engine must not load YAML
     at = [i for i, w in enumerate(words) if w == "--config"]
     if len(at) > 1:
         return Merged(tuple(words), error=_message(table, "multiple"))
