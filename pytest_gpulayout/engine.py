@@ -26,6 +26,7 @@ from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.errors import InputError, LaunchError
 from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
+from pytest_gpulayout.inputs.config_file import in_container, reader
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, Serving
 from pytest_gpulayout.machine.facts import Machine
@@ -177,9 +178,12 @@ class CommandLine(Protocol):
         """``args`` read as the engine's own parser reads them (``inputs/engine_args.py``): each flag under its
         canonical name whatever the spelling (``--tensor_parallel_size``, ``--tensor-para``, ``-tp``)."""
 
-    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+    def resolve_args(self, args: Sequence[str], version: Version | None, *,
+                     read: Callable[[str], str] | None = None) -> ResolvedArgs:
         """The words after the entry point as release ``version``'s own front end resolves them: typed values
-        by destination, its defaults, its refusal in its words (``engines/<name>/cli.py resolve``)."""
+        by destination, its defaults, its refusal in its words (``engines/<name>/cli.py resolve``); ``read``:
+        how a file the line names (``--config FILE``) is read (``inputs/config_file.py``; default: from the
+        working directory)."""
         ...
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
@@ -471,6 +475,18 @@ def command_words(engine: Engine, dep: Deployment, version: Version) -> list[str
     return out
 
 
+def config_reader(dep: Deployment) -> Callable[[str], str]:
+    """How the files ``dep``'s line has its engine read (``--config FILE``) are read: a manifest's against its
+    folder, a bare command line's (``--cmd``, a script) against its file's, an artifact container's not at all
+    (its file system is not this machine's: ``NotHere``)."""
+    origin = dep.origin
+    if origin is None:
+        return reader(dep.base_dir)
+    if origin.pod is not None or origin.image:
+        return in_container(origin.source)
+    return reader(origin.file.parent)
+
+
 def _installed_is(engine: Engine, host: Host, version: Version) -> bool:
     """Whether this Python environment holds ``engine`` at ``version``: the one a launch without a command of
     its own starts, so the facts of its environment can be read here."""
@@ -492,7 +508,8 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     may be the error that reading it raised: the subject then carries it (``ModelMissing``)."""
     version, source = resolve_version(engine.memory, dep.engine_version, host)
     given = dep.origin.resolved if dep.origin is not None else None  # fields, not words (Ray Serve LLM)
-    args = given if given is not None else engine.cli.resolve_args(command_words(engine, dep, version), version)
+    args = given if given is not None else engine.cli.resolve_args(command_words(engine, dep, version), version,
+                                                                          read=config_reader(dep))
     env = {**host.env, **dep.launch.env}
     knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
     image = dep.origin.image if dep.origin is not None else ""

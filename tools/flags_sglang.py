@@ -19,6 +19,7 @@ from flags_entry import MISSING, type_spec
 from flags_entry import entry as entry
 from flags_eval import ClassRef, Interpreter, Parser, Recorded, TypeSpec, Unknown, _known
 from flags_hints import GENERIC_HOOKS, NONE, H, Hints
+from flags_sglang_config import merger_facts
 from flags_source import Sources
 from flags_vllm import Kwargs
 
@@ -258,7 +259,7 @@ def extract(src: Sources) -> dict[str, Any]:
         interp.log.append(f"type functions not read: {unknown}")
     return {"options": entries, "log": interp.log, "prog": _prog(src), "top_prog": "",
             "human_readable_int": human_readable(src), "platform": "cuda", "allow_abbrev": _abbrev(src),
-            "parser": {"file": SERVER, "config": "--config" in src.text(SERVER)}}
+            "parser": {"file": SERVER, "config": "--config" in src.text(SERVER), **merger_facts(src)}}
 
 
 __all__ = ["extract", "entry", "type_spec", "_known"]

@@ -16,7 +16,7 @@ in the user's file. What can fail here is only what makes no deployment at all: 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +29,7 @@ from pytest_gpulayout.deployment import Deployment, Launch
 from pytest_gpulayout.engine import Engine
 from pytest_gpulayout.engines.registry import get_engine
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.inputs.config_file import in_container, reader
 from pytest_gpulayout.inputs.engine_args import ParsedArgs, ResolvedArgs
 from pytest_gpulayout.manifest.fields import FLAG_KEYS, INTEGER_KEYS
 from pytest_gpulayout.origin import Origin, Pod, Worker
@@ -160,9 +161,10 @@ def entry_words(engine: Engine, inv: Invocation) -> tuple[str, ...]:
 
 
 def read_line(engine: Engine, words: Sequence[str], version: Version | None,
-              resolved: ResolvedArgs | None = None) -> Line:
-    """``words`` as release ``version`` reads them (``resolved``: the reader's own reading, Ray Serve LLM's)."""
-    return Line(engine, resolved if resolved is not None else engine.cli.resolve_args(words, version),
+              resolved: ResolvedArgs | None = None, *, read: Callable[[str], str] | None = None) -> Line:
+    """``words`` as release ``version`` reads them (``resolved``: the reader's own reading, Ray Serve LLM's;
+    ``read``: how a ``--config FILE`` of the line is read, ``inputs/config_file.py``)."""
+    return Line(engine, resolved if resolved is not None else engine.cli.resolve_args(words, version, read=read),
                 engine.cli.parse_args(words, version))
 
 
@@ -286,7 +288,9 @@ def deployment_of(inv: Invocation, pod: Pod | None, *, name: str, path: Path, ve
     resolved = inv.fields(_version(engine, release)) if inv.fields is not None else None
     via = inv.via
     words = entry_words(engine, inv)
-    line = read_line(engine, words, _version(engine, release), resolved)
+    # a container reads its own file system; a script or a bare line, files next to it
+    read = in_container(inv.source) if pod is not None or inv.image else reader(path.parent)
+    line = read_line(engine, words, _version(engine, release), resolved, read=read)
     keys = _keys(line)
     s = spread(inv, line)
     env = {k: v for k, v in inv.env.items() if isinstance(v, str)}

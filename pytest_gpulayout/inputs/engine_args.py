@@ -247,6 +247,9 @@ class ResolvedArgs:
     args: tuple[str, ...] = ()
     #: each spelling of the release's options -> its destination (empty: no table, argparse's own rule applies)
     dests: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: files the line has the release read (SGLang's ``--config FILE``) that cannot be read here (in a container),
+    #: each with why: ``values`` are the line's without their keys, so what they set was not judged
+    not_read: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

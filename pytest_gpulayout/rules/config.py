@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from pytest_gpulayout.check import Rule
-from pytest_gpulayout.engine import Subject
+from pytest_gpulayout.engine import Subject, config_reader
 from pytest_gpulayout.findings import Facts, Finding, Status, failed, passed, register_facts
 
 CHECK = "config"
@@ -70,7 +70,7 @@ def _workers(s: Subject) -> list[str]:
     origin = s.dep.origin
     out: list[str] = []
     for w in origin.workers if origin is not None else ():
-        r = s.engine.cli.resolve_args(w.args, s.version)
+        r = s.engine.cli.resolve_args(w.args, s.version, read=config_reader(s.dep))
         if not r.ok:
             unset = [u for u in w.unknown if u in r.refusal()]
             out.append(f"the worker's line in {w.source}: " + (f"{_unset(tuple(unset))}; " if unset else "")
@@ -136,12 +136,17 @@ def check_config(s: Subject) -> Finding:
     if judged is None:
         parts.append(f"its config-time checks are not modelled for {engine.display}")
     else:
-        facts = ConfigFacts(release=a.release, accepted=True, not_judged=judged.not_judged, deprecated=a.deprecated,
-                            release_note=a.release_note, command=a.args)
+        facts = ConfigFacts(release=a.release, accepted=True, not_judged=(*judged.not_judged, *a.not_read),
+                            deprecated=a.deprecated, release_note=a.release_note, command=a.args)
         parts.append("none of its modelled config-time refusals holds")
         if judged.not_judged:
             parts.append(f"not judged: {'; '.join(judged.not_judged)}")
     status = Status.PASS
+    for why in a.not_read:  # SGLang's --config FILE in a container: the line was judged without its keys
+        status = Status.WARN
+        parts.append(f"{why}: the keys it sets (TP / PP / DP, the memory fraction, the context length, the pool "
+                     f"flags, ...) were not judged, so the placement, heads, memory and config checks judged the "
+                     f"line without them; check the file with the manifest (launch.args: [--config, FILE])")
     if unknown:
         status = Status.WARN
         parts.append(_unset(unknown, fields) if fields else f"{_unset(unknown)}: their text was judged as written")

@@ -20,7 +20,7 @@ API:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -105,8 +105,9 @@ def _from_env(t: ReleaseTable, env: Mapping[str, str], values: dict[str, Any]) -
 
 
 def resolve(args: Sequence[str], version: Version | None = None, *,
-            env: Mapping[str, str] | None = None) -> ResolvedArgs:
-    """``args`` (and ``env``) as llama.cpp build ``version`` reads them (see the module docstring)."""
+            env: Mapping[str, str] | None = None, read: Callable[[str], str] | None = None) -> ResolvedArgs:
+    """``args`` (and ``env``) as llama.cpp build ``version`` reads them (see the module docstring); ``read`` is
+    unused (llama-server reads no config file of its command line)."""
     chosen = TABLES.nearest(version)
     if chosen is None:  # pragma: no cover - the package ships the tables
         return ResolvedArgs(engine="llamacpp", release="", errors=("no llama.cpp flag tables shipped",))

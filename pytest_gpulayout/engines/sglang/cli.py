@@ -9,8 +9,10 @@ API:
   ``allow_abbrev`` stays on (``--tp-si 2``) and ``_`` is not rewritten (``--max_running_requests`` is an
   unrecognized argument). ``--model-path`` is required: pass it as the launcher does. Typed values by
   destination (``context_length`` takes ``128k`` from 0.5.10: ``human_readable_int``), the release's defaults,
-  and its refusal in its words (``sglang serve: error: ...``). ``--config FILE`` is merged by SGLang's own
-  ``ConfigArgumentMerger``, which is not reproduced: the file's keys are not read, and the result says so.
+  and its refusal in its words (``sglang serve: error: ...``). ``--config FILE`` (0.5.3 on) is merged first as
+  that release's ``ConfigArgumentMerger`` merges it (``config_file.py``): the file's keys, then the line, whose
+  own flags win; ``read`` reads the file (``inputs/config_file.py``: the manifest's folder, or ``NotHere`` for a
+  container's path, where ``not_read`` says the keys were not judged); the merger's refusals in its words.
 - ``table(version) -> FlagTable`` and ``parse(args, version) -> ParsedArgs`` (``Engine.parse_args``): the same
   release's spellings.
 - ``TABLES``: the packed tables (``inputs/flag_tables.py``), read on first use.
@@ -21,21 +23,24 @@ The options are ``ServerArgs.add_cli_args``'s ``add_argument`` calls (to 0.5.13)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang import config_file
+from pytest_gpulayout.inputs.config_file import reader
 from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, ResolvedArgs, parse_args
 from pytest_gpulayout.inputs.flag_tables import ReleaseTables
+from pytest_gpulayout.inputs.release_parser import Outcome
 from pytest_gpulayout.inputs.release_parser import parse as run_parser
 from pytest_gpulayout.inputs.resolved import resolved
 
 TABLES = ReleaseTables("sglang", "SGLang", Path(__file__).with_name("flags") / "releases.json")
 _EXTRA = MappingProxyType({"-h": Option("--help", "0"), "--help": Option("--help", "0")})
-_REQUIRED = "error: the following arguments are required"
 
 
 @lru_cache(maxsize=16)
@@ -55,30 +60,21 @@ def parse(args: Sequence[str], version: Version | None = None) -> ParsedArgs:
     return parse_args(args, table(version))
 
 
-def _without_config(args: Sequence[str]) -> tuple[list[str], bool]:
-    """``args`` less ``--config FILE`` (SGLang merges the file's keys before argparse sees them)."""
-    out = list(args)
-    if "--config" not in out:
-        return out, False
-    i = out.index("--config")
-    del out[i:i + 2]
-    return out, True
+def _read(path: str) -> str:
+    return reader(Path.cwd())(path)
 
 
-def resolve(args: Sequence[str], version: Version | None = None) -> ResolvedArgs:
-    """``args`` as SGLang ``version`` resolves them (see the module docstring)."""
+def resolve(args: Sequence[str], version: Version | None = None, *,
+            read: Callable[[str], str] | None = None) -> ResolvedArgs:
+    """``args`` as SGLang ``version`` resolves them (see the module docstring); ``read``: how a ``--config`` file
+    is read (default: from the working directory)."""
     chosen = TABLES.nearest(version)
     if chosen is None:  # pragma: no cover - the package ships the tables
         return ResolvedArgs(engine="sglang", release="", errors=("no SGLang flag tables shipped",))
-    words, had_config = _without_config(args)
-    outcome = run_parser(chosen.table, words)
-    result = resolved("sglang", chosen, TABLES, outcome, words)
-    if had_config:
-        note = "--config FILE: SGLang merges the file's keys before parsing; they are not read here"
-        if result.errors and _REQUIRED in result.errors[0]:
-            return ResolvedArgs(engine=result.engine, release=result.release, release_note=result.release_note,
-                                hints=(note,), args=result.args)
-        return ResolvedArgs(engine=result.engine, release=result.release, values=result.values,
-                            given=result.given, errors=result.errors, release_note=result.release_note,
-                            hints=(*result.hints, note), deprecated=result.deprecated, args=result.args)
+    m = config_file.merge(args, chosen.table, read or _read)
+    if m.error:
+        return resolved("sglang", chosen, TABLES, Outcome(), m.args, error=m.error)
+    result = resolved("sglang", chosen, TABLES, run_parser(chosen.table, m.args), m.args)
+    if m.unread:
+        return replace(result, not_read=(m.unread,))
     return result

@@ -12,9 +12,9 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -339,8 +339,27 @@ class SglangCommandLine:
 
     def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
         """Attention DP inside TP, release by release (``parallel.py``): ``--tp 8 --dp 8 --enable-dp-attention``
-        is one replica of 8 GPUs whose attention layers are split over ``tp / dp`` ranks."""
-        return parallel.as_run(dep, args, version)
+        is one replica of 8 GPUs whose attention layers are split over ``tp / dp`` ranks; the sizes, context
+        length and fraction a ``--config FILE`` sets (``with_line_keys``) first."""
+        return parallel.as_run(with_line_keys(dep, args), args, version)
+
+
+def with_line_keys(dep: Deployment, args: ResolvedArgs) -> Deployment:
+    """``dep`` with the layout keys its resolved line sets: a manifest writes only the keys it sets (TP 1 not at
+    all), so a ``--config FILE`` in ``launch.args`` that sets ``tp-size`` / ``context-length`` /
+    ``mem-fraction-static`` is what SGLang runs (the line's own flags already won in ``args``)."""
+    if dep.origin is not None or not args.ok:  # an artifact's keys are read from the same values (artifacts/build)
+        return dep
+    changes: dict[str, Any] = {}
+    for key, flag in (("tensor_parallel_size", FLAGS.tensor_parallel_size),
+                      ("pipeline_parallel_size", FLAGS.pipeline_parallel_size),
+                      ("data_parallel_size", FLAGS.data_parallel_size), ("max_model_len", FLAGS.max_model_len),
+                      ("memory_fraction", FLAGS.memory_fraction), ("kv_cache_dtype", "--kv-cache-dtype")):
+        dest = args.dest(flag)
+        value = args.get(dest)
+        if args.is_set(dest) and value is not None and value != getattr(dep, key):
+            changes[key] = value
+    return replace(dep, **changes) if changes else dep
 
 
 def dp_reserve_groups(version: Version, knobs: LaunchKnobs) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,7 +81,9 @@ class TrtLlmCommandLine:
         """click's spelling rules: exact spellings only (``cli.py``)."""
         return cli.parse(args, version)
 
-    def resolve_args(self, args: Sequence[str], version: Version | None) -> ResolvedArgs:
+    def resolve_args(self, args: Sequence[str], version: Version | None, *,
+                     read: Callable[[str], str] | None = None) -> ResolvedArgs:
+        """``read`` is unused: the YAML of ``--config`` / ``--extra_llm_api_options`` is read by ``knobs``."""
         return cli.resolve(args, version)
 
     def knobs(self, args: Sequence[str], env: Mapping[str, str], *, version: Version | None = None,
