@@ -487,6 +487,33 @@ def config_reader(dep: Deployment) -> Callable[[str], str]:
     return reader(origin.file.parent)
 
 
+def _knob_words(engine: Engine, dep: Deployment, args: ResolvedArgs) -> list[str]:
+    """The words the knobs read: a ``--config FILE``'s keys as the release merged them (``from_file``; the
+    manifest's own keys among them are the deployment's layout, not knobs), then ``launch.args`` without the
+    ``--config FILE`` pair, whose flags win as they do in the engine."""
+    words = list(dep.launch.args)
+    if not args.from_file:
+        return words
+    if "--config" in words:
+        i = words.index("--config")
+        del words[i:i + 2]
+    f = engine.cli.flags
+    owned = {s for s in (f.model, f.tensor_parallel_size, f.pipeline_parallel_size, f.data_parallel_size,
+                         f.max_model_len, f.memory_fraction, f.kv_cache_dtype) if s}
+    owned |= {s for names in (f.aliases or {}).values() for s in names}
+    kept: list[str] = []
+    skip = False
+    for w in args.from_file:
+        if skip:
+            skip = False
+            continue
+        if w.split("=", 1)[0] in owned:
+            skip = "=" not in w
+            continue
+        kept.append(w)
+    return [*kept, *words]
+
+
 def _installed_is(engine: Engine, host: Host, version: Version) -> bool:
     """Whether this Python environment holds ``engine`` at ``version``: the one a launch without a command of
     its own starts, so the facts of its environment can be read here."""
@@ -511,7 +538,8 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     args = given if given is not None else engine.cli.resolve_args(command_words(engine, dep, version), version,
                                                                           read=config_reader(dep))
     env = {**host.env, **dep.launch.env}
-    knobs = engine.cli.knobs(dep.launch.args, env, version=version, typed=args.values if args.ok else None)
+    knobs = engine.cli.knobs(_knob_words(engine, dep, args), env, version=version,
+                             typed=args.values if args.ok else None)
     image = dep.origin.image if dep.origin is not None else ""
     here = not image and not dep.launch.command and _installed_is(engine, host, version)
     knobs = replace(knobs, serving=Serving(image=image, engine_here=here))

@@ -250,6 +250,9 @@ class ResolvedArgs:
     #: files the line has the release read (SGLang's ``--config FILE``) that cannot be read here (in a container),
     #: each with why: ``values`` are the line's without their keys, so what they set was not judged
     not_read: tuple[str, ...] = ()
+    #: the words a ``--config FILE`` merged into the line (its keys as flags): what the knobs read besides
+    #: ``launch.args``
+    from_file: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

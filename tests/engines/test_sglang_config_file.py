@@ -99,6 +99,29 @@ def test_a_manifest_config_file_moves_placement_heads_and_pool(tmp_path: Path,
     assert "memory_fraction 0.7" in checks["kv_pool"]["message"] and "8,192-token" in checks["kv_pool"]["message"]
 
 
+@pytest.mark.parametrize(("engine", "release", "file", "line", "pool"), [
+    # SGLang: --max-total-tokens caps the pool; the line's own flag wins over the file's
+    ("sglang", "0.5.23", "max-total-tokens: 50000\n", [], "predicted KV pool 50,000 tokens"),
+    ("sglang", "0.5.23", "max-total-tokens: 50000\n", ["--max-total-tokens", "60000"],
+     "predicted KV pool 60,000 tokens"),
+    # vLLM: --kv-cache-memory-bytes sizes the pool from the bytes (4 GiB / 147,456 B a token)
+    ("vllm", "0.33.0", "kv-cache-memory-bytes: 4G\n", [], "predicted KV pool 29,120 tokens"),
+])
+def test_the_pool_flags_a_config_file_sets_reach_the_pool(engine: str, release: str, file: str, line: list[str],
+                                                         pool: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A pool the engine sizes from the file's flags is predicted from them (judged on the defaults it was a
+    pass the engine would not give: a pool of millions where the file caps it at 50,000)."""
+    args = json.dumps(["--config", "serve.yaml", *line])
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  d:\n    model: Qwen/Qwen3-8B\n"
+        f"    engine: {engine}\n    engine_version: '{release}'\n    launch:\n      args: {args}\n")
+    (tmp_path / "serve.yaml").write_text(file)
+    main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    kv = json.loads(capsys.readouterr().out)["deployments"]["d"]["checks"]["kv_pool"]
+    assert pool in kv["message"], kv["message"]
+
+
 def test_a_manifest_missing_config_file_fails_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "gpulayout.yaml").write_text(
         "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  qwen:\n    model: Qwen/Qwen3-8B\n"

@@ -77,4 +77,6 @@ def resolve(args: Sequence[str], version: Version | None = None, *,
     result = resolved("sglang", chosen, TABLES, run_parser(chosen.table, m.args), m.args)
     if m.unread:
         return replace(result, not_read=(m.unread,))
+    if m.path:  # the merger puts the file's words first (config args + the line before + after --config FILE)
+        result = replace(result, from_file=m.args[:len(m.args) - (len(args) - 2)])
     return result

@@ -23,6 +23,7 @@ The parser is ``ServeSubcommand.subparser_init`` (``vllm/entrypoints/cli/serve.p
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -87,4 +88,5 @@ def resolve(args: Sequence[str], version: Version | None = None, *,
     rw = flexible.rewrite(args, t.parser, hri=human_readable_int_of(t.human_readable_int), read=read or _read)
     if rw.error:
         return resolved("vllm", chosen, TABLES, Outcome(), rw.args, error=rw.error)
-    return resolved("vllm", chosen, TABLES, run_parser(t, rw.args), rw.args)
+    result = resolved("vllm", chosen, TABLES, run_parser(t, rw.args), rw.args)
+    return replace(result, from_file=rw.from_file) if rw.from_file else result

@@ -37,6 +37,8 @@ class Raised(Exception):
 class Rewritten:
     args: tuple[str, ...]
     error: str = ""
+    #: the words a ``--config FILE`` put into the line (its keys as flags), in the order merged
+    from_file: tuple[str, ...] = ()
 
 
 def _message(features: Mapping[str, Any], key: str, default: str, **fields: str) -> str:
@@ -107,7 +109,13 @@ def _config_args(path: str, f: Mapping[str, Any], read: Callable[[str], str]) ->
     return out
 
 
-def _pull_config(args: list[str], f: Mapping[str, Any], read: Callable[[str], str]) -> list[str]:
+def _pull_config(args: list[str], f: Mapping[str, Any], read: Callable[[str], str]) -> tuple[list[str], list[str]]:
+    """The line with the file's keys merged, and those keys' words."""
+    words = _merge_config(args, f, read)
+    return words, _config_args(args[args.index("--config") + 1], f, read)
+
+
+def _merge_config(args: list[str], f: Mapping[str, Any], read: Callable[[str], str]) -> list[str]:
     if args.count("--config") > 1:
         raise Raised("AssertionError: More than one config file specified!")
     index = args.index("--config")
@@ -231,8 +239,9 @@ def rewrite(args: Sequence[str], features: Mapping[str, Any], *, hri: Callable[[
     words = ["serve", *args]
     try:
         words = _model_flag(words, f)
+        from_file: list[str] = []
         if f.get("config") and "--config" in words:
-            words = _pull_config(words, f, read)
+            words, from_file = _pull_config(words, f, read)
         processed: list[str] = []
         for i, arg in enumerate(words):
             if f.get("help_keyword") and arg.startswith("--help="):
@@ -245,4 +254,4 @@ def rewrite(args: Sequence[str], features: Mapping[str, Any], *, hri: Callable[[
         processed = _dotted(processed, f, hri)
     except Raised as r:
         return Rewritten(tuple(args), str(r))
-    return Rewritten(tuple(processed[1:]))
+    return Rewritten(tuple(processed[1:]), from_file=tuple(from_file))
