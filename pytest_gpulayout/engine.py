@@ -487,6 +487,37 @@ def config_reader(dep: Deployment) -> Callable[[str], str]:
     return reader(origin.file.parent)
 
 
+def with_line_keys(dep: Deployment, args: ResolvedArgs, flags: Flags) -> Deployment:
+    """``dep`` with the layout keys its resolved line sets (``CommandLine.as_run``): a manifest writes only the
+    keys it sets (TP 1 not at all), so a ``--config FILE`` in ``launch.args`` that sets the TP size, the context
+    length or the memory fraction is what the engine runs (the line's own flags already won in ``args``). A
+    value the key could not hold (vLLM's ``--max-model-len -1`` / ``auto``: the model's own) is left to the
+    engine's defaults as before."""
+    if dep.origin is not None or not args.ok:  # an artifact's keys are read from the same values (artifacts/build)
+        return dep
+    changes: dict[str, object] = {}
+    for key, flag, kind in (("tensor_parallel_size", flags.tensor_parallel_size, int),
+                            ("pipeline_parallel_size", flags.pipeline_parallel_size, int),
+                            ("data_parallel_size", flags.data_parallel_size, int),
+                            ("max_model_len", flags.max_model_len, int),
+                            ("memory_fraction", flags.memory_fraction, float),
+                            ("kv_cache_dtype", flags.kv_cache_dtype, str)):
+        if not flag:
+            continue
+        dest = args.dest(flag)
+        value = args.get(dest)
+        if not args.is_set(dest) or value is None or isinstance(value, bool) or value == getattr(dep, key):
+            continue
+        if kind is int and (not isinstance(value, int) or value < 1):
+            continue
+        if kind is float and (not isinstance(value, (int, float)) or not 0 < float(value) <= 1):
+            continue
+        if kind is str and not isinstance(value, str):
+            continue
+        changes[key] = float(value) if kind is float else value  # type: ignore[arg-type]
+    return replace(dep, **changes) if changes else dep  # type: ignore[arg-type]
+
+
 def _knob_words(engine: Engine, dep: Deployment, args: ResolvedArgs) -> list[str]:
     """The words the knobs read: a ``--config FILE``'s keys as the release merged them (``from_file``; the
     manifest's own keys among them are the deployment's layout, not knobs), then ``launch.args`` without the

@@ -153,3 +153,19 @@ spec:
     assert config["status"] == "warn"
     assert "/etc/sglang/config.yaml is read inside" in config["message"]
     assert "were not judged" in config["message"]
+
+
+@pytest.mark.parametrize(("tp", "heads"), [(3, "fail"), (4, "pass")])
+def test_a_vllm_config_file_sets_the_layout_vllm_runs(tp: int, heads: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM merges its --config FILE too (engines/vllm/flexible.py): a file setting tensor-parallel-size 3 for
+    Qwen3-8B's 32 heads is an engine that refuses to start, where judged at the manifest's TP=1 it passed."""
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  v:\n    model: Qwen/Qwen3-8B\n"
+        "    engine_version: '0.33.0'\n    launch:\n      args: [--config, serve.yaml]\n")
+    (tmp_path / "serve.yaml").write_text(f"tensor-parallel-size: {tp}\nmax-model-len: 8192\n")
+    main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    checks = json.loads(capsys.readouterr().out)["deployments"]["v"]["checks"]
+    assert f"TP={tp}" in checks["placement"]["message"] and checks["heads"]["status"] == heads
+    if heads == "pass":
+        assert "8,192-token requests" in checks["kv_pool"]["message"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
@@ -28,6 +28,7 @@ from pytest_gpulayout.engine import (
     ShardLayout,
     layout_of,
     parse_version,
+    with_line_keys,
 )
 from pytest_gpulayout.engines.sglang import budget, cli, config_checks, divisibility, generation, launch, parallel
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
@@ -341,25 +342,7 @@ class SglangCommandLine:
         """Attention DP inside TP, release by release (``parallel.py``): ``--tp 8 --dp 8 --enable-dp-attention``
         is one replica of 8 GPUs whose attention layers are split over ``tp / dp`` ranks; the sizes, context
         length and fraction a ``--config FILE`` sets (``with_line_keys``) first."""
-        return parallel.as_run(with_line_keys(dep, args), args, version)
-
-
-def with_line_keys(dep: Deployment, args: ResolvedArgs) -> Deployment:
-    """``dep`` with the layout keys its resolved line sets: a manifest writes only the keys it sets (TP 1 not at
-    all), so a ``--config FILE`` in ``launch.args`` that sets ``tp-size`` / ``context-length`` /
-    ``mem-fraction-static`` is what SGLang runs (the line's own flags already won in ``args``)."""
-    if dep.origin is not None or not args.ok:  # an artifact's keys are read from the same values (artifacts/build)
-        return dep
-    changes: dict[str, Any] = {}
-    for key, flag in (("tensor_parallel_size", FLAGS.tensor_parallel_size),
-                      ("pipeline_parallel_size", FLAGS.pipeline_parallel_size),
-                      ("data_parallel_size", FLAGS.data_parallel_size), ("max_model_len", FLAGS.max_model_len),
-                      ("memory_fraction", FLAGS.memory_fraction), ("kv_cache_dtype", "--kv-cache-dtype")):
-        dest = args.dest(flag)
-        value = args.get(dest)
-        if args.is_set(dest) and value is not None and value != getattr(dep, key):
-            changes[key] = value
-    return replace(dep, **changes) if changes else dep
+        return parallel.as_run(with_line_keys(dep, args, FLAGS), args, version)
 
 
 def dp_reserve_groups(version: Version, knobs: LaunchKnobs) -> int:

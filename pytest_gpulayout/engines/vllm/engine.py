@@ -26,6 +26,7 @@ from pytest_gpulayout.engine import (
     ShardLayout,
     layout_of,
     parse_version,
+    with_line_keys,
 )
 from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
@@ -108,7 +109,8 @@ class VllmCommandLine:
         return dataclasses.replace(k, not_modelled=left)
 
     def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
-        return dep  # its line runs the layout it says
+        """The layout its line runs: the manifest's keys, and what a ``--config FILE`` sets of them."""
+        return with_line_keys(dep, args, FLAGS)
 
 
 class VllmMemory:
