@@ -139,21 +139,41 @@ def descendants(root: int) -> list[int]:
     return sorted(out)
 
 
+def _mapped_file(line: bytes) -> set[tuple[int, int]]:
+    """``{(st_dev, st_ino)}`` of the file a ``/proc/<pid>/maps`` line maps (its ``major:minor`` and inode)."""
+    parts = line.split(maxsplit=5)
+    try:
+        major, minor = (int(x, 16) for x in parts[3].split(b":"))
+        return {(os.makedev(major, minor), int(parts[4]))}
+    except (IndexError, ValueError):
+        return set()
+
+
 def shm_names(pid: int) -> set[str]:
-    """Names under ``/dev/shm`` that ``pid`` maps or holds open (POSIX shm segments, named semaphores)."""
+    """Names under ``/dev/shm`` that ``pid`` maps or holds open (POSIX shm segments, named semaphores).
+
+    A named semaphore is mapped under another name: glibc's ``sem_open`` maps a temporary file, links it to
+    ``sem.<name>`` and unlinks the temporary one, so the maps line reads ``/dev/shm/sem.XXXXXX (deleted)``
+    for the file ``sem.mp-...`` names (what Python's multiprocessing locks of a TP=2 or PP=2 vLLM are). Such a
+    mapping is matched by its file (device and inode) against the names ``/dev/shm`` holds now."""
     names: set[str] = set()
     prefix = SHM_DIR + "/"
+    renamed: set[tuple[int, int]] = set()
     try:
         with open(f"/proc/{pid}/maps", "rb") as f:
             for line in f:
                 i = line.find(b" /dev/shm/")
                 if i >= 0:
                     path = line[i + 1:].rstrip(b"\n").decode("utf-8", "replace")
+                    if path.endswith(" (deleted)"):
+                        renamed |= _mapped_file(line)
                     path = path.removesuffix(" (deleted)")
                     if path.startswith(prefix) and "/" not in path[len(prefix):]:
                         names.add(path[len(prefix):])
     except OSError:
         pass
+    if renamed:
+        names |= {name for name, ident in (shm_listing() or {}).items() if ident in renamed}
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
