@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
@@ -495,7 +495,7 @@ def with_line_keys(dep: Deployment, args: ResolvedArgs, flags: Flags) -> Deploym
     engine's defaults as before."""
     if dep.origin is not None or not args.ok:  # an artifact's keys are read from the same values (artifacts/build)
         return dep
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # Deployment's own field types, checked below
     for key, flag, kind in (("tensor_parallel_size", flags.tensor_parallel_size, int),
                             ("pipeline_parallel_size", flags.pipeline_parallel_size, int),
                             ("data_parallel_size", flags.data_parallel_size, int),
@@ -508,14 +508,13 @@ def with_line_keys(dep: Deployment, args: ResolvedArgs, flags: Flags) -> Deploym
         value = args.get(dest)
         if not args.is_set(dest) or value is None or isinstance(value, bool) or value == getattr(dep, key):
             continue
-        if kind is int and (not isinstance(value, int) or value < 1):
-            continue
-        if kind is float and (not isinstance(value, (int, float)) or not 0 < float(value) <= 1):
-            continue
-        if kind is str and not isinstance(value, str):
-            continue
-        changes[key] = float(value) if kind is float else value  # type: ignore[arg-type]
-    return replace(dep, **changes) if changes else dep  # type: ignore[arg-type]
+        if kind is int and isinstance(value, int) and value >= 1:
+            changes[key] = value
+        elif kind is float and isinstance(value, (int, float)) and 0 < value <= 1:
+            changes[key] = float(value)
+        elif kind is str and isinstance(value, str):
+            changes[key] = value
+    return replace(dep, **changes) if changes else dep
 
 
 def _knob_words(engine: Engine, dep: Deployment, args: ResolvedArgs) -> list[str]:
