@@ -11,8 +11,10 @@ was not judged.
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 
 
 class NotHere(OSError):
@@ -38,3 +40,17 @@ def in_container(where: str) -> Callable[[str], str]:
     def read(path: str) -> str:
         raise NotHere(f"{path} is read inside {where}'s container, not among the files checked here")
     return read
+
+
+def unmerged(words: Sequence[str], result: ResolvedArgs, display: str, where: str) -> tuple[str, ...]:
+    """The file a line names as ``--config=FILE`` (or an abbreviation, ``--conf FILE``), which the release's
+    parser takes but never reads: both engines merge a config file only where the word ``--config`` stands
+    alone in the line (``where``: vLLM's ``FlexibleArgumentParser.parse_args``, SGLang's
+    ``prepare_server_args``: ``if "--config" in args``), so argparse stores the path in ``config`` and the
+    engine starts without the file's keys. Empty where the line has no such file."""
+    if "--config" in words or not result.is_set("config"):
+        return ()
+    path = result.get("config")
+    return (f"{display} {result.release} does not read the file {path!r}: {where} merges a config file only "
+            f"where the word --config stands alone, so this spelling is parsed and ignored and the engine starts "
+            f"without the file's keys (judged so here); write --config {path}",)

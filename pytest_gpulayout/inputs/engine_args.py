@@ -253,6 +253,8 @@ class ResolvedArgs:
     #: the words a ``--config FILE`` merged into the line (its keys as flags): what the knobs read besides
     #: ``launch.args``
     from_file: tuple[str, ...] = ()
+    #: what the release parses but does not act on, each in words (``--config=FILE``, a file never merged)
+    ignored: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

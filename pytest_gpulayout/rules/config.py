@@ -147,6 +147,9 @@ def check_config(s: Subject) -> Finding:
         parts.append(f"{why}: the keys it sets (TP / PP / DP, the memory fraction, the context length, the pool "
                      f"flags, ...) were not judged, so the placement, heads, memory and config checks judged the "
                      f"line without them; check the file with the manifest (launch.args: [--config, FILE])")
+    for why in a.ignored:  # --config=FILE: parsed, never merged
+        status = Status.WARN
+        parts.append(why)
     if unknown:
         status = Status.WARN
         parts.append(_unset(unknown, fields) if fields else f"{_unset(unknown)}: their text was judged as written")

@@ -169,3 +169,34 @@ def test_a_vllm_config_file_sets_the_layout_vllm_runs(tp: int, heads: str, tmp_p
     assert f"TP={tp}" in checks["placement"]["message"] and checks["heads"]["status"] == heads
     if heads == "pass":
         assert "8,192-token requests" in checks["kv_pool"]["message"]
+
+
+@pytest.mark.parametrize(("engine", "release", "spelling"), [
+    ("sglang", "0.5.23", ["--config=serve.yaml"]),
+    ("sglang", "0.5.8", ["--conf", "serve.yaml"]),      # argparse's abbreviation: parsed, never merged
+    ("vllm", "0.33.0", ["--config=serve.yaml"]),
+])
+def test_a_config_file_given_as_config_equals_is_never_read_by_the_engine(
+        engine: str, release: str, spelling: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both engines merge a file only where the word ``--config`` stands alone (vLLM's ``FlexibleArgumentParser.
+    parse_args``, SGLang's ``prepare_server_args``: ``if "--config" in args``): ``--config=FILE`` is stored and
+    ignored, so the engine runs the manifest's TP=1, not the file's TP=3. The layout is judged as the engine runs
+    it, and the config check warns that the file is not read, with the spelling that is."""
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  d:\n    model: Qwen/Qwen3-8B\n"
+        f"    engine: {engine}\n    engine_version: '{release}'\n    launch:\n      args: {json.dumps(spelling)}\n")
+    (tmp_path / "serve.yaml").write_text("tensor-parallel-size: 3\n" if engine == "vllm" else "tp-size: 3\n")
+    main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    checks = json.loads(capsys.readouterr().out)["deployments"]["d"]["checks"]
+    config = checks["config"]
+    assert config["status"] == "warn", config
+    assert "does not read the file 'serve.yaml'" in config["message"]
+    assert "write --config serve.yaml" in config["message"]
+    assert checks["heads"]["status"] == "pass" and "TP=3" not in checks["placement"]["message"]
+    spelled = ["--config", "serve.yaml"]
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  d:\n    model: Qwen/Qwen3-8B\n"
+        f"    engine: {engine}\n    engine_version: '{release}'\n    launch:\n      args: {json.dumps(spelled)}\n")
+    main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    checks = json.loads(capsys.readouterr().out)["deployments"]["d"]["checks"]
+    assert "does not read" not in checks["config"]["message"] and checks["heads"]["status"] == "fail"

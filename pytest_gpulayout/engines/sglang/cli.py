@@ -32,7 +32,7 @@ from types import MappingProxyType
 from packaging.version import Version
 
 from pytest_gpulayout.engines.sglang import config_file
-from pytest_gpulayout.inputs.config_file import reader
+from pytest_gpulayout.inputs.config_file import reader, unmerged
 from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, ResolvedArgs, parse_args
 from pytest_gpulayout.inputs.flag_tables import ReleaseTables
 from pytest_gpulayout.inputs.release_parser import Outcome
@@ -75,6 +75,8 @@ def resolve(args: Sequence[str], version: Version | None = None, *,
     if m.error:
         return resolved("sglang", chosen, TABLES, Outcome(), m.args, error=m.error)
     result = resolved("sglang", chosen, TABLES, run_parser(chosen.table, m.args), m.args)
+    where = "prepare_server_args (sglang/srt/server_args.py)"
+    result = replace(result, ignored=unmerged(args, result, "SGLang", where))
     if m.unread:
         return replace(result, not_read=(m.unread,))
     if m.path:  # the merger puts the file's words first (config args + the line before + after --config FILE)

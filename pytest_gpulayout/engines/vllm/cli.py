@@ -32,6 +32,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.vllm import flexible
 from pytest_gpulayout.inputs.arg_types import human_readable_int_of
+from pytest_gpulayout.inputs.config_file import unmerged
 from pytest_gpulayout.inputs.engine_args import FlagTable, Option, ParsedArgs, ResolvedArgs, parse_args
 from pytest_gpulayout.inputs.flag_tables import ReleaseTables
 from pytest_gpulayout.inputs.release_parser import Outcome
@@ -89,4 +90,5 @@ def resolve(args: Sequence[str], version: Version | None = None, *,
     if rw.error:
         return resolved("vllm", chosen, TABLES, Outcome(), rw.args, error=rw.error)
     result = resolved("vllm", chosen, TABLES, run_parser(t, rw.args), rw.args)
-    return replace(result, from_file=rw.from_file) if rw.from_file else result
+    ignored = unmerged(args, result, "vLLM", "FlexibleArgumentParser.parse_args (vllm/utils/argparse_utils.py)")
+    return replace(result, from_file=rw.from_file, ignored=ignored)
