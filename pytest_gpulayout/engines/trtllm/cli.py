@@ -17,7 +17,9 @@ names its repository, commit and path:
   ``Update TensorRT-LLM`` commits (the same ``serve.py`` in all three: the one ``@click.command
   ("trtllm-serve")``, 12 options, no ``serve`` subcommand). The main branch has no
   ``tensorrt_llm/commands/serve.py`` before 0.15.0.dev2024111200 (checked at every version bump from
-  0.9.0.dev2024040900 to 0.15.0.dev2024110500): releases up to 0.14 have no ``trtllm-serve``.
+  0.9.0.dev2024040900 to 0.15.0.dev2024110500), and ``setup.py``'s console scripts gain ``trtllm-serve=
+  tensorrt_llm.commands.serve:main`` in that same commit: releases up to 0.14 have no ``trtllm-serve`` (a
+  release branch is not read, so the note says "may").
 - ``1.3.0rc3``: ``serve.py`` of TensorRT-LLM's tree as another repository vendors it (``third_party/
   tensorrt_llm``, untouched there), with ``tensorrt_llm/logger.py`` for ``--log_level``'s choices.
 
