@@ -95,6 +95,8 @@ CASES = [
          refused="num_speculative_tokens must be provided with speculative model unless the draft model config "
                  "contains an n_predict parameter.", source="vllm/config/speculative.py:1947"),
     Case("vllm.speculative.num_tokens", "0.33.0", spec(**NGRAM), layout()),
+    # suffix decoding takes its tree depth for the count (config/speculative.py:1732-1735 in 0.33.0)
+    Case("vllm.speculative.num_tokens", "0.33.0", spec(method="suffix"), layout()),
     Case("vllm.speculative.num_tokens", "0.8.0", Q + "--speculative-model [ngram] --ngram-prompt-lookup-max 4",
          layout(), refused="num_speculative_tokens must be provided with speculative_model unless",
          source="vllm/config.py:2046"),

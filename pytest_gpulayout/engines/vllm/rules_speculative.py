@@ -341,7 +341,13 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if _int_or_none(given.get("disable_by_batch_size")):
         out["self.disable_by_batch_size"] = out["speculative_disable_by_batch_size"] = given.get(
             "disable_by_batch_size")
-    if _int_or_none(given.get("num_speculative_tokens")) and (
+    if tokens is None and at_checks == "suffix":
+        # suffix decoding takes suffix_decoding_max_tree_depth for a count not given (_validate_suffix_decoding,
+        # config/speculative.py:1732-1735 in 0.33.0, :470-473 in 0.11.1): its default is not read here
+        tokens = _int(given.get("suffix_decoding_max_tree_depth"))
+        if tokens is not None:
+            out["self.num_speculative_tokens"] = out["num_speculative_tokens"] = tokens
+    elif _int_or_none(given.get("num_speculative_tokens")) and (
             tokens is not None or no_draft or model_name is None):
         # not given with a draft: the draft config's n_predict may give it (not read), so it is left out
         out["self.num_speculative_tokens"] = out["num_speculative_tokens"] = tokens
