@@ -185,6 +185,20 @@ CASES = [
          spec(method="draft_model", model="Qwen/Qwen3-0.6B", num_speculative_tokens=3), layout()),
     Case("vllm.speculative.draft_model_unsupported", "0.12.0", spec(**EAGLE3), layout()),
 
+    # config/speculative.py:1431-1499 (0.33.0): mtp drafts with the target's own layers; hf_config_override makes
+    # no MTP model of Qwen3-8B, so its type is no MTP type and the method is refused
+    Case("vllm.speculative.mtp_target", "0.33.0", spec(method="mtp", num_speculative_tokens=1), layout(),
+         exception="NotImplementedError", refused="Unsupported speculative method: 'mtp'",
+         source="vllm/config/speculative.py:1499"),
+    Case("vllm.speculative.mtp_target", "0.20.0", spec(method="deepseek_mtp", num_speculative_tokens=1), layout(),
+         exception="NotImplementedError", refused="Unsupported speculative method: 'mtp'",
+         source="vllm/config/speculative.py:620"),
+    Case("vllm.speculative.mtp_target", "0.12.0", spec(method="mtp", num_speculative_tokens=1), layout(),
+         exception="NotImplementedError", refused="Speculative decoding with draft model is not supported yet."),
+    Case("vllm.speculative.mtp_target", "0.33.0", spec(method="mtp", num_speculative_tokens=1), layout(tp=8),
+         model="deepseek"),
+    Case("vllm.speculative.mtp_target", "0.33.0", spec(**EAGLE3), layout()),
+
     # engine/arg_utils.py:2108-2121 (0.33.0)
     Case("vllm.speculative.spec_flags_twice", "0.33.0", "--spec-method ngram " + spec(**NGRAM), layout(),
          refused="--spec-method and --speculative-config['method'] are mutually exclusive",
@@ -262,6 +276,14 @@ def test_a_value_below_pydantics_bound_is_said_not_judged_from_0_11_1(keys: dict
     refusals, not_judged = _check(spec(**keys), "0.20.0")
     assert not [r for r in refusals if r.startswith("vllm.speculative.")]
     assert any(said in n and "pydantic" in n for n in not_judged)
+
+
+def test_mtp_on_a_target_hf_config_override_may_convert_is_said_not_judged() -> None:
+    """DeepSeek-V3's own MTP layers are made a draft by hf_config_override (not modelled): nothing is refused and
+    the check says what it did not read."""
+    refusals, not_judged = _check(spec(method="mtp", num_speculative_tokens=1), "0.33.0", model="deepseek")
+    assert "vllm.speculative.mtp_target" not in refusals
+    assert any("vllm.speculative.mtp_target" in n and "self.draft_model_config" in n for n in not_judged)
 
 
 def test_an_mtp_alias_is_read_as_mtp_where_the_release_lists_it() -> None:

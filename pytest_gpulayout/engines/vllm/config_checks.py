@@ -115,6 +115,8 @@ RULES: Mapping[str, str] = {
                                                 "0.11.1-0.14.1)",
     "vllm.speculative.spec_flags_twice": "--spec-method / --spec-model / --spec-tokens with the same key of "
                                          "--speculative-config (0.22+)",
+    "vllm.speculative.mtp_target": "method mtp (or an MTP alias) without a draft on a target whose own config "
+                                   "the release makes no MTP draft of (SpeculativeConfig, 0.11+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

@@ -136,6 +136,22 @@ _SPEC_FLAGS = (("--spec-method", "method", "spec_method"), ("--spec-model", "mod
                ("--spec-tokens", "num_speculative_tokens", "spec_tokens"))
 _SPEC_FLAGS_LOOP = ("for (flag, key, value) in (('--spec-method', 'method', self.spec_method), ('--spec-model', "
                     "'model', self.spec_model), ('--spec-tokens', 'num_speculative_tokens', self.spec_tokens))")
+#: ``method: mtp`` without a model drafts with the target's own layers: its config through
+#: ``SpeculativeConfig.hf_config_override``, which makes an MTP model type of the targets it knows (deepseek_v3 ->
+#: deepseek_mtp, qwen3_next -> qwen3_next_mtp, Glm4MoeForCausalLM -> glm4_moe_mtp, ...); a target it does not
+#: know keeps its type, which is no MTP type, and the release refuses the method (``Unsupported speculative
+#: method: 'mtp'``, config/speculative.py:1499 in 0.33.0; ``Speculative decoding with draft model is not
+#: supported yet`` in 0.11.0-0.14.1). Judged only for these model types, whose name and whose architectures'
+#: names no branch of ``hf_config_override`` reads (every string of the function, 0.11.0-0.33.0, each release
+#: read; its only substring tests are ``'exaone4_5' in model_type`` and ``'BailingMoeV2_5ForCausalLM' in
+#: architectures``); another target is not judged (the entry says what it reads).
+MTP_UNKNOWN_TARGETS = frozenset({"cohere", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "granite", "llama", "mistral",
+                                 "mixtral", "olmo2", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+MTP_METHOD_SINCE = Version("0.11.0")
+MTP_RULE = "vllm.speculative.mtp_target"
+#: the names ``__post_init__`` reads by constant (config/speculative.py:93-94 in 0.33.0)
+_DSPARK_ARCHITECTURES = {"_QWEN3_OMNI_DSPARK_ARCHITECTURE": "Qwen3OmniDSparkModel",
+                         "_MUSE_SPARK_DSPARK_ARCHITECTURE": "MuseSparkDSparkModel"}
 #: the keys the rules read (the others are named by ``notes``)
 READ_KEYS = frozenset({"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
                        "draft_tensor_parallel_size", "disable_by_batch_size", "tensor_parallel_size",
@@ -292,6 +308,7 @@ def out_of_bounds(given: Mapping[str, object], version: Version) -> tuple[str, .
 #: one the release ends with, for the rules that read ``method`` / ``self.method`` there
 GIVEN_METHOD = "speculative:given_method"
 FINAL_METHOD = "speculative:final_method"
+MTP_DRAFT = "speculative:mtp_draft"
 #: the rules whose entries read ``self.method`` after ``__post_init__`` (``_verify_args``), and the one that reads
 #: the dict's ``method`` as given (``EngineArgs._check_feature_supported``, engine/arg_utils.py:1806-1818 in 0.11.1)
 AFTER_POST_INIT = frozenset({"vllm.speculative.eagle3_target"})
@@ -322,6 +339,8 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         # create_speculative_config's --spec-* flags given again (0.22+)
         _SPEC_FLAGS_LOOP: True, "key in self.speculative_config": spec.twice is not None,
         GIVEN_METHOD: given.get("method"),
+        # the key of _verify_args (0.15+); the layout's TP is another value of that name
+        "self.tensor_parallel_size": given.get("tensor_parallel_size"),
     }
     if spec.twice is not None:
         out["flag"], out["key"] = spec.twice
@@ -334,7 +353,6 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     no_draft = at_checks in _NO_DRAFT or (spec.legacy and model_name == "[ngram]")
     out.update({
         "self.method": at_checks, "self.model": model_name, "speculative_model": model_name,
-        "self.tensor_parallel_size": given.get("tensor_parallel_size"),
         "self.speculative_token_tree": given.get("speculative_token_tree"),
     })
     # a value that is not an integer where the checks compare one is left out (pydantic's, not these checks')
@@ -382,6 +400,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         # told by the draft's config, but never EAGLE-3 / extract_hidden_states / dflash: those come from the method
         # given or the draft's name only (config/speculative.py:731-744 in 0.20.0)
         out[FINAL_METHOD] = "draft_model"
+    mtp = _mtp_draft(args, model, version, at_checks, tokens, model_name)
+    if mtp:
+        out[MTP_DRAFT] = mtp
     targets = _listed(EAGLE3_TARGETS, version, cumulative=False)
     if targets is not None:
         for name in ("eagle3_target_supported", "aux_hidden_states_supported"):
@@ -390,10 +411,35 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     return out
 
 
+def _mtp_draft(args: ResolvedArgs, model: ModelSpec, version: Version, at_checks: str | None, tokens: int | None,
+               model_name: object) -> dict[str, object]:
+    """The draft config ``method: mtp`` makes of the target (see ``MTP_UNKNOWN_TARGETS``), where it is known
+    here: {} otherwise."""
+    if version < MTP_METHOD_SINCE or at_checks != "mtp" or model_name is not None or tokens is None:
+        return {}
+    name = args.get("model_tag") if args.is_set("model_tag") else args.get("model") if args.is_set("model") else None
+    # model = the target's (config/speculative.py:1252-1262 in 0.33.0), so the draft branch is reached
+    reached: dict[str, object] = {"self.model": name or model.name, "self.draft_model_config.model": name or model.name}
+    if (args.get("model_impl") == "transformers" or args.get("hf_overrides")
+            or model.hf_model_type not in MTP_UNKNOWN_TARGETS or model.model_type not in MTP_UNKNOWN_TARGETS):
+        return reached   # the draft's model type is hf_config_override's: not judged (the entry says so)
+    aliases = _listed(MTP_ALIASES, version, cumulative=True) or ()
+    return {
+        **reached,
+        "self.draft_model_config.hf_config.model_type": model.hf_model_type,
+        "self.draft_model_config.architectures": tuple(model.architectures),
+        "using_transformers_mtp": False, "get_args(MTPModelTypes)": (*aliases, "mtp"), "MTP_MODEL_TYPES": aliases,
+        **_DSPARK_ARCHITECTURES,
+    }
+
+
 def frame(rule: str, common: Mapping[str, object]) -> dict[str, object]:
     """One rule's frame: ``self.method`` as ``_verify_args`` reads it (the method the release ends with; left out
     where the draft's config tells it), or the dict's ``method`` as given."""
-    out = {k: v for k, v in common.items() if k not in (GIVEN_METHOD, FINAL_METHOD)}
+    out = {k: v for k, v in common.items() if k not in (GIVEN_METHOD, FINAL_METHOD, MTP_DRAFT)}
+    draft = common.get(MTP_DRAFT)
+    if rule == MTP_RULE and isinstance(draft, Mapping):
+        out.update(draft)
     if rule in AFTER_POST_INIT:
         out.pop("self.method", None)
         if FINAL_METHOD in common:
@@ -432,6 +478,13 @@ def notes(args: ResolvedArgs, version: Version) -> tuple[str, ...]:
 
 
 def judged(args: ResolvedArgs, version: Version) -> bool:
-    """Whether ``SpeculativeConfig``'s own checks are judged (pydantic refuses nothing first)."""
+    """Whether ``SpeculativeConfig``'s own checks are judged: pydantic refuses nothing first, and the method
+    where they read it is known."""
     spec = speculative(args, version)
-    return spec.given is not None and not spec.why and not out_of_bounds(spec.given, version)
+    if spec.given is None or spec.why or out_of_bounds(spec.given, version):
+        return False
+    try:
+        method_at_checks(spec.given, version)
+    except LookupError:
+        return False
+    return True
