@@ -199,6 +199,38 @@ CASES = [
          model="deepseek"),
     Case("vllm.speculative.mtp_target", "0.33.0", spec(**EAGLE3), layout()),
 
+    # config/vllm.py:2017-2026 (0.33.0): use_eagle() is eagle / eagle3 / mtp / dflash / dspark
+    Case("vllm.speculative.kv_sharing_fast_prefill", "0.33.0", "--kv-sharing-fast-prefill " + spec(**EAGLE3), layout(),
+         refused="Fast prefill optimization for KV sharing is not compatible with EAGLE",
+         source="vllm/config/vllm.py:2023"),
+    Case("vllm.speculative.kv_sharing_fast_prefill", "0.11.0", "--kv-sharing-fast-prefill " + spec(**EAGLE3), layout(),
+         exception="NotImplementedError", refused="Fast prefill optimization for KV sharing is not compatible",
+         source="vllm/config/__init__.py:394"),
+    Case("vllm.speculative.kv_sharing_fast_prefill", "0.33.0", "--kv-sharing-fast-prefill " + spec(**NGRAM), layout()),
+    Case("vllm.speculative.kv_sharing_fast_prefill", "0.33.0", spec(**EAGLE3), layout()),
+    # config/vllm.py:786-791 (0.20.0), under an explicit --async-scheduling; gone in 0.33
+    Case("vllm.speculative.async_padded_drafter", "0.20.0",
+         "--async-scheduling " + spec(**EAGLE3, disable_padded_drafter_batch=True), layout(),
+         refused="Async scheduling is not compatible with disable_padded_drafter_batch=True.",
+         source="vllm/config/vllm.py:790"),
+    Case("vllm.speculative.async_padded_drafter", "0.20.0", spec(**EAGLE3, disable_padded_drafter_batch=True),
+         layout()),
+    Case("vllm.speculative.async_padded_drafter", "0.33.0",
+         "--async-scheduling " + spec(**EAGLE3, disable_padded_drafter_batch=True), layout()),
+    # engine/arg_utils.py:2712-2724 (0.33.0): an H100's default batch is 8192 tokens for 1024 sequences
+    Case("vllm.speculative.lora_batch", "0.33.0", "--enable-lora " + spec(**{**EAGLE3, "num_speculative_tokens": 8}),
+         layout(), refused="Consider increasing max_num_batched_tokens or decreasing num_speculative_tokens",
+         source="vllm/engine/arg_utils.py:2721"),
+    Case("vllm.speculative.lora_batch", "0.33.0", "--enable-lora " + spec(**EAGLE3), layout()),
+    Case("vllm.speculative.lora_batch", "0.33.0", "--enable-lora --max-num-batched-tokens 16384 "
+         + spec(**{**EAGLE3, "num_speculative_tokens": 8}), layout()),
+    # config/vllm.py:1734-1740 (0.33.0): the per-request metrics need speculative decoding
+    Case("vllm.speculative.metrics_without_speculative", "0.33.0", "--per-request-spec-decode-metrics summary",
+         layout(), refused="--per-request-spec-decode-metrics requires speculative decoding to be enabled",
+         source="vllm/config/vllm.py:1738"),
+    Case("vllm.speculative.metrics_without_speculative", "0.33.0",
+         "--per-request-spec-decode-metrics summary " + spec(**NGRAM), layout()),
+
     # engine/arg_utils.py:2108-2121 (0.33.0)
     Case("vllm.speculative.spec_flags_twice", "0.33.0", "--spec-method ngram " + spec(**NGRAM), layout(),
          refused="--spec-method and --speculative-config['method'] are mutually exclusive",

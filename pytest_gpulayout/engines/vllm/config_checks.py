@@ -117,6 +117,14 @@ RULES: Mapping[str, str] = {
                                          "--speculative-config (0.22+)",
     "vllm.speculative.mtp_target": "method mtp (or an MTP alias) without a draft on a target whose own config "
                                    "the release makes no MTP draft of (SpeculativeConfig, 0.11+)",
+    "vllm.speculative.kv_sharing_fast_prefill": "--kv-sharing-fast-prefill with an EAGLE / MTP kind of method "
+                                                "(VllmConfig, 0.10.2+)",
+    "vllm.speculative.async_padded_drafter": "--async-scheduling with disable_padded_drafter_batch (VllmConfig, "
+                                             "0.11.1-0.32)",
+    "vllm.speculative.lora_batch": "--enable-lora with max_num_batched_tokens below max_num_seqs x "
+                                   "(num_speculative_tokens + 1) (EngineArgs.create_engine_config, 0.11.1+)",
+    "vllm.speculative.metrics_without_speculative": "--per-request-spec-decode-metrics without speculative decoding "
+                                                    "(VllmConfig, 0.29+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -554,7 +562,10 @@ def _speculative_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, ver
     common = rules_speculative.values(args, model, layout, version, env)
     notes = rules_speculative.notes(args, version)
     if not common:
-        return Judged((), notes)
+        if rules_speculative.speculative(args, version).given is not None:
+            return Judged((), notes)
+        alone = [r for r in active if r in rules_speculative.WITHOUT_SPECULATIVE]
+        return book().judge(version, {**values, **rules_speculative.values_without(args)}, rules=alone)
     rules = [r for r in active if r in _SPECULATIVE_RULES]
     if not rules_speculative.judged(args, version):
         rules = [r for r in rules if r in rules_speculative.BEFORE_CONFIG]

@@ -282,6 +282,41 @@ def _may_be_aux(given: Mapping[str, object], version: Version) -> bool:
         version >= OTHER_DRAFTS_BY_NAME_SINCE and "dflash" in name)
 
 
+#: ``SpeculativeConfig.use_eagle``: eagle, eagle3, mtp (0.11+: the MTP aliases are made mtp), dflash (0.20+)
+#: (config/speculative.py:562 in 0.11.0, :970 in 0.20.0, :2116-2120 in 0.33.0); 0.10.2 lists the MTP names
+#: instead (config/__init__.py:2394)
+USE_EAGLE_MTP_SINCE = Version("0.11.0")
+
+
+def _uses_eagle(final: str, version: Version) -> bool | None:
+    if final in ("eagle", "eagle3"):
+        return True
+    if final == "mtp":
+        return True if version >= USE_EAGLE_MTP_SINCE else None
+    if final == "dflash":
+        return True
+    return False if final in _NO_DRAFT else None
+
+
+def _beside(args: ResolvedArgs) -> dict[str, object]:
+    """The flags the speculative checks of ``VllmConfig`` / ``create_engine_config`` read beside the config:
+    ``--kv-sharing-fast-prefill``, ``--enable-lora`` (``lora_config``), ``--per-request-spec-decode-metrics``."""
+    return {
+        "kv_sharing_fast_prefill": bool(args.get("kv_sharing_fast_prefill")),
+        "lora_config": True if args.get("enable_lora") else None,
+        "per_request_spec_decode_metrics": str(args.get("per_request_spec_decode_metrics") or "none"),
+    }
+
+
+#: the rule judged where the line sets no speculative decoding (its check asks for one)
+WITHOUT_SPECULATIVE = frozenset({"vllm.speculative.metrics_without_speculative"})
+
+
+def values_without(args: ResolvedArgs) -> dict[str, object]:
+    """The frame of ``WITHOUT_SPECULATIVE`` for a line without speculative decoding."""
+    return {"self.speculative_config": None, "speculative_config": None, **_beside(args)}
+
+
 def _eagle_kinds(version: Version) -> tuple[str, ...]:
     """The names of ``EagleModelTypes`` a resolved final method can be (MTP aliases are made ``mtp`` first)."""
     kinds = ["eagle", "eagle3", "mtp"]
@@ -341,6 +376,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         GIVEN_METHOD: given.get("method"),
         # the key of _verify_args (0.15+); the layout's TP is another value of that name
         "self.tensor_parallel_size": given.get("tensor_parallel_size"),
+        # what VllmConfig / create_engine_config read with it
+        "self.speculative_config.disable_padded_drafter_batch": bool(given.get("disable_padded_drafter_batch")),
+        **_beside(args),
     }
     if spec.twice is not None:
         out["flag"], out["key"] = spec.twice
@@ -396,6 +434,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         out[FINAL_METHOD] = out["self.speculative_config.method"] = final
         out["get_args(EagleModelTypes)"] = _eagle_kinds(version)
         out["get_args(NgramGPUTypes)"] = ("ngram_gpu",)
+        uses_eagle = _uses_eagle(final, version)
+        if uses_eagle is not None:
+            out["self.speculative_config.use_eagle()"] = uses_eagle
     elif not _may_be_aux(given, version):
         # told by the draft's config, but never EAGLE-3 / extract_hidden_states / dflash: those come from the method
         # given or the draft's name only (config/speculative.py:731-744 in 0.20.0)
