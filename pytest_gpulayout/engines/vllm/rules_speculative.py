@@ -22,11 +22,11 @@ as the release holds it where the checks read it:
 - ``self.prompt_lookup_min`` / ``max`` for ngram: both 5 when neither is given, else the one given for both
   (:1303-1320 in 0.33.0, config.py:2620-2632 in 0.9.2); 0.8.0-0.8.1: ``ngram_prompt_lookup_min`` 1 when not given;
 - ``self.num_speculative_tokens``: as given; not given with a draft model it is the draft config's ``n_predict``
-  where it has one (:1531-1535 in 0.33.0), which is not read here, so it is left out and what reads it is not
+  where it has one (:1600-1603 in 0.33.0), which is not read here, so it is left out and what reads it is not
   judged;
 - the method the release ends with (``self.speculative_config.method`` in ``VllmConfig``): the one given for
   ngram / suffix / custom_class / extract_hidden_states / eagle / eagle3 / mtp, or the one a draft model's name
-  gives (``eagle-`` and, 0.10.2+, ``eagle3`` in it, :1450-1453 in 0.33.0); a draft named otherwise is told by
+  gives (``eagle-`` and, 0.10.2+, ``eagle3`` in it, :1445-1448 in 0.33.0); a draft named otherwise is told by
   its config, which is not read, so it is left out.
 
 From 0.11.1 the config's pydantic fields refuse ``num_speculative_tokens`` below 1 (``Field(gt=0)``), a
@@ -149,7 +149,7 @@ MTP_UNKNOWN_TARGETS = frozenset({"cohere", "gemma2", "gemma3", "gemma3_text", "g
                                  "mixtral", "olmo2", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 MTP_METHOD_SINCE = Version("0.11.0")
 MTP_RULE = "vllm.speculative.mtp_target"
-#: the names ``__post_init__`` reads by constant (config/speculative.py:93-94 in 0.33.0)
+#: the names ``__post_init__`` reads by constant (config/speculative.py:92-93 in 0.33.0)
 _DSPARK_ARCHITECTURES = {"_QWEN3_OMNI_DSPARK_ARCHITECTURE": "Qwen3OmniDSparkModel",
                          "_MUSE_SPARK_DSPARK_ARCHITECTURE": "MuseSparkDSparkModel"}
 #: the keys the rules read (the others are named by ``notes``)
@@ -439,7 +439,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             out["self.speculative_config.use_eagle()"] = uses_eagle
     elif not _may_be_aux(given, version):
         # told by the draft's config, but never EAGLE-3 / extract_hidden_states / dflash: those come from the method
-        # given or the draft's name only (config/speculative.py:731-744 in 0.20.0)
+        # given or the draft's name only (config/speculative.py:587-592 in 0.20.0)
         out[FINAL_METHOD] = "draft_model"
     mtp = _mtp_draft(args, model, version, at_checks, tokens, model_name)
     if mtp:
@@ -459,7 +459,7 @@ def _mtp_draft(args: ResolvedArgs, model: ModelSpec, version: Version, at_checks
     if version < MTP_METHOD_SINCE or at_checks != "mtp" or model_name is not None or tokens is None:
         return {}
     name = args.get("model_tag") if args.is_set("model_tag") else args.get("model") if args.is_set("model") else None
-    # model = the target's (config/speculative.py:1252-1262 in 0.33.0), so the draft branch is reached
+    # model = the target's (config/speculative.py:1252-1265 in 0.33.0), so the draft branch is reached
     reached: dict[str, object] = {"self.model": name or model.name, "self.draft_model_config.model": name or model.name}
     if (args.get("model_impl") == "transformers" or args.get("hf_overrides")
             or model.hf_model_type not in MTP_UNKNOWN_TARGETS or model.model_type not in MTP_UNKNOWN_TARGETS):
