@@ -29,6 +29,11 @@ as the release holds it where the checks read it:
   gives (``eagle-`` and, 0.10.2+, ``eagle3`` in it, :1445-1448 in 0.33.0); a draft named otherwise is told by
   its config, which is not read, so it is left out.
 
+``method: mtp`` without a model drafts with the target's own layers: the rule of the target's type reads the
+target's config as ``hf_config_override`` would (see ``MTP_UNKNOWN_TARGETS``). Beside the config, ``VllmConfig``
+and ``create_engine_config`` read ``--async-scheduling``, ``--kv-sharing-fast-prefill``, ``--enable-lora`` with the
+scheduler's batch, and ``--per-request-spec-decode-metrics`` (``_beside``).
+
 From 0.11.1 the config's pydantic fields refuse ``num_speculative_tokens`` below 1 (``Field(gt=0)``), a
 ``draft_tensor_parallel_size`` / ``prompt_lookup_min`` / ``max`` below 1 and a ``disable_by_batch_size`` below 2
 (``ge``) before ``__post_init__`` runs (config/speculative.py:61-110 in 0.11.1): the checks behind them are not
@@ -155,7 +160,7 @@ _DSPARK_ARCHITECTURES = {"_QWEN3_OMNI_DSPARK_ARCHITECTURE": "Qwen3OmniDSparkMode
 #: the keys the rules read (the others are named by ``notes``)
 READ_KEYS = frozenset({"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
                        "draft_tensor_parallel_size", "disable_by_batch_size", "tensor_parallel_size",
-                       "speculative_token_tree"})
+                       "speculative_token_tree", "disable_padded_drafter_batch", "suffix_decoding_max_tree_depth"})
 
 
 @dataclass(frozen=True)
