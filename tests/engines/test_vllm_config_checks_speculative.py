@@ -64,6 +64,10 @@ CASES = [
          layout(), refused="ngram_prompt_lookup_max=None must be > 0", source="vllm/config.py:1962"),
     Case("vllm.speculative.ngram_lookup", "0.8.0", Q + "--speculative-model [ngram] --num-speculative-tokens 3 "
          "--ngram-prompt-lookup-max 4", layout()),
+    # engine/arg_utils.py:1219-1252 (0.8.2): without --speculative-config the flags fill its keys
+    Case("vllm.speculative.ngram_lookup", "0.8.2", Q + "--speculative-model [ngram] --num-speculative-tokens 3 "
+         "--ngram-prompt-lookup-min 5 --ngram-prompt-lookup-max 2", layout(),
+         refused="prompt_lookup_min=5 must be <= prompt_lookup_max=2", source="vllm/config.py:2040"),
 
     # config/speculative.py:1250-1296 (0.33.0): a token count without a draft, for a method that needs one
     Case("vllm.speculative.tokens_without_model", "0.33.0", spec(method="eagle3", num_speculative_tokens=3), layout(),
@@ -316,6 +320,14 @@ def test_mtp_on_a_target_hf_config_override_may_convert_is_said_not_judged() -> 
     refusals, not_judged = _check(spec(method="mtp", num_speculative_tokens=1), "0.33.0", model="deepseek")
     assert "vllm.speculative.mtp_target" not in refusals
     assert any("vllm.speculative.mtp_target" in n and "self.draft_model_config" in n for n in not_judged)
+
+
+def test_0_8_2_reads_the_config_text_as_a_python_literal() -> None:
+    """0.8.2-0.8.4 read --speculative-config with ``ast.literal_eval`` (engine/arg_utils.py:1255-1258 in 0.8.2):
+    JSON's ``true`` is no Python literal, so the config is not judged, and the check says so."""
+    refusals, not_judged = _check(Q + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=True), "0.8.2")
+    assert not [r for r in refusals if r.startswith("vllm.speculative.")]
+    assert any("ast.literal_eval" in n for n in not_judged)
 
 
 def test_an_mtp_alias_is_read_as_mtp_where_the_release_lists_it() -> None:
