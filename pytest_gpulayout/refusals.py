@@ -499,6 +499,11 @@ class RuleBook:
                 except MissingValue as missing:
                     not_judged.append(f"{e.file} {e.function} ({rule}): reads {missing.args[0]}")
                     continue
+                except TypeError as wrong:
+                    # a comparison the release does not make with these values (``None > 4``): an earlier check
+                    # of the same function refuses them first; said, never guessed
+                    not_judged.append(f"{e.file} {e.function} ({rule}): cannot compare the values ({wrong})")
+                    continue
                 refusals.append(Refusal(rule=rule, exception=e.exception, message=message,
                                         source=f"{e.file}:{e.line_in(listed)}", release=str(listed),
                                         asked="" if listed == version else str(version), entry=e.id,

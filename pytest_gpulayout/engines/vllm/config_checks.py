@@ -29,7 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults
+from pytest_gpulayout.engines.vllm import defaults, rules_speculative
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -95,6 +95,36 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.hc_sp_needs_pp1": "--enable-hc-sp at TP > 1 with PP > 1 (ModelConfig, 0.32+)",
     "vllm.parallel.pcp_limits": "--prefill-context-parallel-size > 1 on 0.12.0, or with DP > 1 (0.26-0.29) "
                                 "(ParallelConfig)",
+    # -- speculative
+    "vllm.speculative.ngram_lookup": "ngram's prompt_lookup_min / prompt_lookup_max below 1, or min above max "
+                                     "(--ngram-prompt-lookup-min/max in 0.8.0-0.8.1; SpeculativeConfig)",
+    "vllm.speculative.tokens_without_model": "num_speculative_tokens without a draft model for a method that needs "
+                                             "one (before 0.11: a target other than DeepSeek-V3 / MiMo / ...; "
+                                             "custom_class without its module path) (SpeculativeConfig)",
+    "vllm.speculative.num_tokens": "num_speculative_tokens not given where nothing gives it (SpeculativeConfig)",
+    "vllm.speculative.num_tokens_positive": "num_speculative_tokens not above zero (SpeculativeConfig, before 0.11.1)",
+    "vllm.speculative.draft_tp": "a draft_tensor_parallel_size other than 1 or the target's TP (SpeculativeConfig)",
+    "vllm.speculative.tensor_parallel_size_key": "tensor_parallel_size given in --speculative-config (0.15+)",
+    "vllm.speculative.disable_by_batch_size": "disable_by_batch_size below 2 (SpeculativeConfig, before 0.11.1)",
+    "vllm.speculative.eagle3_target": "EAGLE-3 (and extract_hidden_states / dflash) on a target model type the "
+                                      "release does not list (SpeculativeConfig, 0.8.5-0.21)",
+    "vllm.speculative.multi_step": "speculative decoding with --num-scheduler-steps > 1 (0.8.0-0.10.0)",
+    "vllm.speculative.async_scheduling": "--async-scheduling with speculative decoding (0.10.0-0.11.0), or with a "
+                                         "method that is not EAGLE / MTP kind (VllmConfig, 0.11.1-0.32)",
+    "vllm.speculative.draft_model_unsupported": "method draft_model (EngineArgs._check_feature_supported, "
+                                                "0.11.1-0.14.1)",
+    "vllm.speculative.spec_flags_twice": "--spec-method / --spec-model / --spec-tokens with the same key of "
+                                         "--speculative-config (0.22+)",
+    "vllm.speculative.mtp_target": "method mtp (or an MTP alias) without a draft on a target whose own config "
+                                   "the release makes no MTP draft of (SpeculativeConfig, 0.11+)",
+    "vllm.speculative.kv_sharing_fast_prefill": "--kv-sharing-fast-prefill with an EAGLE / MTP kind of method "
+                                                "(VllmConfig, 0.10.2+)",
+    "vllm.speculative.async_padded_drafter": "--async-scheduling with disable_padded_drafter_batch (VllmConfig, "
+                                             "0.11.1-0.32)",
+    "vllm.speculative.lora_batch": "--enable-lora with max_num_batched_tokens below max_num_seqs x "
+                                   "(num_speculative_tokens + 1) (EngineArgs.create_engine_config, 0.11.1+)",
+    "vllm.speculative.metrics_without_speculative": "--per-request-spec-decode-metrics without speculative decoding "
+                                                    "(VllmConfig, 0.29+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -117,6 +147,9 @@ PCP_IN_DP_WORLD_SINCE = Version("0.30.0")
 GIVEN_DP_RANK_KEPT_SINCE = Version("0.31.0")
 #: the rule that reads the devices the engine sees: judged only where the deployment says them (``Layout.devices``)
 _DEVICES_RULE = "vllm.parallel.world_above_devices"
+#: the speculative decoding rules, judged in a frame of their own (``rules_speculative``: ``self.method`` and
+#: ``self.model`` are SpeculativeConfig's there), only where the line sets speculative decoding
+_SPECULATIVE_RULES = frozenset(r for r in RULES if r.startswith("vllm.speculative."))
 
 
 @cache
@@ -509,15 +542,42 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES
+    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _SPECULATIVE_RULES
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
                                   rules=[r for r in active if r in _ENGINE_ARGS_RULES])
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals,
-                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged)
+    in_spec = _speculative_check(args, model, layout, version, values, active, env)
+    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals,
+                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
+                  + in_spec.not_judged)
+
+
+def _speculative_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+                       values: Mapping[str, object], active: list[str], env: Mapping[str, str] | None) -> Judged:
+    """The ``vllm.speculative.*`` rules, each in its frame (``rules_speculative.frame``), and what of the line's
+    speculative options they did not judge; nothing where the line sets no speculative decoding."""
+    common = rules_speculative.values(args, model, layout, version, env)
+    notes = rules_speculative.notes(args, version)
+    if not common:
+        if rules_speculative.speculative(args, version).given is not None:
+            return Judged((), notes)
+        alone = [r for r in active if r in rules_speculative.WITHOUT_SPECULATIVE]
+        return book().judge(version, {**values, **rules_speculative.values_without(args)}, rules=alone)
+    rules = [r for r in active if r in _SPECULATIVE_RULES]
+    if not rules_speculative.judged(args, version):
+        rules = [r for r in rules if r in rules_speculative.BEFORE_CONFIG]
+    refusals: list[Refusal] = []
+    not_judged: list[str] = list(notes)
+    for rule in rules:
+        if rule in rules_speculative.NEEDS_TOKENS and common.get("self.num_speculative_tokens", 0) is None:
+            continue
+        one = book().judge(version, {**values, **rules_speculative.frame(rule, common)}, rules=[rule])
+        refusals += one.refusals
+        not_judged += one.not_judged
+    return Judged(tuple(refusals), tuple(not_judged))
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,
