@@ -46,6 +46,7 @@ class Case:
 
 PH = "sglang/srt/arg_groups/parallel_hook.py"
 SA = "sglang/srt/server_args.py"
+MH = "sglang/srt/arg_groups/moe_hook.py"
 
 CASES = [
     # --attn-cp-size must divide TP (0.5.9 - 0.5.13 spell it --attention-context-parallel-size)
@@ -148,6 +149,33 @@ CASES = [
          refused="Elastic EP requires eplb_algorithm to be set to 'auto' or 'elasticity_aware'."),
     Case("sglang.elastic_ep.eplb_pp", "0.5.23", "--elastic-ep-backend mooncake --enable-eplb --ep-size 8 "
          "--eplb-algorithm elasticity_aware_hierarchical", MOE),
+    # the MoE all-to-all backends: the FlashInfer dispatch type, pplx, and the FlashInfer backends' attention-DP width
+    Case("sglang.a2a.flashinfer_dispatch_type", "0.5.23", "--flashinfer-a2a-dispatch-type bf16", MOE,
+         refused="--flashinfer-a2a-dispatch-type requires --moe-a2a-backend flashinfer.", source=f"{MH}:311",
+         exception="ValueError"),
+    Case("sglang.a2a.flashinfer_dispatch_type", "0.5.20", "--flashinfer-a2a-dispatch-type bf16", MOE,
+         refused="--flashinfer-a2a-dispatch-type requires --moe-a2a-backend flashinfer.", source=f"{MH}:260",
+         exception="ValueError"),
+    Case("sglang.a2a.flashinfer_dispatch_type", "0.5.23",
+         "--flashinfer-a2a-dispatch-type bf16 --moe-a2a-backend flashinfer --attn-dp-size 8", MOE),
+    Case("sglang.a2a.flashinfer_dispatch_type", "0.5.23", "--flashinfer-a2a-dispatch-type auto", MOE),
+    Case("sglang.a2a.pplx", "0.5.23", "--moe-a2a-backend pplx --deepep-mode normal --attn-dp-size 8", MOE,
+         refused="moe_a2a_backend='pplx' only supports low-latency mode", source=f"{MH}:577", exception="ValueError"),
+    Case("sglang.a2a.pplx", "0.5.23", "--moe-a2a-backend pplx", MOE,
+         refused="moe_a2a_backend='pplx' requires attention DP with at least 2 groups (--attn-dp-size >= 2).",
+         source=f"{MH}:591"),
+    Case("sglang.a2a.pplx", "0.5.23", "--moe-a2a-backend pplx --attn-dp-size 8", MOE),
+    Case("sglang.a2a.pplx", "0.5.18", "--moe-a2a-backend pplx", MOE,
+         refused="moe_a2a_backend='pplx' requires --enable-dp-attention with at least 2 DP groups (--dp-size >= 2).",
+         source=f"{SA}:6984"),
+    Case("sglang.a2a.pplx", "0.5.18", "--moe-a2a-backend pplx --dp-size 8 --enable-dp-attention", MOE),
+    Case("sglang.a2a.attn_dp_width", "0.5.23", "--moe-a2a-backend flashinfer_megamoe --attn-dp-size 4", MOE,
+         refused="FlashInfer MegaMOE is only supported with --attn-dp-size equal to --tp-size", source=f"{MH}:325"),
+    Case("sglang.a2a.attn_dp_width", "0.5.23", "--moe-a2a-backend flashinfer_megamoe --attn-dp-size 8", MOE),
+    Case("sglang.a2a.attn_dp_width", "0.5.22", "--moe-a2a-backend flashinfer --attn-dp-size 4", MOE,
+         refused="Flashinfer MoE A2A is only supported with --attn-dp-size equal to --tp-size", source=f"{MH}:408"),
+    # 0.5.23 lets Muse Spark prefill run FlashInfer A2A at TP4/EP4 or TP8/EP8 (a check of its own, not judged here)
+    Case("sglang.a2a.attn_dp_width", "0.5.23", "--moe-a2a-backend flashinfer --attn-dp-size 4", MOE),
 ]
 
 
@@ -218,3 +246,11 @@ def test_the_release_defaults_refuse_nothing_and_leave_nothing_unsaid(version: s
     for model in (DENSE, MOE, MLA):
         judged = judge(version, "", model)
         assert (judged.refusals, judged.not_judged) == ((), ()), (model, judged)
+
+
+def test_an_a2a_backend_sglang_rewrites_is_not_guessed() -> None:
+    """--enable-waterfill turns every backend but deepep / megamoe into deepep (overrides.py _a2a_backend_overrides):
+    the pplx line's checks read a backend SGLang rewrote, so they are named, not judged."""
+    judged = judge("0.5.23", "--moe-a2a-backend pplx --enable-waterfill", MOE)
+    assert not [r for r in judged.refusals if r.rule.startswith("sglang.a2a.")]
+    assert any("(sglang.a2a.pplx): reads a2a_backend" in n for n in judged.not_judged)

@@ -59,6 +59,11 @@ RULES: Mapping[str, str] = {
     "sglang.elastic_ep.sizes": "a --max-ep-size below 1, an --elastic-ep-join-rank-offset or --node-rank that does not "
                                "fit the join mode, or an --elastic-ep-initial-size without scaling",
     "sglang.elastic_ep.eplb_pp": "elastic EP with a non-elastic --eplb-algorithm, or with PP (0.5.11+)",
+    "sglang.a2a.flashinfer_dispatch_type": "--flashinfer-a2a-dispatch-type without --moe-a2a-backend flashinfer "
+                                           "(0.5.20+)",
+    "sglang.a2a.pplx": "--moe-a2a-backend pplx with --deepep-mode normal, or without two attention-DP groups",
+    "sglang.a2a.attn_dp_width": "--moe-a2a-backend flashinfer / flashinfer_megamoe with an attention-DP size other "
+                                "than TP (0.5.22+)",
 }
 
 #: rules whose entries read the attention CP / MoE DP sizes (``sglang.attn_cp.tp_divisible`` is the shared one)
@@ -75,6 +80,8 @@ LEGACY_PREFILL_CP_FLAGS = PREFILL_CP_FLAGS[1:]
 #: ``--elastic-ep-rejoin`` becomes ``ep_join_mode = "recover"`` (0.5.16 ``server_args.py _handle_elastic_ep``)
 REJOIN_AS_JOIN_MODE_SINCE = Version("0.5.16")
 DEEPSEEK_V4 = "DeepseekV4ForCausalLM"
+#: the all-to-all backends whose refusals the ``sglang.a2a.*`` rules judge
+A2A_CHECKED = frozenset({"flashinfer", "flashinfer_megamoe", "pplx"})
 
 
 def _flag(args: ResolvedArgs, dest: str) -> bool:
@@ -126,7 +133,31 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     })
     if backend != "none":
         ns["scaling_active"] = backend is not None and isinstance(max_ep, int) and max_ep > layout.tensor_parallel_size
+    a2a = _a2a_backend(args, model)
+    if a2a is not None:
+        ns["a2a_backend"] = ns["a2a_now"] = a2a   # handle_a2a_moe's locals (0.5.22 calls the second a2a_now)
+    ns["flashinfer_a2a_dispatch_type"] = args.get("flashinfer_a2a_dispatch_type")
+    ns["deepep_mode"] = _value(args, "deepep_mode", "auto")
     return ns
+
+
+def _a2a_backend(args: ResolvedArgs, model: ModelSpec) -> str | None:
+    """The MoE all-to-all backend ``handle_a2a_moe`` reads (``resolved_view(...).moe_a2a_backend``): the line's,
+    except where SGLang rewrites it first, which is not resolved here (None) when the line names a backend the
+    ``sglang.a2a.*`` rules judge: ``--enable-waterfill`` (deepep, 0.5.23 ``overrides.py _a2a_backend_overrides``
+    l.1596-1607), ``--dwdp-size`` (none, ``parallel_hook.py`` l.498), ``--moe-runner-backend megamoe`` (megamoe,
+    ``mega_moe_hook.py`` l.271-276; 0.5.18 ``server_args.py`` l.3790-3802), MLA prefill CP (deepep,
+    ``model_overrides/deepseek_v2.py`` l.117 / l.201) and MiniMax M3 (megamoe, ``model_overrides/minimax_m3.py``
+    l.112). Every rewrite lands outside ``A2A_CHECKED``, so a line that names another backend keeps its verdict."""
+    given = _value(args, "moe_a2a_backend", "none")
+    arch = model.architectures[0] if model.architectures else ""
+    dwdp = args.get("dwdp_size")
+    rewritten = (_flag(args, "enable_waterfill") or (isinstance(dwdp, int) and dwdp > 1)
+                 or args.get("moe_runner_backend") == "megamoe"
+                 or (model.is_mla and any(_flag(args, d) for d in PREFILL_CP_FLAGS)) or arch.startswith("MiniMaxM3"))
+    if given in A2A_CHECKED and rewritten:
+        return None
+    return str(given)
 
 
 def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec) -> tuple[list[str], list[str]]:
