@@ -176,6 +176,19 @@ CASES = [
          refused="Flashinfer MoE A2A is only supported with --attn-dp-size equal to --tp-size", source=f"{MH}:408"),
     # 0.5.23 lets Muse Spark prefill run FlashInfer A2A at TP4/EP4 or TP8/EP8 (a check of its own, not judged here)
     Case("sglang.a2a.attn_dp_width", "0.5.23", "--moe-a2a-backend flashinfer --attn-dp-size 4", MOE),
+    # decode context parallelism's communication flags need --dcp-size > 1
+    Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-comm-backend a2a", refused="--dcp-comm-backend a2a only affects "
+         "the decode context-parallel attention reduction", source=f"{PH}:252", exception="ValueError"),
+    Case("sglang.dcp.comm_backend", "0.5.20", "--dcp-comm-backend fi_a2a", refused="--dcp-comm-backend fi_a2a only "
+         "affects the decode context-parallel attention reduction", exception="ValueError"),
+    Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-comm-backend a2a --dcp-size 2"),
+    Case("sglang.dcp.comm_backend", "0.5.19", "--dcp-comm-backend a2a"),                # before the check
+    Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-replicate-q-proj", refused="--dcp-replicate-q-proj requires "
+         "--dcp-size > 1.", source=f"{PH}:267", exception="ValueError"),
+    Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-replicate-q-proj --dcp-size 2 --dcp-comm-backend ag_rs",
+         refused="--dcp-replicate-q-proj only applies to the a2a/fi_a2a DCP communication backend",
+         exception="ValueError"),
+    Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-replicate-q-proj --dcp-size 2"),     # unset: a2a / fi_a2a
 ]
 
 

@@ -23,6 +23,9 @@ elastic EP, the values their refusals read as each release resolves them (``conf
 * KV cache sharding (0.5.22+, ``arg_groups/kv_shard_hook.py handle_kv_cache_sharding``): returns at once without
   ``--enable-kv-cache-sharding`` (0.5.23 l.90-91), so its refusals are judged only with it; the first is a
   ``--disaggregation-mode`` other than ``prefill`` (l.100-104: "only supported on PD prefill workers").
+* Decode context parallelism (0.5.20+, ``parallel_hook.py handle_decode_context_parallelism``): ``--dcp-comm-backend
+  a2a`` / ``fi_a2a`` and ``--dcp-replicate-q-proj`` need ``--dcp-size`` > 1, and the latter an a2a backend
+  (0.5.23 l.251-272).
 * Elastic EP (``ServerArgs._handle_elastic_ep`` 0.5.4 - 0.5.18, ``parallel_hook.py handle_elastic_ep`` from 0.5.19):
   an ``--elastic-ep-backend`` (``none``, a choice of the parser while the field's type is ``Literal[None, ...]``,
   0.5.23 ``arg_groups/fields/exec_.py`` l.951-957, is not judged) with ``--enable-eplb`` needs an elasticity-aware
@@ -64,6 +67,8 @@ RULES: Mapping[str, str] = {
     "sglang.a2a.pplx": "--moe-a2a-backend pplx with --deepep-mode normal, or without two attention-DP groups",
     "sglang.a2a.attn_dp_width": "--moe-a2a-backend flashinfer / flashinfer_megamoe with an attention-DP size other "
                                 "than TP (0.5.22+)",
+    "sglang.dcp.comm_backend": "--dcp-comm-backend a2a / fi_a2a or --dcp-replicate-q-proj without --dcp-size > 1, or "
+                               "--dcp-replicate-q-proj with the ag_rs backend (0.5.20+)",
 }
 
 #: rules whose entries read the attention CP / MoE DP sizes (``sglang.attn_cp.tp_divisible`` is the shared one)
@@ -137,6 +142,8 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if a2a is not None:
         ns["a2a_backend"] = ns["a2a_now"] = a2a   # handle_a2a_moe's locals (0.5.22 calls the second a2a_now)
     ns["flashinfer_a2a_dispatch_type"] = args.get("flashinfer_a2a_dispatch_type")
+    ns["dcp_comm_backend"] = _dcp_comm_backend(args)
+    ns["dcp_replicate_q_proj"] = args.get("dcp_replicate_q_proj")
     ns["deepep_mode"] = _value(args, "deepep_mode", "auto")
     return ns
 
@@ -158,6 +165,20 @@ def _a2a_backend(args: ResolvedArgs, model: ModelSpec) -> str | None:
     if given in A2A_CHECKED and rewritten:
         return None
     return str(given)
+
+
+def _dcp_comm_backend(args: ResolvedArgs) -> object:
+    """``--dcp-comm-backend`` as ``handle_decode_context_parallelism`` reads it, after ``_dcp_comm_backend_default``
+    (0.5.23 ``arg_groups/overrides.py`` l.1374-1396; 0.5.20 l.1430): the line's; unset, ``ag_rs`` up to DCP 1, and
+    above it ``fi_a2a`` where FlashInfer's MNNVL all-to-all fits, else ``a2a`` on CUDA. Those two answer every check
+    of the function alike on CUDA (both are in its ``("a2a", "fi_a2a")``; only the off-CUDA one tells them apart),
+    so ``a2a`` stands for either (from 0.5.20 the parser leaves the flag unset; 0.5.17 - 0.5.19 defaulted it to
+    ``ag_rs`` and had none of these checks)."""
+    given = args.get("dcp_comm_backend")
+    if given is not None:
+        return given
+    dcp = _value(args, "dcp_size", 1)
+    return "ag_rs" if not isinstance(dcp, int) or dcp <= 1 else "a2a"
 
 
 def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec) -> tuple[list[str], list[str]]:
