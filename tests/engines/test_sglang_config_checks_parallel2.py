@@ -176,6 +176,19 @@ CASES = [
          refused="Flashinfer MoE A2A is only supported with --attn-dp-size equal to --tp-size", source=f"{MH}:408"),
     # 0.5.23 lets Muse Spark prefill run FlashInfer A2A at TP4/EP4 or TP8/EP8 (a check of its own, not judged here)
     Case("sglang.a2a.attn_dp_width", "0.5.23", "--moe-a2a-backend flashinfer --attn-dp-size 4", MOE),
+    # DWDP: the size is TP's, and it refuses EPLB, PP, two-batch overlap and a PD decode worker (0.5.17+)
+    Case("sglang.dwdp.layout", "0.5.23", "--dwdp-size 4", MOE, refused="dwdp_size (4) must equal tp_size (8)",
+         source=f"{PH}:441"),
+    Case("sglang.dwdp.layout", "0.5.17", "--dwdp-size 4", MOE, refused="dwdp_size (4) must equal tp_size (8)"),
+    Case("sglang.dwdp.layout", "0.5.23", "--dwdp-size 8", MOE),
+    Case("sglang.dwdp.layout", "0.5.23", "--dwdp-size 8 --disaggregation-mode decode", MOE,
+         refused="DWDP requires --disaggregation-mode null or prefill"),
+    Case("sglang.dwdp.layout", "0.5.23", "--dwdp-size 8 --enable-eplb --ep-size 8", MOE,
+         refused="EPLB dynamic migration conflicts with static DWDP partitioning"),
+    Case("sglang.dwdp.layout", "0.5.23", "--dwdp-size 4", MOE, on(tp=4, pp=2), refused="DWDP requires pp_size == 1"),
+    Case("sglang.dwdp.layout", "0.5.18", "--dwdp-size 8 --enable-two-batch-overlap", MOE,
+         refused="DWDP's prefetch event protocol does not support two-batch overlap"),
+    Case("sglang.dwdp.layout", "0.5.23", "--dwdp-size 1 --enable-eplb --ep-size 8", MOE),   # off: returns at once
     # decode context parallelism's communication flags need --dcp-size > 1
     Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-comm-backend a2a", refused="--dcp-comm-backend a2a only affects "
          "the decode context-parallel attention reduction", source=f"{PH}:252", exception="ValueError"),

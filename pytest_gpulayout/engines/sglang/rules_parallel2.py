@@ -23,6 +23,9 @@ elastic EP, the values their refusals read as each release resolves them (``conf
 * KV cache sharding (0.5.22+, ``arg_groups/kv_shard_hook.py handle_kv_cache_sharding``): returns at once without
   ``--enable-kv-cache-sharding`` (0.5.23 l.90-91), so its refusals are judged only with it; the first is a
   ``--disaggregation-mode`` other than ``prefill`` (l.100-104: "only supported on PD prefill workers").
+* DWDP (``--dwdp-size`` > 1, 0.5.17+: ``ServerArgs._handle_dwdp``, from 0.5.19 ``parallel_hook.py handle_dwdp``,
+  0.5.23 l.433-457): the size must be TP, with ``--disaggregation-mode`` null or prefill, no EPLB, PP 1 and no
+  two-batch overlap; it returns at once without it, so these are judged only with it.
 * Decode context parallelism (0.5.20+, ``parallel_hook.py handle_decode_context_parallelism``): ``--dcp-comm-backend
   a2a`` / ``fi_a2a`` and ``--dcp-replicate-q-proj`` need ``--dcp-size`` > 1, and the latter an a2a backend
   (0.5.23 l.251-272).
@@ -67,6 +70,8 @@ RULES: Mapping[str, str] = {
     "sglang.a2a.pplx": "--moe-a2a-backend pplx with --deepep-mode normal, or without two attention-DP groups",
     "sglang.a2a.attn_dp_width": "--moe-a2a-backend flashinfer / flashinfer_megamoe with an attention-DP size other "
                                 "than TP (0.5.22+)",
+    "sglang.dwdp.layout": "--dwdp-size other than TP, or beside PP, EPLB, two-batch overlap or a PD decode worker "
+                          "(0.5.17+)",
     "sglang.dcp.comm_backend": "--dcp-comm-backend a2a / fi_a2a or --dcp-replicate-q-proj without --dcp-size > 1, or "
                                "--dcp-replicate-q-proj with the ag_rs backend (0.5.20+)",
 }
@@ -77,6 +82,9 @@ CP_SIZE_RULES = frozenset({"sglang.attn_cp.tp_divisible", "sglang.cp.tp_divisibl
 #: rules whose entries read ``moe_dp_size`` (DWDP sets it to 1 first)
 MOE_DP_RULES = frozenset({"sglang.cp.pipeline", "sglang.moe_dp.layout", "sglang.cp.aiter_allreduce_fusion"})
 KV_SHARDING_RULE = "sglang.kv_cache_sharding.pd_prefill"
+#: ``handle_dwdp`` returns at once for ``dwdp_size <= 1`` (0.5.23 ``parallel_hook.py`` l.435-436; 0.5.17
+#: ``server_args.py _handle_dwdp``)
+DWDP_RULE = "sglang.dwdp.layout"
 #: the flags that turn prefill context parallelism on, by their destinations (the legacy two up to 0.5.19; 0.5.13
 #: spells the NSA one ``enable_nsa_prefill_context_parallel``)
 PREFILL_CP_FLAGS = ("enable_prefill_cp", "enable_prefill_context_parallel", "enable_dsa_prefill_context_parallel",
@@ -142,6 +150,8 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if a2a is not None:
         ns["a2a_backend"] = ns["a2a_now"] = a2a   # handle_a2a_moe's locals (0.5.22 calls the second a2a_now)
     ns["flashinfer_a2a_dispatch_type"] = args.get("flashinfer_a2a_dispatch_type")
+    ns["dwdp_size"] = _value(args, "dwdp_size", 1)
+    ns["enable_two_batch_overlap"] = _flag(args, "enable_two_batch_overlap")
     ns["dcp_comm_backend"] = _dcp_comm_backend(args)
     ns["dcp_replicate_q_proj"] = args.get("dcp_replicate_q_proj")
     ns["deepep_mode"] = _value(args, "deepep_mode", "auto")
@@ -189,6 +199,9 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec) -> tupl
     drop: set[str] = set()
     if not _flag(args, "enable_kv_cache_sharding"):
         drop.add(KV_SHARDING_RULE)
+    dwdp = args.get("dwdp_size")
+    if not (isinstance(dwdp, int) and dwdp > 1):
+        drop.add(DWDP_RULE)
     prefill_cp = any(_flag(args, d) for d in PREFILL_CP_FLAGS)
     arch = model.architectures[0] if model.architectures else ""
     if (model.is_mla and prefill_cp) or arch == DEEPSEEK_V4:
@@ -198,7 +211,6 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec) -> tupl
                         "with prefill context parallelism (an MLA model: attn_cp_size = tp_size // attn_dp_size, "
                         "arg_groups/model_overrides/deepseek_v2.py)")
                      + " is not resolved: its context-parallel size checks are not judged")
-    dwdp = args.get("dwdp_size")
     if isinstance(dwdp, int) and dwdp > 1:
         drop |= MOE_DP_RULES
         notes.append("--dwdp-size sets moe_dp_size and ep_size itself (arg_groups/parallel_hook.py handle_dwdp): "
