@@ -6,6 +6,7 @@ without the conflict, or a release without the check).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -280,3 +281,19 @@ def test_an_a2a_backend_sglang_rewrites_is_not_guessed() -> None:
     judged = judge("0.5.23", "--moe-a2a-backend pplx --enable-waterfill", MOE)
     assert not [r for r in judged.refusals if r.rule.startswith("sglang.a2a.")]
     assert any("(sglang.a2a.pplx): reads a2a_backend" in n for n in judged.not_judged)
+
+
+def test_gpulayout_check_fails_kv_cache_sharding_outside_pd_prefill(capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the front door, in the release's words; the accepted neighbour (a PD prefill worker) passes."""
+    from pytest_gpulayout.cli import main
+
+    def check(extra: str) -> dict[str, object]:
+        cmd = f"python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 8 --enable-kv-cache-sharding {extra}"
+        main(["check", "--cmd", cmd, "--machine", "preset:8xH100-sxm", "--json"])
+        data = json.loads(capsys.readouterr().out)
+        (dep,) = data["deployments"].values()
+        return dict(dep["checks"]["config"])
+    refused = check("")
+    assert refused["status"] == "fail"
+    assert "only supported on PD prefill workers" in str(refused["message"])
+    assert check("--disaggregation-mode prefill")["status"] == "pass"
