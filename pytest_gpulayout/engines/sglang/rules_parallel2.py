@@ -1,5 +1,6 @@
-"""SGLang's parallel setup beyond TP / PP / DP: context parallelism, MoE data parallelism, KV cache sharding and
-elastic EP, the values their refusals read as each release resolves them (``config_checks.py`` judges them).
+"""SGLang's parallel setup beyond TP / PP / DP: context parallelism, MoE data parallelism, KV cache sharding, DWDP,
+decode context parallelism's communication flags, the MoE all-to-all backends and elastic EP, the values their
+refusals read as each release resolves them (``config_checks.py`` judges them; ``in_force`` says which it does not).
 
 * Context parallelism (``ServerArgs._handle_context_parallelism``, 0.5.9 - 0.5.18 ``server_args.py``; from 0.5.19
   ``arg_groups/parallel_hook.py handle_context_parallelism``): with ``--attn-cp-size`` > 1 it asserts
@@ -29,6 +30,11 @@ elastic EP, the values their refusals read as each release resolves them (``conf
 * Decode context parallelism (0.5.20+, ``parallel_hook.py handle_decode_context_parallelism``): ``--dcp-comm-backend
   a2a`` / ``fi_a2a`` and ``--dcp-replicate-q-proj`` need ``--dcp-size`` > 1, and the latter an a2a backend
   (0.5.23 l.251-272).
+* MoE all-to-all (``handle_a2a_moe``, ``ServerArgs._handle_a2a_moe`` up to 0.5.18): ``--flashinfer-a2a-dispatch-type``
+  needs ``--moe-a2a-backend flashinfer`` (0.5.20+, 0.5.23 ``arg_groups/moe_hook.py`` l.306-313); pplx refuses
+  ``--deepep-mode normal`` and needs two attention-DP groups (0.5.17+, 0.5.23 l.575-594); FlashInfer MegaMOE (and in
+  0.5.22 FlashInfer A2A) needs ``--attn-dp-size`` equal to TP (0.5.23 l.325-327). The backend is the line's except
+  where SGLang rewrites it first (``_a2a_backend``).
 * Elastic EP (``ServerArgs._handle_elastic_ep`` 0.5.4 - 0.5.18, ``parallel_hook.py handle_elastic_ep`` from 0.5.19):
   an ``--elastic-ep-backend`` (``none``, a choice of the parser while the field's type is ``Literal[None, ...]``,
   0.5.23 ``arg_groups/fields/exec_.py`` l.951-957, is not judged) with ``--enable-eplb`` needs an elasticity-aware
