@@ -31,7 +31,7 @@ refusals read as each release resolves them (``config_checks.py`` judges them; `
   a2a`` / ``fi_a2a`` and ``--dcp-replicate-q-proj`` need ``--dcp-size`` > 1, and the latter an a2a backend
   (0.5.23 l.251-272).
 * MoE all-to-all (``handle_a2a_moe``, ``ServerArgs._handle_a2a_moe`` up to 0.5.18): ``--flashinfer-a2a-dispatch-type``
-  needs ``--moe-a2a-backend flashinfer`` (0.5.20+, 0.5.23 ``arg_groups/moe_hook.py`` l.306-313); pplx refuses
+  needs ``--moe-a2a-backend flashinfer`` (0.5.20+, 0.5.23 ``arg_groups/moe_hook.py`` l.307-313); pplx refuses
   ``--deepep-mode normal`` and needs two attention-DP groups (0.5.17+, 0.5.23 l.575-594); FlashInfer MegaMOE (and in
   0.5.22 FlashInfer A2A) needs ``--attn-dp-size`` equal to TP (0.5.23 l.325-327). The backend is the line's except
   where SGLang rewrites it first (``_a2a_backend``).
