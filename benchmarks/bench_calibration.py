@@ -346,6 +346,11 @@ SKIPPED: tuple[Skipped, ...] = (
     Skipped("sglang/007.txt", "sglang", "start-up error, no KV pool"),
     Skipped("sglang/009.txt", "sglang", "GPU unknown; this SGLang did not log the MLA pool size"),
     Skipped("sglang/011.txt", "sglang", "pool capped by --max-total-tokens 10000, not by memory"),
+    # round 5 (logs 401-): attention-DP runs (--dp-size N --enable-dp-attention)
+    Skipped("sglang/401.txt", "sglang", "AMD MI300-class GPU (ROCm) of unstated memory; mem_fraction_static and the "
+                                        "'Load weight end' line not in the retrieved excerpt; --enable-ep-moe"),
+    Skipped("sglang/402.txt", "sglang", "GPU and mem_fraction_static of this run not stated; a two-node PD decode server "
+                                        "with DeepEP whose 105.59 GB of weights per rank are not what TP 16 / EP 16 gives"),
 )
 
 
@@ -484,6 +489,16 @@ FIGURE_CASES: tuple[FigureCase, ...] = (
     FigureCase("sglang/103.txt", "sglang", "0.5.4", "meta-llama/Llama-3.3-70B-Instruct", tp=8, pp=1,
                block_size=1, max_model_len=131072, figure="kv_size", all_workers=False,
                why="TP 8: the retrieved paste shows the KV line of 4 ranks of 8 (all 2,795,207)"),
+    # attention DP: the MLA latent is one cell per token on every rank, so DP attention leaves the cell as it is
+    # (kv heads follow attn_tp = tp // dp, and MLA has one); the pool is the MIN over the TP group
+    FigureCase("sglang/401.txt", "sglang", "0.4.6.post5", "deepseek-ai/DeepSeek-V3", tp=8, pp=1, block_size=1,
+               max_model_len=163840, figure="kv_size", all_workers=False,
+               why="TP 8 with attention DP 8: the retrieved excerpt shows the KV line of rank DP7 TP7 only; "
+                   "DeepSeek-R1 has DeepSeek-V3's geometry"),
+    FigureCase("sglang/402.txt", "sglang", "0.4.6", "deepseek-ai/DeepSeek-V3", tp=16, pp=1, block_size=1,
+               max_model_len=4096, figure="kv_size", all_workers=False,
+               why="TP 16 with attention DP 16: the excerpt shows the KV line of 4 ranks of 16 (all 161,488); "
+                   "release unknown (the cell does not depend on it)"),
 )
 
 #: Logs with no column A, and why (the figure is not printed, or what turns it into tokens is unknown).

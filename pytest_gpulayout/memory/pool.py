@@ -161,7 +161,8 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
     w_by_stage = weight_bytes_by_stage(model, tp=tp, pp=pp, engine=e,
                                        enable_expert_parallel=enable_expert_parallel, dp=dp,
                                        pp_layer_partition=pp_layer_partition, version=version,
-                                       attention_dp=k.attention_dp)
+                                       attention_dp=k.attention_dp,
+                                       dp_lm_head="--enable-dp-lm-head" in k.given)  # SGLang's flag only
     replica = Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
                        kv_cache_dtype=kv_cache_dtype, max_model_len=max_len, ranges=tuple(ranges),
                        kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)

@@ -163,6 +163,9 @@ class Sharding:
     #: the input embedding is split over the attention TP group (SGLang models that build it with
     #: ``use_attn_tp_group=is_dp_attention_enabled()``: deepseek_v2, qwen2, qwen2_moe, glm4, gpt_oss, ...)
     embed_on_attention: bool = False
+    #: the lm_head is split over the attention TP group (SGLang's ``--enable-dp-lm-head``:
+    #: ``ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)``), not over ``tp``
+    lm_head_on_attention: bool = False
 
     @property
     def attention(self) -> int:
@@ -225,8 +228,10 @@ def embedding_bytes(model: ModelSpec, *, sharding: Sharding, precision: Precisio
 
 
 def lm_head_bytes(model: ModelSpec, *, sharding: Sharding, precision: Precision) -> float:
-    """One rank's output projection, split like the embedding (``ParallelLMHead``)."""
-    rows = model.vocab_size if sharding.whole else _ceil_div(padded_vocab(model.vocab_size), sharding.tp)
+    """One rank's output projection, split like the embedding (``ParallelLMHead``): over ``tp``, or over the
+    attention TP group with ``lm_head_on_attention``."""
+    ranks = sharding.attention if sharding.lm_head_on_attention else sharding.tp
+    rows = model.vocab_size if sharding.whole else _ceil_div(padded_vocab(model.vocab_size), ranks)
     return rows * model.hidden_size * precision("lm_head")
 
 

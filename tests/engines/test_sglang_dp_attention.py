@@ -150,3 +150,27 @@ def test_require_fails_on_the_smaller_dp_attention_pool():
     plain = check_kv_pool(subject(replace(_sg("0.5.10", tp=8), require=need), H200, DSV3))
     dpa = check_kv_pool(subject(replace(_sg("0.5.10", tp=8, dp=8, launch=DP_ATTENTION), require=need), H200, DSV3))
     assert plain.status is Status.PASS and dpa.status is Status.FAIL
+
+
+def test_dp_lm_head_replicates_the_lm_head_over_the_attention_dp_groups():
+    # --enable-dp-lm-head (0.4.9+): ParallelLMHead(use_attn_tp_group=enable_dp_lm_head) splits the lm_head over
+    # attn_tp = tp // dp ranks (models/deepseek_v2.py, qwen3_moe.py): at TP 8 / DP 8 every rank holds it whole
+    dsv3 = DSV3
+    lm_head_gib = 129280 * 7168 * 2 * (1 - 1 / 8) / 2**30   # whole minus the 1/8 it had at TP 8
+    for version in ("0.4.9", "0.5.10", "0.5.23"):
+        plain = facts_of(check_kv_pool(subject(_sg(version, tp=8, dp=8, launch=DP_ATTENTION), H200, dsv3)),
+                         KvPoolFacts)
+        head = facts_of(check_kv_pool(subject(_sg(version, tp=8, dp=8, launch=Launch(
+            args=("--enable-dp-attention", "--enable-dp-lm-head"))), H200, dsv3)), KvPoolFacts)
+        assert plain is not None and head is not None
+        assert abs(head.weights_gib_per_rank - plain.weights_gib_per_rank - lm_head_gib) < 0.02, version
+        assert head.predicted_kv_tokens < plain.predicted_kv_tokens
+
+
+def test_dp_lm_head_by_model_type_and_release():
+    from pytest_gpulayout.memory.weights import dp_lm_head_splits_over_attention as splits
+    assert splits("deepseek_v3", "0.4.9") and splits("qwen3_moe", "0.5.23") and splits("llama", "0.5.10")
+    assert not splits("qwen3", "0.5.6") and splits("qwen3", "0.5.8")      # qwen3.py reads the flag from 0.5.8
+    assert not splits("gpt_oss", "0.4.10.post2") and splits("gpt_oss", "0.5.0rc0")
+    assert not splits("deepseek_v3", "0.4.6")                            # no --enable-dp-lm-head before 0.4.9
+    assert not splits("mistral", "0.5.23")

@@ -22,6 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang import rules_parallel2
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -48,6 +49,8 @@ RULES: Mapping[str, str] = {
                             "out of range",
     "sglang.npu_only_flags": "--model-impl mindspore or --enable-quant-communications on CUDA (Ascend NPU only)",
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
+    # -- parallel2
+    **rules_parallel2.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -121,7 +124,9 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         "moe_dense_tp_size": args.get("moe_dense_tp_size"),
         "base_gpu_id": args.get("base_gpu_id", 0),
         "gpu_id_step": args.get("gpu_id_step", 1),
-        "attn_cp_size": _value(args, "attn_cp_size", 1),
+        # up to 0.5.13 the parser's destinations are attention_context_parallel_size / expert_parallel_size, copied
+        # by ServerArgs.from_cli_args (0.5.10 server_args.py l.5969 / l.5972)
+        "attn_cp_size": _value(args, "attn_cp_size", _value(args, "attention_context_parallel_size", 1)),
         "dcp_size": _value(args, "dcp_size", 1),
         "enable_prefill_cp": bool(args.get("enable_prefill_cp", False)),
         "ep_join_mode": args.get("ep_join_mode"),
@@ -143,9 +148,10 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if ns["enable_ep_moe"] or ns["enable_deepep_moe"] or a2a == "deepep":
         ns["ep_size"] = tp
     elif a2a in _A2A_NONE:
-        ns["ep_size"] = _value(args, "ep_size", 1)
+        ns["ep_size"] = _value(args, "ep_size", _value(args, "expert_parallel_size", 1))
     elif bool(ns["enable_eplb"]):
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
+    ns.update(rules_parallel2.values(args, model, layout, version, {}))
     return ns, notes
 
 
@@ -155,8 +161,9 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
+    rules, framed = rules_parallel2.in_force(rules, args, model)
     judged = book().judge(version, values, rules=rules)
-    return Judged(judged.refusals, tuple(notes) + judged.not_judged)
+    return Judged(judged.refusals, tuple(notes) + tuple(framed) + judged.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:
