@@ -22,6 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang import rules_model
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -48,6 +49,8 @@ RULES: Mapping[str, str] = {
                             "out of range",
     "sglang.npu_only_flags": "--model-impl mindspore or --enable-quant-communications on CUDA (Ascend NPU only)",
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
+    # -- model (attention backends against the GPU, the KV cache dtype and the model: engines/sglang/rules_model.py)
+    **rules_model.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -154,9 +157,14 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
-    rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
+    rules = [r for r in RULES if r not in rules_model.RULES and (
+        r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values))]
     judged = book().judge(version, values, rules=rules)
-    return Judged(judged.refusals, tuple(notes) + judged.not_judged)
+    # the model rules in their own frame: their ``attention_backend`` is None where the line sets none
+    framed = rules_model.frame(args, model, layout, book().ledger.listed(version) or version)
+    in_frame = book().judge(version, {**values, **framed.values}, rules=framed.rules)
+    return Judged(judged.refusals + in_frame.refusals,
+                  tuple(notes) + framed.notes + judged.not_judged + in_frame.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:

@@ -1,0 +1,232 @@
+"""SGLang's refusals of an attention backend for the GPU, the KV cache dtype or the model, by release.
+
+``server_args.py`` ``_handle_attention_backend_compatibility`` (0.5.3 - 0.5.18; ``__post_init__`` in 0.4.10.post1 -
+0.5.2), from 0.5.15 the passes of ``arg_groups/overrides.py`` it runs (``_mla_kv_cache_dtype_checks``) and from
+0.5.19 ``arg_groups/attention_hook.py handle_attention_backend_compatibility`` refuse a backend the GPU does not
+run (TRT-LLM MLA / MHA, tokenspeed MLA, CuteDSL MLA) and a ``--kv-cache-dtype`` the MLA backend does not take;
+``_handle_model_specific_adjustments`` (``arg_groups/model_hook.py handle_model_specific_adjustments`` from
+0.5.19) refuses a backend the model's branch does not list (GPT-OSS, Gemma 4, the hybrid Lfm2 / Nemotron-H whose
+first layer may not be attention). ``frame(args, model, layout, listed)`` gives the values those entries read,
+as the release holds them there; ``RULES`` the rules (judged by ``config_checks.config_check`` in this frame:
+``attention_backend`` means something else to the Llama 4 rule, which reads it only where the line sets it).
+
+What the frame resolves, and why that is what the release reads:
+
+- the GPU: ``is_sm90_supported()`` / ``is_sm100_supported()`` / ``is_sm120_supported()`` /
+  ``is_blackwell_supported()`` (``get_platform().is_sm100`` ... from 0.5.19, the same functions:
+  0.5.23 ``runtime_context.py:1831-1836``) from the layout's compute capability: the major is 9 / 10 / 12, or
+  one of Blackwell's (10, 12 before 0.5.9: 0.5.8 ``utils/common.py:235-241``; 10, 11, 12 from 0.5.9: 0.5.9
+  ``utils/common.py``, 0.5.23 ``utils/common.py:297-303``). The functions also ask torch's CUDA for 12.3 (SM90)
+  / 12.8 (Blackwell): every SGLang wheel these rules judge runs a torch built for CUDA 12.4 or later, and a
+  Blackwell GPU runs no CUDA older than 12.8, so the GPU decides. Unknown capability: nothing is claimed (the
+  entries that read it are not judged);
+- the backends: ``--attention-backend`` / ``--prefill-attention-backend`` / ``--decode-attention-backend`` as the
+  line gives them. Where the line gives none, the release picks one before these checks read it (0.5.8
+  ``server_args.py:1643-1695``, 0.5.23 ``arg_groups/overrides.py _attention_backend_default``; the model
+  branches first: DeepSeek's trtllm_mla under ``is_sm100_supported()`` 0.5.8 L1201-1210, GPT-OSS's
+  trtllm_mha / fa3 / triton L1259-1265) and picks only backends its GPU checks accept (trtllm_* under
+  ``is_sm100_supported()``): unset is judged as None, which those checks refuse no more than the pick. The MLA
+  KV dtype checks are an exception: on a Blackwell GPU the pick may be trtllm_mla / tokenspeed_mla, whose dtype
+  lists differ, so with a ``--kv-cache-dtype`` other than ``auto`` and no backend on the line the entry is not
+  judged. Kimi-K3 with DCP rewrites backends the line gives (0.5.19 ``model_overrides/kimi_k3.py:78-105``) and
+  DeepSeek-V4 keeps its own (``model_overrides/deepseek_v4.py``): for those models no backend is claimed;
+- ``prefill_backend`` / ``decode_backend`` (``get_attention_backends()`` 0.5.8 L4768-4779, 0.5.23
+  ``model_override_base.py:138-151 attention_backends_of``): the split flag, else ``attention_backend``;
+- ``--kv-cache-dtype``: the line's, else ``auto``. DeepSeek's sparse-attention (DSA / NSA) models and
+  DeepSeek-V4 rewrite it before the MLA checks read it (``auto`` to fp8_e4m3 / bfloat16, ``bf16`` to
+  ``bfloat16``: 0.5.6 ``server_args.py:980-986``, 0.5.23 ``overrides.py:530-541`` and :903-906): for them it is
+  not claimed;
+- the model rules read the backend the model's branch holds: judged where the line gives ``--attention-backend``
+  (each branch keeps a given backend); where it gives none the branch picks one it lists (GPT-OSS 0.5.1
+  ``server_args.py:2228-2234``, 0.5.23 ``model_overrides/gpt_oss.py:29-44``; Gemma 4 0.5.13
+  ``server_args.py:2377-2393``; Lfm2 / Nemotron-H pick flashinfer on SM100 or leave it unset, 0.5.9
+  ``server_args.py:1699-1714``, 0.5.23 ``model_overrides/lfm2.py:13-17``), so nothing is refused. A split flag
+  alone leaves the other side to a pick that differs by release (GPT-OSS keeps ``attention_backend`` None from
+  0.5.3.post1, ``is_attention_backend_not_set``): not judged, said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from packaging.version import Version
+
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Layout
+
+RULES: Mapping[str, str] = {
+    "sglang.attention.gpu_arch": "an attention backend (TRT-LLM MLA / MHA, tokenspeed MLA, CuteDSL MLA) the GPU "
+                                 "does not run",
+    "sglang.attention.mla_kv_cache_dtype": "a --kv-cache-dtype the TRT-LLM / tokenspeed / CuteDSL MLA backend does "
+                                           "not take",
+    "sglang.attention.phase_only": "FA4 for decode (prefill only, 0.5.4 - 0.5.7) or CuteDSL MLA for prefill "
+                                   "(decode only, 0.5.13 - 0.5.14)",
+    "sglang.gpt_oss.attention_backend": "GPT-OSS with an attention backend the release does not list for it",
+    "sglang.gemma4.attention_backend": "Gemma 4 with an attention backend the release does not list for it",
+    "sglang.nemotron_h.no_triton": "--attention-backend triton with Nemotron-H (its first layer may not be "
+                                   "attention)",
+    "sglang.lfm2.no_triton": "--attention-backend triton with Lfm2 (its first layer may not be attention)",
+}
+
+#: the rules about one model family: judged for those architectures only (the release's ``elif`` chain over the
+#: architecture; an earlier branch reads the config of other families, e.g. DeepSeek's ``is_deepseek_nsa``)
+BY_ARCH: Mapping[str, tuple[str, ...]] = {
+    "sglang.gpt_oss.attention_backend": ("GptOssForCausalLM",),
+    "sglang.gemma4.attention_backend": ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM",
+                                        "Gemma4UnifiedForConditionalGeneration"),
+    # 0.5.12 - 0.5.14 assert in ``arg_groups/nemotron_h_hook.py apply_nemotron_h_defaults``, whose entry has no
+    # architecture condition: its callers' (0.5.12.post1 ``server_args.py:2280`` NemotronH; 0.5.13
+    # L2470 and Puzzle, ``NEMOTRON_PUZZLE_SINCE``)
+    "sglang.nemotron_h.no_triton": ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"),
+    "sglang.lfm2.no_triton": ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"),
+}
+#: the first release whose Nemotron-H branch takes ``NemotronHPuzzleForCausalLM`` (0.5.13 ``server_args.py:2470``;
+#: 0.5.12.post1 L2280 names NemotronH only, and its source names no Puzzle at all)
+NEMOTRON_PUZZLE_SINCE = Version("0.5.13")
+#: the model rules that read the pair of backends (``prefill_backend`` / ``decode_backend``)
+_SPLIT_READERS = frozenset({"sglang.gpt_oss.attention_backend", "sglang.gemma4.attention_backend"})
+
+#: ``supported_backends`` of the GPT-OSS branch, from the release it first reads so (read in every listed release
+#: from 0.5.1: 0.5.1 ``server_args.py:2235``, 0.5.3.post1 L782, 0.5.8 L1267, 0.5.10 L1709, 0.5.11 L1901, 0.5.13
+#: L2151, 0.5.19 ``arg_groups/model_hook.py:367``, 0.5.23 ``arg_groups/model_hook.py:523``)
+GPT_OSS_BACKENDS: tuple[tuple[Version, list[str]], ...] = (
+    (Version("0.5.1"), ["triton", "trtllm_mha", "fa3"]),
+    (Version("0.5.3.post1"), ["triton", "trtllm_mha", "fa3", "fa4"]),
+    (Version("0.5.8"), ["triton", "trtllm_mha", "fa3", "fa4", "ascend"]),
+    (Version("0.5.10"), ["triton", "trtllm_mha", "fa3", "fa4", "ascend", "aiter"]),
+    (Version("0.5.11"), ["triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_xpu", "aiter"]),
+    (Version("0.5.13"), ["triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter"]),
+)
+#: ``accepted_backends`` of the Gemma 4 branch (0.5.13 ``server_args.py:2395``, 0.5.14 L4078, 0.5.18 L5672, 0.5.20
+#: ``arg_groups/model_hook.py:546``, 0.5.22 L640, 0.5.23 L646; read in every listed release from 0.5.13)
+GEMMA4_BACKENDS: tuple[tuple[Version, tuple[str, ...]], ...] = (
+    (Version("0.5.13"), ("trtllm_mha", "triton", "intel_xpu")),
+    (Version("0.5.14"), ("trtllm_mha", "triton", "ascend", "intel_xpu")),
+    (Version("0.5.18"), ("trtllm_mha", "triton", "ascend", "intel_xpu", "intel_amx")),
+    (Version("0.5.20"), ("trtllm_mha", "triton", "ascend", "intel_xpu", "intel_amx", "aiter")),
+    (Version("0.5.22"), ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_amx", "aiter")),
+)
+
+#: Blackwell's majors for ``is_blackwell_supported``: 10 and 12 (0.5.6 ``utils/common.py:226-230``, 0.5.8
+#: L235-241), and 11 (Thor) from 0.5.9 (``utils/common.py`` ``device_capability_majors=[10, 11, 12]``, read in
+#: 0.5.9 - 0.5.23); 0.5.8.post1 is not read: a major-11 GPU there is not claimed
+BLACKWELL_11_SINCE = Version("0.5.9")
+_BLACKWELL_11_UNREAD = (Version("0.5.8"), Version("0.5.9"))   # strictly between: not read
+
+#: models whose own branch rewrites backends the line gives (Kimi-K3 with DCP) or keeps its own (DeepSeek-V4)
+_OWN_BACKENDS = ("KimiK3ForConditionalGeneration", "DeepseekV4ForCausalLM")
+#: models whose branch rewrites ``--kv-cache-dtype`` before the MLA checks: DeepSeek's sparse attention (an
+#: ``index_topk`` indexer) and DeepSeek-V4
+_OWN_KV_DTYPE = ("DeepseekV4ForCausalLM",)
+#: ``--kv-cache-dtype`` values every MLA backend list of every release takes (TRT-LLM MLA ``['fp8_e4m3', 'auto']``
+#: 0.5.3 ``server_args.py:910``; CuteDSL ``['fp8_e4m3', 'bf16', 'bfloat16', 'auto']``), tokenspeed MLA's
+#: ``['fp8_e4m3']`` aside, which Kimi-K3 pairs with ``kv_cache_dtype="fp8_e4m3"`` where it picks it (0.5.19
+#: ``model_overrides/kimi_k3.py:96-102``)
+_KV_ANY_MLA = frozenset({"auto"})
+
+#: the module constants the 0.5.11 - 0.5.14 model ``elif`` chain names its branches by (the same in each:
+#: 0.5.11 ``server_args.py:80-87``, 0.5.14 L107-114)
+ARCH_CONSTANTS: Mapping[str, tuple[str, ...]] = {
+    "MIMO_V2_MODEL_ARCHS": ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM"),
+    "LLAMA4_MODEL_ARCHS": ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"),
+}
+
+T = TypeVar("T")
+
+BACKEND_FLAGS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the rules of this module read (``values``), which of them to judge (``rules``) and what the frame
+    could not resolve for them, in words (``notes``)."""
+
+    values: dict[str, object]
+    rules: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _by_release(table: tuple[tuple[Version, T], ...], listed: Version) -> T | None:
+    chosen: T | None = None
+    for since, value in table:
+        if listed >= since:
+            chosen = value
+    return chosen
+
+
+def gpu_values(layout: Layout, listed: Version) -> dict[str, object]:
+    """``is_sm90_supported`` ... as the release answers them on the layout's GPU (none when it is unknown)."""
+    cc = layout.compute_capability
+    if cc is None:
+        return {}
+    major = cc[0]
+    out: dict[str, object] = {
+        "is_sm90_supported": major == 9, "is_sm100_supported": major == 10, "is_sm120_supported": major == 12,
+    }
+    if major != 11:
+        out["is_blackwell_supported"] = major in (10, 12)
+    elif not _BLACKWELL_11_UNREAD[0] < listed < _BLACKWELL_11_UNREAD[1]:
+        out["is_blackwell_supported"] = listed >= BLACKWELL_11_SINCE
+    # ``get_platform().is_sm100`` (0.5.19+) answers by the attribute's name
+    out.update({short: out[name] for short, name in (("is_sm90", "is_sm90_supported"),
+                                                     ("is_sm100", "is_sm100_supported"),
+                                                     ("is_sm120", "is_sm120_supported"),
+                                                     ("is_blackwell", "is_blackwell_supported")) if name in out})
+    return out
+
+
+def _given(args: ResolvedArgs, dest: str) -> object:
+    return args.get(dest) if args.is_set(dest) else None
+
+
+def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version) -> Frame:
+    """The values of ``RULES``'s entries at ``listed`` (the module docstring says how each is resolved)."""
+    arch = model.architectures[0] if model.architectures else ""
+    values: dict[str, object] = {"model_arch": arch, **ARCH_CONSTANTS, **gpu_values(layout, listed)}
+    notes: list[str] = []
+    rules = [r for r in RULES if r not in BY_ARCH or arch in BY_ARCH[r]]
+    if arch == "NemotronHPuzzleForCausalLM" and listed < NEMOTRON_PUZZLE_SINCE:
+        rules.remove("sglang.nemotron_h.no_triton")
+    given = {dest: _given(args, dest) for dest in BACKEND_FLAGS}
+    any_given = any(v is not None for v in given.values())
+    blackwell_class = layout.compute_capability is None or layout.compute_capability[0] in (10, 11, 12)
+
+    kv = args.get("kv_cache_dtype") if args.is_set("kv_cache_dtype") else "auto"
+    if arch not in _OWN_KV_DTYPE and model.index_head_dim is None:
+        values["kv_cache_dtype"] = kv
+
+    if arch not in _OWN_BACKENDS:
+        values.update(given)
+        attn = given["attention_backend"]
+        values["prefill_backend"] = values["prefill_attn_backend"] = given["prefill_attention_backend"] or attn
+        values["decode_backend"] = values["decode_attn_backend"] = given["decode_attention_backend"] or attn
+        if not any_given and blackwell_class and kv not in _KV_ANY_MLA:
+            # the release's own pick on a Blackwell GPU may be an MLA backend whose dtype list this dtype is not in
+            rules.remove("sglang.attention.mla_kv_cache_dtype")
+            notes.append(f"{arch}: --kv-cache-dtype {kv} against the attention backend SGLang picks on this GPU "
+                         "(none given) is not judged")
+    else:
+        own = ("sglang.attention.gpu_arch", "sglang.attention.mla_kv_cache_dtype", "sglang.attention.phase_only")
+        rules = [r for r in rules if r not in own]
+        if any_given:
+            notes.append(f"{arch}: the attention backends its own branch of SGLang {listed} sets in place of the "
+                         "line's are not resolved")
+
+    for rule in [r for r in rules if r in _SPLIT_READERS]:
+        if given["attention_backend"] is None:
+            rules.remove(rule)        # none given: the branch picks one it lists; a split flag alone: below
+            if any_given:
+                notes.append(f"{arch}: the attention backend SGLang {listed} gives the side the line's "
+                             "--prefill/--decode-attention-backend leaves unset is not resolved")
+    listed_gpt = _by_release(GPT_OSS_BACKENDS, listed)
+    if listed_gpt is not None:
+        values["supported_backends"] = listed_gpt
+    listed_gemma = _by_release(GEMMA4_BACKENDS, listed)
+    if listed_gemma is not None:
+        values["accepted_backends"] = listed_gemma
+    values["is_mps"] = False
+    values["use_mlx"] = False
+    return Frame(values, tuple(rules), tuple(notes))

@@ -1,0 +1,262 @@
+"""SGLang's refusals of an attention backend for the GPU, the KV cache dtype or the model
+(``engines/sglang/rules_model.py``), each in the release's words at its line, beside the same line accepted
+(another GPU, another backend, or a release without the check). The line is parsed by the release's own parser
+(``engines/sglang/cli.py resolve``), so a flag the release does not have is its parser's refusal, not a rule's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import pytest
+from packaging.version import Version
+
+from pytest_gpulayout.engines.sglang import rules_model
+from pytest_gpulayout.engines.sglang.cli import resolve
+from pytest_gpulayout.engines.sglang.config_checks import config_check
+from pytest_gpulayout.machine.capability import Capability
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Judged, Layout, load_ledger
+
+A100, H100, B200, RTX5090 = (8, 0), (9, 0), (10, 0), (12, 0)
+GPU_NAMES = {A100: "NVIDIA A100-SXM4-80GB", H100: "NVIDIA H100 80GB HBM3", B200: "NVIDIA B200",
+             RTX5090: "NVIDIA GeForce RTX 5090"}
+DEEPSEEK = "deepseek-ai/DeepSeek-V3"          # DeepseekV3ForCausalLM: MLA
+QWEN = "Qwen/Qwen3-8B"                        # Qwen3ForCausalLM: MHA
+
+
+def on(cc: Capability | None, tp: int = 8) -> Layout:
+    return Layout(tp, 1, 1, cc, GPU_NAMES.get(cc, "") if cc else "", 81559)
+
+
+def model(name: str) -> ModelSpec:
+    """A catalog model, or one of the families below as the model-specific branches see it: they read the
+    architecture only (``hf_config.architectures[0]``), so the shape is Qwen3-8B's."""
+    if name in (DEEPSEEK, QWEN):
+        return load_model(name)
+    return replace(load_model(QWEN), architectures=(name,))
+
+
+def judge(version: str, words: str, name: str, cc: Capability | None) -> Judged:
+    line = resolve(["--model-path", "m", *words.split()], Version(version))
+    assert line.ok, line.errors
+    return config_check(line, model(name), on(cc), Version(version))
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    version: str
+    words: str
+    model: str
+    gpu: Capability | None
+    refused: str | None = None          # the release's words; None: accepted
+    source: str | None = None           # file:line in that release
+    exception: str = "ValueError"
+
+
+CASES = [
+    # -- the GPU a backend runs on
+    Case("sglang.attention.gpu_arch", "0.5.23", "--attention-backend trtllm_mla", DEEPSEEK, H100,
+         "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend.",
+         "sglang/srt/arg_groups/overrides.py:1211"),
+    Case("sglang.attention.gpu_arch", "0.5.23", "--attention-backend trtllm_mla", DEEPSEEK, B200),
+    Case("sglang.attention.gpu_arch", "0.5.23", "--attention-backend trtllm_mla", DEEPSEEK, RTX5090),
+    Case("sglang.attention.gpu_arch", "0.5.8", "--attention-backend trtllm_mla", DEEPSEEK, H100,
+         "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
+         "sglang/srt/server_args.py:1741"),
+    Case("sglang.attention.gpu_arch", "0.5.8", "--decode-attention-backend trtllm_mla", DEEPSEEK, A100,
+         "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100)."),
+    Case("sglang.attention.gpu_arch", "0.5.3", "--attention-backend trtllm_mla", DEEPSEEK, RTX5090,  # SM100 only
+         "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100).", "sglang/srt/server_args.py:899"),
+    Case("sglang.attention.gpu_arch", "0.4.10.post2", "--attention-backend trtllm_mla", DEEPSEEK, H100,
+         "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100).", "sglang/srt/server_args.py:430"),
+    Case("sglang.attention.gpu_arch", "0.4.10.post2", "--attention-backend trtllm_mla", DEEPSEEK, B200),
+    # TRT-LLM MHA: SM100 only to 0.5.9; from 0.5.10 decode also on SM90 / SM120, prefill from 0.5.19 too
+    Case("sglang.attention.gpu_arch", "0.5.8", "--attention-backend trtllm_mha", QWEN, H100,
+         "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100).", "sglang/srt/server_args.py:1762"),
+    Case("sglang.attention.gpu_arch", "0.5.14", "--attention-backend trtllm_mha", QWEN, H100,
+         "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100)."),
+    Case("sglang.attention.gpu_arch", "0.5.14", "--prefill-attention-backend fa3 --decode-attention-backend "
+         "trtllm_mha", QWEN, H100),
+    Case("sglang.attention.gpu_arch", "0.5.23", "--attention-backend trtllm_mha", QWEN, H100),
+    Case("sglang.attention.gpu_arch", "0.5.23", "--attention-backend trtllm_mha", QWEN, A100,
+         "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs.",
+         "sglang/srt/arg_groups/attention_hook.py:203"),
+    Case("sglang.attention.gpu_arch", "0.5.23", "--decode-attention-backend trtllm_mha", QWEN, A100,
+         "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs."),
+    Case("sglang.attention.gpu_arch", "0.5.14", "--attention-backend tokenspeed_mla --kv-cache-dtype fp8_e4m3",
+         DEEPSEEK, H100, "tokenspeed_mla backend is only supported on Blackwell GPUs (SM100/SM12x)."),
+    Case("sglang.attention.gpu_arch", "0.5.13", "--decode-attention-backend cutedsl_mla", DEEPSEEK, RTX5090,
+         "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100)."),
+    Case("sglang.attention.gpu_arch", "0.5.13", "--decode-attention-backend cutedsl_mla", DEEPSEEK, B200),
+    # -- the KV cache dtype an MLA backend takes
+    Case("sglang.attention.mla_kv_cache_dtype", "0.5.23", "--attention-backend trtllm_mla --kv-cache-dtype "
+         "fp8_e5m2", DEEPSEEK, B200,
+         "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.",
+         "sglang/srt/arg_groups/overrides.py:1215"),
+    Case("sglang.attention.mla_kv_cache_dtype", "0.5.23", "--attention-backend trtllm_mla --kv-cache-dtype "
+         "fp8_e4m3", DEEPSEEK, B200),
+    Case("sglang.attention.mla_kv_cache_dtype", "0.5.8", "--attention-backend trtllm_mla --kv-cache-dtype "
+         "fp8_e5m2", DEEPSEEK, B200,
+         "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, fp4_e2m1, bf16, or auto.",
+         "sglang/srt/server_args.py:1752"),
+    Case("sglang.attention.mla_kv_cache_dtype", "0.5.3", "--attention-backend trtllm_mla --kv-cache-dtype "
+         "fp8_e5m2", DEEPSEEK, B200,
+         "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3 or auto.",
+         "sglang/srt/server_args.py:910"),
+    Case("sglang.attention.mla_kv_cache_dtype", "0.5.14", "--attention-backend tokenspeed_mla", DEEPSEEK, B200,
+         "tokenspeed_mla backend requires kv-cache-dtype=fp8_e4m3, got auto."),
+    Case("sglang.attention.mla_kv_cache_dtype", "0.5.14", "--attention-backend tokenspeed_mla --kv-cache-dtype "
+         "fp8_e4m3", DEEPSEEK, B200),
+    # -- a backend for one phase only
+    Case("sglang.attention.phase_only", "0.5.4", "--attention-backend fa4", QWEN, B200,
+         "FA4 backend is only supported for prefill. Please use `--prefill-attention-backend fa4` instead.",
+         "sglang/srt/server_args.py:1144"),
+    Case("sglang.attention.phase_only", "0.5.4", "--prefill-attention-backend fa4", QWEN, B200),
+    Case("sglang.attention.phase_only", "0.5.8", "--attention-backend fa4", QWEN, B200),   # check removed
+    Case("sglang.attention.phase_only", "0.5.13", "--prefill-attention-backend cutedsl_mla", DEEPSEEK, B200,
+         "CuteDSL MLA only supports decoding for now", exception="AssertionError"),
+    # -- GPT-OSS: the release's list
+    Case("sglang.gpt_oss.attention_backend", "0.5.23", "--attention-backend flashinfer", "GptOssForCausalLM", H100,
+         "GptOssForCausalLM requires one of ['triton', 'trtllm_mha', 'fa3', 'fa4', 'ascend', 'intel_amx', "
+         "'intel_xpu', 'aiter'] attention backend, but got the following backends\n- Prefill: flashinfer\n"
+         "- Decode: flashinfer\n", "sglang/srt/arg_groups/model_hook.py:536", "AssertionError"),
+    Case("sglang.gpt_oss.attention_backend", "0.5.23", "--attention-backend fa3", "GptOssForCausalLM", H100),
+    Case("sglang.gpt_oss.attention_backend", "0.5.23", "", "GptOssForCausalLM", A100),   # the release picks triton
+    Case("sglang.gpt_oss.attention_backend", "0.5.3", "--attention-backend fa4", "GptOssForCausalLM", B200,
+         "GptOssForCausalLM requires one of ['triton', 'trtllm_mha', 'fa3'] attention backend, but got 'fa4'",
+         "sglang/srt/server_args.py:746", "AssertionError"),
+    Case("sglang.gpt_oss.attention_backend", "0.5.3.post1", "--attention-backend fa4", "GptOssForCausalLM", B200),
+    Case("sglang.gpt_oss.attention_backend", "0.5.23", "--attention-backend fa3 --decode-attention-backend "
+         "flashinfer", "GptOssForCausalLM", H100, "- Prefill: fa3\n- Decode: flashinfer\n",
+         exception="AssertionError"),
+    Case("sglang.gpt_oss.attention_backend", "0.5.23", "--attention-backend flashinfer", QWEN, H100),  # not GPT-OSS
+    # -- Gemma 4: fa4 listed from 0.5.22
+    Case("sglang.gemma4.attention_backend", "0.5.21", "--attention-backend fa4", "Gemma4ForCausalLM", B200,
+         "Gemma4 only supports trtllm_mha, triton, ascend, intel_xpu, intel_amx, or aiter attention backend, got "
+         "prefill=fa4, decode=fa4", exception="AssertionError"),
+    Case("sglang.gemma4.attention_backend", "0.5.22", "--attention-backend fa4", "Gemma4ForCausalLM", B200),
+    Case("sglang.gemma4.attention_backend", "0.5.13", "--attention-backend flashinfer", "Gemma4ForCausalLM", H100,
+         "Gemma4 only supports trtllm_mha, triton, or intel_xpu attention backend, got prefill=flashinfer, "
+         "decode=flashinfer", exception="AssertionError"),
+    Case("sglang.gemma4.attention_backend", "0.5.13", "", "Gemma4ForCausalLM", H100),
+    # -- the hybrid models whose first layer may not be attention
+    Case("sglang.lfm2.no_triton", "0.5.23", "--attention-backend triton", "Lfm2ForCausalLM", H100,
+         "Lfm2ForCausalLM does not support triton attention backend, as the first layer might not be an attention "
+         "layer", "sglang/srt/arg_groups/model_hook.py:719", "AssertionError"),
+    Case("sglang.lfm2.no_triton", "0.5.23", "--attention-backend flashinfer", "Lfm2ForCausalLM", H100),
+    Case("sglang.lfm2.no_triton", "0.5.23", "", "Lfm2ForCausalLM", A100),
+    Case("sglang.lfm2.no_triton", "0.5.16", "--attention-backend triton", "Lfm2MoeForCausalLM", H100),  # Lfm2 only
+    Case("sglang.lfm2.no_triton", "0.5.17", "--attention-backend triton", "Lfm2MoeForCausalLM", H100,
+         "Lfm2MoeForCausalLM does not support triton attention backend", exception="AssertionError"),
+    Case("sglang.nemotron_h.no_triton", "0.5.9", "--attention-backend triton", "NemotronHForCausalLM", H100,
+         "NemotronHForCausalLM does not support triton attention backend,as the first layer might not be an "
+         "attention layer", exception="AssertionError"),
+    Case("sglang.nemotron_h.no_triton", "0.5.13", "--attention-backend triton", "NemotronHForCausalLM", H100,
+         "NemotronHForCausalLM does not support triton attention backend",
+         "sglang/srt/arg_groups/nemotron_h_hook.py:63", "AssertionError"),
+    Case("sglang.nemotron_h.no_triton", "0.5.13", "--attention-backend triton", "NemotronHPuzzleForCausalLM", H100,
+         "NemotronHForCausalLM does not support triton attention backend", exception="AssertionError"),
+    Case("sglang.nemotron_h.no_triton", "0.5.12", "--attention-backend triton", "NemotronHPuzzleForCausalLM", H100),
+    Case("sglang.nemotron_h.no_triton", "0.5.9", "--attention-backend flashinfer", "NemotronHForCausalLM", H100),
+]
+
+
+def _id(c: Case) -> str:
+    return (f"{c.rule.removeprefix('sglang.')}-{c.version}-{c.words.replace(' ', '') or 'defaults'}-"
+            f"{c.model.rsplit('/', 1)[-1]}-sm{c.gpu[0] if c.gpu else '?'}-{'refused' if c.refused else 'passes'}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_each_release_refuses_in_its_own_words(case: Case) -> None:
+    judged = judge(case.version, case.words, case.model, case.gpu)
+    mine = [r for r in judged.refusals if r.rule == case.rule]
+    if case.refused is None:
+        assert not mine, [r.text("SGLang") for r in mine]
+        assert not [n for n in judged.not_judged if case.rule in n], judged.not_judged
+        return
+    assert mine, (judged.refusals, judged.not_judged)
+    r = mine[0]          # SGLang raises the first; the next follows once it is fixed
+    assert case.refused in r.message, r.message
+    assert (r.exception, r.release) == (case.exception, case.version)
+    if case.source:
+        assert r.source == case.source
+
+
+def test_every_rule_has_a_refused_and_an_accepted_case_on_two_releases() -> None:
+    for rule in rules_model.RULES:
+        refused = {c.version for c in CASES if c.rule == rule and c.refused}
+        accepted = [c for c in CASES if c.rule == rule and not c.refused]
+        assert refused and accepted, rule
+        assert len(refused | {c.version for c in accepted}) >= 2, rule
+
+
+def test_the_release_defaults_refuse_nothing_on_any_gpu() -> None:
+    """No backend on the line: the release picks one its own checks take (trtllm_* only on SM100)."""
+    for version in ("0.4.10.post2", "0.5.3", "0.5.8", "0.5.14", "0.5.18", "0.5.23"):
+        for name in (DEEPSEEK, QWEN, "GptOssForCausalLM", "Gemma4ForCausalLM", "Lfm2ForCausalLM"):
+            for cc in (A100, H100, B200, RTX5090):
+                judged = judge(version, "", name, cc)
+                assert (judged.refusals, judged.not_judged) == ((), ()), (version, name, cc, judged)
+
+
+def test_an_unknown_gpu_leaves_the_gpu_checks_unjudged_and_says_so() -> None:
+    judged = judge("0.5.23", "--attention-backend trtllm_mla", DEEPSEEK, None)
+    assert not judged.refusals
+    assert any("sglang.attention.gpu_arch" in n and "is_blackwell" in n for n in judged.not_judged), judged
+
+
+def test_a_kv_dtype_against_the_backend_sglang_picks_on_blackwell_is_not_judged() -> None:
+    """On a B200 DeepSeek-V3 gets trtllm_mla when no backend is given (0.5.8 ``server_args.py:1201-1210``): a
+    --kv-cache-dtype it may not take is said, not passed."""
+    judged = judge("0.5.8", "--kv-cache-dtype fp8_e5m2", DEEPSEEK, B200)
+    assert not judged.refusals
+    assert any("--kv-cache-dtype fp8_e5m2" in n for n in judged.not_judged), judged
+    hopper = judge("0.5.8", "--kv-cache-dtype fp8_e5m2", DEEPSEEK, H100)     # no MLA backend picked there
+    assert (hopper.refusals, hopper.not_judged) == ((), ())
+
+
+def test_a_split_flag_alone_leaves_the_model_lists_unjudged_and_says_so() -> None:
+    judged = judge("0.5.23", "--decode-attention-backend fa3", "GptOssForCausalLM", H100)
+    assert not [r for r in judged.refusals if r.rule == "sglang.gpt_oss.attention_backend"]
+    assert any("leaves unset is not resolved" in n for n in judged.not_judged), judged
+
+
+def test_models_that_set_their_own_backends_are_not_claimed() -> None:
+    """Kimi-K3 with DCP rewrites the line's backends (0.5.19 ``model_overrides/kimi_k3.py:78-105``)."""
+    judged = judge("0.5.23", "--attention-backend trtllm_mla", "KimiK3ForConditionalGeneration", H100)
+    assert not judged.refusals
+    assert any("KimiK3ForConditionalGeneration" in n for n in judged.not_judged), judged
+
+
+def test_the_backend_lists_are_the_ledgers_releases() -> None:
+    """Every listed release whose GPT-OSS / Gemma 4 entry is in force has its list in the table."""
+    ledger = load_ledger("sglang")
+    for rule, table in (("sglang.gpt_oss.attention_backend", rules_model.GPT_OSS_BACKENDS),
+                        ("sglang.gemma4.attention_backend", rules_model.GEMMA4_BACKENDS)):
+        releases = [r for r in ledger.releases if ledger.held(rule, r)]
+        assert releases and min(releases) >= table[0][0], rule
+
+
+def test_gpulayout_check_fails_trtllm_mha_on_ampere(capsys: pytest.CaptureFixture[str]) -> None:
+    """Through the front door, in the release's words: TRT-LLM MHA on A100s is refused, on H100s it passes the
+    config check (SM90 runs it from 0.5.10)."""
+    from pathlib import Path
+
+    from pytest_gpulayout.cli import main
+
+    qwen = Path(__file__).resolve().parent.parent / "data" / "models" / "qwen3-14b"
+
+    def check(machine: str) -> dict[str, object]:
+        cmd = f"python -m sglang.launch_server --model-path {qwen} --tp 2 --attention-backend trtllm_mha"
+        main(["check", "--cmd", cmd, "--machine", machine, "--json"])
+        data = json.loads(capsys.readouterr().out)
+        (dep,) = data["deployments"].values()
+        return dict(dep["checks"]["config"])
+    refused = check("preset:4xA100-80gb-sxm")
+    assert refused["status"] == "fail"
+    assert "TRTLLM MHA backend for prefill requires Hopper (SM90)" in str(refused["message"])
+    assert check("preset:8xH100-sxm")["status"] == "pass"
