@@ -162,6 +162,33 @@ CASES = [
          "NemotronHForCausalLM does not support triton attention backend", exception="AssertionError"),
     Case("sglang.nemotron_h.no_triton", "0.5.12", "--attention-backend triton", "NemotronHPuzzleForCausalLM", H100),
     Case("sglang.nemotron_h.no_triton", "0.5.9", "--attention-backend flashinfer", "NemotronHForCausalLM", H100),
+    # -- check_server_args: the served name and flag values
+    Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
+         "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "
+         "syntax used in LoRA adapter specification. Invalid value: 'qwen:8b'",
+         "sglang/srt/arg_groups/validation_hook.py:215", "AssertionError"),
+    Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen-8b", QWEN, H100),
+    Case("sglang.served_model_name.colon", "0.5.9", "--served-model-name qwen:8b", QWEN, H100,
+         "served_model_name cannot contain a colon", exception="AssertionError"),
+    Case("sglang.served_model_name.colon", "0.5.5", "--served-model-name qwen:8b", QWEN, H100),   # no check yet
+    Case("sglang.check.flag_values", "0.5.23", "--gc-threshold 1 2 3 4", QWEN, H100,
+         "When setting gc_threshold, it must contain 1 to 3 integers.", "sglang/srt/arg_groups/validation_hook.py:370"),
+    Case("sglang.check.flag_values", "0.5.23", "--gc-threshold 700 10 10", QWEN, H100),
+    Case("sglang.check.flag_values", "0.5.10", "--gc-threshold 1 2 3 4", QWEN, H100,
+         "When setting gc_threshold, it must contain 1 to 3 integers."),
+    Case("sglang.check.flag_values", "0.5.23", "--pp-max-micro-batch-size 0", QWEN, H100,
+         "pp_max_micro_batch_size must be a positive integer or None (for auto-compute). Got: 0",
+         exception="AssertionError"),
+    Case("sglang.check.flag_values", "0.5.14", "--disable-cuda-graph-padding --enable-torch-compile", QWEN, H100,
+         "--disable-cuda-graph-padding is incompatible with --enable-torch-compile.", exception="AssertionError"),
+    Case("sglang.check.flag_values", "0.5.11", "--disable-cuda-graph-padding --enable-torch-compile", QWEN, H100),
+    Case("sglang.check.flag_values", "0.5.13", "--kv-canary-sweep-interval 5", QWEN, H100,
+         "--kv-canary-sweep-interval requires --kv-canary in {log, raise}"),
+    Case("sglang.check.flag_values", "0.5.13", "--kv-canary-sweep-interval 5 --kv-canary log", QWEN, H100),
+    Case("sglang.check.flag_values", "0.5.8", "--export-metrics-to-file", QWEN, H100,
+         "--export-metrics-to-file-dir is required when --export-metrics-to-file is enabled"),
+    Case("sglang.check.flag_values", "0.5.8", "--export-metrics-to-file --export-metrics-to-file-dir /tmp/m", QWEN,
+         H100),
 ]
 
 

@@ -6,9 +6,11 @@
 run (TRT-LLM MLA / MHA, tokenspeed MLA, CuteDSL MLA) and a ``--kv-cache-dtype`` the MLA backend does not take;
 ``_handle_model_specific_adjustments`` (``arg_groups/model_hook.py handle_model_specific_adjustments`` from
 0.5.19) refuses a backend the model's branch does not list (GPT-OSS, Gemma 4, the hybrid Lfm2 / Nemotron-H whose
-first layer may not be attention). ``frame(args, model, layout, listed)`` gives the values those entries read,
-as the release holds them there; ``RULES`` the rules (judged by ``config_checks.config_check`` in this frame:
-``attention_backend`` means something else to the Llama 4 rule, which reads it only where the line sets it).
+first layer may not be attention); ``check_server_args`` (``arg_groups/validation_hook.py`` from 0.5.19) refuses
+a served model name with a colon and a few flag values. ``frame(args, model, layout, listed)`` gives the values
+those entries read, as the release holds them there; ``RULES`` the rules (judged by ``config_checks.config_check``
+in this frame: ``attention_backend`` means something else to the Llama 4 rule, which reads it only where the line
+sets it).
 
 What the frame resolves, and why that is what the release reads:
 
@@ -69,6 +71,11 @@ RULES: Mapping[str, str] = {
     "sglang.nemotron_h.no_triton": "--attention-backend triton with Nemotron-H (its first layer may not be "
                                    "attention)",
     "sglang.lfm2.no_triton": "--attention-backend triton with Lfm2 (its first layer may not be attention)",
+    "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
+    "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
+                                "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
+                                "without --kv-canary, --export-metrics-to-file without its folder, allowed custom "
+                                "metric labels without their header",
 }
 
 #: the rules about one model family: judged for those architectures only (the release's ``elif`` chain over the
@@ -133,6 +140,16 @@ ARCH_CONSTANTS: Mapping[str, tuple[str, ...]] = {
     "MIMO_V2_MODEL_ARCHS": ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM"),
     "LLAMA4_MODEL_ARCHS": ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"),
 }
+
+#: the flags ``check_server_args`` reads in the entries of ``sglang.check.flag_values``, as the line gives them
+#: or as the parser defaults them: no post-processing before it writes them (it runs last: 0.5.18
+#: ``server_args.py`` ``__post_init__`` ... ``check_server_args``; 0.5.23 ``arg_groups/validation_hook.py:172``)
+CHECKED_AS_GIVEN = ("gc_threshold", "pp_max_micro_batch_size", "disable_cuda_graph_padding", "enable_torch_compile",
+                    "kv_canary", "kv_canary_sweep_interval", "export_metrics_to_file", "export_metrics_to_file_dir",
+                    "tokenizer_metrics_custom_labels_header", "tokenizer_metrics_allowed_custom_labels")
+#: ``is_runai_obj_uri``: a name starting with one of these (0.5.10 - 0.5.23 ``utils/runai_utils.py``
+#: ``SUPPORTED_SCHEMES``, lowered)
+RUNAI_SCHEMES = ("s3://", "gs://", "az://")
 
 T = TypeVar("T")
 
@@ -229,4 +246,17 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
         values["accepted_backends"] = listed_gemma
     values["is_mps"] = False
     values["use_mlx"] = False
+    values.update(_checked_values(args))
     return Frame(values, tuple(rules), tuple(notes))
+
+
+def _checked_values(args: ResolvedArgs) -> dict[str, object]:
+    """The flags of ``check_server_args``'s value checks, and the served name: ``--served-model-name``, else the
+    model path (``__post_init__``: ``if self.served_model_name is None: self.served_model_name =
+    self.model_path``, 0.5.9 ``server_args.py:849-850``; 0.5.23 ``arg_groups/serving_hook.py:642-646``)."""
+    out: dict[str, object] = {dest: args.get(dest) for dest in CHECKED_AS_GIVEN if dest in args.values}
+    served = args.get("served_model_name") or args.get("model_path")
+    if isinstance(served, str):
+        out["served_model_name"] = served
+        out["is_runai_obj_uri"] = served.lower().startswith(RUNAI_SCHEMES)
+    return out
