@@ -17,7 +17,7 @@ from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import config_check
 from pytest_gpulayout.machine.capability import Capability
 from pytest_gpulayout.model.load import load_model
-from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.model.spec import ModelSpec, Quantization
 from pytest_gpulayout.refusals import Judged, Layout, load_ledger
 
 A100, H100, B200, RTX5090 = (8, 0), (9, 0), (10, 0), (12, 0)
@@ -36,7 +36,9 @@ def model(name: str) -> ModelSpec:
     architecture only (``hf_config.architectures[0]``), so the shape is Qwen3-8B's."""
     if name in (DEEPSEEK, QWEN):
         return load_model(name)
-    return replace(load_model(QWEN), architectures=(name,))
+    arch, _, quant = name.partition("+")          # "GptOssForCausalLM+mxfp4": its checkpoint's MXFP4 experts
+    spec = replace(load_model(QWEN), architectures=(arch,))
+    return replace(spec, quantization=Quantization("mxfp4", 4.25, group_size=32, targets="experts")) if quant else spec
 
 
 def judge(version: str, words: str, name: str, cc: Capability | None) -> Judged:
@@ -162,6 +164,21 @@ CASES = [
          "NemotronHForCausalLM does not support triton attention backend", exception="AssertionError"),
     Case("sglang.nemotron_h.no_triton", "0.5.12", "--attention-backend triton", "NemotronHPuzzleForCausalLM", H100),
     Case("sglang.nemotron_h.no_triton", "0.5.9", "--attention-backend flashinfer", "NemotronHForCausalLM", H100),
+    # -- GPT-OSS: triton_kernel MoE runs without expert parallelism only
+    Case("sglang.gpt_oss.triton_kernel_ep", "0.5.23", "--moe-runner-backend triton_kernel --ep-size 8",
+         "GptOssForCausalLM", H100, "Triton kernel MoE is only supported when ep_size == 1",
+         "sglang/srt/arg_groups/model_hook.py:569", "AssertionError"),
+    Case("sglang.gpt_oss.triton_kernel_ep", "0.5.23", "--moe-runner-backend triton_kernel", "GptOssForCausalLM", H100),
+    Case("sglang.gpt_oss.triton_kernel_ep", "0.5.23", "--ep-size 8", "GptOssForCausalLM", H100),   # auto: not picked
+    Case("sglang.gpt_oss.triton_kernel_ep", "0.5.8", "--moe-runner-backend triton_kernel --ep-size 8",
+         "GptOssForCausalLM", H100, "Triton kernel MoE is only supported when ep_size == 1",
+         exception="AssertionError"),
+    Case("sglang.gpt_oss.triton_kernel_ep", "0.5.3", "--moe-runner-backend triton_kernel --ep-size 8",
+         "GptOssForCausalLM+mxfp4", H100, "Triton kernel MoE is only supported when ep_size == 1",
+         exception="AssertionError"),
+    # on SM100 an MXFP4 checkpoint takes the FlashInfer branch before 0.5.5: the assert is not reached
+    Case("sglang.gpt_oss.triton_kernel_ep", "0.5.3", "--moe-runner-backend triton_kernel --ep-size 8",
+         "GptOssForCausalLM+mxfp4", B200),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "

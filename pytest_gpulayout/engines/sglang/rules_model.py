@@ -71,6 +71,7 @@ RULES: Mapping[str, str] = {
     "sglang.nemotron_h.no_triton": "--attention-backend triton with Nemotron-H (its first layer may not be "
                                    "attention)",
     "sglang.lfm2.no_triton": "--attention-backend triton with Lfm2 (its first layer may not be attention)",
+    "sglang.gpt_oss.triton_kernel_ep": "GPT-OSS with --moe-runner-backend triton_kernel and expert parallelism",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -89,6 +90,7 @@ BY_ARCH: Mapping[str, tuple[str, ...]] = {
     # L2470 and Puzzle, ``NEMOTRON_PUZZLE_SINCE``)
     "sglang.nemotron_h.no_triton": ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"),
     "sglang.lfm2.no_triton": ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"),
+    "sglang.gpt_oss.triton_kernel_ep": ("GptOssForCausalLM",),
 }
 #: the first release whose Nemotron-H branch takes ``NemotronHPuzzleForCausalLM`` (0.5.13 ``server_args.py:2470``;
 #: 0.5.12.post1 L2280 names NemotronH only, and its source names no Puzzle at all)
@@ -150,6 +152,12 @@ CHECKED_AS_GIVEN = ("gc_threshold", "pp_max_micro_batch_size", "disable_cuda_gra
 #: ``is_runai_obj_uri``: a name starting with one of these (0.5.10 - 0.5.23 ``utils/runai_utils.py``
 #: ``SUPPORTED_SCHEMES``, lowered)
 RUNAI_SCHEMES = ("s3://", "gs://", "az://")
+
+#: from 0.5.15 the GPT-OSS branch reads ``ep_size`` through the resolved view (``self._resolved().ep_size``,
+#: ``resolved_view(server_args).ep_size`` from 0.5.19), which may already hold what the all-to-all backend sets:
+#: with one on the line the size is not claimed. Before, the branch runs ahead of ``_handle_a2a_moe`` (0.5.8
+#: ``server_args.py:713`` / :731; 0.5.1 L432 / L570), which sets ``ep_size = tp_size`` for DeepEP: the line's size
+EP_RESOLVED_SINCE = Version("0.5.15")
 
 T = TypeVar("T")
 
@@ -247,7 +255,33 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     values["is_mps"] = False
     values["use_mlx"] = False
     values.update(_checked_values(args))
+    values.update(_gpt_oss_moe_values(args, model, layout, listed))
     return Frame(values, tuple(rules), tuple(notes))
+
+
+def _gpt_oss_moe_values(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version) -> dict[str, object]:
+    """What the GPT-OSS branch's triton_kernel assert reads: the MoE runner (``--moe-runner-backend``, or
+    ``triton_kernel`` for the deprecated ``--enable-triton-kernel-moe``, which ``__post_init__`` turns into it
+    first: 0.5.1 ``server_args.py:320-321``), the expert-parallel size as the branch sees it (the deprecated
+    ``--enable-ep-moe`` sets it to TP first, 0.5.1 L310-311; ``EP_RESOLVED_SINCE``) and whether the checkpoint is
+    MXFP4 (``quantization_config.quant_method == "mxfp4"``, 0.5.3 L756-759). Without the runner on the line it is
+    ``auto``, which the branch turns into triton_kernel only at ``ep_size == 1`` (0.5.3 L772-777, 0.5.8 L1311):
+    nothing to refuse."""
+    runner = args.get("moe_runner_backend", "auto") if args.is_set("moe_runner_backend") else "auto"
+    if args.is_set("enable_triton_kernel_moe") and args.get("enable_triton_kernel_moe"):
+        runner = "triton_kernel"
+    out: dict[str, object] = {"moe_runner_backend": runner,
+                              "is_mxfp4_quant_format": model.quantization is not None
+                              and model.quantization.method == "mxfp4"}
+    a2a = args.get("moe_a2a_backend")
+    if args.is_set("enable_ep_moe") and args.get("enable_ep_moe"):
+        out["ep_size"] = layout.tensor_parallel_size
+    elif listed < EP_RESOLVED_SINCE or a2a in (None, "none"):
+        # ``--ep-size`` is ``expert_parallel_size`` to the parser where it is also spelled ``--expert-parallel-size``
+        # (0.5.8 ``server_args.py:3756-3760``), copied to ``ep_size`` in ``from_cli_args`` (L4748)
+        given = [args.get(d) for d in ("ep_size", "expert_parallel_size") if args.is_set(d)]
+        out["ep_size"] = given[0] if given and given[0] is not None else 1
+    return out
 
 
 def _checked_values(args: ResolvedArgs) -> dict[str, object]:
