@@ -25,6 +25,7 @@ GPU_NAMES = {A100: "NVIDIA A100-SXM4-80GB", H100: "NVIDIA H100 80GB HBM3", B200:
              RTX5090: "NVIDIA GeForce RTX 5090"}
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"          # DeepseekV3ForCausalLM: MLA
 QWEN = "Qwen/Qwen3-8B"                        # Qwen3ForCausalLM: MHA
+V4 = "DeepseekV4ForCausalLM"
 
 
 def on(cc: Capability | None, tp: int = 8) -> Layout:
@@ -179,6 +180,35 @@ CASES = [
     # on SM100 an MXFP4 checkpoint takes the FlashInfer branch before 0.5.5: the assert is not reached
     Case("sglang.gpt_oss.triton_kernel_ep", "0.5.3", "--moe-runner-backend triton_kernel --ep-size 8",
          "GptOssForCausalLM+mxfp4", B200),
+    # -- DeepSeek-V4: its KV cache dtypes and the trtllm backend
+    Case("sglang.deepseek_v4.kv_cache_dtype", "0.5.13", "--kv-cache-dtype bfloat16", V4, H100,
+         "bfloat16 is not supported for DeepseekV4ForCausalLM", exception="AssertionError"),
+    Case("sglang.deepseek_v4.kv_cache_dtype", "0.5.14", "--kv-cache-dtype bfloat16", V4, H100),
+    Case("sglang.deepseek_v4.kv_cache_dtype", "0.5.13", "", V4, H100),               # auto: fp8_e4m3
+    Case("sglang.deepseek_v4.kv_cache_dtype", "0.5.23", "--kv-cache-dtype fp8_e5m2", V4, B200,
+         "fp8_e5m2 is not supported for DeepseekV4ForCausalLM", "sglang/srt/arg_groups/overrides.py:907",
+         "AssertionError"),
+    Case("sglang.deepseek_v4.kv_cache_dtype", "0.5.23", "--kv-cache-dtype fp8_e5m2", QWEN, B200),  # V4's only
+    Case("sglang.deepseek_v4.trtllm", "0.5.23", "--dsv4-attn-backend trtllm", V4, H100,
+         "--dsv4-attn-backend trtllm requires an SM100/SM103 (Blackwell) GPU.",
+         "sglang/srt/arg_groups/deepseek_v4_hook.py:104", "AssertionError"),
+    Case("sglang.deepseek_v4.trtllm", "0.5.23", "--dsv4-attn-backend trtllm", V4, B200),
+    Case("sglang.deepseek_v4.trtllm", "0.5.20", "--dsv4-attn-backend trtllm --kv-cache-dtype bfloat16", V4, B200,
+         "--dsv4-attn-backend trtllm requires kv_cache_dtype=fp8_e4m3, got bfloat16.", exception="AssertionError"),
+    Case("sglang.deepseek_v4.trtllm", "0.5.23", "--dsv4-attn-backend trtllm --chunked-prefill-size -1", V4, B200,
+         "--dsv4-attn-backend trtllm requires chunked prefill (--chunked-prefill-size > 0).",
+         exception="AssertionError"),
+    Case("sglang.deepseek_v4.trtllm", "0.5.23", "--dsv4-attn-backend trtllm --chunked-prefill-size 8192", V4, B200),
+    Case("sglang.deepseek_v4.trtllm", "0.5.22", "--dsv4-attn-backend trtllm --attn-cp-size 2", V4, B200,
+         "--dsv4-attn-backend trtllm does not support context parallelism", exception="AssertionError"),
+    # -- Mamba extra_buffer: refused by the model's branch in 0.5.7 - 0.5.8.post1
+    Case("sglang.mamba.extra_buffer", "0.5.8", "--mamba-scheduler-strategy extra_buffer", "NemotronHForCausalLM",
+         H100, "mamba extra_buffer is not supported for NemotronHForCausalLM model", exception="AssertionError"),
+    Case("sglang.mamba.extra_buffer", "0.5.7", "--mamba-scheduler-strategy extra_buffer", "FalconH1ForCausalLM",
+         H100, "mamba extra_buffer is not supported for FalconH1ForCausalLM model", exception="AssertionError"),
+    Case("sglang.mamba.extra_buffer", "0.5.8", "--mamba-scheduler-strategy no_buffer", "NemotronHForCausalLM", H100),
+    Case("sglang.mamba.extra_buffer", "0.5.9", "--mamba-scheduler-strategy extra_buffer", "NemotronHForCausalLM",
+         H100),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "
@@ -241,7 +271,8 @@ def test_every_rule_has_a_refused_and_an_accepted_case_on_two_releases() -> None
 def test_the_release_defaults_refuse_nothing_on_any_gpu() -> None:
     """No backend on the line: the release picks one its own checks take (trtllm_* only on SM100)."""
     for version in ("0.4.10.post2", "0.5.3", "0.5.8", "0.5.14", "0.5.18", "0.5.23"):
-        for name in (DEEPSEEK, QWEN, "GptOssForCausalLM", "Gemma4ForCausalLM", "Lfm2ForCausalLM"):
+        for name in (DEEPSEEK, QWEN, V4, "GptOssForCausalLM", "Gemma4ForCausalLM", "Lfm2ForCausalLM",
+                     "NemotronHForCausalLM"):
             for cc in (A100, H100, B200, RTX5090):
                 judged = judge(version, "", name, cc)
                 assert (judged.refusals, judged.not_judged) == ((), ()), (version, name, cc, judged)

@@ -72,6 +72,12 @@ RULES: Mapping[str, str] = {
                                    "attention)",
     "sglang.lfm2.no_triton": "--attention-backend triton with Lfm2 (its first layer may not be attention)",
     "sglang.gpt_oss.triton_kernel_ep": "GPT-OSS with --moe-runner-backend triton_kernel and expert parallelism",
+    "sglang.deepseek_v4.kv_cache_dtype": "DeepSeek-V4 with a --kv-cache-dtype the release does not serve it in",
+    "sglang.deepseek_v4.trtllm": "DeepSeek-V4 with --dsv4-attn-backend trtllm off SM100, or with what it does "
+                                 "not support (KV dtype, HiSparse, context parallelism, PD disaggregation, no "
+                                 "chunked prefill)",
+    "sglang.mamba.extra_buffer": "--mamba-scheduler-strategy extra_buffer with a hybrid model whose branch does "
+                                 "not take it (Nemotron-H, Falcon-H1, Jet-Nemotron; 0.5.7 - 0.5.8.post1)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -91,6 +97,14 @@ BY_ARCH: Mapping[str, tuple[str, ...]] = {
     "sglang.nemotron_h.no_triton": ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"),
     "sglang.lfm2.no_triton": ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM"),
     "sglang.gpt_oss.triton_kernel_ep": ("GptOssForCausalLM",),
+    # ``arg_groups/deepseek_v4_hook.py apply_deepseek_v4_defaults`` and ``arg_groups/overrides.py
+    # _deepseek_v4_kv_cache_dtype`` hold no architecture condition: the first is called for DeepseekV4ForCausalLM
+    # only (0.5.12 ``server_args.py:1777-1784``, 0.5.23 ``arg_groups/model_hook.py:259-265``), the second returns
+    # for any other (0.5.20 ``overrides.py:957``, 0.5.23 L898)
+    "sglang.deepseek_v4.kv_cache_dtype": ("DeepseekV4ForCausalLM",),
+    "sglang.deepseek_v4.trtllm": ("DeepseekV4ForCausalLM",),
+    "sglang.mamba.extra_buffer": ("NemotronHForCausalLM", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
+                                  "JetVLMForConditionalGeneration"),
 }
 #: the first release whose Nemotron-H branch takes ``NemotronHPuzzleForCausalLM`` (0.5.13 ``server_args.py:2470``;
 #: 0.5.12.post1 L2280 names NemotronH only, and its source names no Puzzle at all)
@@ -256,7 +270,37 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     values["use_mlx"] = False
     values.update(_checked_values(args))
     values.update(_gpt_oss_moe_values(args, model, layout, listed))
+    if arch == "DeepseekV4ForCausalLM":
+        values.update(_deepseek_v4_values(args, kv, layout, listed))
+    if "mamba_scheduler_strategy" in args.values:
+        # ``enable_mamba_extra_buffer()``: ``mamba_scheduler_strategy == "extra_buffer"`` (0.5.8 L4794-4795), its
+        # ``auto`` made ``no_buffer`` first (0.5.7 ``server_args.py:765-769``)
+        values["enable_mamba_extra_buffer"] = args.get("mamba_scheduler_strategy") == "extra_buffer"
     return Frame(values, tuple(rules), tuple(notes))
+
+
+def _deepseek_v4_values(args: ResolvedArgs, kv: object, layout: Layout, listed: Version) -> dict[str, object]:
+    """What DeepSeek-V4's defaults read: the KV cache dtype after its default (``auto`` is ``fp8_e4m3`` on CUDA:
+    0.5.12 ``deepseek_v4_hook.py:27-28``, 0.5.23 ``overrides.py:902-904``, before the trtllm checks read it:
+    0.5.23 ``deepseek_v4_hook.py:83`` / :101), ``--dsv4-attn-backend`` (whose ``auto`` the release resolves to
+    flashmla or flashmla_mega, never trtllm: 0.5.23 ``deepseek_v4_hook.py:45-60``), ``--enable-hisparse`` and
+    ``--chunked-prefill-size``: the line's, else the GPU-memory default, which the memory hook sets before the
+    model's (0.5.20 ``arg_groups/pipeline.py:205`` / :212, 0.5.23 L218 / L225; ``engine.chunk_and_graph_defaults``:
+    positive in every tier) and which is not claimed where the GPU's memory is unknown. A dtype the default pass
+    refuses (``sglang.deepseek_v4.kv_cache_dtype``) is refused there first."""
+    from pytest_gpulayout.engines.sglang.engine import chunk_and_graph_defaults  # engine imports the checks
+
+    resolved = "fp8_e4m3" if kv == "auto" else kv
+    out: dict[str, object] = {"kv_cache_dtype": resolved}
+    for dest in ("dsv4_attn_backend", "enable_hisparse"):
+        if dest in args.values:
+            out[dest] = args.get(dest)
+    if args.is_set("chunked_prefill_size"):
+        out["chunked_prefill_size"] = args.get("chunked_prefill_size")
+    elif layout.gpu_total_mib is not None:
+        out["chunked_prefill_size"] = chunk_and_graph_defaults(listed, layout.gpu_total_mib,
+                                                               layout.tensor_parallel_size)[0]
+    return out
 
 
 def _gpt_oss_moe_values(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version) -> dict[str, object]:
