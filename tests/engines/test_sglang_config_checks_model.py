@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -26,6 +27,7 @@ GPU_NAMES = {A100: "NVIDIA A100-SXM4-80GB", H100: "NVIDIA H100 80GB HBM3", B200:
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"          # DeepseekV3ForCausalLM: MLA
 QWEN = "Qwen/Qwen3-8B"                        # Qwen3ForCausalLM: MHA
 V4 = "DeepseekV4ForCausalLM"
+HYBRID = str(Path(__file__).resolve().parent.parent / "data" / "models" / "qwen3-next-80b-a3b-instruct")
 
 
 def on(cc: Capability | None, tp: int = 8) -> Layout:
@@ -35,7 +37,7 @@ def on(cc: Capability | None, tp: int = 8) -> Layout:
 def model(name: str) -> ModelSpec:
     """A catalog model, or one of the families below as the model-specific branches see it: they read the
     architecture only (``hf_config.architectures[0]``), so the shape is Qwen3-8B's."""
-    if name in (DEEPSEEK, QWEN):
+    if "/" in name:                               # a catalog id or a local model folder
         return load_model(name)
     arch, _, quant = name.partition("+")          # "GptOssForCausalLM+mxfp4": its checkpoint's MXFP4 experts
     spec = replace(load_model(QWEN), architectures=(arch,))
@@ -209,6 +211,19 @@ CASES = [
     Case("sglang.mamba.extra_buffer", "0.5.8", "--mamba-scheduler-strategy no_buffer", "NemotronHForCausalLM", H100),
     Case("sglang.mamba.extra_buffer", "0.5.9", "--mamba-scheduler-strategy extra_buffer", "NemotronHForCausalLM",
          H100),
+    # -- linear attention's decode backend (read for every model)
+    Case("sglang.linear_attn.decode_backend", "0.5.23", "--linear-attn-decode-backend flashinfer", HYBRID, B200,
+         "--linear-attn-decode-backend flashinfer on SM100+ requires --mamba-ssm-dtype bfloat16, got None",
+         "sglang/srt/arg_groups/attention_hook.py:341"),
+    Case("sglang.linear_attn.decode_backend", "0.5.23", "--linear-attn-decode-backend flashinfer --mamba-ssm-dtype "
+         "bfloat16", HYBRID, B200),
+    Case("sglang.linear_attn.decode_backend", "0.5.23", "--linear-attn-decode-backend flashinfer", HYBRID, H100),
+    Case("sglang.linear_attn.decode_backend", "0.5.10", "--linear-attn-backend flashinfer --mamba-ssm-dtype float32",
+         HYBRID, B200, "--linear-attn-decode-backend flashinfer on SM100+ requires --mamba-ssm-dtype bfloat16, got "
+         "'float32'"),
+    Case("sglang.linear_attn.decode_backend", "0.5.15", "--linear-attn-decode-backend flashkda", HYBRID, H100,
+         "--linear-attn-decode-backend flashkda is not supported: FlashKDA is prefill-only."),
+    Case("sglang.linear_attn.decode_backend", "0.5.15", "--linear-attn-prefill-backend flashkda", HYBRID, H100),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "
@@ -319,8 +334,6 @@ def test_the_backend_lists_are_the_ledgers_releases() -> None:
 def test_gpulayout_check_fails_trtllm_mha_on_ampere(capsys: pytest.CaptureFixture[str]) -> None:
     """Through the front door, in the release's words: TRT-LLM MHA on A100s is refused, on H100s it passes the
     config check (SM90 runs it from 0.5.10)."""
-    from pathlib import Path
-
     from pytest_gpulayout.cli import main
 
     qwen = Path(__file__).resolve().parent.parent / "data" / "models" / "qwen3-14b"

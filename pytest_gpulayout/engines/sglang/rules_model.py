@@ -78,6 +78,8 @@ RULES: Mapping[str, str] = {
                                  "chunked prefill)",
     "sglang.mamba.extra_buffer": "--mamba-scheduler-strategy extra_buffer with a hybrid model whose branch does "
                                  "not take it (Nemotron-H, Falcon-H1, Jet-Nemotron; 0.5.7 - 0.5.8.post1)",
+    "sglang.linear_attn.decode_backend": "--linear-attn-decode-backend flashkda (prefill only), or FlashInfer "
+                                         "linear-attention decode on SM100+ without --mamba-ssm-dtype bfloat16",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -166,6 +168,9 @@ CHECKED_AS_GIVEN = ("gc_threshold", "pp_max_micro_batch_size", "disable_cuda_gra
 #: ``is_runai_obj_uri``: a name starting with one of these (0.5.10 - 0.5.23 ``utils/runai_utils.py``
 #: ``SUPPORTED_SCHEMES``, lowered)
 RUNAI_SCHEMES = ("s3://", "gs://", "az://")
+
+#: the GPU's major as ``torch.cuda.get_device_capability()[0]`` reads it (the linear-attention checks)
+CAPABILITY_MAJOR = "torch.cuda.get_device_capability()[0]"
 
 #: from 0.5.15 the GPT-OSS branch reads ``ep_size`` through the resolved view (``self._resolved().ep_size``,
 #: ``resolved_view(server_args).ep_size`` from 0.5.19), which may already hold what the all-to-all backend sets:
@@ -272,6 +277,8 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     values.update(_gpt_oss_moe_values(args, model, layout, listed))
     if arch == "DeepseekV4ForCausalLM":
         values.update(_deepseek_v4_values(args, kv, layout, listed))
+    if "linear_attn_backend" in args.values:
+        values.update(_linear_attn_values(args, layout))
     if "mamba_scheduler_strategy" in args.values:
         # ``enable_mamba_extra_buffer()``: ``mamba_scheduler_strategy == "extra_buffer"`` (0.5.8 L4794-4795), its
         # ``auto`` made ``no_buffer`` first (0.5.7 ``server_args.py:765-769``)
@@ -337,4 +344,24 @@ def _checked_values(args: ResolvedArgs) -> dict[str, object]:
     if isinstance(served, str):
         out["served_model_name"] = served
         out["is_runai_obj_uri"] = served.lower().startswith(RUNAI_SCHEMES)
+    return out
+
+
+def _linear_attn_values(args: ResolvedArgs, layout: Layout) -> dict[str, object]:
+    """What ``_handle_linear_attn_backend`` reads (every model: 0.5.10 ``server_args.py:2583-2598``, 0.5.15 L2725,
+    0.5.23 ``arg_groups/pipeline.py:253`` / ``attention_hook.py:281-345``): ``decode`` is
+    ``--linear-attn-decode-backend`` or ``--linear-attn-backend`` (L2587; 0.5.23 L310). From 0.5.14 an unset
+    decode backend becomes flashinfer on SM100 only when ``--mamba-ssm-dtype bfloat16`` is given (0.5.23
+    L289-303), which the check then takes: judged as the base backend, the same verdict. ``--mamba-ssm-dtype`` is
+    the line's, None when not given (nothing sets it before the check: it is read from the model's config later,
+    0.5.14 ``server_args.py:1720-1726``), and None is not bfloat16 to the check."""
+    decode_given = args.get("linear_attn_decode_backend") if args.is_set("linear_attn_decode_backend") else None
+    out: dict[str, object] = {
+        "linear_attn_decode_backend": decode_given,
+        "decode": decode_given or args.get("linear_attn_backend"),
+        "mamba_ssm_dtype": args.get("mamba_ssm_dtype") if args.is_set("mamba_ssm_dtype") else None,
+        "is_available": True,            # torch.cuda.is_available(): a CUDA GPU
+    }
+    if layout.compute_capability is not None:
+        out[CAPABILITY_MAJOR] = layout.compute_capability[0]
     return out
