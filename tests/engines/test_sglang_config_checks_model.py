@@ -307,6 +307,10 @@ def test_a_kv_dtype_against_the_backend_sglang_picks_on_blackwell_is_not_judged(
     assert any("--kv-cache-dtype fp8_e5m2" in n for n in judged.not_judged), judged
     hopper = judge("0.5.8", "--kv-cache-dtype fp8_e5m2", DEEPSEEK, H100)     # no MLA backend picked there
     assert (hopper.refusals, hopper.not_judged) == ((), ())
+    mha = judge("0.5.8", "--kv-cache-dtype fp8_e5m2", QWEN, B200)            # nor for an MHA model
+    assert (mha.refusals, mha.not_judged) == ((), ())
+    fp8 = judge("0.5.8", "--kv-cache-dtype fp8_e4m3", DEEPSEEK, B200)        # a dtype every MLA list takes
+    assert (fp8.refusals, fp8.not_judged) == ((), ())
 
 
 def test_a_split_flag_alone_leaves_the_model_lists_unjudged_and_says_so() -> None:

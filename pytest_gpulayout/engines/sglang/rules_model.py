@@ -28,9 +28,9 @@ What the frame resolves, and why that is what the release reads:
   branches first: DeepSeek's trtllm_mla under ``is_sm100_supported()`` 0.5.8 L1201-1210, GPT-OSS's
   trtllm_mha / fa3 / triton L1259-1265) and picks only backends its GPU checks accept (trtllm_* under
   ``is_sm100_supported()``): unset is judged as None, which those checks refuse no more than the pick. The MLA
-  KV dtype checks are an exception: on a Blackwell GPU the pick may be trtllm_mla / tokenspeed_mla, whose dtype
-  lists differ, so with a ``--kv-cache-dtype`` other than ``auto`` and no backend on the line the entry is not
-  judged. Kimi-K3 with DCP rewrites backends the line gives (0.5.19 ``model_overrides/kimi_k3.py:78-105``) and
+  KV dtype checks are an exception: on a Blackwell GPU an MLA model's pick may be trtllm_mla, whose dtype lists
+  differ by release, so with a ``--kv-cache-dtype`` other than ``auto`` / ``fp8_e4m3`` and no backend on the
+  line the entry is not judged. Kimi-K3 with DCP rewrites backends the line gives (0.5.19 ``model_overrides/kimi_k3.py:78-105``) and
   DeepSeek-V4 keeps its own (``model_overrides/deepseek_v4.py``): for those models no backend is claimed;
 - ``prefill_backend`` / ``decode_backend`` (``get_attention_backends()`` 0.5.8 L4768-4779, 0.5.23
   ``model_override_base.py:138-151 attention_backends_of``): the split flag, else ``attention_backend``;
@@ -147,10 +147,10 @@ _OWN_BACKENDS = ("KimiK3ForConditionalGeneration", "DeepseekV4ForCausalLM")
 #: ``index_topk`` indexer) and DeepSeek-V4
 _OWN_KV_DTYPE = ("DeepseekV4ForCausalLM",)
 #: ``--kv-cache-dtype`` values every MLA backend list of every release takes (TRT-LLM MLA ``['fp8_e4m3', 'auto']``
-#: 0.5.3 ``server_args.py:910``; CuteDSL ``['fp8_e4m3', 'bf16', 'bfloat16', 'auto']``), tokenspeed MLA's
-#: ``['fp8_e4m3']`` aside, which Kimi-K3 pairs with ``kv_cache_dtype="fp8_e4m3"`` where it picks it (0.5.19
+#: 0.5.3 ``server_args.py:910``; CuteDSL ``['fp8_e4m3', 'bf16', 'bfloat16', 'auto']``; tokenspeed MLA's
+#: ``['fp8_e4m3']``, which only Kimi-K3 picks, with ``kv_cache_dtype="fp8_e4m3"``: 0.5.19
 #: ``model_overrides/kimi_k3.py:96-102``)
-_KV_ANY_MLA = frozenset({"auto"})
+_KV_ANY_MLA = frozenset({"auto", "fp8_e4m3"})
 
 #: the module constants the 0.5.11 - 0.5.14 model ``elif`` chain names its branches by (the same in each:
 #: 0.5.11 ``server_args.py:80-87``, 0.5.14 L107-114)
@@ -247,8 +247,9 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
         attn = given["attention_backend"]
         values["prefill_backend"] = values["prefill_attn_backend"] = given["prefill_attention_backend"] or attn
         values["decode_backend"] = values["decode_attn_backend"] = given["decode_attention_backend"] or attn
-        if not any_given and blackwell_class and kv not in _KV_ANY_MLA:
-            # the release's own pick on a Blackwell GPU may be an MLA backend whose dtype list this dtype is not in
+        if not any_given and blackwell_class and model.is_mla and kv not in _KV_ANY_MLA:
+            # the release's own pick for an MLA model on a Blackwell GPU may be an MLA backend (DeepSeek's
+            # trtllm_mla) whose dtype list this dtype is not in; an MHA model is given none
             rules.remove("sglang.attention.mla_kv_cache_dtype")
             notes.append(f"{arch}: --kv-cache-dtype {kv} against the attention backend SGLang picks on this GPU "
                          "(none given) is not judged")
