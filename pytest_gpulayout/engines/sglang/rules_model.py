@@ -30,8 +30,9 @@ What the frame resolves, and why that is what the release reads:
   ``is_sm100_supported()``): unset is judged as None, which those checks refuse no more than the pick. The MLA
   KV dtype checks are an exception: on a Blackwell GPU an MLA model's pick may be trtllm_mla, whose dtype lists
   differ by release, so with a ``--kv-cache-dtype`` other than ``auto`` / ``fp8_e4m3`` and no backend on the
-  line the entry is not judged. Kimi-K3 with DCP rewrites backends the line gives (0.5.19 ``model_overrides/kimi_k3.py:78-105``) and
-  DeepSeek-V4 keeps its own (``model_overrides/deepseek_v4.py``): for those models no backend is claimed;
+  line the entry is not judged. Kimi-K3 with DCP rewrites backends the line gives (0.5.19
+  ``model_overrides/kimi_k3.py:78-105``) and DeepSeek-V4 keeps its own (``model_overrides/deepseek_v4.py``): for
+  those models no backend is claimed;
 - ``prefill_backend`` / ``decode_backend`` (``get_attention_backends()`` 0.5.8 L4768-4779, 0.5.23
   ``model_override_base.py:138-151 attention_backends_of``): the split flag, else ``attention_backend``;
 - ``--kv-cache-dtype``: the line's, else ``auto``. DeepSeek's sparse-attention (DSA / NSA) models and
