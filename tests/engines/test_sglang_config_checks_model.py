@@ -27,6 +27,7 @@ GPU_NAMES = {A100: "NVIDIA A100-SXM4-80GB", H100: "NVIDIA H100 80GB HBM3", B200:
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"          # DeepseekV3ForCausalLM: MLA
 QWEN = "Qwen/Qwen3-8B"                        # Qwen3ForCausalLM: MHA
 V4 = "DeepseekV4ForCausalLM"
+EXAONE = "Exaone4ForCausalLM+swp=LLLG"
 HYBRID = str(Path(__file__).resolve().parent.parent / "data" / "models" / "qwen3-next-80b-a3b-instruct")
 
 
@@ -39,9 +40,14 @@ def model(name: str) -> ModelSpec:
     architecture only (``hf_config.architectures[0]``), so the shape is Qwen3-8B's."""
     if "/" in name:                               # a catalog id or a local model folder
         return load_model(name)
-    arch, _, quant = name.partition("+")          # "GptOssForCausalLM+mxfp4": its checkpoint's MXFP4 experts
+    arch, _, extra = name.partition("+")          # "GptOssForCausalLM+mxfp4": its checkpoint's MXFP4 experts
     spec = replace(load_model(QWEN), architectures=(arch,))
-    return replace(spec, quantization=Quantization("mxfp4", 4.25, group_size=32, targets="experts")) if quant else spec
+    if extra == "mxfp4":
+        return replace(spec, quantization=Quantization("mxfp4", 4.25, group_size=32, targets="experts"))
+    if extra.startswith("swp="):                  # "Exaone4ForCausalLM+swp=LLLG": config.json sliding_window_pattern
+        pattern = extra.removeprefix("swp=")
+        return replace(spec, config_json=json.dumps({"sliding_window_pattern": None if pattern == "null" else pattern}))
+    return spec
 
 
 def judge(version: str, words: str, name: str, cc: Capability | None) -> Judged:
@@ -224,6 +230,19 @@ CASES = [
     Case("sglang.linear_attn.decode_backend", "0.5.15", "--linear-attn-decode-backend flashkda", HYBRID, H100,
          "--linear-attn-decode-backend flashkda is not supported: FlashKDA is prefill-only."),
     Case("sglang.linear_attn.decode_backend", "0.5.15", "--linear-attn-prefill-backend flashkda", HYBRID, H100),
+    # -- EXAONE 4 with sliding-window layers: none given is refused until the override picks one (0.5.22)
+    Case("sglang.exaone4.attention_backend", "0.5.21", "", EXAONE, H100,
+         "One of the attention backends in ['fa3', 'triton', 'trtllm_mha'] is required for Exaone4ForCausalLM, but "
+         "got None", exception="AssertionError"),
+    Case("sglang.exaone4.attention_backend", "0.5.9", "", EXAONE, H100,
+         "is required for Exaone4ForCausalLM, but got None", "sglang/srt/server_args.py:1496", "AssertionError"),
+    Case("sglang.exaone4.attention_backend", "0.5.21", "--attention-backend fa3", EXAONE, H100),
+    Case("sglang.exaone4.attention_backend", "0.5.22", "", EXAONE, H100),
+    Case("sglang.exaone4.attention_backend", "0.5.22", "", EXAONE, B200),
+    Case("sglang.exaone4.attention_backend", "0.5.23", "--attention-backend flashinfer", EXAONE, H100,
+         "is required for Exaone4ForCausalLM, but got flashinfer", "sglang/srt/arg_groups/model_hook.py:679",
+         "AssertionError"),
+    Case("sglang.exaone4.attention_backend", "0.5.21", "", "Exaone4ForCausalLM+swp=null", H100),  # no sliding window
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "
@@ -317,6 +336,13 @@ def test_a_split_flag_alone_leaves_the_model_lists_unjudged_and_says_so() -> Non
     judged = judge("0.5.23", "--decode-attention-backend fa3", "GptOssForCausalLM", H100)
     assert not [r for r in judged.refusals if r.rule == "sglang.gpt_oss.attention_backend"]
     assert any("leaves unset is not resolved" in n for n in judged.not_judged), judged
+
+
+def test_a_sliding_window_pattern_the_config_does_not_write_is_not_claimed() -> None:
+    judged = judge("0.5.21", "", "Exaone4ForCausalLM", H100)
+    assert not judged.refusals
+    assert any("sglang.exaone4.attention_backend" in n and "sliding_window_pattern" in n
+               for n in judged.not_judged), judged
 
 
 def test_models_that_set_their_own_backends_are_not_claimed() -> None:

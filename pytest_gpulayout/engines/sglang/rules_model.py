@@ -50,6 +50,7 @@ What the frame resolves, and why that is what the release reads:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -81,6 +82,8 @@ RULES: Mapping[str, str] = {
                                  "not take it (Nemotron-H, Falcon-H1, Jet-Nemotron; 0.5.7 - 0.5.8.post1)",
     "sglang.linear_attn.decode_backend": "--linear-attn-decode-backend flashkda (prefill only), or FlashInfer "
                                          "linear-attention decode on SM100+ without --mamba-ssm-dtype bfloat16",
+    "sglang.exaone4.attention_backend": "EXAONE 4 with sliding-window layers and an attention backend other than "
+                                        "fa3 / triton / trtllm_mha (none given: refused before 0.5.22)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -106,6 +109,7 @@ BY_ARCH: Mapping[str, tuple[str, ...]] = {
     # for any other (0.5.20 ``overrides.py:957``, 0.5.23 L898)
     "sglang.deepseek_v4.kv_cache_dtype": ("DeepseekV4ForCausalLM",),
     "sglang.deepseek_v4.trtllm": ("DeepseekV4ForCausalLM",),
+    "sglang.exaone4.attention_backend": ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"),
     "sglang.mamba.extra_buffer": ("NemotronHForCausalLM", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
                                   "JetVLMForConditionalGeneration"),
 }
@@ -169,6 +173,15 @@ CHECKED_AS_GIVEN = ("gc_threshold", "pp_max_micro_batch_size", "disable_cuda_gra
 #: ``is_runai_obj_uri``: a name starting with one of these (0.5.10 - 0.5.23 ``utils/runai_utils.py``
 #: ``SUPPORTED_SCHEMES``, lowered)
 RUNAI_SCHEMES = ("s3://", "gs://", "az://")
+
+#: ``accepted_backends`` of the EXAONE 4 branch, the same in every release that has it (0.5.9 ``server_args.py:1495``,
+#: 0.5.15 L4155, 0.5.23 ``arg_groups/model_hook.py:677``)
+EXAONE_BACKENDS = ["fa3", "triton", "trtllm_mha"]
+#: the first release whose EXAONE override picks a backend where none is given (0.5.22
+#: ``model_overrides/exaone.py:16-29``: trtllm_mha on SM100, fa3 from SM80, else triton); before, the branch
+#: reads the unset backend, None, and refuses it (0.5.9 ``server_args.py:1488-1498``; 0.5.19 - 0.5.21 read
+#: ``resolved_view(...).attention_backend``, which answers the line's value until a resolver claims it)
+EXAONE_PICKS_SINCE = Version("0.5.22")
 
 #: the GPU's major as ``torch.cuda.get_device_capability()[0]`` reads it (the linear-attention checks)
 CAPABILITY_MAJOR = "torch.cuda.get_device_capability()[0]"
@@ -271,8 +284,10 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     if listed_gpt is not None:
         values["supported_backends"] = listed_gpt
     listed_gemma = _by_release(GEMMA4_BACKENDS, listed)
-    if listed_gemma is not None:
+    if listed_gemma is not None and arch in BY_ARCH["sglang.gemma4.attention_backend"]:
         values["accepted_backends"] = listed_gemma
+    if "sglang.exaone4.attention_backend" in rules:
+        values.update(_exaone_values(model, layout, listed, given["attention_backend"]))
     values["is_mps"] = False
     values["use_mlx"] = False
     values.update(_checked_values(args))
@@ -366,4 +381,26 @@ def _linear_attn_values(args: ResolvedArgs, layout: Layout) -> dict[str, object]
     }
     if layout.compute_capability is not None:
         out[CAPABILITY_MAJOR] = layout.compute_capability[0]
+    return out
+
+
+def _exaone_values(model: ModelSpec, layout: Layout, listed: Version, given: object) -> dict[str, object]:
+    """What the EXAONE 4 branch reads: ``hf_config.sliding_window_pattern`` as the checkpoint's ``config.json``
+    writes it (absent: not claimed, the config class may default it), its backend list, and the backend: the
+    line's, else None before ``EXAONE_PICKS_SINCE`` and the override's pick from it (None where the GPU is
+    unknown)."""
+    out: dict[str, object] = {"accepted_backends": EXAONE_BACKENDS}
+    try:
+        config = json.loads(model.config_json) if model.config_json else {}
+    except ValueError:
+        config = {}
+    if isinstance(config, dict) and "sliding_window_pattern" in config:
+        out["hf_config.sliding_window_pattern"] = config["sliding_window_pattern"]
+    backend = given
+    if backend is None and listed >= EXAONE_PICKS_SINCE:
+        cc = layout.compute_capability
+        backend = None if cc is None else "trtllm_mha" if cc[0] == 10 else "fa3" if cc >= (8, 0) else "triton"
+        if backend is None:
+            return {k: v for k, v in out.items() if k != "accepted_backends"}
+    out["attention_backend"] = backend
     return out
