@@ -243,6 +243,23 @@ CASES = [
          "is required for Exaone4ForCausalLM, but got flashinfer", "sglang/srt/arg_groups/model_hook.py:679",
          "AssertionError"),
     Case("sglang.exaone4.attention_backend", "0.5.21", "", "Exaone4ForCausalLM+swp=null", H100),  # no sliding window
+    # -- FlashInfer MoE runners' quantization and EP size (0.4.8 - 0.5.2)
+    Case("sglang.moe_runner.flashinfer", "0.5.2", "--moe-runner-backend flashinfer_cutlass", DEEPSEEK, B200,
+         "modelopt_fp4 quantization is required for Flashinfer MOE", "sglang/srt/server_args.py:653",
+         "AssertionError"),
+    Case("sglang.moe_runner.flashinfer", "0.5.2", "--moe-runner-backend flashinfer_cutlass --quantization "
+         "modelopt_fp4", DEEPSEEK, B200),
+    Case("sglang.moe_runner.flashinfer", "0.5.2", "--moe-runner-backend flashinfer_cutlass --quantization "
+         "modelopt_fp4 --ep-size 2", DEEPSEEK, B200,
+         "The expert parallel size must be 1 or the same as the tensor parallel size", exception="AssertionError"),
+    Case("sglang.moe_runner.flashinfer", "0.5.2", "--enable-flashinfer-trtllm-moe --quantization fp8", DEEPSEEK, B200),
+    Case("sglang.moe_runner.flashinfer", "0.5.2", "--enable-flashinfer-trtllm-moe", DEEPSEEK, B200,
+         "modelopt_fp4 quantization is required for Flashinfer TRTLLM MoE", exception="AssertionError"),
+    Case("sglang.moe_runner.flashinfer", "0.4.9.post3", "--enable-flashinfer-moe", DEEPSEEK, B200,
+         "modelopt_fp4 quantization is required for Flashinfer MOE", exception="AssertionError"),
+    Case("sglang.moe_runner.flashinfer", "0.4.10", "--enable-flashinfer-trtllm-moe", DEEPSEEK, B200,
+         "EP MoE is required for Flashinfer TRTLLM MOE", exception="AssertionError"),
+    Case("sglang.moe_runner.flashinfer", "0.4.10", "--enable-flashinfer-trtllm-moe --enable-ep-moe", DEEPSEEK, B200),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "

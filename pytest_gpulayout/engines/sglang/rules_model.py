@@ -84,6 +84,8 @@ RULES: Mapping[str, str] = {
                                          "linear-attention decode on SM100+ without --mamba-ssm-dtype bfloat16",
     "sglang.exaone4.attention_backend": "EXAONE 4 with sliding-window layers and an attention backend other than "
                                         "fa3 / triton / trtllm_mha (none given: refused before 0.5.22)",
+    "sglang.moe_runner.flashinfer": "a FlashInfer MoE runner without the quantization (modelopt_fp4 / fp8) or the "
+                                    "expert-parallel size it needs (0.4.8 - 0.5.2)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -182,6 +184,17 @@ EXAONE_BACKENDS = ["fa3", "triton", "trtllm_mha"]
 #: reads the unset backend, None, and refuses it (0.5.9 ``server_args.py:1488-1498``; 0.5.19 - 0.5.21 read
 #: ``resolved_view(...).attention_backend``, which answers the line's value until a resolver claims it)
 EXAONE_PICKS_SINCE = Version("0.5.22")
+
+#: the deprecated runner flags ``__post_init__`` turns into ``--moe-runner-backend`` before any check reads it, in
+#: the order it does (0.5.1 ``server_args.py:320-334``, 0.5.2 L417-434)
+_DEPRECATED_RUNNER_FLAGS = (("enable_triton_kernel_moe", "triton_kernel"),
+                            ("enable_flashinfer_cutlass_moe", "flashinfer_cutlass"),
+                            ("enable_flashinfer_trtllm_moe", "flashinfer_trtllm"),
+                            ("enable_flashinfer_mxfp4_moe", "flashinfer_mxfp4"))
+#: the MoE flags the 0.4.8 - 0.4.10.post2 checks read as given (0.4.9.post3 ``server_args.py:274-277``, 0.4.10.post2
+#: L473-482); ``--enable-ep-moe`` also sets ``ep_size`` to TP first (L286-287)
+_FLASHINFER_MOE_FLAGS = ("enable_flashinfer_moe", "enable_flashinfer_cutlass_moe", "enable_flashinfer_trtllm_moe",
+                         "enable_ep_moe")
 
 #: the GPU's major as ``torch.cuda.get_device_capability()[0]`` reads it (the linear-attention checks)
 CAPABILITY_MAJOR = "torch.cuda.get_device_capability()[0]"
@@ -336,11 +349,19 @@ def _gpt_oss_moe_values(args: ResolvedArgs, model: ModelSpec, layout: Layout, li
     ``auto``, which the branch turns into triton_kernel only at ``ep_size == 1`` (0.5.3 L772-777, 0.5.8 L1311):
     nothing to refuse."""
     runner = args.get("moe_runner_backend", "auto") if args.is_set("moe_runner_backend") else "auto"
-    if args.is_set("enable_triton_kernel_moe") and args.get("enable_triton_kernel_moe"):
-        runner = "triton_kernel"
+    if "moe_runner_backend" in args.values:
+        for flag, backend in _DEPRECATED_RUNNER_FLAGS:
+            if args.is_set(flag) and args.get(flag):
+                runner = backend
     out: dict[str, object] = {"moe_runner_backend": runner,
                               "is_mxfp4_quant_format": model.quantization is not None
-                              and model.quantization.method == "mxfp4"}
+                              and model.quantization.method == "mxfp4",
+                              # ``--quantization`` as given: ``__post_init__`` sets it only for GGUF (0.5.2
+                              # ``server_args.py:801``) after these checks
+                              "quantization": args.get("quantization") if args.is_set("quantization") else None}
+    for flag in _FLASHINFER_MOE_FLAGS:
+        if flag in args.values:
+            out[flag] = bool(args.get(flag))
     a2a = args.get("moe_a2a_backend")
     if args.is_set("enable_ep_moe") and args.get("enable_ep_moe"):
         out["ep_size"] = layout.tensor_parallel_size
