@@ -130,6 +130,12 @@ CASES = [
     Case("sglang.attention.phase_only", "0.5.8", "--attention-backend fa4", QWEN, B200),   # check removed
     Case("sglang.attention.phase_only", "0.5.13", "--prefill-attention-backend cutedsl_mla", DEEPSEEK, B200,
          "CuteDSL MLA only supports decoding for now", exception="AssertionError"),
+    Case("sglang.attention.phase_only", "0.5.14", "--attention-backend intel_xpu", DEEPSEEK, H100,
+         "intel_xpu backend is only supported on decode for MLA models", "sglang/srt/server_args.py:4689"),
+    Case("sglang.attention.phase_only", "0.5.19", "--prefill-attention-backend intel_xpu", DEEPSEEK, H100,
+         "intel_xpu backend is only supported on decode for MLA models"),
+    Case("sglang.attention.phase_only", "0.5.14", "--attention-backend intel_xpu", QWEN, H100),   # MHA
+    Case("sglang.attention.phase_only", "0.5.14", "--decode-attention-backend intel_xpu", DEEPSEEK, H100),
     # -- GPT-OSS: the release's list
     Case("sglang.gpt_oss.attention_backend", "0.5.23", "--attention-backend flashinfer", "GptOssForCausalLM", H100,
          "GptOssForCausalLM requires one of ['triton', 'trtllm_mha', 'fa3', 'fa4', 'ascend', 'intel_amx', "

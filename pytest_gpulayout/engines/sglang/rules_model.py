@@ -66,8 +66,9 @@ RULES: Mapping[str, str] = {
                                  "does not run",
     "sglang.attention.mla_kv_cache_dtype": "a --kv-cache-dtype the TRT-LLM / tokenspeed / CuteDSL MLA backend does "
                                            "not take",
-    "sglang.attention.phase_only": "FA4 for decode (prefill only, 0.5.4 - 0.5.7) or CuteDSL MLA for prefill "
-                                   "(decode only, 0.5.13 - 0.5.14)",
+    "sglang.attention.phase_only": "FA4 for decode (prefill only, 0.5.4 - 0.5.7), CuteDSL MLA for prefill "
+                                   "(decode only, 0.5.13 - 0.5.14) or intel_xpu for an MLA model's prefill "
+                                   "(0.5.11 - 0.5.19)",
     "sglang.gpt_oss.attention_backend": "GPT-OSS with an attention backend the release does not list for it",
     "sglang.gemma4.attention_backend": "Gemma 4 with an attention backend the release does not list for it",
     "sglang.nemotron_h.no_triton": "--attention-backend triton with Nemotron-H (its first layer may not be "
@@ -303,6 +304,8 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
         values.update(_exaone_values(model, layout, listed, given["attention_backend"]))
     values["is_mps"] = False
     values["use_mlx"] = False
+    # ``use_mla_backend()``: the model caches one latent per token (0.5.14 ``server_args.py:4688``)
+    values["use_mla_backend"] = model.is_mla
     values.update(_checked_values(args))
     values.update(_gpt_oss_moe_values(args, model, layout, listed))
     if arch == "DeepseekV4ForCausalLM":
