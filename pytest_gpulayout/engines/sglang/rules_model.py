@@ -87,6 +87,8 @@ RULES: Mapping[str, str] = {
                                         "fa3 / triton / trtllm_mha (none given: refused before 0.5.22)",
     "sglang.moe_runner.flashinfer": "a FlashInfer MoE runner without the quantization (modelopt_fp4 / fp8) or the "
                                     "expert-parallel size it needs (0.4.8 - 0.5.2)",
+    "sglang.moss_vl.prefill_backend": "Moss-VL with a prefill attention backend other than flashinfer "
+                                      "(0.5.11 - 0.5.14)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -113,6 +115,7 @@ BY_ARCH: Mapping[str, tuple[str, ...]] = {
     "sglang.deepseek_v4.kv_cache_dtype": ("DeepseekV4ForCausalLM",),
     "sglang.deepseek_v4.trtllm": ("DeepseekV4ForCausalLM",),
     "sglang.exaone4.attention_backend": ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM"),
+    "sglang.moss_vl.prefill_backend": ("MossVLForConditionalGeneration",),
     "sglang.mamba.extra_buffer": ("NemotronHForCausalLM", "FalconH1ForCausalLM", "JetNemotronForCausalLM",
                                   "JetVLMForConditionalGeneration"),
 }
@@ -300,6 +303,10 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     listed_gemma = _by_release(GEMMA4_BACKENDS, listed)
     if listed_gemma is not None and arch in BY_ARCH["sglang.gemma4.attention_backend"]:
         values["accepted_backends"] = listed_gemma
+    if arch == "MossVLForConditionalGeneration" and not any_given:
+        # the branch makes flashinfer the prefill backend when none is set (0.5.12 ``server_args.py:2228-2234``);
+        # a split flag alone leaves the prefill side as the line has it, which the assert reads (L2234-2235)
+        values["prefill_backend"] = "flashinfer"
     if "sglang.exaone4.attention_backend" in rules:
         values.update(_exaone_values(model, layout, listed, given["attention_backend"]))
     values["is_mps"] = False
