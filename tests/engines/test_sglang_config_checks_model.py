@@ -273,8 +273,9 @@ CASES = [
     Case("sglang.moss_vl.prefill_backend", "0.5.12", "", "MossVLForConditionalGeneration", H100),
     Case("sglang.moss_vl.prefill_backend", "0.5.14", "--decode-attention-backend fa3", "MossVLForConditionalGeneration",
          H100, "requires flashinfer prefill attention backend", exception="AssertionError"),
-    Case("sglang.moss_vl.prefill_backend", "0.5.14", "--prefill-attention-backend flashinfer --decode-attention-backend "
-         "fa3", "MossVLForConditionalGeneration", H100),
+    Case("sglang.moss_vl.prefill_backend", "0.5.14",
+         "--prefill-attention-backend flashinfer --decode-attention-backend fa3", "MossVLForConditionalGeneration",
+         H100),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "
