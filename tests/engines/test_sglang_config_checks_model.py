@@ -276,6 +276,14 @@ CASES = [
     Case("sglang.moss_vl.prefill_backend", "0.5.14",
          "--prefill-attention-backend flashinfer --decode-attention-backend fa3", "MossVLForConditionalGeneration",
          H100),
+    # -- DeepEP's auto mode and attention DP (0.4.6 - 0.4.8.post1)
+    Case("sglang.deepep.auto_with_dp_attention", "0.4.6", "--enable-deepep-moe --enable-dp-attention --dp-size 8",
+         DEEPSEEK, H100, "DeepEP MoE `auto` mode is not supported with DP Attention.",
+         "sglang/srt/server_args.py:305", "AssertionError"),
+    Case("sglang.deepep.auto_with_dp_attention", "0.4.6", "--enable-deepep-moe --deepep-mode normal "
+         "--enable-dp-attention --dp-size 8", DEEPSEEK, H100),
+    Case("sglang.deepep.auto_with_dp_attention", "0.4.9", "--enable-deepep-moe --enable-dp-attention --dp-size 8",
+         DEEPSEEK, H100),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "

@@ -89,6 +89,8 @@ RULES: Mapping[str, str] = {
                                     "expert-parallel size it needs (0.4.8 - 0.5.2)",
     "sglang.moss_vl.prefill_backend": "Moss-VL with a prefill attention backend other than flashinfer "
                                       "(0.5.11 - 0.5.14)",
+    "sglang.deepep.auto_with_dp_attention": "--enable-deepep-moe in --deepep-mode auto with attention DP "
+                                            "(0.4.6 - 0.4.8.post1)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -314,6 +316,10 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     # ``use_mla_backend()``: the model caches one latent per token (0.5.14 ``server_args.py:4688``)
     values["use_mla_backend"] = model.is_mla
     values.update(_checked_values(args))
+    if "deepep_mode" in args.values:
+        # as given: ``__post_init__`` reads them first (0.4.6 ``server_args.py:303-307``); ``enable_dp_attention`` and
+        # ``enable_deepep_moe`` are the shared namespace's
+        values["deepep_mode"] = args.get("deepep_mode")
     values.update(_gpt_oss_moe_values(args, model, layout, listed))
     if arch == "DeepseekV4ForCausalLM":
         values.update(_deepseek_v4_values(args, kv, layout, listed))
