@@ -3,14 +3,18 @@
 ``server_args.py`` ``_handle_attention_backend_compatibility`` (0.5.3 - 0.5.18; ``__post_init__`` in 0.4.10.post1 -
 0.5.2), from 0.5.15 the passes of ``arg_groups/overrides.py`` it runs (``_mla_kv_cache_dtype_checks``) and from
 0.5.19 ``arg_groups/attention_hook.py handle_attention_backend_compatibility`` refuse a backend the GPU does not
-run (TRT-LLM MLA / MHA, tokenspeed MLA, CuteDSL MLA) and a ``--kv-cache-dtype`` the MLA backend does not take;
-``_handle_model_specific_adjustments`` (``arg_groups/model_hook.py handle_model_specific_adjustments`` from
-0.5.19) refuses a backend the model's branch does not list (GPT-OSS, Gemma 4, the hybrid Lfm2 / Nemotron-H whose
-first layer may not be attention); ``check_server_args`` (``arg_groups/validation_hook.py`` from 0.5.19) refuses
-a served model name with a colon and a few flag values. ``frame(args, model, layout, listed)`` gives the values
-those entries read, as the release holds them there; ``RULES`` the rules (judged by ``config_checks.config_check``
-in this frame: ``attention_backend`` means something else to the Llama 4 rule, which reads it only where the line
-sets it).
+run (TRT-LLM MLA / MHA, tokenspeed MLA, CuteDSL MLA), a ``--kv-cache-dtype`` the MLA backend does not take and a
+backend for the phase it does not serve; ``_handle_model_specific_adjustments`` (``arg_groups/model_hook.py
+handle_model_specific_adjustments`` from 0.5.19, with ``arg_groups/deepseek_v4_hook.py`` and the override
+registry's DeepSeek-V4 KV pass) refuses what the model's branch does not take: an attention backend it does not
+list (GPT-OSS, Gemma 4, EXAONE 4, Moss-VL, the hybrid Lfm2 / Nemotron-H whose first layer may not be attention),
+triton_kernel MoE with EP (GPT-OSS), DeepSeek-V4's KV dtypes and trtllm backend, Mamba's extra buffer;
+``_handle_linear_attn_backend`` a linear-attention decode backend; ``__post_init__`` (0.4.6 - 0.5.2) FlashInfer MoE
+runners and DeepEP's auto mode; ``check_server_args`` (``arg_groups/validation_hook.py`` from 0.5.19) a served
+model name with a colon and a few flag values. ``frame(args, model, layout, listed)`` gives the values those
+entries read, as the release holds them there; ``RULES`` the rules (judged by ``config_checks.config_check`` in
+this frame: ``attention_backend`` means something else to the Llama 4 rule, which reads it only where the line
+sets it, and ``ep_size`` to the EPLB rule, which reads it after the all-to-all backend set it).
 
 What the frame resolves, and why that is what the release reads:
 
@@ -35,17 +39,18 @@ What the frame resolves, and why that is what the release reads:
   those models no backend is claimed;
 - ``prefill_backend`` / ``decode_backend`` (``get_attention_backends()`` 0.5.8 L4768-4779, 0.5.23
   ``model_override_base.py:138-151 attention_backends_of``): the split flag, else ``attention_backend``;
-- ``--kv-cache-dtype``: the line's, else ``auto``. DeepSeek's sparse-attention (DSA / NSA) models and
-  DeepSeek-V4 rewrite it before the MLA checks read it (``auto`` to fp8_e4m3 / bfloat16, ``bf16`` to
-  ``bfloat16``: 0.5.6 ``server_args.py:980-986``, 0.5.23 ``overrides.py:530-541`` and :903-906): for them it is
-  not claimed;
+- ``--kv-cache-dtype``: the line's, else ``auto``. DeepSeek's sparse-attention (DSA / NSA) models rewrite it
+  before the MLA checks read it (``auto`` to fp8_e4m3 / bfloat16, ``bf16`` to ``bfloat16``: 0.5.6
+  ``server_args.py:980-986``, 0.5.23 ``overrides.py:530-541``): for them it is not claimed; DeepSeek-V4's own
+  default is resolved for its rules (``_deepseek_v4_values``);
 - the model rules read the backend the model's branch holds: judged where the line gives ``--attention-backend``
   (each branch keeps a given backend); where it gives none the branch picks one it lists (GPT-OSS 0.5.1
   ``server_args.py:2228-2234``, 0.5.23 ``model_overrides/gpt_oss.py:29-44``; Gemma 4 0.5.13
   ``server_args.py:2377-2393``; Lfm2 / Nemotron-H pick flashinfer on SM100 or leave it unset, 0.5.9
   ``server_args.py:1699-1714``, 0.5.23 ``model_overrides/lfm2.py:13-17``), so nothing is refused. A split flag
   alone leaves the other side to a pick that differs by release (GPT-OSS keeps ``attention_backend`` None from
-  0.5.3.post1, ``is_attention_backend_not_set``): not judged, said.
+  0.5.3.post1, ``is_attention_backend_not_set``): not judged, said. EXAONE 4's and Moss-VL's branches differ:
+  see ``EXAONE_PICKS_SINCE`` and ``frame``.
 """
 
 from __future__ import annotations
