@@ -419,3 +419,13 @@ def test_gpulayout_check_fails_trtllm_mha_on_ampere(capsys: pytest.CaptureFixtur
     assert refused["status"] == "fail"
     assert "TRTLLM MHA backend for prefill requires Hopper (SM90)" in str(refused["message"])
     assert check("preset:8xH100-sxm")["status"] == "pass"
+
+
+@pytest.mark.parametrize("version", ["0.5.8", "0.5.14", "0.5.23"])
+def test_eplb_reads_the_ep_size_under_either_destination(version: str) -> None:
+    """``--ep-size 8`` is ``expert_parallel_size`` to 0.5.8's parser (``server_args.py:3756-3760``, copied to
+    ``ep_size`` by ``from_cli_args``): EPLB with it is accepted, as without it it is refused."""
+    with_ep = judge(version, "--enable-eplb --ep-size 8", DEEPSEEK, H100)
+    assert not [r for r in with_ep.refusals if r.rule == "sglang.eplb.needs_ep"], with_ep
+    without = judge(version, "--enable-eplb", DEEPSEEK, H100)
+    assert [r.rule for r in without.refusals] == ["sglang.eplb.needs_ep"], without

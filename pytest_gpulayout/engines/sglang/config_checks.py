@@ -146,7 +146,9 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if ns["enable_ep_moe"] or ns["enable_deepep_moe"] or a2a == "deepep":
         ns["ep_size"] = tp
     elif a2a in _A2A_NONE:
-        ns["ep_size"] = _value(args, "ep_size", 1)
+        # ``--ep-size`` is ``expert_parallel_size`` to the parser where it is also spelled ``--expert-parallel-size``
+        # (0.5.8 ``server_args.py:3756-3760``; ``from_cli_args`` copies it to ``ep_size``, L4748)
+        ns["ep_size"] = _value(args, "ep_size", _value(args, "expert_parallel_size", 1))
     elif bool(ns["enable_eplb"]):
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
     return ns, notes
