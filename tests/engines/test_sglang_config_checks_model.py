@@ -336,9 +336,10 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refused_and_an_accepted_case_on_two_releases() -> None:
+    pp = [Case("sglang.pp.speculative_or_mixed_chunk", v, w, QWEN, H100, r) for v, w, r in PP_CASES]
     for rule in rules_model.RULES:
-        refused = {c.version for c in CASES if c.rule == rule and c.refused}
-        accepted = [c for c in CASES if c.rule == rule and not c.refused]
+        refused = {c.version for c in CASES + pp if c.rule == rule and c.refused}
+        accepted = [c for c in CASES + pp if c.rule == rule and not c.refused]
         assert refused and accepted, rule
         assert len(refused | {c.version for c in accepted}) >= 2, rule
 
@@ -429,3 +430,41 @@ def test_eplb_reads_the_ep_size_under_either_destination(version: str) -> None:
     assert not [r for r in with_ep.refusals if r.rule == "sglang.eplb.needs_ep"], with_ep
     without = judge(version, "--enable-eplb", DEEPSEEK, H100)
     assert [r.rule for r in without.refusals] == ["sglang.eplb.needs_ep"], without
+
+
+PP_CASES = [
+    # (release, the line, refused words or None)
+    ("0.5.8", "--enable-mixed-chunk", "Pipeline parallelism is not compatible with overlap schedule, speculative "
+                                      "decoding, mixed chunked prefill."),
+    ("0.5.8", "", None),                                     # the release turns the overlap schedule off for PP
+    ("0.5.11", "--enable-mixed-chunk", None),                # mixed chunk no longer refused with PP
+    ("0.5.14", "--speculative-algorithm EAGLE", "Pipeline parallelism is not compatible with overlap schedule, "
+                                                "speculative decoding"),
+    ("0.5.19", "--speculative-algorithm EAGLE", "Pipeline parallelism is not compatible with overlap schedule"),
+    ("0.5.19", "", None),
+]
+
+
+@pytest.mark.parametrize("case", PP_CASES, ids=[f"{c[0]}-{c[1] or 'defaults'}" for c in PP_CASES])
+def test_pipeline_parallelism_with_speculative_decoding_or_mixed_chunk(case: tuple[str, str, str | None]) -> None:
+    version, words, refused = case
+    line = resolve(["--model-path", "m", "--pp-size", "2", *words.split()], Version(version))
+    assert line.ok, line.errors
+    judged = config_check(line, model(QWEN), Layout(4, 2, 1, H100, GPU_NAMES[H100], 81559), Version(version))
+    mine = [r for r in judged.refusals if r.rule == "sglang.pp.speculative_or_mixed_chunk"]
+    if refused is None:
+        assert not mine and not [n for n in judged.not_judged if "speculative_or_mixed_chunk" in n], judged
+    else:
+        assert mine and refused in mine[0].message and mine[0].exception == "AssertionError", judged
+    single = config_check(line, model(QWEN), on(H100, tp=4), Version(version))    # the same line without PP
+    assert not [r for r in single.refusals if r.rule == "sglang.pp.speculative_or_mixed_chunk"]
+
+
+def test_mixed_chunk_of_a_model_whose_config_is_not_at_hand_is_not_claimed() -> None:
+    """A dual-chunk attention model turns --enable-mixed-chunk off first (0.5.3 ``server_args.py:930-934``): a
+    catalog model carries no config.json to tell."""
+    line = resolve(["--model-path", "m", "--pp-size", "2", "--enable-mixed-chunk"], Version("0.5.8"))
+    judged = config_check(line, replace(model(QWEN), config_json=""), Layout(4, 2, 1, H100, "", 81559),
+                          Version("0.5.8"))
+    assert not judged.refusals
+    assert any("speculative_or_mixed_chunk" in n for n in judged.not_judged), judged

@@ -96,6 +96,8 @@ RULES: Mapping[str, str] = {
                                       "(0.5.11 - 0.5.14)",
     "sglang.deepep.auto_with_dp_attention": "--enable-deepep-moe in --deepep-mode auto with attention DP "
                                             "(0.4.6 - 0.4.8.post1)",
+    "sglang.pp.speculative_or_mixed_chunk": "pipeline parallelism with speculative decoding (0.4.6.post2 - 0.5.20) "
+                                            "or --enable-mixed-chunk (to 0.5.10.post1)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -321,6 +323,7 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     # ``use_mla_backend()``: the model caches one latent per token (0.5.14 ``server_args.py:4688``)
     values["use_mla_backend"] = model.is_mla
     values.update(_checked_values(args))
+    values.update(_pipeline_values(args, model, layout))
     if "deepep_mode" in args.values:
         # as given: ``__post_init__`` reads them first (0.4.6 ``server_args.py:303-307``); ``enable_dp_attention`` and
         # ``enable_deepep_moe`` are the shared namespace's
@@ -445,4 +448,34 @@ def _exaone_values(model: ModelSpec, layout: Layout, listed: Version, given: obj
         if backend is None:
             return {k: v for k, v in out.items() if k != "accepted_backends"}
     out["attention_backend"] = backend
+    return out
+
+
+def _pipeline_values(args: ResolvedArgs, model: ModelSpec, layout: Layout) -> dict[str, object]:
+    """What ``check_server_args``'s pipeline assert reads: the overlap schedule, off whenever PP > 1 (0.4.6.post2
+    - 0.5.14 ``if self.pp_size > 1: self.disable_overlap_schedule = True``, 0.5.10.post1 ``server_args.py:2854-2855``;
+    from 0.5.16 ``arg_groups/overrides.py _pipeline_parallel_overlap_disable``), ``--speculative-algorithm`` as
+    given (not claimed where only a draft model is given: the release may infer an algorithm from it) and
+    ``--enable-mixed-chunk`` as given, which speculative decoding (then refused anyway) and a dual-chunk attention
+    model turn off first (0.5.3 ``server_args.py:930-934``: ``dual_chunk_attention_config`` in the config, not
+    claimed where the checkpoint's config is not at hand)."""
+    out: dict[str, object] = {}
+    pp = layout.pipeline_parallel_size
+    given_overlap = bool(args.get("disable_overlap_schedule", False))
+    out["disable_overlap_schedule"] = True if pp > 1 else given_overlap
+    algo = args.get("speculative_algorithm") if args.is_set("speculative_algorithm") else None
+    draft_only = args.is_set("speculative_draft_model_path") and bool(args.get("speculative_draft_model_path"))
+    if algo is not None or not draft_only:
+        out["speculative_algorithm"] = algo
+    if "enable_mixed_chunk" in args.values:
+        mixed = bool(args.get("enable_mixed_chunk"))
+        try:
+            config = json.loads(model.config_json) if model.config_json else None
+        except ValueError:
+            config = None
+        if mixed and not isinstance(config, dict):
+            return out                     # a dual-chunk model would turn it off: not claimed
+        if mixed and config is not None and config.get("dual_chunk_attention_config") is not None:
+            mixed = False
+        out["enable_mixed_chunk"] = mixed
     return out
