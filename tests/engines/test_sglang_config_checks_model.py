@@ -284,6 +284,21 @@ CASES = [
          "--enable-dp-attention --dp-size 8", DEEPSEEK, H100),
     Case("sglang.deepep.auto_with_dp_attention", "0.4.9", "--enable-deepep-moe --enable-dp-attention --dp-size 8",
          DEEPSEEK, H100),
+    # -- LMCache (0.5.21+)
+    Case("sglang.lmcache.incompatible", "0.5.23", "--enable-lmcache --enable-hierarchical-cache", QWEN, H100,
+         "--enable-lmcache and --enable-hierarchical-cache are mutually exclusive",
+         "sglang/srt/arg_groups/kv_cache_hook.py:435"),
+    Case("sglang.lmcache.incompatible", "0.5.23", "--enable-lmcache --disable-radix-cache", QWEN, H100,
+         "--enable-lmcache requires radix cache to be enabled"),
+    Case("sglang.lmcache.incompatible", "0.5.21", "--enable-lmcache --enable-dp-attention --dp-size 8", DEEPSEEK,
+         H100, "LMCacheUnifiedRadixCache does not yet support DP attention", exception="NotImplementedError"),
+    Case("sglang.lmcache.incompatible", "0.5.23", "--enable-lmcache --attn-dp-size 8", DEEPSEEK, H100,
+         "LMCacheUnifiedRadixCache does not yet support DP attention", exception="NotImplementedError"),
+    Case("sglang.lmcache.incompatible", "0.5.23", "--enable-lmcache --disaggregation-mode prefill", QWEN, H100,
+         "LMCacheUnifiedRadixCache currently supports colocated prefill/decode scheduling only",
+         exception="NotImplementedError"),
+    Case("sglang.lmcache.incompatible", "0.5.23", "--enable-hierarchical-cache --disable-radix-cache", QWEN, H100),
+    Case("sglang.lmcache.incompatible", "0.5.20", "--enable-lmcache --enable-hierarchical-cache", QWEN, H100),
     # -- check_server_args: the served name and flag values
     Case("sglang.served_model_name.colon", "0.5.23", "--served-model-name qwen:8b", QWEN, H100,
          "served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' "

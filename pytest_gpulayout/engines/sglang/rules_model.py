@@ -9,7 +9,8 @@ handle_model_specific_adjustments`` from 0.5.19, with ``arg_groups/deepseek_v4_h
 registry's DeepSeek-V4 KV pass) refuses what the model's branch does not take: an attention backend it does not
 list (GPT-OSS, Gemma 4, EXAONE 4, Moss-VL, the hybrid Lfm2 / Nemotron-H whose first layer may not be attention),
 triton_kernel MoE with EP (GPT-OSS), DeepSeek-V4's KV dtypes and trtllm backend, Mamba's extra buffer;
-``_handle_linear_attn_backend`` a linear-attention decode backend; ``__post_init__`` (0.4.6 - 0.5.2) FlashInfer MoE
+``_handle_linear_attn_backend`` a linear-attention decode backend; ``handle_cache_compatibility`` (0.5.21+)
+LMCache beside what it does not support; ``__post_init__`` (0.4.6 - 0.5.2) FlashInfer MoE
 runners and DeepEP's auto mode; ``check_server_args`` (``arg_groups/validation_hook.py`` from 0.5.19) a served
 model name with a colon and a few flag values. ``frame(args, model, layout, listed)`` gives the values those
 entries read, as the release holds them there; ``RULES`` the rules (judged by ``config_checks.config_check`` in
@@ -98,6 +99,8 @@ RULES: Mapping[str, str] = {
                                             "(0.4.6 - 0.4.8.post1)",
     "sglang.pp.speculative_or_mixed_chunk": "pipeline parallelism with speculative decoding (0.4.6.post2 - 0.5.20) "
                                             "or --enable-mixed-chunk (to 0.5.10.post1)",
+    "sglang.lmcache.incompatible": "--enable-lmcache with HiCache, the unified cache linker, radix cache off, "
+                                   "attention DP, DCP, streaming sessions or PD disaggregation (0.5.21+)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
     "sglang.check.flag_values": "--gc-threshold of other than 1 - 3 numbers, --pp-max-micro-batch-size below 1, "
                                 "--disable-cuda-graph-padding with --enable-torch-compile, --kv-canary-sweep-interval "
@@ -324,6 +327,7 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     values["use_mla_backend"] = model.is_mla
     values.update(_checked_values(args))
     values.update(_pipeline_values(args, model, layout))
+    values.update(_lmcache_values(args))
     if "deepep_mode" in args.values:
         # as given: ``__post_init__`` reads them first (0.4.6 ``server_args.py:303-307``); ``enable_dp_attention`` and
         # ``enable_deepep_moe`` are the shared namespace's
@@ -478,4 +482,20 @@ def _pipeline_values(args: ResolvedArgs, model: ModelSpec, layout: Layout) -> di
         if mixed and config is not None and config.get("dual_chunk_attention_config") is not None:
             mixed = False
         out["enable_mixed_chunk"] = mixed
+    return out
+
+
+#: the flags ``handle_cache_compatibility``'s LMCache checks read as the line gives them (0.5.23
+#: ``arg_groups/kv_cache_hook.py:433-474``); attention DP, DCP and the disaggregation mode are the shared namespace's
+LMCACHE_AS_GIVEN = ("enable_lmcache", "enable_hierarchical_cache", "enable_unified_cache_external_linker",
+                    "enable_streaming_session")
+
+
+def _lmcache_values(args: ResolvedArgs) -> dict[str, object]:
+    """The LMCache checks' flags; ``--disable-radix-cache`` only where the line gives it: several branches turn the
+    radix cache off on their own before the check (a hybrid model's Mamba cache, deterministic inference, an
+    encoder-decoder model: 0.5.23 ``model_hook.py:219``, ``attention_hook.py:177`` / :661), which is not resolved."""
+    out: dict[str, object] = {dest: bool(args.get(dest)) for dest in LMCACHE_AS_GIVEN if dest in args.values}
+    if "enable_lmcache" in out and args.is_set("disable_radix_cache") and args.get("disable_radix_cache"):
+        out["disable_radix_cache"] = True
     return out
