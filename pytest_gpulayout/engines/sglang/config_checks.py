@@ -22,7 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang import rules_parallel2
+from pytest_gpulayout.engines.sglang import rules_model, rules_parallel2
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -51,6 +51,8 @@ RULES: Mapping[str, str] = {
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
     # -- parallel2
     **rules_parallel2.RULES,
+    # -- model (attention backends against the GPU, the KV cache dtype and the model: engines/sglang/rules_model.py)
+    **rules_model.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -148,6 +150,8 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if ns["enable_ep_moe"] or ns["enable_deepep_moe"] or a2a == "deepep":
         ns["ep_size"] = tp
     elif a2a in _A2A_NONE:
+        # ``--ep-size`` is ``expert_parallel_size`` to the parser where it is also spelled ``--expert-parallel-size``
+        # (0.5.8 ``server_args.py:3756-3760``; ``from_cli_args`` copies it to ``ep_size``, L4748)
         ns["ep_size"] = _value(args, "ep_size", _value(args, "expert_parallel_size", 1))
     elif bool(ns["enable_eplb"]):
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
@@ -160,10 +164,15 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
-    rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
-    rules, framed = rules_parallel2.in_force(rules, args, model)
+    rules = [r for r in RULES if r not in rules_model.RULES and (
+        r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values))]
+    rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
     judged = book().judge(version, values, rules=rules)
-    return Judged(judged.refusals, tuple(notes) + tuple(framed) + judged.not_judged)
+    # the model rules in their own frame: their ``attention_backend`` is None where the line sets none
+    framed = rules_model.frame(args, model, layout, book().ledger.listed(version) or version)
+    in_frame = book().judge(version, {**values, **framed.values}, rules=framed.rules)
+    return Judged(judged.refusals + in_frame.refusals,
+                  tuple(notes) + tuple(parallel_notes) + framed.notes + judged.not_judged + in_frame.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:

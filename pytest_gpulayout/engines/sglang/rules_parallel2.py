@@ -48,7 +48,7 @@ refusals read as each release resolves them (``config_checks.py`` judges them; `
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from packaging.version import Version
 
@@ -197,10 +197,12 @@ def _dcp_comm_backend(args: ResolvedArgs) -> object:
     return "ag_rs" if not isinstance(dcp, int) or dcp <= 1 else "a2a"
 
 
-def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec) -> tuple[list[str], list[str]]:
+def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec,
+             held: Callable[[str], bool] = lambda rule: True) -> tuple[list[str], list[str]]:
     """``rules`` less those this module's frame does not judge for the line, and why in words: the KV-sharding rule
     without ``--enable-kv-cache-sharding`` (the release returns before it); the CP-size rules where SGLang sets the
-    attention CP size itself (an MLA model with prefill CP, DeepSeek V4); the MoE-DP ones with ``--dwdp-size`` > 1."""
+    attention CP size itself (an MLA model with prefill CP, DeepSeek V4); the MoE-DP ones with ``--dwdp-size`` > 1.
+    ``held``: whether the release judged holds a rule (a rule it does not hold is not named as not judged)."""
     notes: list[str] = []
     drop: set[str] = set()
     if not _flag(args, "enable_kv_cache_sharding"):
@@ -210,14 +212,14 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec) -> tupl
         drop.add(DWDP_RULE)
     prefill_cp = any(_flag(args, d) for d in PREFILL_CP_FLAGS)
     arch = model.architectures[0] if model.architectures else ""
-    if (model.is_mla and prefill_cp) or arch == DEEPSEEK_V4:
+    if ((model.is_mla and prefill_cp) or arch == DEEPSEEK_V4) and any(held(r) for r in CP_SIZE_RULES):
         drop |= CP_SIZE_RULES
         notes.append("the attention context-parallel size SGLang sets for this model "
                      + ("(DeepSeek V4, arg_groups/deepseek_v4_hook.py)" if arch == DEEPSEEK_V4 else
                         "with prefill context parallelism (an MLA model: attn_cp_size = tp_size // attn_dp_size, "
                         "arg_groups/model_overrides/deepseek_v2.py)")
                      + " is not resolved: its context-parallel size checks are not judged")
-    if isinstance(dwdp, int) and dwdp > 1:
+    if isinstance(dwdp, int) and dwdp > 1 and any(held(r) for r in MOE_DP_RULES):
         drop |= MOE_DP_RULES
         notes.append("--dwdp-size sets moe_dp_size and ep_size itself (arg_groups/parallel_hook.py handle_dwdp): "
                      "the MoE data-parallel checks are not judged")
