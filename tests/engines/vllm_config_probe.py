@@ -70,7 +70,7 @@ def main():
         ``vllm serve`` builds its own (a parse's defaults are objects the engine arguments then change:
         ``EngineArgs.__post_init__`` sets ``aux_output_config.enable_return_routed_experts`` on the parser's
         default, engine/arg_utils.py:866-869 in 0.32.0)."""
-        parser = FlexibleArgumentParser(description="vLLM CLI")
+        parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")  # the console script's name
         subparsers = parser.add_subparsers(required=False, dest="subparser")
         command = serve.ServeSubcommand()
         command.subparser_init(subparsers).set_defaults(dispatch_function=command.cmd)
