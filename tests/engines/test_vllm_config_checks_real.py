@@ -82,6 +82,10 @@ CASES = [
     LineCase(REDUNDANT, "0.11.1", '--enable-expert-parallel --eplb-config {"num_redundant_experts":2}',
              layout(tp=2), model="moe", refused="num_redundant_experts is set to 2 but EPLB is not enabled.",
              source="vllm/config/parallel.py:308"),
+    # 0.11.1 still forwards the deprecated --num-redundant-experts into eplb_config (engine/arg_utils.py:1590-1592)
+    LineCase(REDUNDANT, "0.11.1", "--enable-expert-parallel --num-redundant-experts 2", layout(tp=2), model="moe",
+             refused="num_redundant_experts is set to 2 but EPLB is not enabled.",
+             source="vllm/config/parallel.py:308"),
     LineCase(REDUNDANT, "0.33.0", '--enable-expert-parallel --eplb-config {"num_redundant_experts":2}',
              layout(tp=2), model="moe", source="vllm/config/parallel.py:587",
              refused="num_redundant_experts is set to 2 but EPLB is not enabled."),
