@@ -22,6 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang import rules_spec
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -48,6 +49,24 @@ RULES: Mapping[str, str] = {
                             "out of range",
     "sglang.npu_only_flags": "--model-impl mindspore or --enable-quant-communications on CUDA (Ascend NPU only)",
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
+    # -- spec
+    "sglang.spec.eagle_params": "EAGLE / EAGLE3 / NEXTN / STANDALONE with --speculative-eagle-topk or "
+                                "--speculative-num-draft-tokens but no --speculative-num-steps",
+    "sglang.spec.standalone": "STANDALONE speculative decoding with attention DP",
+    "sglang.spec.ngram": "NGRAM speculative decoding with attention DP",
+    "sglang.spec.dflash": "DFLASH with attention DP (from 0.5.23: without --enable-dp-lm-head, or with CP), with "
+                          "PP, without --speculative-draft-model-path, or a --speculative-dflash-block-size that "
+                          "is not positive or differs from --speculative-num-draft-tokens",
+    "sglang.spec.uno": "UNO with TP or PP, attention DP or CP, a draft model path, LoRA, or no --uno-lora-path",
+    "sglang.lora.args": "LoRA adapter counts and modules: --max-loras-per-batch below 1, 'all' beside other "
+                        "--lora-target-modules, no --lora-paths without --max-lora-rank and --lora-target-modules, "
+                        "--max-loaded-loras below --max-loras-per-batch or the adapters, overlap loading without "
+                        "a --max-loaded-loras within twice the batch, a negative --lora-drain-wait-threshold",
+    "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18)",
+    "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "
+                               "CUDA graphs)",
+    "sglang.metrics.buckets": "a --prompt-tokens-buckets / --generation-tokens-buckets rule the release does not "
+                              "take (type, parameter count, values)",
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -146,6 +165,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         ns["ep_size"] = _value(args, "ep_size", 1)
     elif bool(ns["enable_eplb"]):
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
+    ns.update(rules_spec.values(args, model, layout, version, listed))
     return ns, notes
 
 
@@ -155,8 +175,12 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
+    listed = book().ledger.listed(version) or version
+    rules = [r for r in rules if rules_spec.judged_here(r, values, model, listed)]
+    notes.extend(rules_spec.promoted_note(values, listed))
     judged = book().judge(version, values, rules=rules)
-    return Judged(judged.refusals, tuple(notes) + judged.not_judged)
+    framed = rules_spec.judge_frames(book(), version, args)
+    return Judged(judged.refusals + framed.refusals, tuple(notes) + judged.not_judged + framed.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:

@@ -1,0 +1,219 @@
+"""SGLang's config-time refusals about speculative decoding, LoRA adapters and the metrics bucket rules: the
+values their entries read, as each release holds them where it checks (``config_checks.namespace`` adds
+``values``; ``judge_frames`` judges the entries that need a frame of their own).
+
+Speculative decoding (``--speculative-algorithm``): the release first rewrites the algorithm: ``NEXTN`` is
+``EAGLE`` in every release (0.4.6 ``server_args.py`` L317, 0.5.8 L2124, 0.5.23
+``arg_groups/speculative_hook.py`` L109), and from 0.5.12, whose parser lists no choices, the word is upper-cased
+first (0.5.12.post1 ``server_args.py`` L3562, 0.5.23 ``speculative_hook.py`` handle_speculative_decoding). From
+0.5.12 ``EAGLE`` / ``NEXTN`` with a Gemma 4 assistant draft becomes ``FROZEN_KV_MTP`` (the draft's config decides,
+``_resolve_speculative_algorithm_alias``): with ``--speculative-draft-model-path`` given, the EAGLE family's own
+checks are then not judged (said). From 0.5.13 each algorithm's checks sit in a handler of its own
+(``_handle_eagle_family``, ``_handle_ngram``, ``_handle_dflash``, from 0.5.20 ``_handle_uno``) whose conditions do
+not repeat the algorithm: ``SPEC_RULES`` says which algorithm each rule is about, and a rule is judged only for
+its algorithm.
+
+What speculative decoding changes instead of refusing (not refusals, so not judged here): EAGLE / EAGLE3 /
+STANDALONE set ``max_running_requests`` to 48 when it is not given, turn the overlap schedule off (unless
+``SGLANG_ENABLE_SPEC_V2``) and mixed chunked prefill off, fill ``speculative_num_steps`` / ``-eagle-topk`` /
+``-num-draft-tokens`` from ``auto_choose_speculative_params`` by model architecture and set
+``speculative_num_draft_tokens = speculative_num_steps + 1`` when the top-k is 1 (0.5.8 ``server_args.py``
+L2131-2225); NGRAM likewise sets 48 requests, turns the overlap schedule and mixed chunk off and takes its top-k
+from ``--speculative-ngram-max-bfs-breadth`` (L2227-2243). The checks that read the top-k or page size after
+those rewrites (``trtllm_mha`` with top-k > 1, top-k > 1 with page size > 1) stay open.
+
+LoRA (``check_lora_server_args``, from 0.5.19 ``arg_groups/lora_hook.py``): ``--enable-lora`` is a
+``store_true`` whose default is None, and ``--lora-paths`` given sets it (0.5.8 ``server_args.py`` L4987-4996);
+``--enable-lora-overlap-loading`` unset is False there (L4999). The adapters are parsed before the counts are
+read: a list of one entry per word from 0.5.1, before that a dict by adapter name (0.4.10.post2 L1978-1990, so
+two words of one name are one adapter); none given is an empty list. ``--lora-target-modules`` is made a set
+before the ``all`` check (``--lora-target-modules all all`` passes). Before 0.5.1 the release asserted
+``lora_paths is None or disable_radix_cache`` (0.4.6 - 0.4.10.post2): judged in a frame of its own over the
+adapters as given, with ``disable_radix_cache`` as ``__post_init__`` leaves it (``--disaggregation-mode decode``
+sets it, 0.4.9 L538) and, in 0.4.6 / 0.4.6.post1, ``disable_cuda_graph`` (``--attention-backend torch_native``
+L283 and ``--disaggregation-mode prefill`` L376 set it).
+
+Metrics buckets (``validate_buckets_rule``, from 0.5.2, for ``--prompt-tokens-buckets`` and
+``--generation-tokens-buckets``): each flag is judged in a frame of its own (the entries read ``arg_name`` and the
+list); the ``try`` / ``except`` conversions are computed as Python computes them (``float`` / ``int`` of the
+words), and where one fails the release stops at that assert, so the entries after it are not reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from packaging.version import Version
+
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook
+
+#: from 0.5.12 the algorithm is upper-cased before it is read, and EAGLE / NEXTN may become FROZEN_KV_MTP
+ALGORITHM_UPPER_SINCE = Version("0.5.12")
+#: before 0.5.1 the adapters are a dict by name when the counts are read (0.4.10.post2 server_args.py L1978)
+LORA_LIST_SINCE = Version("0.5.1")
+
+#: the rules about one speculative algorithm (as the release resolves it): judged only for that algorithm
+SPEC_RULES: Mapping[str, tuple[str, ...]] = {
+    "sglang.spec.eagle_params": ("EAGLE", "EAGLE3", "STANDALONE"),
+    "sglang.spec.standalone": ("STANDALONE",),
+    "sglang.spec.ngram": ("NGRAM",),
+    "sglang.spec.dflash": ("DFLASH",),
+    "sglang.spec.uno": ("UNO",),
+}
+#: the rules judged in frames of their own (``judge_frames``), not over the shared namespace
+BUCKETS_RULE = "sglang.metrics.buckets"
+LORA_RADIX_RULE = "sglang.lora.radix_cache"
+FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE})
+#: the flags ``validate_buckets_rule`` is called for (0.5.2 - 0.5.23), by destination
+BUCKET_FLAGS: Mapping[str, str] = {"prompt_tokens_buckets": "--prompt-tokens-buckets",
+                                   "generation_tokens_buckets": "--generation-tokens-buckets"}
+#: IQuest Q1's MTP draft sets the step count before the EAGLE family's assert reads it (0.5.23
+#: speculative_hook.py L1158 ``_handle_iquest_q1_mtp_draft``)
+_SETS_OWN_STEPS = ("IQuestQ1ForCausalLM",)
+
+
+def _given(args: ResolvedArgs, dest: str) -> object:
+    return args.get(dest) if args.is_set(dest) else None
+
+
+def algorithm(args: ResolvedArgs, listed: Version) -> str | None:
+    """``--speculative-algorithm`` as the release reads it in its checks (see the module docstring)."""
+    algo = args.get("speculative_algorithm")
+    if not isinstance(algo, str):
+        return None
+    if listed >= ALGORITHM_UPPER_SINCE:
+        algo = algo.upper()
+    return "EAGLE" if algo == "NEXTN" else algo
+
+
+def _lora_paths(args: ResolvedArgs, listed: Version) -> list[object]:
+    """The adapters once the release has parsed them (one per word; before 0.5.1 one per name)."""
+    given = args.get("lora_paths")
+    words = list(given) if isinstance(given, (list, tuple)) else []
+    if listed >= LORA_LIST_SINCE:
+        return words
+    names: dict[str, object] = {}
+    for word in words:
+        name = word.split("=", 1)[0] if isinstance(word, str) else str(word)
+        names[name] = word
+    return list(names.values())
+
+
+def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+           listed: Version) -> dict[str, object]:
+    """The speculative-decoding and LoRA values the rules' conditions read (``listed``: the ledger's release)."""
+    del model, layout, version
+    ns: dict[str, object] = {"speculative_algorithm": algorithm(args, listed)}
+    for dest in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                 "speculative_draft_model_path", "speculative_dflash_block_size", "uno_lora_path"):
+        ns[dest] = _given(args, dest)
+    if not args.is_set("speculative_adaptive"):
+        ns["speculative_adaptive"] = False  # given, ``_maybe_disable_adaptive`` may turn it off: not judged
+    paths = args.get("lora_paths")
+    enable_lora: bool | None = bool(args.get("enable_lora")) if args.is_set("enable_lora") else None
+    if enable_lora is None and paths:
+        enable_lora = True
+    ns["enable_lora"] = enable_lora
+    ns["lora_paths"] = _lora_paths(args, listed) if enable_lora else paths
+    ns["enable_lora_overlap_loading"] = bool(_given(args, "enable_lora_overlap_loading"))
+    per_batch = args.get("max_loras_per_batch", 8)
+    ns["max_loras_per_batch"] = per_batch
+    if isinstance(per_batch, int):
+        ns["max_loaded_loras_limit"] = per_batch * 2  # the overlap-loading limit (0.5.8 L5004)
+    for dest in ("max_loaded_loras", "max_lora_rank"):
+        ns[dest] = args.get(dest)
+    modules = args.get("lora_target_modules")
+    ns["lora_target_modules"] = set(modules) if isinstance(modules, (list, tuple, set)) and modules else modules
+    threshold = args.get("lora_drain_wait_threshold")
+    if threshold is not None:
+        ns["lora_drain_wait_threshold"] = threshold
+    return ns
+
+
+def judged_here(rule: str, values: Mapping[str, object], model: ModelSpec, listed: Version) -> bool:
+    """Whether ``rule`` is judged over the shared namespace for this line: the framed rules are not, a rule
+    about one speculative algorithm only for that algorithm (the EAGLE family's also not where the release
+    may promote it to FROZEN_KV_MTP by the draft's config, or where the model sets its own steps)."""
+    if rule in FRAMED:
+        return False
+    if rule not in SPEC_RULES:
+        return True
+    algo = values.get("speculative_algorithm")
+    if algo not in SPEC_RULES[rule]:
+        return False
+    if rule == "sglang.spec.eagle_params":
+        arch = model.architectures[0] if model.architectures else ""
+        return arch not in _SETS_OWN_STEPS and not _may_be_promoted(values, listed)
+    return True
+
+
+def _may_be_promoted(values: Mapping[str, object], listed: Version) -> bool:
+    """Whether the EAGLE family's steps assert would refuse a line the release may first promote to
+    FROZEN_KV_MTP (EAGLE with a draft model from 0.5.12): where it would not refuse, either way it passes."""
+    return (values.get("speculative_algorithm") == "EAGLE" and listed >= ALGORITHM_UPPER_SINCE
+            and bool(values.get("speculative_draft_model_path")) and values.get("speculative_num_steps") is None
+            and (values.get("speculative_eagle_topk") is not None
+                 or values.get("speculative_num_draft_tokens") is not None))
+
+
+def promoted_note(values: Mapping[str, object], listed: Version) -> tuple[str, ...]:
+    """What ``judged_here`` left out for the EAGLE family, in words."""
+    if _may_be_promoted(values, listed):
+        return ("the EAGLE family's checks (sglang.spec.eagle_params): the release promotes EAGLE / NEXTN to "
+                "FROZEN_KV_MTP for a Gemma 4 assistant draft, read from the draft's config, which is not read",)
+    return ()
+
+
+def _bucket_frame(flag: str, words: Sequence[object]) -> dict[str, object]:
+    """What ``validate_buckets_rule`` reads for one flag's words (0.5.8 server_args.py L5112-5159)."""
+    rule = words[0]
+    frame: dict[str, object] = {"arg_name": flag, "buckets_rule": list(words), "rule": rule,
+                                "except (ValueError, IndexError)": False, "except ValueError": False}
+    if rule == "tse":
+        try:
+            middle, base, count = float(str(words[1])), float(str(words[2])), int(str(words[3]))
+        except (ValueError, IndexError):
+            frame["except (ValueError, IndexError)"] = True  # ``assert False``: the checks after it not reached
+        else:
+            frame.update(middle=middle, base=base, count=count)
+    elif rule in ("custom", "customer"):  # 0.5.2 spelled it customer
+        try:
+            bucket_values = [float(str(x)) for x in words[1:]]
+        except ValueError:
+            frame["except ValueError"] = True
+        else:
+            frame["bucket_values"] = bucket_values
+            frame["set(bucket_values)"] = set(bucket_values)
+            frame["all((val >= 0 for val in bucket_values))"] = all(val >= 0 for val in bucket_values)
+    return frame
+
+
+def _radix_frame(args: ResolvedArgs) -> dict[str, object]:
+    """The values 0.4.6 - 0.4.10.post2's LoRA / radix-cache assert reads, as ``__post_init__`` leaves them."""
+    mode = args.get("disaggregation_mode")
+    disable_radix = bool(args.get("disable_radix_cache", False)) or mode == "decode"
+    disable_graph = bool(args.get("disable_cuda_graph", False)) or mode == "prefill" or (
+        args.is_set("attention_backend") and args.get("attention_backend") == "torch_native")
+    return {"max_loras_per_batch": args.get("max_loras_per_batch", 8), "lora_paths": args.get("lora_paths"),
+            "disable_radix_cache": disable_radix, "disable_cuda_graph": disable_graph}
+
+
+def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs) -> Judged:
+    """The framed rules: each bucket flag the line gives, and the old LoRA / radix-cache assert."""
+    refusals: list[Refusal] = []
+    not_judged: list[str] = []
+    for dest, flag in BUCKET_FLAGS.items():
+        words = args.get(dest)
+        if not isinstance(words, (list, tuple)) or not words:
+            continue  # ``if not buckets_rule: return``
+        frame = _bucket_frame(flag, words)
+        judged = book.judge(version, frame, rules=[BUCKETS_RULE])
+        refusals.extend(judged.refusals)
+        if not judged.refusals:  # a failed conversion stops there: the entries after it are not reached
+            not_judged.extend(judged.not_judged)
+    judged = book.judge(version, _radix_frame(args), rules=[LORA_RADIX_RULE])
+    refusals.extend(judged.refusals)
+    not_judged.extend(judged.not_judged)
+    return Judged(tuple(refusals), tuple(not_judged))

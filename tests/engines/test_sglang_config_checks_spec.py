@@ -1,0 +1,240 @@
+"""SGLang's config-time refusals about speculative decoding, LoRA adapters and the metrics bucket rules
+(``engines/sglang/rules_spec.py``): each refused line in the release's words, at its file:line, with its
+exception, beside an accepted neighbour (the line without the conflict, or a release without the check). The
+lines go through each release's own parser tables (``cli.resolve``), so its defaults are the ones judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from packaging.version import Version
+
+from pytest_gpulayout.engines.sglang.cli import resolve
+from pytest_gpulayout.engines.sglang.config_checks import RULES, config_check
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.refusals import Judged, Layout
+
+H100 = (9, 0)
+QWEN = "Qwen/Qwen3-8B"
+MINE = ("sglang.spec.", "sglang.lora.", "sglang.metrics.")
+
+
+def on(tp: int = 1, pp: int = 1) -> Layout:
+    return Layout(tp, pp, 1, H100, "NVIDIA H100 80GB HBM3", 81559)
+
+
+def judge(version: str, words: str, layout: Layout | None = None, model: str = QWEN) -> Judged:
+    line = resolve(["--model-path", "m", *words.split()], Version(version))
+    assert line.ok, line.errors
+    return config_check(line, load_model(model), layout or on(), Version(version))
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    version: str
+    words: str
+    layout: Layout = on()
+    refused: str | None = None          # the release's words (exactly), or None where it accepts the line
+    source: str = ""                    # file:line in that release
+    exception: str = "ValueError"
+
+
+SA = "sglang/srt/server_args.py"
+HOOK = "sglang/srt/arg_groups/speculative_hook.py"
+LORA = "sglang/srt/arg_groups/lora_hook.py"
+VAL = "sglang/srt/arg_groups/validation_hook.py"
+STANDALONE = "--speculative-algorithm STANDALONE --speculative-draft-model-path d"
+DFLASH = "--speculative-algorithm DFLASH --speculative-draft-model-path d"
+UNO = "--speculative-algorithm UNO --uno-lora-path u"
+
+CASES = [
+    # -- the EAGLE family's steps / top-k / draft tokens: all three, or none (the release picks them)
+    Case("sglang.spec.eagle_params", "0.4.10.post2", "--speculative-algorithm EAGLE --speculative-eagle-topk 4",
+         refused="", source=f"{SA}:561", exception="AssertionError"),
+    Case("sglang.spec.eagle_params", "0.4.10.post2", "--speculative-algorithm NEXTN --speculative-num-draft-tokens 4",
+         refused="", source=f"{SA}:561", exception="AssertionError"),    # NEXTN is EAGLE
+    Case("sglang.spec.eagle_params", "0.4.10.post2",
+         "--speculative-algorithm EAGLE --speculative-eagle-topk 4 --speculative-num-steps 3"),
+    Case("sglang.spec.eagle_params", "0.5.8", "--speculative-algorithm EAGLE3 --speculative-eagle-topk 4",
+         refused="", source=f"{SA}:2193", exception="AssertionError"),
+    Case("sglang.spec.eagle_params", "0.5.8", "--speculative-algorithm EAGLE3"),
+    Case("sglang.spec.eagle_params", "0.5.23", "--speculative-algorithm nextn --speculative-eagle-topk 4",
+         refused="", source=f"{HOOK}:1160", exception="AssertionError"),  # upper-cased, then EAGLE
+    Case("sglang.spec.eagle_params", "0.5.23", "--speculative-algorithm NGRAM --speculative-eagle-topk 4"),
+    # -- STANDALONE with attention DP
+    Case("sglang.spec.standalone", "0.5.2", f"{STANDALONE} --enable-dp-attention --dp-size 2", on(tp=2),
+         refused="Currently standalone speculative decoding does not support dp attention.", source=f"{SA}:726",
+         exception="AssertionError"),
+    Case("sglang.spec.standalone", "0.5.8", f"{STANDALONE} --enable-dp-attention --dp-size 2", on(tp=2),
+         refused="Currently standalone speculative decoding does not support dp attention.", source=f"{SA}:2130"),
+    Case("sglang.spec.standalone", "0.5.8", STANDALONE, on(tp=2)),
+    Case("sglang.spec.standalone", "0.5.23", f"{STANDALONE} --enable-dp-attention --dp-size 2", on(tp=2),
+         refused="Currently standalone speculative decoding does not support dp attention.", source=f"{HOOK}:1082"),
+    Case("sglang.spec.standalone", "0.5.23", f"{STANDALONE} --attn-dp-size 2", on(tp=2),
+         refused="Currently standalone speculative decoding does not support dp attention.", source=f"{HOOK}:1082"),
+    Case("sglang.spec.standalone", "0.5.23", "--speculative-algorithm EAGLE --attn-dp-size 2", on(tp=2)),
+    # -- NGRAM with attention DP
+    Case("sglang.spec.ngram", "0.5.8", "--speculative-algorithm NGRAM --enable-dp-attention --dp-size 2", on(tp=2),
+         refused="Currently ngram speculative decoding does not support dp attention.", source=f"{SA}:2268"),
+    Case("sglang.spec.ngram", "0.5.8", "--speculative-algorithm NGRAM", on(tp=2)),
+    Case("sglang.spec.ngram", "0.5.23", "--speculative-algorithm NGRAM --attn-dp-size 2", on(tp=2),
+         refused="Currently ngram speculative decoding does not support dp attention.", source=f"{HOOK}:1369"),
+    Case("sglang.spec.ngram", "0.5.23", "--speculative-algorithm NGRAM", on(tp=2)),
+    # -- DFLASH: PP, its draft model, its block size, attention DP
+    Case("sglang.spec.dflash", "0.5.12", DFLASH, on(pp=2),
+         refused="Currently DFLASH speculative decoding only supports pp_size == 1.", source=f"{SA}:3596"),
+    Case("sglang.spec.dflash", "0.5.12", DFLASH),
+    Case("sglang.spec.dflash", "0.5.12", "--speculative-algorithm DFLASH",
+         refused="DFLASH speculative decoding requires setting --speculative-draft-model-path.", source=f"{SA}:3601"),
+    Case("sglang.spec.dflash", "0.5.12", f"{DFLASH} --speculative-dflash-block-size 8 --speculative-num-draft-tokens 4",
+         refused="Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. "
+                 "For DFLASH they must match. speculative_num_draft_tokens=4, speculative_dflash_block_size=8.",
+         source=f"{SA}:3637"),
+    Case("sglang.spec.dflash", "0.5.12",
+         f"{DFLASH} --speculative-dflash-block-size 8 --speculative-num-draft-tokens 8"),
+    Case("sglang.spec.dflash", "0.5.16", f"{DFLASH} --enable-dp-attention --dp-size 2", on(tp=2),
+         refused="Currently DFLASH speculative decoding does not support dp attention."),
+    Case("sglang.spec.dflash", "0.5.23", f"{DFLASH} --attn-dp-size 2", on(tp=2),
+         refused="DFLASH with dp attention requires --enable-dp-lm-head.", source=f"{HOOK}:308"),
+    Case("sglang.spec.dflash", "0.5.23", f"{DFLASH} --attn-dp-size 2 --enable-dp-lm-head", on(tp=2)),
+    Case("sglang.spec.dflash", "0.5.23", DFLASH, on(pp=2),
+         refused="Currently DFLASH speculative decoding only supports pp_size == 1.", source=f"{HOOK}:320"),
+    # -- UNO: one GPU, no draft model, its LoRA path, no Multi-LoRA
+    Case("sglang.spec.uno", "0.5.23", UNO, on(tp=2), refused="UNO requires TP=PP=1."),
+    Case("sglang.spec.uno", "0.5.23", UNO),
+    Case("sglang.spec.uno", "0.5.20", "--speculative-algorithm UNO", refused="UNO requires --uno-lora-path."),
+    Case("sglang.spec.uno", "0.5.20", f"{UNO} --speculative-draft-model-path d",
+         refused="UNO reuses the target model and does not accept --speculative-draft-model-path."),
+    Case("sglang.spec.uno", "0.5.23", f"{UNO} --lora-paths a",
+         refused="UNO does not support public Multi-LoRA serving."),
+    # -- LoRA: counts and modules
+    Case("sglang.lora.args", "0.5.8", "--lora-paths a=b a=c --max-loaded-loras 1 --max-loras-per-batch 1",
+         refused="The number of LoRA paths should not exceed max_loaded_loras. max_loaded_loras=1, lora_paths=2",
+         source=f"{SA}:5093", exception="AssertionError"),
+    Case("sglang.lora.args", "0.5.8", "--lora-paths a=b a=c --max-loaded-loras 2 --max-loras-per-batch 1"),
+    Case("sglang.lora.args", "0.4.10.post2",   # a dict by name then: two words of one name are one adapter
+         "--lora-paths a=b a=c --max-loaded-loras 1 --max-loras-per-batch 1 --disable-radix-cache"),
+    Case("sglang.lora.args", "0.5.23", "--lora-paths a --max-loaded-loras 4",
+         refused="max_loaded_loras should be greater than or equal to max_loras_per_batch. max_loaded_loras=4, "
+                 "max_loras_per_batch=8", source=f"{LORA}:158", exception="AssertionError"),
+    Case("sglang.lora.args", "0.5.23", "--max-loras-per-batch 0", refused="max_loras_per_batch must be positive",
+         source=f"{LORA}:36", exception="AssertionError"),
+    Case("sglang.lora.args", "0.5.23", "--enable-lora --lora-target-modules all q_proj --max-lora-rank 8",
+         refused="If 'all' is specified in --lora-target-modules, it should be the only module specified.",
+         source=f"{LORA}:147", exception="AssertionError"),
+    Case("sglang.lora.args", "0.5.23", "--enable-lora --lora-target-modules all all --max-lora-rank 8"),  # a set
+    Case("sglang.lora.args", "0.4.10.post2", "--enable-lora --lora-target-modules q_proj",
+         refused="When no initial --lora-paths is provided, you need to specify both --max-lora-rank and "
+                 "--lora-target-modules for LoRA initialization.", source=f"{SA}:2015", exception="AssertionError"),
+    Case("sglang.lora.args", "0.4.10.post2", "--lora-target-modules q_proj"),                # LoRA is off
+    Case("sglang.lora.args", "0.5.8", "--lora-paths a --enable-lora-overlap-loading",
+         refused="Enabling LoRA overlap loading requires pinning LoRA adapter weights in CPU memory, so "
+                 "--max-loaded-loras must be less than or equal to double --max-loras-per-batch: 16",
+         source=f"{SA}:5005", exception="AssertionError"),
+    Case("sglang.lora.args", "0.5.8", "--lora-paths a --enable-lora-overlap-loading --max-loaded-loras 16"),
+    Case("sglang.lora.args", "0.5.12", "--lora-paths a --lora-drain-wait-threshold -1",
+         refused="--lora-drain-wait-threshold must be non-negative.", exception="AssertionError"),
+    # -- LoRA with speculative decoding (0.5.5.post3 - 0.5.18)
+    Case("sglang.lora.speculative", "0.5.8", "--lora-paths a --speculative-algorithm EAGLE",
+         refused="Currently LoRA is only compatible with NGRAM speculative decoding.", source=f"{SA}:5015"),
+    Case("sglang.lora.speculative", "0.5.8", "--lora-paths a --speculative-algorithm NGRAM"),
+    Case("sglang.lora.speculative", "0.5.5", "--lora-paths a --speculative-algorithm EAGLE"),
+    # -- LoRA and the radix cache (before 0.5.1)
+    Case("sglang.lora.radix_cache", "0.4.9", "--lora-paths a",
+         refused="compatibility of lora and radix attention is in progress", exception="AssertionError"),
+    Case("sglang.lora.radix_cache", "0.4.9", "--lora-paths a --disable-radix-cache"),
+    Case("sglang.lora.radix_cache", "0.4.9", "--lora-paths a --disaggregation-mode decode"),   # decode sets it
+    Case("sglang.lora.radix_cache", "0.4.10.post2", "--lora-paths a",
+         refused="compatibility of lora and radix attention is in progress", source=f"{SA}:1960",
+         exception="AssertionError"),
+    Case("sglang.lora.radix_cache", "0.4.6", "--lora-paths a --disable-radix-cache",
+         refused="compatibility of lora and cuda graph and radix attention is in progress", exception="AssertionError"),
+    Case("sglang.lora.radix_cache", "0.4.6", "--lora-paths a --disable-radix-cache --attention-backend torch_native"),
+    Case("sglang.lora.radix_cache", "0.4.6", "--lora-paths a --disable-radix-cache --disable-cuda-graph"),
+    Case("sglang.lora.radix_cache", "0.5.1", "--lora-paths a"),
+    # -- the metrics bucket rules
+    Case("sglang.metrics.buckets", "0.5.2", "--prompt-tokens-buckets custom 1 2",
+         refused="Unsupported --prompt-tokens-buckets rule type: 'custom'. Must be one of: 'tse', 'default', "
+                 "'customer'", source=f"{SA}:2396", exception="AssertionError"),
+    Case("sglang.metrics.buckets", "0.5.2", "--prompt-tokens-buckets customer 1 2"),
+    Case("sglang.metrics.buckets", "0.5.3", "--prompt-tokens-buckets custom 1 2"),
+    Case("sglang.metrics.buckets", "0.5.8", "--generation-tokens-buckets tse 1 2 0",
+         refused="--generation-tokens-buckets TSE count must be positive, got: 0", source=f"{SA}:5137",
+         exception="AssertionError"),
+    Case("sglang.metrics.buckets", "0.5.8", "--generation-tokens-buckets tse 1000 1.5 30"),
+    Case("sglang.metrics.buckets", "0.5.8", "--prompt-tokens-buckets tse 1 2 x",
+         refused="--prompt-tokens-buckets TSE rule parameters must be: ['tse', <float:middle>, <float:base>, "
+                 "<int:count>]", source=f"{SA}:5133", exception="AssertionError"),
+    Case("sglang.metrics.buckets", "0.5.23", "--prompt-tokens-buckets default 1",
+         refused="--prompt-tokens-buckets default rule should only have one parameter: ['default'], got 2",
+         exception="AssertionError"),
+    Case("sglang.metrics.buckets", "0.5.23", "--prompt-tokens-buckets default"),
+    Case("sglang.metrics.buckets", "0.5.23", "--prompt-tokens-buckets custom 10 -1",
+         refused="--prompt-tokens-buckets custom rule bucket values should be non-negative",
+         exception="AssertionError"),
+    Case("sglang.metrics.buckets", "0.5.23", "--prompt-tokens-buckets custom 10 ten",
+         refused="--prompt-tokens-buckets custom rule bucket values must be numeric", exception="AssertionError"),
+    Case("sglang.metrics.buckets", "0.5.23", "--generation-tokens-buckets exp 2",
+         refused="Unsupported --generation-tokens-buckets rule type: 'exp'. Must be one of: 'tse', 'default', "
+                 "'custom'", exception="AssertionError"),
+]
+
+
+def _id(c: Case) -> str:
+    return f"{c.rule.removeprefix('sglang.')}-{c.version}-{c.words.replace(' ', '_')[:60]}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_each_release_refuses_in_its_own_words(case: Case) -> None:
+    judged = judge(case.version, case.words, case.layout)
+    mine = [r for r in judged.refusals if r.rule == case.rule]
+    if case.refused is None:
+        assert not mine, [r.text("SGLang") for r in mine]
+        return
+    assert mine, (judged.refusals, judged.not_judged)
+    r = mine[0]
+    assert r.message == case.refused, r.text("SGLang")
+    assert (r.exception, r.release) == (case.exception, case.version)
+    if case.source:
+        assert r.source == case.source
+
+
+def test_every_rule_of_the_area_has_a_refused_and_an_accepted_case() -> None:
+    mine = {r for r in RULES if r.startswith(MINE)}
+    assert {c.rule for c in CASES if c.refused is not None} == mine
+    assert {c.rule for c in CASES if c.refused is None} == mine
+
+
+def test_the_eagle_family_with_a_draft_model_is_not_judged_where_a_gemma_draft_may_promote_it() -> None:
+    """From 0.5.12 EAGLE / NEXTN with a Gemma 4 assistant draft is FROZEN_KV_MTP (its config decides): the
+    EAGLE family's assert is said to be not judged, never guessed."""
+    line = "--speculative-algorithm EAGLE --speculative-eagle-topk 4 --speculative-draft-model-path d"
+    judged = judge("0.5.23", line)
+    assert not [r for r in judged.refusals if r.rule == "sglang.spec.eagle_params"]
+    assert any("FROZEN_KV_MTP" in n for n in judged.not_judged)
+    judged = judge("0.5.8", line)
+    assert [r.rule for r in judged.refusals] == ["sglang.spec.eagle_params"]
+
+
+def test_an_adaptive_line_leaves_the_steps_assert_not_judged() -> None:
+    """``--speculative-adaptive`` may be turned off by the release first (``_maybe_disable_adaptive``)."""
+    judged = judge("0.5.23", "--speculative-algorithm EAGLE --speculative-eagle-topk 4 --speculative-adaptive")
+    assert not judged.refusals
+    assert any("sglang.spec.eagle_params" in n and "speculative_adaptive" in n for n in judged.not_judged)
+
+
+@pytest.mark.parametrize("version", ["0.4.6", "0.4.10.post2", "0.5.2", "0.5.8", "0.5.12", "0.5.16", "0.5.23"])
+def test_the_documented_lines_pass_and_leave_nothing_unsaid(version: str) -> None:
+    """SGLang's documented EAGLE and LoRA lines: refused by none of these rules, nothing left unjudged."""
+    lines = ["--speculative-algorithm EAGLE --speculative-draft-model-path d --speculative-num-steps 3 "
+             "--speculative-eagle-topk 4 --speculative-num-draft-tokens 16",
+             "--lora-paths lora0=/adapters/a lora1=/adapters/b --max-loras-per-batch 2 --disable-radix-cache"]
+    if version == "0.4.6":  # LoRA needs CUDA graphs off too there
+        lines[1] += " --disable-cuda-graph"
+    for words in lines:
+        judged = judge(version, words)
+        assert not [r for r in judged.refusals if r.rule.startswith(MINE)], (words, judged.refusals)
+        assert not [n for n in judged.not_judged if "sglang.spec" in n or "sglang.lora" in n], judged.not_judged
