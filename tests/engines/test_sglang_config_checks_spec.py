@@ -18,7 +18,7 @@ from pytest_gpulayout.refusals import Judged, Layout
 
 H100 = (9, 0)
 QWEN = "Qwen/Qwen3-8B"
-MINE = ("sglang.spec.", "sglang.lora.", "sglang.metrics.")
+MINE = ("sglang.spec.", "sglang.lora.", "sglang.metrics.", "sglang.pd.")
 
 
 def on(tp: int = 1, pp: int = 1) -> Layout:
@@ -48,6 +48,8 @@ LORA = "sglang/srt/arg_groups/lora_hook.py"
 VAL = "sglang/srt/arg_groups/validation_hook.py"
 STANDALONE = "--speculative-algorithm STANDALONE --speculative-draft-model-path d"
 DFLASH = "--speculative-algorithm DFLASH --speculative-draft-model-path d"
+PREFILL, DECODE = "--disaggregation-mode prefill", "--disaggregation-mode decode"
+FAKE, RADIX = "--disaggregation-transfer-backend fake", "--disaggregation-decode-enable-radix-cache"
 UNO = "--speculative-algorithm UNO --uno-lora-path u"
 
 CASES = [
@@ -177,6 +179,59 @@ CASES = [
          exception="AssertionError"),
     Case("sglang.metrics.buckets", "0.5.23", "--prompt-tokens-buckets custom 10 ten",
          refused="--prompt-tokens-buckets custom rule bucket values must be numeric", exception="AssertionError"),
+    # -- PD disaggregation
+    Case("sglang.pd.decode_flags", "0.4.9", "--disaggregation-mode decode --disaggregation-decode-tp 2", on(tp=2),
+         refused="Cannot set --disaggregation-decode-tp for the decode engine.", exception="AssertionError"),
+    Case("sglang.pd.decode_flags", "0.5.8", "--disaggregation-mode decode --disaggregation-decode-dp 2", on(tp=2),
+         refused="Cannot set --disaggregation-decode-dp for the decode engine.", exception="AssertionError"),
+    Case("sglang.pd.decode_flags", "0.5.8", "--disaggregation-mode prefill --disaggregation-decode-tp 2", on(tp=2)),
+    Case("sglang.pd.tp_ratio", "0.5.8", "--disaggregation-mode prefill --disaggregation-decode-tp 6", on(tp=4),
+         refused="Different tp size is supported only when one tp is multiple of the other. decode_tp=6, "
+                 "prefill_tp=4", exception="AssertionError"),
+    Case("sglang.pd.tp_ratio", "0.5.8", "--disaggregation-mode prefill --disaggregation-decode-tp 8", on(tp=4)),
+    Case("sglang.pd.tp_ratio", "0.4.9", "--disaggregation-mode prefill --disaggregation-decode-tp 3", on(tp=2),
+         refused="Different tp size is supported only when one tp is multiple of the other. decode_tp=3, "
+                 "prefill_tp=2", exception="AssertionError"),
+    Case("sglang.pd.tp_ratio", "0.4.9", "--disaggregation-mode prefill", on(tp=2)),   # the decode TP is its own
+    Case("sglang.pd.transfer_backend", "0.5.10", f"{PREFILL} {FAKE}",
+         refused="Prefill server does not support 'fake' as the transfer backend", exception="AssertionError"),
+    Case("sglang.pd.transfer_backend", "0.5.10", f"{DECODE} {FAKE}"),
+    Case("sglang.pd.transfer_backend", "0.5.23", f"{PREFILL} {FAKE}",
+         refused="Prefill server does not support 'fake' as the transfer backend", exception="AssertionError",
+         source="sglang/srt/arg_groups/pd_disaggregation_hook.py:146"),
+    Case("sglang.pd.transfer_backend", "0.5.11", f"{DECODE} {RADIX}",
+         refused=f"{RADIX} currently requires --disaggregation-transfer-backend nixl"),
+    Case("sglang.pd.transfer_backend", "0.5.12", f"{DECODE} {RADIX}"),
+    Case("sglang.pd.transfer_backend", "0.5.19",
+         "--disaggregation-mode decode --dcp-size 2 --disaggregation-transfer-backend ascend", on(tp=2),
+         refused="PD decode DCP requires --disaggregation-transfer-backend mooncake, nixl, or fake for synthetic "
+                 "benchmarking, got 'ascend'."),
+    Case("sglang.pd.transfer_backend", "0.5.23",
+         "--disaggregation-mode decode --dcp-size 2 --disaggregation-transfer-backend ascend", on(tp=2)),
+    Case("sglang.pd.decode_radix_cache", "0.5.12",
+         "--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --speculative-algorithm nextn",
+         refused="--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+                 "(--speculative-algorithm nextn)"),               # read before speculative decoding resolves it
+    Case("sglang.pd.decode_radix_cache", "0.5.21",
+         "--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --speculative-algorithm dspark",
+         refused="--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+                 "(--speculative-algorithm dspark)"),
+    Case("sglang.pd.decode_radix_cache", "0.5.21",
+         "--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --speculative-algorithm DSPARK"),
+    Case("sglang.pd.decode_radix_cache", "0.5.21", "--disaggregation-decode-enable-radix-cache --enable-hisparse"),
+    Case("sglang.pd.decode_radix_cache", "0.5.21",
+         "--disaggregation-mode decode --disaggregation-decode-enable-radix-cache --enable-hisparse",
+         refused="--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse"),
+    Case("sglang.pd.host_receive", "0.5.23", "--disaggregation-decode-host-receive-threshold 1.5",
+         refused="--disaggregation-decode-host-receive-threshold must be between 0 and 1"),
+    Case("sglang.pd.host_receive", "0.5.23",
+         "--disaggregation-mode decode --disaggregation-decode-host-receive-threshold 0.5 --enable-pd-role-switch",
+         refused="Decode host receive does not yet support HiSparse or role switching"),
+    Case("sglang.pd.host_receive", "0.5.23", f"{DECODE} --disaggregation-decode-host-receive-threshold 0.5"),
+    Case("sglang.pd.host_receive", "0.5.21",
+         "--disaggregation-decode-host-receive-threshold 0.5 --disaggregation-decode-retraction-backup cpu_tensor",
+         refused="Decode host KV buffering requires host_pool retraction"),
+    Case("sglang.pd.host_receive", "0.5.21", "--disaggregation-decode-retraction-backup cpu_tensor"),  # 0: off then
     Case("sglang.metrics.buckets", "0.5.23", "--generation-tokens-buckets exp 2",
          refused="Unsupported --generation-tokens-buckets rule type: 'exp'. Must be one of: 'tse', 'default', "
                  "'custom'", exception="AssertionError"),

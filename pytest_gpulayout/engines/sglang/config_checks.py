@@ -67,6 +67,14 @@ RULES: Mapping[str, str] = {
                                "CUDA graphs)",
     "sglang.metrics.buckets": "a --prompt-tokens-buckets / --generation-tokens-buckets rule the release does not "
                               "take (type, parameter count, values)",
+    "sglang.pd.decode_flags": "--disaggregation-decode-tp / -dp on a decode server (0.4.7.post1 - 0.5.9)",
+    "sglang.pd.tp_ratio": "a prefill server whose TP and --disaggregation-decode-tp are not multiples (to 0.5.9)",
+    "sglang.pd.transfer_backend": "a --disaggregation-transfer-backend the mode does not take (fake on a prefill "
+                                  "server; the decode radix cache or decode DCP with a backend they do not list)",
+    "sglang.pd.decode_radix_cache": "--disaggregation-decode-enable-radix-cache with HiSparse or speculative "
+                                    "decoding; decode DCP with a radix or hierarchical cache",
+    "sglang.pd.host_receive": "--disaggregation-decode-host-receive-threshold out of [0, 1], or decode host "
+                              "receive with HiSparse, role switching or cpu_tensor retraction (0.5.21+)",
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -179,7 +187,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     rules = [r for r in rules if rules_spec.judged_here(r, values, model, listed)]
     notes.extend(rules_spec.promoted_note(values, listed))
     judged = book().judge(version, values, rules=rules)
-    framed = rules_spec.judge_frames(book(), version, args)
+    framed = rules_spec.judge_frames(book(), version, args, values)
     return Judged(judged.refusals + framed.refusals, tuple(notes) + judged.not_judged + framed.not_judged)
 
 

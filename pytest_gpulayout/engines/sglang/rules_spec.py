@@ -33,6 +33,17 @@ adapters as given, with ``disable_radix_cache`` as ``__post_init__`` leaves it (
 sets it, 0.4.9 L538) and, in 0.4.6 / 0.4.6.post1, ``disable_cuda_graph`` (``--attention-backend torch_native``
 L283 and ``--disaggregation-mode prefill`` L376 set it).
 
+PD disaggregation (``--disaggregation-mode prefill / decode``; ``__post_init__`` to 0.5.2, ``_handle_disaggregation``
+0.5.3 - 0.5.6.post2, ``_handle_pd_disaggregation`` to 0.5.12.post1, then ``arg_groups/pd_disaggregation_hook.py``):
+judged in a frame of their own, because from 0.5.12 the hook runs before speculative decoding is resolved
+(0.5.12 ``server_args.py`` L872 before L976; 0.5.21 ``arg_groups/pipeline.py`` L130 before L288), so it reads
+``--speculative-algorithm`` as given (0.5.21's ``not in (None, 'DSPARK')`` refuses ``dspark``). A prefill server
+checks its TP against the decode TP (``validate_disagg_tp_size``, 0.4.7.post1 - 0.5.9), the decode TP defaulting
+to its own (0.4.9 ``server_args.py`` L541-547). From 0.5.20 ``--disaggregation-transfer-backend mooncake_tcp`` is
+rewritten to ``mooncake`` before any backend check (0.5.23 ``pd_disaggregation_hook.py`` L29-44). What the mode
+changes instead of refusing: decode turns the radix cache off unless ``--disaggregation-decode-enable-radix-cache``
+(0.5.23 L93-106; 0.4.9 L538), prefill turned CUDA graphs off up to 0.4.10.post2 (0.4.9 L549).
+
 Metrics buckets (``validate_buckets_rule``, from 0.5.2, for ``--prompt-tokens-buckets`` and
 ``--generation-tokens-buckets``): each flag is judged in a frame of its own (the entries read ``arg_name`` and the
 list); the ``try`` / ``except`` conversions are computed as Python computes them (``float`` / ``int`` of the
@@ -65,7 +76,15 @@ SPEC_RULES: Mapping[str, tuple[str, ...]] = {
 #: the rules judged in frames of their own (``judge_frames``), not over the shared namespace
 BUCKETS_RULE = "sglang.metrics.buckets"
 LORA_RADIX_RULE = "sglang.lora.radix_cache"
-FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE})
+PD_RULES = ("sglang.pd.decode_flags", "sglang.pd.transfer_backend", "sglang.pd.decode_radix_cache",
+            "sglang.pd.host_receive")
+PD_TP_RULE = "sglang.pd.tp_ratio"
+FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, *PD_RULES})
+#: what the PD checks read as the line gives them (none is rewritten before the hook reads it)
+_PD_AS_GIVEN: Mapping[str, object] = {
+    "disaggregation_decode_tp": None, "disaggregation_decode_dp": None,
+    "disaggregation_decode_enable_radix_cache": False, "enable_hisparse": False, "enable_hierarchical_cache": False,
+    "enable_pd_role_switch": False, "disaggregation_decode_retraction_backup": None}
 #: the flags ``validate_buckets_rule`` is called for (0.5.2 - 0.5.23), by destination
 BUCKET_FLAGS: Mapping[str, str] = {"prompt_tokens_buckets": "--prompt-tokens-buckets",
                                    "generation_tokens_buckets": "--generation-tokens-buckets"}
@@ -200,10 +219,34 @@ def _radix_frame(args: ResolvedArgs) -> dict[str, object]:
             "disable_radix_cache": disable_radix, "disable_cuda_graph": disable_graph}
 
 
-def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs) -> Judged:
-    """The framed rules: each bucket flag the line gives, and the old LoRA / radix-cache assert."""
+def _pd_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[str, object]:
+    """The values the PD checks read: the shared ones, the algorithm as given, the PD flags, and for a prefill
+    server ``validate_disagg_tp_size(tp_size, disaggregation_decode_tp)``'s locals."""
+    frame = dict(values)
+    frame["speculative_algorithm"] = args.get("speculative_algorithm")
+    frame.update({dest: args.get(dest, default) for dest, default in _PD_AS_GIVEN.items()})
+    backend = args.get("disaggregation_transfer_backend", "mooncake")
+    frame["disaggregation_transfer_backend"] = "mooncake" if backend == "mooncake_tcp" else backend
+    threshold = args.get("disaggregation_decode_host_receive_threshold")
+    if threshold is not None:
+        frame["disaggregation_decode_host_receive_threshold"] = threshold
+    prefill_tp = values.get("tp_size")
+    decode_tp = frame["disaggregation_decode_tp"] if frame["disaggregation_decode_tp"] is not None else prefill_tp
+    if isinstance(prefill_tp, int) and isinstance(decode_tp, int):
+        frame.update(prefill_tp=prefill_tp, decode_tp=decode_tp, larger_tp=max(prefill_tp, decode_tp),
+                     smaller_tp=min(prefill_tp, decode_tp))
+    return frame
+
+
+def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: Mapping[str, object]) -> Judged:
+    """The framed rules: each bucket flag the line gives, the old LoRA / radix-cache assert, and the PD checks
+    (the prefill server's TP ratio only where the mode is prefill)."""
     refusals: list[Refusal] = []
     not_judged: list[str] = []
+    pd_rules = [*PD_RULES, PD_TP_RULE] if args.get("disaggregation_mode") == "prefill" else list(PD_RULES)
+    judged = book.judge(version, _pd_frame(args, values), rules=pd_rules)
+    refusals.extend(judged.refusals)
+    not_judged.extend(judged.not_judged)
     for dest, flag in BUCKET_FLAGS.items():
         words = args.get(dest)
         if not isinstance(words, (list, tuple)) or not words:
