@@ -48,6 +48,7 @@ LORA = "sglang/srt/arg_groups/lora_hook.py"
 VAL = "sglang/srt/arg_groups/validation_hook.py"
 STANDALONE = "--speculative-algorithm STANDALONE --speculative-draft-model-path d"
 DFLASH = "--speculative-algorithm DFLASH --speculative-draft-model-path d"
+DSPARK = "--speculative-algorithm DSPARK --speculative-draft-model-path d"
 PREFILL, DECODE = "--disaggregation-mode prefill", "--disaggregation-mode decode"
 FAKE, RADIX = "--disaggregation-transfer-backend fake", "--disaggregation-decode-enable-radix-cache"
 UNO = "--speculative-algorithm UNO --uno-lora-path u"
@@ -144,6 +145,39 @@ CASES = [
          refused="Currently LoRA is only compatible with NGRAM speculative decoding.", source=f"{SA}:5015"),
     Case("sglang.lora.speculative", "0.5.8", "--lora-paths a --speculative-algorithm NGRAM"),
     Case("sglang.lora.speculative", "0.5.5", "--lora-paths a --speculative-algorithm EAGLE"),
+    Case("sglang.lora.speculative", "0.5.23", f"--lora-paths a {STANDALONE}",
+         refused="LoRA is only compatible with NGRAM, EAGLE, NEXTN, EAGLE3, DFLASH, or DSPARK speculative decoding, "
+                 "not STANDALONE.", source=f"{LORA}:260"),
+    Case("sglang.lora.speculative", "0.5.23", "--lora-paths a --speculative-algorithm EAGLE3 "
+                                              "--speculative-draft-model-path d"),
+    Case("sglang.lora.speculative", "0.5.23", STANDALONE),                                    # LoRA is off
+    # -- DSPARK and pipeline parallelism
+    Case("sglang.spec.dspark", "0.5.16", DSPARK, on(pp=2),
+         refused="Currently DSpark speculative decoding only supports pp_size == 1."),
+    Case("sglang.spec.dspark", "0.5.16", DSPARK),
+    Case("sglang.spec.dspark", "0.5.23", DSPARK, on(pp=2),
+         refused="DSpark pipeline parallelism requires PD prefill; decode and non-disaggregated serving require "
+                 "pp_size == 1."),
+    Case("sglang.spec.dspark", "0.5.23", f"{DSPARK} {PREFILL}", on(pp=2)),
+    # -- pipeline parallelism with speculative decoding (the PP handler turns the overlap schedule off first)
+    Case("sglang.spec.pipeline_parallel", "0.4.9", "--speculative-algorithm EAGLE", on(pp=2),
+         refused="Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked "
+                 "prefill.", exception="AssertionError"),
+    Case("sglang.spec.pipeline_parallel", "0.4.9", "", on(pp=2)),
+    Case("sglang.spec.pipeline_parallel", "0.4.9", "--enable-mixed-chunk", on(pp=2),
+         refused="Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked "
+                 "prefill.", exception="AssertionError"),
+    Case("sglang.spec.pipeline_parallel", "0.5.12", "--enable-mixed-chunk", on(pp=2)),          # no longer checked
+    Case("sglang.spec.pipeline_parallel", "0.5.12", "--speculative-algorithm NGRAM", on(pp=2),
+         refused="Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+         exception="AssertionError"),
+    Case("sglang.spec.pipeline_parallel", "0.5.12", "--speculative-algorithm NGRAM"),
+    Case("sglang.spec.pipeline_parallel", "0.5.20", "--speculative-algorithm EAGLE", on(pp=2),
+         refused="Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+         exception="AssertionError"),
+    Case("sglang.spec.pipeline_parallel", "0.5.23", DSPARK, on(pp=2),
+         refused="Pipeline parallel DSPARK requires disaggregation-mode=prefill", exception="AssertionError"),
+    Case("sglang.spec.pipeline_parallel", "0.5.23", f"{DSPARK} {PREFILL}", on(pp=2)),
     # -- LoRA and the radix cache (before 0.5.1)
     Case("sglang.lora.radix_cache", "0.4.9", "--lora-paths a",
          refused="compatibility of lora and radix attention is in progress", exception="AssertionError"),
@@ -272,6 +306,13 @@ def test_the_eagle_family_with_a_draft_model_is_not_judged_where_a_gemma_draft_m
     assert any("FROZEN_KV_MTP" in n for n in judged.not_judged)
     judged = judge("0.5.8", line)
     assert [r.rule for r in judged.refusals] == ["sglang.spec.eagle_params"]
+
+
+def test_lora_with_an_eagle_draft_is_not_judged_where_it_may_be_promoted() -> None:
+    """0.5.19+ LoRA takes EAGLE but not FROZEN_KV_MTP, which a Gemma 4 draft makes of it: said, not guessed."""
+    judged = judge("0.5.23", "--lora-paths a --speculative-algorithm EAGLE --speculative-draft-model-path d")
+    assert not [r for r in judged.refusals if r.rule == "sglang.lora.speculative"]
+    assert any("sglang.lora.speculative" in n and "FROZEN_KV_MTP" in n for n in judged.not_judged)
 
 
 def test_an_adaptive_line_leaves_the_steps_assert_not_judged() -> None:

@@ -62,11 +62,15 @@ RULES: Mapping[str, str] = {
                         "--lora-target-modules, no --lora-paths without --max-lora-rank and --lora-target-modules, "
                         "--max-loaded-loras below --max-loras-per-batch or the adapters, overlap loading without "
                         "a --max-loaded-loras within twice the batch, a negative --lora-drain-wait-threshold",
-    "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18)",
+    "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18), or than "
+                               "NGRAM / EAGLE / EAGLE3 / DFLASH / DSPARK (0.5.19+)",
     "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "
                                "CUDA graphs)",
     "sglang.metrics.buckets": "a --prompt-tokens-buckets / --generation-tokens-buckets rule the release does not "
                               "take (type, parameter count, values)",
+    "sglang.spec.dspark": "DSPARK with pipeline parallelism (from 0.5.21: outside a PD prefill server)",
+    "sglang.spec.pipeline_parallel": "pipeline parallelism with speculative decoding (to 0.5.20; DSPARK outside a "
+                                     "prefill server from 0.5.21) or, to 0.5.10.post1, with --enable-mixed-chunk",
     "sglang.pd.decode_flags": "--disaggregation-decode-tp / -dp on a decode server (0.4.7.post1 - 0.5.9)",
     "sglang.pd.tp_ratio": "a prefill server whose TP and --disaggregation-decode-tp are not multiples (to 0.5.9)",
     "sglang.pd.transfer_backend": "a --disaggregation-transfer-backend the mode does not take (fake on a prefill "

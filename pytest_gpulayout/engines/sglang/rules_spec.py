@@ -44,6 +44,12 @@ rewritten to ``mooncake`` before any backend check (0.5.23 ``pd_disaggregation_h
 changes instead of refusing: decode turns the radix cache off unless ``--disaggregation-decode-enable-radix-cache``
 (0.5.23 L93-106; 0.4.9 L538), prefill turned CUDA graphs off up to 0.4.10.post2 (0.4.9 L549).
 
+Pipeline parallelism with speculative decoding (``check_server_args``): with ``--pp-size`` above 1 the release
+turns the overlap schedule off first (0.4.9 ``server_args.py`` L429, 0.5.8 L2044 ``_handle_pipeline_parallelism``,
+0.5.19 ``arg_groups/overrides.py`` L1617), then asserts no speculative algorithm (and, to 0.5.10.post1, no
+``--enable-mixed-chunk``); from 0.5.21 ``check_pipeline_parallel_compat`` lets EAGLE through under conditions read
+from the environment (``SGLANG_ENABLE_PP_SPEC``), which stay open, and asks DSPARK for a prefill server.
+
 Metrics buckets (``validate_buckets_rule``, from 0.5.2, for ``--prompt-tokens-buckets`` and
 ``--generation-tokens-buckets``): each flag is judged in a frame of its own (the entries read ``arg_name`` and the
 list); the ``try`` / ``except`` conversions are computed as Python computes them (``float`` / ``int`` of the
@@ -72,14 +78,21 @@ SPEC_RULES: Mapping[str, tuple[str, ...]] = {
     "sglang.spec.ngram": ("NGRAM",),
     "sglang.spec.dflash": ("DFLASH",),
     "sglang.spec.uno": ("UNO",),
+    "sglang.spec.dspark": ("DSPARK",),
 }
+#: from 0.5.19 LoRA's speculative check lists the algorithms it takes (``arg_groups/lora_hook.py``
+#: ``check_lora_speculative_compatibility``, the same tuple 0.5.19 - 0.5.23); it runs inside ``if enable_lora``
+LORA_SPEC_RULE = "sglang.lora.speculative"
+LORA_SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "DFLASH", "DSPARK")
+LORA_SPEC_LISTS_SINCE = Version("0.5.19")
 #: the rules judged in frames of their own (``judge_frames``), not over the shared namespace
 BUCKETS_RULE = "sglang.metrics.buckets"
 LORA_RADIX_RULE = "sglang.lora.radix_cache"
 PD_RULES = ("sglang.pd.decode_flags", "sglang.pd.transfer_backend", "sglang.pd.decode_radix_cache",
             "sglang.pd.host_receive")
 PD_TP_RULE = "sglang.pd.tp_ratio"
-FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, *PD_RULES})
+PP_SPEC_RULE = "sglang.spec.pipeline_parallel"
+FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, *PD_RULES})
 #: what the PD checks read as the line gives them (none is rewritten before the hook reads it)
 _PD_AS_GIVEN: Mapping[str, object] = {
     "disaggregation_decode_tp": None, "disaggregation_decode_dp": None,
@@ -148,6 +161,8 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     threshold = args.get("lora_drain_wait_threshold")
     if threshold is not None:
         ns["lora_drain_wait_threshold"] = threshold
+    ns["lora_spec_algorithms"] = LORA_SPEC_ALGORITHMS
+    ns["promoted"] = ""  # the FROZEN_KV_MTP words: only for a promoted algorithm, which is not judged
     return ns
 
 
@@ -157,6 +172,9 @@ def judged_here(rule: str, values: Mapping[str, object], model: ModelSpec, liste
     may promote it to FROZEN_KV_MTP by the draft's config, or where the model sets its own steps)."""
     if rule in FRAMED:
         return False
+    if rule == LORA_SPEC_RULE and listed >= LORA_SPEC_LISTS_SINCE:  # returns first for NGRAM / none
+        return bool(values.get("enable_lora")) and values.get("speculative_algorithm") not in ("NGRAM", None) \
+            and not _may_be_promoted_for_lora(values)
     if rule not in SPEC_RULES:
         return True
     algo = values.get("speculative_algorithm")
@@ -177,12 +195,24 @@ def _may_be_promoted(values: Mapping[str, object], listed: Version) -> bool:
                  or values.get("speculative_num_draft_tokens") is not None))
 
 
+def _may_be_promoted_for_lora(values: Mapping[str, object]) -> bool:
+    """LoRA takes EAGLE but not FROZEN_KV_MTP (0.5.19+): EAGLE with a draft model may be either."""
+    return (bool(values.get("enable_lora")) and values.get("speculative_algorithm") == "EAGLE"
+            and bool(values.get("speculative_draft_model_path")))
+
+
+_PROMOTED = ("the release promotes EAGLE / NEXTN to FROZEN_KV_MTP for a Gemma 4 assistant draft, read from the "
+             "draft's config, which is not read")
+
+
 def promoted_note(values: Mapping[str, object], listed: Version) -> tuple[str, ...]:
-    """What ``judged_here`` left out for the EAGLE family, in words."""
+    """What ``judged_here`` left out where the algorithm may be promoted, in words."""
+    notes = []
     if _may_be_promoted(values, listed):
-        return ("the EAGLE family's checks (sglang.spec.eagle_params): the release promotes EAGLE / NEXTN to "
-                "FROZEN_KV_MTP for a Gemma 4 assistant draft, read from the draft's config, which is not read",)
-    return ()
+        notes.append(f"the EAGLE family's checks (sglang.spec.eagle_params): {_PROMOTED}")
+    if listed >= LORA_SPEC_LISTS_SINCE and _may_be_promoted_for_lora(values):
+        notes.append(f"LoRA's speculative check ({LORA_SPEC_RULE}): {_PROMOTED}")
+    return tuple(notes)
 
 
 def _bucket_frame(flag: str, words: Sequence[object]) -> dict[str, object]:
@@ -243,6 +273,12 @@ def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: M
     (the prefill server's TP ratio only where the mode is prefill)."""
     refusals: list[Refusal] = []
     not_judged: list[str] = []
+    if values.get("pp_size", 1) != 1:  # ``if pp_size > 1``: the PP handler has turned the overlap schedule off
+        frame = {**values, "disable_overlap_schedule": True,
+                 "enable_mixed_chunk": bool(args.get("enable_mixed_chunk", False))}
+        judged = book.judge(version, frame, rules=[PP_SPEC_RULE])
+        refusals.extend(judged.refusals)
+        not_judged.extend(judged.not_judged)
     pd_rules = [*PD_RULES, PD_TP_RULE] if args.get("disaggregation_mode") == "prefill" else list(PD_RULES)
     judged = book.judge(version, _pd_frame(args, values), rules=pd_rules)
     refusals.extend(judged.refusals)
