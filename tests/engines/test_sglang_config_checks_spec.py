@@ -47,6 +47,8 @@ HOOK = "sglang/srt/arg_groups/speculative_hook.py"
 LORA = "sglang/srt/arg_groups/lora_hook.py"
 VAL = "sglang/srt/arg_groups/validation_hook.py"
 STANDALONE = "--speculative-algorithm STANDALONE --speculative-draft-model-path d"
+EAGLE3_RS = "--speculative-algorithm EAGLE3 --speculative-use-rejection-sampling"
+STEPS_TOPK4 = "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8"
 DFLASH = "--speculative-algorithm DFLASH --speculative-draft-model-path d"
 DSPARK = "--speculative-algorithm DSPARK --speculative-draft-model-path d"
 PREFILL, DECODE = "--disaggregation-mode prefill", "--disaggregation-mode decode"
@@ -151,6 +153,22 @@ CASES = [
     Case("sglang.lora.speculative", "0.5.23", "--lora-paths a --speculative-algorithm EAGLE3 "
                                               "--speculative-draft-model-path d"),
     Case("sglang.lora.speculative", "0.5.23", STANDALONE),                                    # LoRA is off
+    # -- rejection sampling (0.5.14+), over the top-k as it stands after the release's auto choice
+    Case("sglang.spec.rejection_sampling", "0.5.16", f"{STANDALONE} --speculative-use-rejection-sampling",
+         refused="--speculative-use-rejection-sampling is only supported for EAGLE / EAGLE3 / NEXTN, not "
+                 "speculative_algorithm=STANDALONE.", exception="NotImplementedError"),
+    Case("sglang.spec.rejection_sampling", "0.5.16",
+         f"{EAGLE3_RS} --speculative-num-steps 3 --speculative-eagle-topk 1"),
+    Case("sglang.spec.rejection_sampling", "0.5.23", f"{EAGLE3_RS} {STEPS_TOPK4}",
+         refused="--speculative-use-rejection-sampling requires --speculative-eagle-topk=1."),
+    Case("sglang.spec.rejection_sampling", "0.5.23",
+         f"--speculative-algorithm EAGLE3 --speculative-use-block-verification {STEPS_TOPK4}",
+         refused="--speculative-use-rejection-sampling requires --speculative-eagle-topk=1."),   # block verification
+    Case("sglang.spec.rejection_sampling", "0.5.19", f"{EAGLE3_RS} --speculative-accept-threshold-single 0.5",
+         refused="--speculative-use-rejection-sampling is incompatible with --speculative-accept-threshold-single / "
+                 "--speculative-accept-threshold-acc; rejection sampling ignores the accept thresholds."),
+    Case("sglang.spec.rejection_sampling", "0.5.19",
+         "--speculative-algorithm EAGLE3 --speculative-accept-threshold-single 0.5"),
     # -- DSPARK and pipeline parallelism
     Case("sglang.spec.dspark", "0.5.16", DSPARK, on(pp=2),
          refused="Currently DSpark speculative decoding only supports pp_size == 1."),
@@ -313,6 +331,14 @@ def test_lora_with_an_eagle_draft_is_not_judged_where_it_may_be_promoted() -> No
     judged = judge("0.5.23", "--lora-paths a --speculative-algorithm EAGLE --speculative-draft-model-path d")
     assert not [r for r in judged.refusals if r.rule == "sglang.lora.speculative"]
     assert any("sglang.lora.speculative" in n and "FROZEN_KV_MTP" in n for n in judged.not_judged)
+
+
+def test_rejection_sampling_reads_the_top_k_only_where_the_line_fixes_it() -> None:
+    """Without --speculative-num-steps the release picks steps / top-k / draft tokens by architecture: the top-k
+    check is said to be not judged (never guessed); the algorithm check is judged."""
+    judged = judge("0.5.23", EAGLE3_RS)
+    assert not judged.refusals
+    assert any("sglang.spec.rejection_sampling" in n and "speculative_eagle_topk" in n for n in judged.not_judged)
 
 
 def test_an_adaptive_line_leaves_the_steps_assert_not_judged() -> None:

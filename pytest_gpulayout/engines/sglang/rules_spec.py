@@ -92,7 +92,10 @@ PD_RULES = ("sglang.pd.decode_flags", "sglang.pd.transfer_backend", "sglang.pd.d
             "sglang.pd.host_receive")
 PD_TP_RULE = "sglang.pd.tp_ratio"
 PP_SPEC_RULE = "sglang.spec.pipeline_parallel"
-FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, *PD_RULES})
+REJECTION_RULE = "sglang.spec.rejection_sampling"
+FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, *PD_RULES})
+#: the EAGLE family's handler (``_handle_eagle_family``) runs for these; a promoted EAGLE runs another one
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 #: what the PD checks read as the line gives them (none is rewritten before the hook reads it)
 _PD_AS_GIVEN: Mapping[str, object] = {
     "disaggregation_decode_tp": None, "disaggregation_decode_dp": None,
@@ -268,11 +271,37 @@ def _pd_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[str, obj
     return frame
 
 
+def _rejection_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[str, object]:
+    """What the EAGLE family's rejection-sampling checks read (0.5.14+; 0.5.23 ``speculative_hook.py``
+    L1209-1248): the flag (set too by ``--speculative-use-block-verification`` for EAGLE / EAGLE3, 0.5.22+ L161),
+    the accept thresholds and deterministic inference as given, and the top-k as it stands after the release's
+    auto choice: the line's where it gives ``--speculative-num-steps``, else chosen by architecture
+    (``auto_choose_speculative_params``), which is not resolved here, so left out (not judged). Multi-layer EAGLE,
+    which model overrides turn on (MiMo-V2, GigaChat 3.5), is left out too."""
+    frame = {k: v for k, v in values.items() if k != "speculative_eagle_topk"}
+    if values.get("speculative_num_steps") is not None:
+        frame["speculative_eagle_topk"] = values.get("speculative_eagle_topk")
+    block = bool(args.get("speculative_use_block_verification", False))
+    frame["speculative_use_rejection_sampling"] = bool(args.get("speculative_use_rejection_sampling", False)) or (
+        block and values.get("speculative_algorithm") in ("EAGLE", "EAGLE3"))
+    for dest, default in (("speculative_accept_threshold_single", 1.0), ("speculative_accept_threshold_acc", 1.0),
+                          ("enable_deterministic_inference", False)):
+        frame[dest] = args.get(dest, default)
+    return frame
+
+
 def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: Mapping[str, object]) -> Judged:
     """The framed rules: each bucket flag the line gives, the old LoRA / radix-cache assert, and the PD checks
     (the prefill server's TP ratio only where the mode is prefill)."""
     refusals: list[Refusal] = []
     not_judged: list[str] = []
+    algo = values.get("speculative_algorithm")
+    listed = book.ledger.listed(version) or version
+    if algo in EAGLE_FAMILY and not (algo == "EAGLE" and listed >= ALGORITHM_UPPER_SINCE
+                                     and values.get("speculative_draft_model_path")):
+        judged = book.judge(version, _rejection_frame(args, values), rules=[REJECTION_RULE])
+        refusals.extend(judged.refusals)
+        not_judged.extend(judged.not_judged)
     if values.get("pp_size", 1) != 1:  # ``if pp_size > 1``: the PP handler has turned the overlap schedule off
         frame = {**values, "disable_overlap_schedule": True,
                  "enable_mixed_chunk": bool(args.get("enable_mixed_chunk", False))}
