@@ -88,6 +88,36 @@ CASES = [
     Case("sglang.spec.ngram", "0.5.23", "--speculative-algorithm NGRAM --attn-dp-size 2", on(tp=2),
          refused="Currently ngram speculative decoding does not support dp attention.", source=f"{HOOK}:1369"),
     Case("sglang.spec.ngram", "0.5.23", "--speculative-algorithm NGRAM", on(tp=2)),
+    Case("sglang.spec.ngram", "0.5.12", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c",
+         refused="--speculative-ngram-external-sam-budget must be positive when "
+                 "--speculative-ngram-external-corpus-path is set."),            # the budget defaults to 0
+    Case("sglang.spec.ngram", "0.5.23", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c "
+                                        "--speculative-ngram-external-sam-budget 12",
+         refused="speculative_ngram_external_sam_budget must be less than or equal to speculative_num_draft_tokens "
+                 "- 1 (11)."),                                                   # 12 draft tokens by default
+    Case("sglang.spec.ngram", "0.5.23", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c "
+                                        "--speculative-ngram-external-sam-budget 12 --speculative-num-draft-tokens 16"),
+    # -- the algorithm-wide flags
+    Case("sglang.spec.flags", "0.5.16", "--speculative-draft-window-size 0",
+         refused="--speculative-draft-window-size must be positive, got 0."),
+    Case("sglang.spec.flags", "0.5.23", "--speculative-algorithm EAGLE3 --speculative-draft-window-size 0",
+         refused="--speculative-draft-window-size must be positive, got 0."),
+    Case("sglang.spec.flags", "0.5.23", "--speculative-algorithm EAGLE3 --speculative-draft-window-size 64"),
+    Case("sglang.spec.flags", "0.5.23", "--speculative-draft-sink-size 4",
+         refused="--speculative-draft-sink-size requires --speculative-draft-window-size."),
+    Case("sglang.spec.flags", "0.5.23", "--speculative-draft-sink-size 4 --speculative-draft-window-size 64"),
+    Case("sglang.spec.flags", "0.5.11", "--speculative-algorithm DFLASH --speculative-draft-model-path d "
+                                        "--speculative-dflash-draft-window-size 0",
+         refused="DFLASH requires --speculative-dflash-draft-window-size to be positive, got 0."),
+    Case("sglang.spec.flags", "0.5.12", "--speculative-algorithm EAGLE3 --speculative-skip-dp-mlp-sync",
+         refused="--speculative-skip-dp-mlp-sync is only supported with speculative_algorithm == EAGLE, got EAGLE3.",
+         exception="AssertionError"),
+    Case("sglang.spec.flags", "0.5.11", "--speculative-algorithm NEXTN --speculative-skip-dp-mlp-sync"),  # EAGLE
+    Case("sglang.spec.flags", "0.5.23", "--speculative-algorithm STANDALONE --speculative-draft-model-path d "
+                                        "--speculative-use-block-verification",
+         refused="--speculative-use-block-verification only supports EAGLE / EAGLE3 / NEXTN / DFLASH / DSPARK."),
+    Case("sglang.spec.flags", "0.5.23", "--speculative-algorithm DFLASH --speculative-draft-model-path d "
+                                        "--speculative-use-block-verification"),
     # -- DFLASH: PP, its draft model, its block size, attention DP
     Case("sglang.spec.dflash", "0.5.12", DFLASH, on(pp=2),
          refused="Currently DFLASH speculative decoding only supports pp_size == 1.", source=f"{SA}:3596"),

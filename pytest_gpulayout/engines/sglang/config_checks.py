@@ -53,7 +53,11 @@ RULES: Mapping[str, str] = {
     "sglang.spec.eagle_params": "EAGLE / EAGLE3 / NEXTN / STANDALONE with --speculative-eagle-topk or "
                                 "--speculative-num-draft-tokens but no --speculative-num-steps",
     "sglang.spec.standalone": "STANDALONE speculative decoding with attention DP",
-    "sglang.spec.ngram": "NGRAM speculative decoding with attention DP",
+    "sglang.spec.ngram": "NGRAM speculative decoding with attention DP, or an external corpus whose SAM budget is "
+                         "not positive or above the draft tokens less one, or whose max tokens are not positive",
+    "sglang.spec.flags": "a draft window size not positive, a draft sink size negative or without a window, "
+                         "--speculative-skip-dp-mlp-sync other than with EAGLE, or block verification with an "
+                         "algorithm it does not list",
     "sglang.spec.dflash": "DFLASH with attention DP (from 0.5.23: without --enable-dp-lm-head, or with CP), with "
                           "PP, without --speculative-draft-model-path, or a --speculative-dflash-block-size that "
                           "is not positive or differs from --speculative-num-draft-tokens",

@@ -93,7 +93,12 @@ PD_RULES = ("sglang.pd.decode_flags", "sglang.pd.transfer_backend", "sglang.pd.d
 PD_TP_RULE = "sglang.pd.tp_ratio"
 PP_SPEC_RULE = "sglang.spec.pipeline_parallel"
 REJECTION_RULE = "sglang.spec.rejection_sampling"
-FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, *PD_RULES})
+SPEC_FLAGS_RULE = "sglang.spec.flags"
+FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, SPEC_FLAGS_RULE,
+                    *PD_RULES})
+#: NGRAM's draft-token count where the line gives none (0.5.11 server_args.py L3573, 0.5.23
+#: speculative_hook.py L1318), set before its external-corpus checks read it
+NGRAM_DRAFT_TOKENS = 12
 #: the EAGLE family's handler (``_handle_eagle_family``) runs for these; a promoted EAGLE runs another one
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 #: what the PD checks read as the line gives them (none is rewritten before the hook reads it)
@@ -142,8 +147,14 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     del model, layout, version
     ns: dict[str, object] = {"speculative_algorithm": algorithm(args, listed)}
     for dest in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                 "speculative_draft_model_path", "speculative_dflash_block_size", "uno_lora_path"):
+                 "speculative_draft_model_path", "speculative_dflash_block_size", "uno_lora_path",
+                 "speculative_ngram_external_corpus_path"):
         ns[dest] = _given(args, dest)
+    if ns["speculative_algorithm"] == "NGRAM" and ns["speculative_num_draft_tokens"] is None:
+        ns["speculative_num_draft_tokens"] = NGRAM_DRAFT_TOKENS
+    for dest in ("speculative_ngram_external_sam_budget", "speculative_ngram_external_corpus_max_tokens"):
+        if dest in args.values:
+            ns[dest] = args.get(dest)
     if not args.is_set("speculative_adaptive"):
         ns["speculative_adaptive"] = False  # given, ``_maybe_disable_adaptive`` may turn it off: not judged
     paths = args.get("lora_paths")
@@ -271,6 +282,33 @@ def _pd_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[str, obj
     return frame
 
 
+def _flags_frame(args: ResolvedArgs, values: Mapping[str, object], listed: Version) -> dict[str, object]:
+    """What the algorithm-wide speculative checks read (``handle_speculative_decoding``, 0.5.13+; before, the
+    DFLASH branch of ``_handle_speculative_decoding``): the draft window / sink sizes as ``int`` of the line's
+    (0.5.23 speculative_hook.py L188-219; 0.5.11 spells it ``--speculative-dflash-draft-window-size``),
+    ``--speculative-skip-dp-mlp-sync`` and ``--speculative-use-block-verification`` (both read after the
+    algorithm's rewrite: where EAGLE with a draft model may have become FROZEN_KV_MTP, the algorithm is left
+    out, so those entries are not judged)."""
+    frame = dict(values)
+    for dest in ("speculative_draft_window_size", "speculative_dflash_draft_window_size",
+                 "speculative_draft_sink_size"):
+        frame[dest] = _given(args, dest)
+    window = frame["speculative_draft_window_size"] if frame["speculative_draft_window_size"] is not None \
+        else frame["speculative_dflash_draft_window_size"]
+    if isinstance(window, (int, float, str)):
+        frame["window_size"] = int(window)
+    sink = frame["speculative_draft_sink_size"]
+    if isinstance(sink, (int, float, str)):
+        frame["sink_size"] = int(sink)
+    skip, block = (bool(args.get(d, False)) for d in ("speculative_skip_dp_mlp_sync",
+                                                       "speculative_use_block_verification"))
+    frame.update(speculative_skip_dp_mlp_sync=skip, speculative_use_block_verification=block)
+    if (skip or block) and values.get("speculative_algorithm") == "EAGLE" and listed >= ALGORITHM_UPPER_SINCE \
+            and values.get("speculative_draft_model_path"):
+        del frame["speculative_algorithm"]
+    return frame
+
+
 def _rejection_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[str, object]:
     """What the EAGLE family's rejection-sampling checks read (0.5.14+; 0.5.23 ``speculative_hook.py``
     L1209-1248): the flag (set too by ``--speculative-use-block-verification`` for EAGLE / EAGLE3, 0.5.22+ L161),
@@ -297,6 +335,9 @@ def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: M
     not_judged: list[str] = []
     algo = values.get("speculative_algorithm")
     listed = book.ledger.listed(version) or version
+    judged = book.judge(version, _flags_frame(args, values, listed), rules=[SPEC_FLAGS_RULE])
+    refusals.extend(judged.refusals)
+    not_judged.extend(judged.not_judged)
     if algo in EAGLE_FAMILY and not (algo == "EAGLE" and listed >= ALGORITHM_UPPER_SINCE
                                      and values.get("speculative_draft_model_path")):
         judged = book.judge(version, _rejection_frame(args, values), rules=[REJECTION_RULE])
