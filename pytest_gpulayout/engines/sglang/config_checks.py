@@ -68,6 +68,7 @@ RULES: Mapping[str, str] = {
                         "a --max-loaded-loras within twice the batch, a negative --lora-drain-wait-threshold",
     "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18), or than "
                                "NGRAM / EAGLE / EAGLE3 / DFLASH / DSPARK (0.5.19+)",
+    "sglang.lora.paths_json": "a --lora-paths JSON word without both 'lora_name' and 'lora_path' (0.5.1+)",
     "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "
                                "CUDA graphs)",
     "sglang.metrics.buckets": "a --prompt-tokens-buckets / --generation-tokens-buckets rule the release does not "

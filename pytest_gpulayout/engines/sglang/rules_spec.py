@@ -58,6 +58,7 @@ words), and where one fails the release stops at that assert, so the entries aft
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
@@ -94,8 +95,9 @@ PD_TP_RULE = "sglang.pd.tp_ratio"
 PP_SPEC_RULE = "sglang.spec.pipeline_parallel"
 REJECTION_RULE = "sglang.spec.rejection_sampling"
 SPEC_FLAGS_RULE = "sglang.spec.flags"
+LORA_JSON_RULE = "sglang.lora.paths_json"
 FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, SPEC_FLAGS_RULE,
-                    *PD_RULES})
+                    LORA_JSON_RULE, *PD_RULES})
 #: NGRAM's draft-token count where the line gives none (0.5.11 server_args.py L3573, 0.5.23
 #: speculative_hook.py L1318), set before its external-corpus checks read it
 NGRAM_DRAFT_TOKENS = 12
@@ -328,11 +330,37 @@ def _rejection_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[s
     return frame
 
 
+def _lora_word_frames(args: ResolvedArgs) -> list[dict[str, object]]:
+    """One frame per ``--lora-paths`` word that ``LoRAPathAction`` reads as JSON (0.5.1+: 0.5.23
+    ``arg_groups/argparse_actions.py``): the word stripped, and the object ``json.loads`` makes of it. A word
+    that is not valid JSON is a ``json.JSONDecodeError`` the ledger does not list: its object is left out (the
+    entry is said to be not judged)."""
+    words = args.get("lora_paths")
+    frames: list[dict[str, object]] = []
+    for word in words if isinstance(words, (list, tuple)) else ():
+        if not isinstance(word, str):
+            continue
+        stripped = word.strip()
+        frame: dict[str, object] = {"values": list(words), "for lora_path in values": True, "lora_path": stripped,
+                                    "repr(lora_path)": repr(stripped)}
+        if stripped.startswith("{") and stripped.endswith("}"):
+            try:
+                frame["obj"] = json.loads(stripped)
+            except ValueError:
+                pass
+        frames.append(frame)
+    return frames
+
+
 def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: Mapping[str, object]) -> Judged:
     """The framed rules: each bucket flag the line gives, the old LoRA / radix-cache assert, and the PD checks
     (the prefill server's TP ratio only where the mode is prefill)."""
     refusals: list[Refusal] = []
     not_judged: list[str] = []
+    for frame in _lora_word_frames(args):
+        judged = book.judge(version, frame, rules=[LORA_JSON_RULE])
+        refusals.extend(judged.refusals)
+        not_judged.extend(judged.not_judged)
     algo = values.get("speculative_algorithm")
     listed = book.ledger.listed(version) or version
     judged = book.judge(version, _flags_frame(args, values, listed), rules=[SPEC_FLAGS_RULE])
