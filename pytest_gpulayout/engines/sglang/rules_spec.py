@@ -335,13 +335,14 @@ def _lora_word_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     ``arg_groups/argparse_actions.py``): the word stripped, and the object ``json.loads`` makes of it. A word
     that is not valid JSON is a ``json.JSONDecodeError`` the ledger does not list: its object is left out (the
     entry is said to be not judged)."""
-    words = args.get("lora_paths")
+    given = args.get("lora_paths")
+    words: list[object] = list(given) if isinstance(given, (list, tuple)) else []
     frames: list[dict[str, object]] = []
-    for word in words if isinstance(words, (list, tuple)) else ():
+    for word in words:
         if not isinstance(word, str):
             continue
         stripped = word.strip()
-        frame: dict[str, object] = {"values": list(words), "for lora_path in values": True, "lora_path": stripped,
+        frame: dict[str, object] = {"values": words, "for lora_path in values": True, "lora_path": stripped,
                                     "repr(lora_path)": repr(stripped)}
         if stripped.startswith("{") and stripped.endswith("}"):
             try:
