@@ -145,6 +145,22 @@ CASES = [
          refused="UNO reuses the target model and does not accept --speculative-draft-model-path."),
     Case("sglang.spec.uno", "0.5.23", f"{UNO} --lora-paths a",
          refused="UNO does not support public Multi-LoRA serving."),
+    # -- UNO's widths: linear (K = 1) or a tree of F = steps + 1 levels
+    Case("sglang.spec.uno_shape", "0.5.23", UNO,
+         refused="UNO requires --speculative-num-draft-tokens to be a positive integer denoting the linear width or "
+                 "tree verify width Q."),
+    Case("sglang.spec.uno_shape", "0.5.23", f"{UNO} --speculative-num-draft-tokens 4"),
+    Case("sglang.spec.uno_shape", "0.5.23", f"{UNO} --speculative-num-draft-tokens 8 --speculative-eagle-topk 4",
+         refused="UNO tree mode requires --speculative-num-steps so its draft width F can be derived as "
+                 "speculative_num_steps + 1."),
+    Case("sglang.spec.uno_shape", "0.5.20", f"{UNO} --speculative-num-draft-tokens 64 --speculative-eagle-topk 2 "
+                                            "--speculative-num-steps 3",
+         refused="UNO tree mode cannot build the requested Q from F and K: Q=64 exceeds capacity=15 for F=4, K=2."),
+    Case("sglang.spec.uno_shape", "0.5.20", f"{UNO} --speculative-num-draft-tokens 6 --speculative-eagle-topk 2 "
+                                            "--speculative-num-steps 3"),
+    Case("sglang.spec.uno_shape", "0.5.23", f"{UNO} --speculative-num-draft-tokens 4 --enable-deterministic-inference",
+         refused="UNO does not support --enable-deterministic-inference because its sampling path does not use "
+                 "per-request seeds."),
     # -- LoRA: counts and modules
     Case("sglang.lora.args", "0.5.8", "--lora-paths a=b a=c --max-loaded-loras 1 --max-loras-per-batch 1",
          refused="The number of LoRA paths should not exceed max_loaded_loras. max_loaded_loras=1, lora_paths=2",

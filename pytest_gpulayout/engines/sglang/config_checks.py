@@ -62,6 +62,10 @@ RULES: Mapping[str, str] = {
                           "PP, without --speculative-draft-model-path, or a --speculative-dflash-block-size that "
                           "is not positive or differs from --speculative-num-draft-tokens",
     "sglang.spec.uno": "UNO with TP or PP, attention DP or CP, a draft model path, LoRA, or no --uno-lora-path",
+    "sglang.spec.uno_shape": "UNO's widths (--speculative-num-draft-tokens Q, --speculative-eagle-topk K, "
+                             "--speculative-num-steps) out of what its linear or tree mode builds, or UNO with "
+                             "deterministic inference, strict thinking, rejection sampling, or in tree mode PDMux, "
+                             "two-batch overlap or accept thresholds other than 1.0",
     "sglang.lora.args": "LoRA adapter counts and modules: --max-loras-per-batch below 1, 'all' beside other "
                         "--lora-target-modules, no --lora-paths without --max-lora-rank and --lora-target-modules, "
                         "--max-loaded-loras below --max-loras-per-batch or the adapters, overlap loading without "

@@ -96,8 +96,9 @@ PP_SPEC_RULE = "sglang.spec.pipeline_parallel"
 REJECTION_RULE = "sglang.spec.rejection_sampling"
 SPEC_FLAGS_RULE = "sglang.spec.flags"
 LORA_JSON_RULE = "sglang.lora.paths_json"
+UNO_SHAPE_RULE = "sglang.spec.uno_shape"
 FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, SPEC_FLAGS_RULE,
-                    LORA_JSON_RULE, *PD_RULES})
+                    LORA_JSON_RULE, UNO_SHAPE_RULE, *PD_RULES})
 #: NGRAM's draft-token count where the line gives none (0.5.11 server_args.py L3573, 0.5.23
 #: speculative_hook.py L1318), set before its external-corpus checks read it
 NGRAM_DRAFT_TOKENS = 12
@@ -330,6 +331,44 @@ def _rejection_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[s
     return frame
 
 
+def _uno_frame(args: ResolvedArgs, values: Mapping[str, object]) -> dict[str, object]:
+    """What UNO's width / tree checks read (0.5.20+; 0.5.23 ``speculative_hook.py`` L472-580), computed as the
+    release computes them from ``--speculative-num-draft-tokens`` (Q), ``--speculative-eagle-topk`` (K, 1 when not
+    given) and ``--speculative-num-steps`` (F = steps + 1): where a check stops the release, the values after it
+    are left out, so the entries it does not reach are not judged (and no ``None`` is compared)."""
+    frame = {k: v for k, v in values.items() if k != "speculative_num_steps"}
+    for dest, default in (("enable_deterministic_inference", False), ("enable_strict_thinking", False),
+                          ("speculative_use_rejection_sampling", False), ("enable_two_batch_overlap", False),
+                          ("enable_pdmux", False), ("speculative_accept_threshold_single", 1.0),
+                          ("speculative_accept_threshold_acc", 1.0)):
+        frame[dest] = args.get(dest, default)
+    q = values.get("speculative_num_draft_tokens")
+    frame["verify_width"] = q
+    if not isinstance(q, int) or q < 1:
+        return frame
+    topk = values.get("speculative_eagle_topk")
+    k = 1 if topk is None else topk
+    if not isinstance(k, int):
+        return frame
+    frame["candidate_top_k"] = k
+    steps = values.get("speculative_num_steps")
+    frame["cfg.speculative_num_steps"] = steps
+    if k <= 1 or not isinstance(steps, int):
+        return frame
+    frame["speculative_num_steps"] = steps
+    if steps < 1:
+        return frame
+    capacity, nodes = 1, 1
+    for _ in range(steps):
+        nodes *= k
+        capacity += nodes
+        if capacity >= q:
+            break
+    frame.update(draft_width=steps + 1, frontier_slots=q * k, tree_capacity=capacity,
+                 parent_width=k * max(steps - 1, 0) + 1)
+    return frame
+
+
 def _lora_word_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     """One frame per ``--lora-paths`` word that ``LoRAPathAction`` reads as JSON (0.5.1+: 0.5.23
     ``arg_groups/argparse_actions.py``): the word stripped, and the object ``json.loads`` makes of it. A word
@@ -358,6 +397,11 @@ def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: M
     (the prefill server's TP ratio only where the mode is prefill)."""
     refusals: list[Refusal] = []
     not_judged: list[str] = []
+    if values.get("speculative_algorithm") == "UNO":
+        judged = book.judge(version, _uno_frame(args, values), rules=[UNO_SHAPE_RULE])
+        refusals.extend(judged.refusals)
+        if not judged.refusals:  # a check that refuses stops the release: the entries after it are not reached
+            not_judged.extend(judged.not_judged)
     for frame in _lora_word_frames(args):
         judged = book.judge(version, frame, rules=[LORA_JSON_RULE])
         refusals.extend(judged.refusals)
