@@ -230,6 +230,15 @@ CASES = [
          refused="DSpark pipeline parallelism requires PD prefill; decode and non-disaggregated serving require "
                  "pp_size == 1."),
     Case("sglang.spec.dspark", "0.5.23", f"{DSPARK} {PREFILL}", on(pp=2)),
+    Case("sglang.spec.dspark", "0.5.18", f"{DSPARK} --enable-dp-attention --dp-size 2", on(tp=2),
+         refused="DSpark with dp attention requires --enable-dp-lm-head."),
+    Case("sglang.spec.dspark", "0.5.18", f"{DSPARK} --enable-dp-attention --dp-size 2 --enable-dp-lm-head", on(tp=2)),
+    Case("sglang.spec.dspark", "0.5.23", f"{DSPARK} --attn-dp-size 2", on(tp=2),
+         refused="DSpark with dp attention requires --enable-dp-lm-head."),
+    Case("sglang.spec.dspark", "0.5.23", f"{DSPARK} --attn-dp-size 2 --enable-dp-lm-head --attn-cp-size 2", on(tp=4),
+         refused="DSpark with dp attention does not support context parallel (attn_cp_size=2)."),
+    Case("sglang.spec.dspark", "0.5.19", f"{DSPARK} --speculative-dspark-block-size 0",
+         refused="DSpark requires --speculative-dspark-block-size to be positive, got 0."),
     # -- pipeline parallelism with speculative decoding (the PP handler turns the overlap schedule off first)
     Case("sglang.spec.pipeline_parallel", "0.4.9", "--speculative-algorithm EAGLE", on(pp=2),
          refused="Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked "

@@ -79,7 +79,8 @@ RULES: Mapping[str, str] = {
                               "take (type, parameter count, values)",
     "sglang.spec.rejection_sampling": "--speculative-use-rejection-sampling with STANDALONE, a top-k other than 1, "
                                       "accept thresholds other than 1.0 or deterministic inference (0.5.14+)",
-    "sglang.spec.dspark": "DSPARK with pipeline parallelism (from 0.5.21: outside a PD prefill server)",
+    "sglang.spec.dspark": "DSPARK with pipeline parallelism (from 0.5.21: outside a PD prefill server), with "
+                          "attention DP but no --enable-dp-lm-head or with CP, or a block size not positive",
     "sglang.spec.pipeline_parallel": "pipeline parallelism with speculative decoding (to 0.5.20; DSPARK outside a "
                                      "prefill server from 0.5.21) or, to 0.5.10.post1, with --enable-mixed-chunk",
     "sglang.pd.decode_flags": "--disaggregation-decode-tp / -dp on a decode server (0.4.7.post1 - 0.5.9)",

@@ -151,7 +151,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     ns: dict[str, object] = {"speculative_algorithm": algorithm(args, listed)}
     for dest in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
                  "speculative_draft_model_path", "speculative_dflash_block_size", "uno_lora_path",
-                 "speculative_ngram_external_corpus_path"):
+                 "speculative_ngram_external_corpus_path", "speculative_dspark_block_size"):
         ns[dest] = _given(args, dest)
     if ns["speculative_algorithm"] == "NGRAM" and ns["speculative_num_draft_tokens"] is None:
         ns["speculative_num_draft_tokens"] = NGRAM_DRAFT_TOKENS
