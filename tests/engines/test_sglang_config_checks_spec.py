@@ -195,6 +195,18 @@ CASES = [
     Case("sglang.lora.paths_json", "0.5.23", '--lora-paths {"name":"a"}',
          refused="'{\"name\":\"a\"}' looks like a JSON str, but it does not contain 'lora_name' and 'lora_path' "
                  "keys.", exception="AssertionError", source="sglang/srt/arg_groups/argparse_actions.py:"),
+    Case("sglang.lora.args", "0.5.11", "--lora-paths a --lora-use-virtual-experts",
+         refused="--lora-use-virtual-experts requires --lora-backend triton. Got: csgmv", exception="AssertionError"),
+    Case("sglang.lora.args", "0.5.11", "--lora-paths a --lora-use-virtual-experts --lora-backend triton"),
+    # -- the speculative MoE runner (0.5.7 - 0.5.11)
+    Case("sglang.spec.moe_runner", "0.5.8", "--speculative-moe-runner-backend flashinfer_trtllm",
+         refused="Currently speculative MoE runner backend cannot be flashinfer_trtllm for risk in some draft models.",
+         exception="AssertionError"),
+    Case("sglang.spec.moe_runner", "0.5.10", "--speculative-moe-runner-backend flashinfer_trtllm",
+         refused="Currently speculative MoE runner backend doesn't support flashinfer_trtllm, please use triton or "
+                 "auto backend for speculative moe runner instead.", exception="AssertionError"),
+    Case("sglang.spec.moe_runner", "0.5.10", "--speculative-moe-runner-backend triton"),
+    Case("sglang.spec.moe_runner", "0.5.12", "--speculative-moe-runner-backend flashinfer_trtllm"),   # no check then
     # -- LoRA with speculative decoding (0.5.5.post3 - 0.5.18)
     Case("sglang.lora.speculative", "0.5.8", "--lora-paths a --speculative-algorithm EAGLE",
          refused="Currently LoRA is only compatible with NGRAM speculative decoding.", source=f"{SA}:5015"),

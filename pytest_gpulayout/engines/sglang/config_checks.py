@@ -69,9 +69,11 @@ RULES: Mapping[str, str] = {
     "sglang.lora.args": "LoRA adapter counts and modules: --max-loras-per-batch below 1, 'all' beside other "
                         "--lora-target-modules, no --lora-paths without --max-lora-rank and --lora-target-modules, "
                         "--max-loaded-loras below --max-loras-per-batch or the adapters, overlap loading without "
-                        "a --max-loaded-loras within twice the batch, a negative --lora-drain-wait-threshold",
+                        "a --max-loaded-loras within twice the batch, a negative --lora-drain-wait-threshold, "
+                        "virtual experts without the triton backend (0.5.11)",
     "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18), or than "
                                "NGRAM / EAGLE / EAGLE3 / DFLASH / DSPARK (0.5.19+)",
+    "sglang.spec.moe_runner": "--speculative-moe-runner-backend flashinfer_trtllm (0.5.7 - 0.5.11)",
     "sglang.lora.paths_json": "a --lora-paths JSON word without both 'lora_name' and 'lora_path' (0.5.1+)",
     "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "
                                "CUDA graphs)",

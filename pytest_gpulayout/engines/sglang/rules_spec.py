@@ -178,6 +178,14 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     threshold = args.get("lora_drain_wait_threshold")
     if threshold is not None:
         ns["lora_drain_wait_threshold"] = threshold
+    for dest in ("lora_use_virtual_experts", "lora_backend"):
+        if dest in args.values:
+            ns[dest] = args.get(dest)
+    # the speculative MoE runner, as given, is checked first (0.5.7 - 0.5.11 ``_handle_speculative_decoding``):
+    # ``MoeRunnerBackend(x).is_flashinfer_trtllm()`` is ``x == "flashinfer_trtllm"`` (layers/moe/utils.py)
+    runner = _given(args, "speculative_moe_runner_backend")
+    ns["speculative_moe_runner_backend"] = runner
+    ns["MoeRunnerBackend(self.speculative_moe_runner_backend).is_flashinfer_trtllm()"] = runner == "flashinfer_trtllm"
     ns["lora_spec_algorithms"] = LORA_SPEC_ALGORITHMS
     ns["promoted"] = ""  # the FROZEN_KV_MTP words: only for a promoted algorithm, which is not judged
     return ns
