@@ -35,8 +35,8 @@ L283 and ``--disaggregation-mode prefill`` L376 set it).
 
 PD disaggregation (``--disaggregation-mode prefill / decode``; ``__post_init__`` to 0.5.2, ``_handle_disaggregation``
 0.5.3 - 0.5.6.post2, ``_handle_pd_disaggregation`` to 0.5.12.post1, then ``arg_groups/pd_disaggregation_hook.py``):
-judged in a frame of their own, because from 0.5.12 the hook runs before speculative decoding is resolved
-(0.5.12 ``server_args.py`` L872 before L976; 0.5.21 ``arg_groups/pipeline.py`` L130 before L288), so it reads
+judged in a frame of their own, because from 0.5.11 the hook runs before speculative decoding is resolved
+(0.5.11 ``server_args.py`` L798 before L882; 0.5.21 ``arg_groups/pipeline.py`` L130 before L288), so it reads
 ``--speculative-algorithm`` as given (0.5.21's ``not in (None, 'DSPARK')`` refuses ``dspark``). A prefill server
 checks its TP against the decode TP (``validate_disagg_tp_size``, 0.4.7.post1 - 0.5.9), the decode TP defaulting
 to its own (0.4.9 ``server_args.py`` L541-547). From 0.5.20 ``--disaggregation-transfer-backend mooncake_tcp`` is
