@@ -18,6 +18,7 @@ from pytest_gpulayout.refusals import Judged, Layout
 
 H100 = (9, 0)
 QWEN = "Qwen/Qwen3-8B"
+DEEPSEEK = "deepseek-ai/DeepSeek-V3"
 MINE = ("sglang.spec.", "sglang.lora.", "sglang.metrics.", "sglang.pd.")
 
 
@@ -40,6 +41,7 @@ class Case:
     refused: str | None = None          # the release's words (exactly), or None where it accepts the line
     source: str = ""                    # file:line in that release
     exception: str = "ValueError"
+    model: str = QWEN
 
 
 SA = "sglang/srt/server_args.py"
@@ -198,6 +200,17 @@ CASES = [
     Case("sglang.lora.args", "0.5.11", "--lora-paths a --lora-use-virtual-experts",
          refused="--lora-use-virtual-experts requires --lora-backend triton. Got: csgmv", exception="AssertionError"),
     Case("sglang.lora.args", "0.5.11", "--lora-paths a --lora-use-virtual-experts --lora-backend triton"),
+    # -- speculative decoding against the attention backend the line gives (None where it gives none)
+    Case("sglang.spec.attention_backend", "0.4.10.post2",
+         "--speculative-algorithm EAGLE --attention-backend trtllm_mla", refused="trtllm_mla backend does not support speculative decoding yet."),
+    Case("sglang.spec.attention_backend", "0.4.10.post2", "--attention-backend trtllm_mla"),
+    Case("sglang.spec.attention_backend", "0.5.1", "--speculative-algorithm NEXTN --attention-backend flashinfer "
+                                                   "--page-size 16", model=DEEPSEEK,
+         refused="Speculative decoding with page_size != 1 is not supported. Please set page_size to 1."),
+    Case("sglang.spec.attention_backend", "0.5.1", "--speculative-algorithm NEXTN --attention-backend flashinfer",
+         model=DEEPSEEK),
+    Case("sglang.spec.attention_backend", "0.5.1", "--speculative-algorithm EAGLE --attention-backend flashinfer "
+                                                   "--page-size 16"),                       # Qwen3: not checked
     # -- the speculative MoE runner (0.5.7 - 0.5.11)
     Case("sglang.spec.moe_runner", "0.5.8", "--speculative-moe-runner-backend flashinfer_trtllm",
          refused="Currently speculative MoE runner backend cannot be flashinfer_trtllm for risk in some draft models.",
@@ -370,7 +383,7 @@ def _id(c: Case) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_each_release_refuses_in_its_own_words(case: Case) -> None:
-    judged = judge(case.version, case.words, case.layout)
+    judged = judge(case.version, case.words, case.layout, case.model)
     mine = [r for r in judged.refusals if r.rule == case.rule]
     if case.refused is None:
         assert not mine, [r.text("SGLang") for r in mine]

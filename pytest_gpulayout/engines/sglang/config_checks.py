@@ -73,6 +73,9 @@ RULES: Mapping[str, str] = {
                         "virtual experts without the triton backend (0.5.11)",
     "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18), or than "
                                "NGRAM / EAGLE / EAGLE3 / DFLASH / DSPARK (0.5.19+)",
+    "sglang.spec.attention_backend": "speculative decoding with --attention-backend trtllm_mla (0.4.10.post1 / "
+                                     "post2), or DeepSeek-V3 / GLM-4 MoE MTP with flashinfer and a page size other "
+                                     "than 1 (0.5.1 / 0.5.1.post1)",
     "sglang.spec.moe_runner": "--speculative-moe-runner-backend flashinfer_trtllm (0.5.7 - 0.5.11)",
     "sglang.lora.paths_json": "a --lora-paths JSON word without both 'lora_name' and 'lora_path' (0.5.1+)",
     "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "

@@ -97,8 +97,9 @@ REJECTION_RULE = "sglang.spec.rejection_sampling"
 SPEC_FLAGS_RULE = "sglang.spec.flags"
 LORA_JSON_RULE = "sglang.lora.paths_json"
 UNO_SHAPE_RULE = "sglang.spec.uno_shape"
+SPEC_BACKEND_RULE = "sglang.spec.attention_backend"
 FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, SPEC_FLAGS_RULE,
-                    LORA_JSON_RULE, UNO_SHAPE_RULE, *PD_RULES})
+                    LORA_JSON_RULE, UNO_SHAPE_RULE, SPEC_BACKEND_RULE, *PD_RULES})
 #: NGRAM's draft-token count where the line gives none (0.5.11 server_args.py L3573, 0.5.23
 #: speculative_hook.py L1318), set before its external-corpus checks read it
 NGRAM_DRAFT_TOKENS = 12
@@ -405,16 +406,29 @@ def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: M
     (the prefill server's TP ratio only where the mode is prefill)."""
     refusals: list[Refusal] = []
     not_judged: list[str] = []
-    if values.get("speculative_algorithm") == "UNO":
+    algo = values.get("speculative_algorithm")
+    if algo == "UNO":
         judged = book.judge(version, _uno_frame(args, values), rules=[UNO_SHAPE_RULE])
         refusals.extend(judged.refusals)
         if not judged.refusals:  # a check that refuses stops the release: the entries after it are not reached
             not_judged.extend(judged.not_judged)
+    if algo is not None:
+        # ``--attention-backend trtllm_mla`` with speculative decoding (0.4.10.post2 server_args.py L428-442)
+        # and DeepSeek-V3 / GLM-4 MoE MTP with flashinfer and a page size other than 1 (0.5.1 L641-644, after
+        # ``page_size`` None became 1 at L521): the backend as the line gives it, else None, as it still is there
+        # on CUDA (those releases pick a default only for the CPU / HPU devices, 0.4.10.post2 L384-390, and in
+        # 0.5.1 ``model_specific_adjustments`` only for GPT-OSS, L2227-2234; the GPU default comes later, in the
+        # model runner)
+        page = args.get("page_size")
+        backend = args.get("attention_backend") if args.is_set("attention_backend") else None
+        frame = {**values, "page_size": 1 if page is None else page, "attention_backend": backend}
+        judged = book.judge(version, frame, rules=[SPEC_BACKEND_RULE])
+        refusals.extend(judged.refusals)
+        not_judged.extend(judged.not_judged)
     for frame in _lora_word_frames(args):
         judged = book.judge(version, frame, rules=[LORA_JSON_RULE])
         refusals.extend(judged.refusals)
         not_judged.extend(judged.not_judged)
-    algo = values.get("speculative_algorithm")
     listed = book.ledger.listed(version) or version
     judged = book.judge(version, _flags_frame(args, values, listed), rules=[SPEC_FLAGS_RULE])
     refusals.extend(judged.refusals)
