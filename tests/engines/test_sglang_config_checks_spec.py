@@ -202,7 +202,8 @@ CASES = [
     Case("sglang.lora.args", "0.5.11", "--lora-paths a --lora-use-virtual-experts --lora-backend triton"),
     # -- speculative decoding against the attention backend the line gives (None where it gives none)
     Case("sglang.spec.attention_backend", "0.4.10.post2",
-         "--speculative-algorithm EAGLE --attention-backend trtllm_mla", refused="trtllm_mla backend does not support speculative decoding yet."),
+         "--speculative-algorithm EAGLE --attention-backend trtllm_mla",
+         refused="trtllm_mla backend does not support speculative decoding yet."),
     Case("sglang.spec.attention_backend", "0.4.10.post2", "--attention-backend trtllm_mla"),
     Case("sglang.spec.attention_backend", "0.5.1", "--speculative-algorithm NEXTN --attention-backend flashinfer "
                                                    "--page-size 16", model=DEEPSEEK,
