@@ -9,7 +9,8 @@ first (0.5.12.post1 ``server_args.py`` L3562, 0.5.23 ``speculative_hook.py`` han
 0.5.12 ``EAGLE`` / ``NEXTN`` with a Gemma 4 assistant draft becomes ``FROZEN_KV_MTP`` (the draft's config decides,
 ``_resolve_speculative_algorithm_alias``): with ``--speculative-draft-model-path`` given, the EAGLE family's own
 checks are then not judged (said). From 0.5.13 each algorithm's checks sit in a handler of its own
-(``_handle_eagle_family``, ``_handle_ngram``, ``_handle_dflash``, from 0.5.20 ``_handle_uno``) whose conditions do
+(``_handle_eagle_family``, ``_handle_ngram``, ``_handle_dflash``, from 0.5.16 ``_handle_dspark``, from 0.5.20
+``_handle_uno``) whose conditions do
 not repeat the algorithm: ``SPEC_RULES`` says which algorithm each rule is about, and a rule is judged only for
 its algorithm.
 
