@@ -6,7 +6,9 @@ lines go through each release's own parser tables (``cli.resolve``), so its defa
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -372,6 +374,17 @@ CASES = [
          "--disaggregation-decode-host-receive-threshold 0.5 --disaggregation-decode-retraction-backup cpu_tensor",
          refused="Decode host KV buffering requires host_pool retraction"),
     Case("sglang.pd.host_receive", "0.5.21", "--disaggregation-decode-retraction-backup cpu_tensor"),  # 0: off then
+    Case("sglang.pd.encoder", "0.5.8", "--enable-prefix-mm-cache",
+         refused="--enable-prefix-mm-cache requires --encoder-only to be enabled"),
+    Case("sglang.pd.encoder", "0.5.23", f"--encoder-only {PREFILL}",
+         refused="Cannot set --encoder-only and --disaggregation-mode prefill/decode together"),
+    Case("sglang.pd.encoder", "0.5.8", "--language-only",
+         refused="requires at least one encoder urls to be set via --encoder-urls"),
+    Case("sglang.pd.encoder", "0.5.23", "--language-only",                          # Qwen3-8B is text only
+         refused="Model type Qwen3ForCausalLM is not supported for encoder disaggregation. Supported architectures: "
+                 "Qwen2VL, Qwen3VL, Qwen3.5, InternS2, Qwen2Audio, Qwen2.5Omni, Dots3-Note, Kimi, MiMoV2, GLM5Next, "
+                 "MiniMax-M3, MuseSpark."),
+    Case("sglang.pd.encoder", "0.5.23", "--encoder-urls http://e:8000"),
     Case("sglang.metrics.buckets", "0.5.23", "--generation-tokens-buckets exp 2",
          refused="Unsupported --generation-tokens-buckets rule type: 'exp'. Must be one of: 'tse', 'default', "
                  "'custom'", exception="AssertionError"),
@@ -427,6 +440,24 @@ def test_rejection_sampling_reads_the_top_k_only_where_the_line_fixes_it() -> No
     judged = judge("0.5.23", EAGLE3_RS)
     assert not judged.refusals
     assert any("sglang.spec.rejection_sampling" in n and "speculative_eagle_topk" in n for n in judged.not_judged)
+
+
+def test_encoder_disaggregation_takes_the_model_types_it_lists(tmp_path: Path) -> None:
+    """A Qwen2.5-VL encoder server with the prefix multimodal cache: accepted by 0.5.10 and 0.5.23; a text-only
+    Qwen3 as the language server is refused by both, in each release's words."""
+    folder = tmp_path / "qwen2.5-vl"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 3584,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28, "intermediate_size": 18944,
+        "vocab_size": 152064, "max_position_embeddings": 128000, "torch_dtype": "bfloat16"}))
+    for version in ("0.5.10", "0.5.23"):
+        judged = judge(version, "--encoder-only --enable-prefix-mm-cache", model=str(folder))
+        assert not [r for r in judged.refusals if r.rule == "sglang.pd.encoder"], judged.refusals
+    refused = [r for r in judge("0.5.10", "--language-only --encoder-urls http://e:8000").refusals
+               if r.rule == "sglang.pd.encoder"]
+    assert [r.message for r in refused] == ["Model type Qwen3ForCausalLM is not supported for encoder "
+                                            "disaggregation, only Qwen models are supported for now."]
 
 
 def test_an_adaptive_line_leaves_the_steps_assert_not_judged() -> None:

@@ -94,6 +94,9 @@ RULES: Mapping[str, str] = {
                                   "server; the decode radix cache or decode DCP with a backend they do not list)",
     "sglang.pd.decode_radix_cache": "--disaggregation-decode-enable-radix-cache with HiSparse or speculative "
                                     "decoding; decode DCP with a radix or hierarchical cache",
+    "sglang.pd.encoder": "encoder disaggregation flags that do not go together (--enable-prefix-mm-cache without "
+                         "--encoder-only, --encoder-only with --language-only or a PD mode, --language-only without "
+                         "--encoder-urls to 0.5.12) or a model type it does not list (0.5.7+)",
     "sglang.pd.host_receive": "--disaggregation-decode-host-receive-threshold out of [0, 1], or decode host "
                               "receive with HiSparse, role switching or cpu_tensor retraction (0.5.21+)",
 }

@@ -91,7 +91,7 @@ LORA_SPEC_LISTS_SINCE = Version("0.5.19")
 BUCKETS_RULE = "sglang.metrics.buckets"
 LORA_RADIX_RULE = "sglang.lora.radix_cache"
 PD_RULES = ("sglang.pd.decode_flags", "sglang.pd.transfer_backend", "sglang.pd.decode_radix_cache",
-            "sglang.pd.host_receive")
+            "sglang.pd.host_receive", "sglang.pd.encoder")
 PD_TP_RULE = "sglang.pd.tp_ratio"
 PP_SPEC_RULE = "sglang.spec.pipeline_parallel"
 REJECTION_RULE = "sglang.spec.rejection_sampling"
@@ -110,7 +110,12 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 _PD_AS_GIVEN: Mapping[str, object] = {
     "disaggregation_decode_tp": None, "disaggregation_decode_dp": None,
     "disaggregation_decode_enable_radix_cache": False, "enable_hisparse": False, "enable_hierarchical_cache": False,
-    "enable_pd_role_switch": False, "disaggregation_decode_retraction_backup": None}
+    "enable_pd_role_switch": False, "disaggregation_decode_retraction_backup": None,
+    # encoder disaggregation (``_handle_encoder_disaggregation``, 0.5.7+; 0.5.23 pd_disaggregation_hook.py
+    # L304-380): none rewritten before (``handle_language_model_only`` only reads them); the model type is the
+    # model's first architecture, as the release reads ``hf_config.architectures[0]``
+    "encoder_only": False, "language_only": False, "enable_prefix_mm_cache": False, "encoder_urls": [],
+    "enable_adaptive_dispatch_to_encoder": False}
 #: the flags ``validate_buckets_rule`` is called for (0.5.2 - 0.5.23), by destination
 BUCKET_FLAGS: Mapping[str, str] = {"prompt_tokens_buckets": "--prompt-tokens-buckets",
                                    "generation_tokens_buckets": "--generation-tokens-buckets"}
