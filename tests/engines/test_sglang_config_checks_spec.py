@@ -214,6 +214,20 @@ CASES = [
          model=DEEPSEEK),
     Case("sglang.spec.attention_backend", "0.5.1", "--speculative-algorithm EAGLE --attention-backend flashinfer "
                                                    "--page-size 16"),                       # Qwen3: not checked
+    # -- the LoRA MoE runner (0.5.23)
+    Case("sglang.lora.moe_runner", "0.5.23", "--moe-runner-backend lora_triton",
+         refused="--moe-runner-backend lora_triton requires --enable-lora (or --lora-paths)"),
+    Case("sglang.lora.moe_runner", "0.5.23", "--moe-runner-backend lora_triton --lora-paths a",
+         refused="--moe-runner-backend lora_triton requires --lora-backend triton_v2"),
+    Case("sglang.lora.moe_runner", "0.5.23",
+         "--moe-runner-backend lora_triton --lora-paths a --lora-backend triton_v2"),
+    Case("sglang.lora.moe_runner", "0.5.23", "--moe-runner-backend triton --lora-paths a"),
+    Case("sglang.lora.draft_moe_runner", "0.5.23",
+         "--speculative-algorithm EAGLE3 --speculative-moe-runner-backend lora_triton",
+         refused="--speculative-moe-runner-backend lora_triton is not supported: the LoRA MoE runner serves adapter "
+                 "traffic on the target model"),
+    Case("sglang.lora.draft_moe_runner", "0.5.23", "--speculative-algorithm EAGLE3 --moe-runner-backend lora_triton "
+                                                   "--lora-paths a --lora-backend triton_v2"),   # the draft: auto
     # -- the speculative MoE runner (0.5.7 - 0.5.11)
     Case("sglang.spec.moe_runner", "0.5.8", "--speculative-moe-runner-backend flashinfer_trtllm",
          refused="Currently speculative MoE runner backend cannot be flashinfer_trtllm for risk in some draft models.",

@@ -77,6 +77,10 @@ RULES: Mapping[str, str] = {
                                      "post2), or DeepSeek-V3 / GLM-4 MoE MTP with flashinfer and a page size other "
                                      "than 1 (0.5.1 / 0.5.1.post1)",
     "sglang.spec.moe_runner": "--speculative-moe-runner-backend flashinfer_trtllm (0.5.7 - 0.5.11)",
+    "sglang.lora.moe_runner": "a LoRA MoE runner (--moe-runner-backend lora_*) without LoRA, without --lora-backend "
+                              "triton_v2, or with elastic EP or non-trivial expert placement (0.5.23)",
+    "sglang.lora.draft_moe_runner": "a LoRA MoE runner as the draft's (--speculative-moe-runner-backend lora_*, "
+                                    "0.5.23)",
     "sglang.lora.paths_json": "a --lora-paths JSON word without both 'lora_name' and 'lora_path' (0.5.1+)",
     "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "
                                "CUDA graphs)",

@@ -99,8 +99,9 @@ SPEC_FLAGS_RULE = "sglang.spec.flags"
 LORA_JSON_RULE = "sglang.lora.paths_json"
 UNO_SHAPE_RULE = "sglang.spec.uno_shape"
 SPEC_BACKEND_RULE = "sglang.spec.attention_backend"
+LORA_MOE_RULE = "sglang.lora.moe_runner"
 FRAMED = frozenset({BUCKETS_RULE, LORA_RADIX_RULE, PD_TP_RULE, PP_SPEC_RULE, REJECTION_RULE, SPEC_FLAGS_RULE,
-                    LORA_JSON_RULE, UNO_SHAPE_RULE, SPEC_BACKEND_RULE, *PD_RULES})
+                    LORA_JSON_RULE, UNO_SHAPE_RULE, SPEC_BACKEND_RULE, LORA_MOE_RULE, *PD_RULES})
 #: NGRAM's draft-token count where the line gives none (0.5.11 server_args.py L3573, 0.5.23
 #: speculative_hook.py L1318), set before its external-corpus checks read it
 NGRAM_DRAFT_TOKENS = 12
@@ -429,6 +430,18 @@ def judge_frames(book: RuleBook, version: Version, args: ResolvedArgs, values: M
         backend = args.get("attention_backend") if args.is_set("attention_backend") else None
         frame = {**values, "page_size": 1 if page is None else page, "attention_backend": backend}
         judged = book.judge(version, frame, rules=[SPEC_BACKEND_RULE])
+        refusals.extend(judged.refusals)
+        not_judged.extend(judged.not_judged)
+    backend = args.get("moe_runner_backend")
+    if isinstance(backend, str) and backend.startswith("lora"):
+        # ``check_lora_moe_runner_args`` returns first for any other runner (0.5.23 lora_hook.py L195-196), which
+        # the entries' conditions do not say: judged only for a LoRA MoE runner, over the flags as given
+        frame = {**values, "backend": backend, "moe_runner_backend": backend,
+                 "lora_backend": args.get("lora_backend", "csgmv"),
+                 "enable_eplb": bool(args.get("enable_eplb", False)),
+                 "init_expert_location": args.get("init_expert_location", "trivial"),
+                 "ep_num_redundant_experts": args.get("ep_num_redundant_experts", 0)}
+        judged = book.judge(version, frame, rules=[LORA_MOE_RULE])
         refusals.extend(judged.refusals)
         not_judged.extend(judged.not_judged)
     for frame in _lora_word_frames(args):
