@@ -50,59 +50,7 @@ RULES: Mapping[str, str] = {
     "sglang.npu_only_flags": "--model-impl mindspore or --enable-quant-communications on CUDA (Ascend NPU only)",
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
     # -- spec
-    "sglang.spec.eagle_params": "EAGLE / EAGLE3 / NEXTN / STANDALONE with --speculative-eagle-topk or "
-                                "--speculative-num-draft-tokens but no --speculative-num-steps",
-    "sglang.spec.standalone": "STANDALONE speculative decoding with attention DP",
-    "sglang.spec.ngram": "NGRAM speculative decoding with attention DP, or an external corpus whose SAM budget is "
-                         "not positive or above the draft tokens less one, or whose max tokens are not positive",
-    "sglang.spec.flags": "a draft window size not positive, a draft sink size negative or without a window, "
-                         "--speculative-skip-dp-mlp-sync other than with EAGLE, or block verification with an "
-                         "algorithm it does not list",
-    "sglang.spec.dflash": "DFLASH with attention DP (from 0.5.23: without --enable-dp-lm-head, or with CP), with "
-                          "PP, without --speculative-draft-model-path, or a --speculative-dflash-block-size that "
-                          "is not positive or differs from --speculative-num-draft-tokens",
-    "sglang.spec.uno": "UNO with TP or PP, attention DP or CP, a draft model path, LoRA, or no --uno-lora-path",
-    "sglang.spec.uno_shape": "UNO's widths (--speculative-num-draft-tokens Q, --speculative-eagle-topk K, "
-                             "--speculative-num-steps) out of what its linear or tree mode builds, or UNO with "
-                             "deterministic inference, strict thinking, rejection sampling, or in tree mode PDMux, "
-                             "two-batch overlap or accept thresholds other than 1.0",
-    "sglang.lora.args": "LoRA adapter counts and modules: --max-loras-per-batch below 1, 'all' beside other "
-                        "--lora-target-modules, no --lora-paths without --max-lora-rank and --lora-target-modules, "
-                        "--max-loaded-loras below --max-loras-per-batch or the adapters, overlap loading without "
-                        "a --max-loaded-loras within twice the batch, a negative --lora-drain-wait-threshold, "
-                        "virtual experts without the triton backend (0.5.11)",
-    "sglang.lora.speculative": "LoRA with speculative decoding other than NGRAM (0.5.5.post3 - 0.5.18), or than "
-                               "NGRAM / EAGLE / EAGLE3 / DFLASH / DSPARK (0.5.19+)",
-    "sglang.spec.attention_backend": "speculative decoding with --attention-backend trtllm_mla (0.4.10.post1 / "
-                                     "post2), or DeepSeek-V3 / GLM-4 MoE MTP with flashinfer and a page size other "
-                                     "than 1 (0.5.1 / 0.5.1.post1)",
-    "sglang.spec.moe_runner": "--speculative-moe-runner-backend flashinfer_trtllm (0.5.7 - 0.5.11)",
-    "sglang.lora.moe_runner": "a LoRA MoE runner (--moe-runner-backend lora_*) without LoRA, without --lora-backend "
-                              "triton_v2, or with elastic EP or non-trivial expert placement (0.5.23)",
-    "sglang.lora.draft_moe_runner": "a LoRA MoE runner as the draft's (--speculative-moe-runner-backend lora_*, "
-                                    "0.5.23)",
-    "sglang.lora.paths_json": "a --lora-paths JSON word without both 'lora_name' and 'lora_path' (0.5.1+)",
-    "sglang.lora.radix_cache": "LoRA adapters with the radix cache on (before 0.5.1; 0.4.6 / 0.4.6.post1 also with "
-                               "CUDA graphs)",
-    "sglang.metrics.buckets": "a --prompt-tokens-buckets / --generation-tokens-buckets rule the release does not "
-                              "take (type, parameter count, values)",
-    "sglang.spec.rejection_sampling": "--speculative-use-rejection-sampling with STANDALONE, a top-k other than 1, "
-                                      "accept thresholds other than 1.0 or deterministic inference (0.5.14+)",
-    "sglang.spec.dspark": "DSPARK with pipeline parallelism (from 0.5.21: outside a PD prefill server), with "
-                          "attention DP but no --enable-dp-lm-head or with CP, or a block size not positive",
-    "sglang.spec.pipeline_parallel": "pipeline parallelism with speculative decoding (to 0.5.20; DSPARK outside a "
-                                     "prefill server from 0.5.21) or, to 0.5.10.post1, with --enable-mixed-chunk",
-    "sglang.pd.decode_flags": "--disaggregation-decode-tp / -dp on a decode server (0.4.7.post1 - 0.5.9)",
-    "sglang.pd.tp_ratio": "a prefill server whose TP and --disaggregation-decode-tp are not multiples (to 0.5.9)",
-    "sglang.pd.transfer_backend": "a --disaggregation-transfer-backend the mode does not take (fake on a prefill "
-                                  "server; the decode radix cache or decode DCP with a backend they do not list)",
-    "sglang.pd.decode_radix_cache": "--disaggregation-decode-enable-radix-cache with HiSparse or speculative "
-                                    "decoding; decode DCP with a radix or hierarchical cache",
-    "sglang.pd.encoder": "encoder disaggregation flags that do not go together (--enable-prefix-mm-cache without "
-                         "--encoder-only, --encoder-only with --language-only or a PD mode, --language-only without "
-                         "--encoder-urls to 0.5.12) or a model type it does not list (0.5.7+)",
-    "sglang.pd.host_receive": "--disaggregation-decode-host-receive-threshold out of [0, 1], or decode host "
-                              "receive with HiSparse, role switching or cpu_tensor retraction (0.5.21+)",
+    **rules_spec.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -211,12 +159,8 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
-    listed = book().ledger.listed(version) or version
-    rules = [r for r in rules if rules_spec.judged_here(r, values, model, listed)]
-    notes.extend(rules_spec.promoted_note(values, listed))
-    judged = book().judge(version, values, rules=rules)
-    framed = rules_spec.judge_frames(book(), version, args, values)
-    return Judged(judged.refusals + framed.refusals, tuple(notes) + judged.not_judged + framed.not_judged)
+    judged = rules_spec.judge(book(), version, values, rules, args, model)
+    return Judged(judged.refusals, tuple(notes) + judged.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:
