@@ -351,7 +351,7 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refused_and_an_accepted_case_on_two_releases() -> None:
-    pp = [Case("sglang.pp.speculative_or_mixed_chunk", v, w, QWEN, H100, r) for v, w, r in PP_CASES]
+    pp = [Case("sglang.spec.pipeline_parallel", v, w, QWEN, H100, r) for v, w, r in PP_CASES]
     for rule in rules_model.RULES:
         refused = {c.version for c in CASES + pp if c.rule == rule and c.refused}
         accepted = [c for c in CASES + pp if c.rule == rule and not c.refused]
@@ -468,20 +468,12 @@ def test_pipeline_parallelism_with_speculative_decoding_or_mixed_chunk(case: tup
     line = resolve(["--model-path", "m", "--pp-size", "2", *words.split()], Version(version))
     assert line.ok, line.errors
     judged = config_check(line, model(QWEN), Layout(4, 2, 1, H100, GPU_NAMES[H100], 81559), Version(version))
-    mine = [r for r in judged.refusals if r.rule == "sglang.pp.speculative_or_mixed_chunk"]
+    mine = [r for r in judged.refusals if r.rule == "sglang.spec.pipeline_parallel"]
     if refused is None:
         assert not mine and not [n for n in judged.not_judged if "speculative_or_mixed_chunk" in n], judged
     else:
         assert mine and refused in mine[0].message and mine[0].exception == "AssertionError", judged
     single = config_check(line, model(QWEN), on(H100, tp=4), Version(version))    # the same line without PP
-    assert not [r for r in single.refusals if r.rule == "sglang.pp.speculative_or_mixed_chunk"]
+    assert not [r for r in single.refusals if r.rule == "sglang.spec.pipeline_parallel"]
 
 
-def test_mixed_chunk_of_a_model_whose_config_is_not_at_hand_is_not_claimed() -> None:
-    """A dual-chunk attention model turns --enable-mixed-chunk off first (0.5.3 ``server_args.py:930-934``): a
-    catalog model carries no config.json to tell."""
-    line = resolve(["--model-path", "m", "--pp-size", "2", "--enable-mixed-chunk"], Version("0.5.8"))
-    judged = config_check(line, replace(model(QWEN), config_json=""), Layout(4, 2, 1, H100, "", 81559),
-                          Version("0.5.8"))
-    assert not judged.refusals
-    assert any("speculative_or_mixed_chunk" in n for n in judged.not_judged), judged

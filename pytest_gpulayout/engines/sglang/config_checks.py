@@ -22,7 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang import rules_model, rules_parallel2
+from pytest_gpulayout.engines.sglang import rules_model, rules_parallel2, rules_spec
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -53,6 +53,8 @@ RULES: Mapping[str, str] = {
     **rules_parallel2.RULES,
     # -- model (attention backends against the GPU, the KV cache dtype and the model: engines/sglang/rules_model.py)
     **rules_model.RULES,
+    # -- spec
+    **rules_spec.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -156,6 +158,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     elif bool(ns["enable_eplb"]):
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
     ns.update(rules_parallel2.values(args, model, layout, version, {}))
+    ns.update(rules_spec.values(args, model, layout, version, listed))
     return ns, notes
 
 
@@ -167,7 +170,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     rules = [r for r in RULES if r not in rules_model.RULES and (
         r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values))]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
-    judged = book().judge(version, values, rules=rules)
+    judged = rules_spec.judge(book(), version, values, rules, args, model)
     # the model rules in their own frame: their ``attention_backend`` is None where the line sets none
     framed = rules_model.frame(args, model, layout, book().ledger.listed(version) or version)
     in_frame = book().judge(version, {**values, **framed.values}, rules=framed.rules)

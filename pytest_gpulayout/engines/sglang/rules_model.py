@@ -97,8 +97,6 @@ RULES: Mapping[str, str] = {
                                       "(0.5.11 - 0.5.14)",
     "sglang.deepep.auto_with_dp_attention": "--enable-deepep-moe in --deepep-mode auto with attention DP "
                                             "(0.4.6 - 0.4.8.post1)",
-    "sglang.pp.speculative_or_mixed_chunk": "pipeline parallelism with speculative decoding (0.4.6.post2 - 0.5.20) "
-                                            "or --enable-mixed-chunk (to 0.5.10.post1)",
     "sglang.lmcache.incompatible": "--enable-lmcache with HiCache, the unified cache linker, radix cache off, "
                                    "attention DP, DCP, streaming sessions or PD disaggregation (0.5.21+)",
     "sglang.served_model_name.colon": "a served model name (--served-model-name, else --model-path) with a colon",
