@@ -29,7 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults
+from pytest_gpulayout.engines.vllm import defaults, rules_small
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -95,6 +95,26 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.hc_sp_needs_pp1": "--enable-hc-sp at TP > 1 with PP > 1 (ModelConfig, 0.32+)",
     "vllm.parallel.pcp_limits": "--prefill-context-parallel-size > 1 on 0.12.0, or with DP > 1 (0.26-0.29) "
                                 "(ParallelConfig)",
+    # -- small (engines/vllm/rules_small.py)
+    "vllm.lora.value_ranges": "with --enable-lora, a --max-lora-rank or --lora-extra-vocab-size outside the "
+                              "release's choices, --max-loras below 1, or --max-cpu-loras below --max-loras",
+    "vllm.lora.cpu_offload": "--enable-lora with --cpu-offload-gb > 0 (0.8.0-0.8.2; on the V0 engine to 0.11.0)",
+    "vllm.lora.long_lora_v1": "--enable-lora with --long-lora-scaling-factors on the V1 engine (0.8.4-0.9.2)",
+    "vllm.lora.model_support": "--enable-lora on a model class without SupportsLoRA (0.33)",
+    "vllm.lora.mega_moe_backend": "--enable-lora with a MegaMoE --moe-backend (0.33)",
+    "vllm.lora.default_mm_loras_text_model": "--default-mm-loras on a model that is not multimodal (0.10+)",
+    "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
+    "vllm.structured_outputs.guided_backend": "a --guided-decoding-backend the engine's DecodingConfig does not "
+                                              "list (0.8.0-0.10.0)",
+    "vllm.structured_outputs.backend_options": "disable_any_whitespace with a backend other than xgrammar / "
+                                               "guidance, or disable_additional_properties without guidance",
+    "vllm.kv_transfer.connector_role": "--kv-transfer-config with a kv_connector and no kv_role, or (before 0.9) "
+                                       "a kv_role outside kv_producer / kv_consumer / kv_both",
+    "vllm.ec_transfer.connector_role": "--ec-transfer-config with an ec_connector and no ec_role (0.11.1+)",
+    "vllm.observability.detailed_trace_modules": "a --collect-detailed-traces module outside model / worker / all "
+                                                 "(0.8.x)",
+    "vllm.observability.detailed_traces_need_endpoint": "--collect-detailed-traces without --otlp-traces-endpoint "
+                                                        "(0.11.1+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -346,6 +366,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if flags and args.get("model_impl", "auto") != "transformers":
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
+    ns.update(rules_small.values(args, model, layout, version, env))
     ns.update(_dtype_values(args, model, version))
     return ns, notes
 
@@ -509,15 +530,19 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES
+    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | rules_small.FRAMED
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
                                   rules=[r for r in active if r in _ENGINE_ARGS_RULES])
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals,
-                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged)
+    small = [book().judge(version, {**values, **frame}, rules=[r for r in active if r in rules])
+             for rules, frame in rules_small.frames(args, model, layout, version, env or {})]
+    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals
+                  + tuple(r for j in small for r in j.refusals),
+                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
+                  + tuple(dict.fromkeys(n for j in small for n in j.not_judged)))
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,

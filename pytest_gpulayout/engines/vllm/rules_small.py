@@ -1,0 +1,357 @@
+"""vLLM's small configs, by release: LoRA (``LoRAConfig``), structured outputs (``DecodingConfig`` before 0.11,
+``StructuredOutputsConfig`` from 0.11), the KV connector (``KVTransferConfig``) and tracing
+(``ObservabilityConfig``, ``EngineArgs.create_engine_config``).
+
+Their entries read names other rules read with another meaning (``self.backend`` is the Mamba backend in
+``MambaConfig``, the structured-outputs backend here), so each config is judged in a frame of its own
+(``frames``): the shared namespace plus that config's fields as the release holds them. ``values`` adds to the
+shared namespace only what means the same everywhere (the model's ``is_multimodal_model``, ``--default-mm-loras``).
+
+Where the release builds the config from a JSON flag (``--kv-transfer-config`` from 0.9, ``--structured-outputs-
+config`` from 0.11), vLLM builds it while it parses the line (``parse_dataclass``: ``TypeAdapter(cls).
+validate_json``, engine/arg_utils.py:198-202 in 0.11.0; ``KVTransferConfig.from_cli`` before 0.9): the refusal
+is this entry's raise, printed by argparse as the flag's invalid value (``vllm serve: error: argument
+--kv-transfer-config: ... Value error, <the words>``).
+
+A value the deployment does not say (the V0 or V1 engine the release's oracle picks, the model class's
+interfaces where no extracted release knows the architecture) is left out: its entry is named, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from pytest_gpulayout.engines.vllm import defaults
+from pytest_gpulayout.generation import release_facts
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Layout
+
+# -- the rules of this module ----------------------------------------------------------------------------------
+
+LORA_VALUE_RANGES = "vllm.lora.value_ranges"
+LORA_CPU_OFFLOAD = "vllm.lora.cpu_offload"
+LORA_LONG_LORA_V1 = "vllm.lora.long_lora_v1"
+LORA_MODEL_SUPPORT = "vllm.lora.model_support"
+LORA_MEGA_MOE = "vllm.lora.mega_moe_backend"
+LORA_DEFAULT_MM = "vllm.lora.default_mm_loras_text_model"
+LORA_INKLING = "vllm.lora.inkling_multimem_ar"
+GUIDED_BACKEND = "vllm.structured_outputs.guided_backend"
+STRUCTURED_OPTIONS = "vllm.structured_outputs.backend_options"
+KV_CONNECTOR_ROLE = "vllm.kv_transfer.connector_role"
+EC_CONNECTOR_ROLE = "vllm.ec_transfer.connector_role"
+TRACE_MODULES = "vllm.observability.detailed_trace_modules"
+TRACES_NEED_ENDPOINT = "vllm.observability.detailed_traces_need_endpoint"
+
+#: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
+#: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
+#: and verifies it against the other configs in ``VllmConfig.__post_init__`` (config.py:3451-3454 in 0.8.0,
+#: config/vllm.py:1591-1593 in 0.33.0)
+LORA_RULES = frozenset({LORA_VALUE_RANGES, LORA_CPU_OFFLOAD, LORA_LONG_LORA_V1, LORA_MODEL_SUPPORT, LORA_MEGA_MOE,
+                        LORA_INKLING})
+STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS})
+KV_RULES = frozenset({KV_CONNECTOR_ROLE})
+EC_RULES = frozenset({EC_CONNECTOR_ROLE})
+TRACE_RULES = frozenset({TRACE_MODULES, TRACES_NEED_ENDPOINT})
+#: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
+FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES
+
+
+# -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
+
+#: ``envs.VLLM_USE_V1`` (``bool(int(os.getenv("VLLM_USE_V1", "1")))``, envs.py:506-507 in 0.8.2) is what
+#: ``EngineArgs.create_engine_config`` leaves after its oracle: unset, ``_is_v1_supported_oracle`` turns V1 off
+#: for any of its fallback features (engine/arg_utils.py:1292-1460 in 0.8.5) and below SM 8.0; set, it is kept
+#: (and the oracle refuses the features V1 lacks in its own words). The engine is known where the environment
+#: sets it, or where the release falls back to V0 below SM 8.0 (``defaults.runs_v0``)
+def use_v1(version: Version, env: Mapping[str, str], layout: Layout) -> bool | None:
+    """The release's ``envs.VLLM_USE_V1`` at config time where the deployment says it; None where the oracle
+    decides from the rest of the line (its fallback features are not modelled)."""
+    given = env.get("VLLM_USE_V1")
+    if given is not None and given.strip().lstrip("-").isdigit():
+        return bool(int(given))
+    cc = layout.compute_capability
+    if defaults.runs_v0(version, compute_capability=cc[0] + cc[1] / 10 if cc else None):
+        return False
+    return None
+
+
+# -- LoRA ------------------------------------------------------------------------------------------------------------
+
+#: ``LoRAConfig.__post_init__``'s locals (config.py:2325-2326 in 0.8.0 ... config/lora.py:103-104 in 0.11.0); from
+#: 0.11.1 ``max_lora_rank`` is ``MaxLoRARanks`` (a ``Literal``: the parser's choices) and the extra vocabulary is gone
+POSSIBLE_MAX_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+POSSIBLE_EXTRA_VOCAB_SIZES = (256, 512)
+#: config/kernel.py:149-170 in 0.33.0: ``MEGA_MOE_BACKENDS = NATIVE_MEGA_MOE_BACKENDS | FLASHINFER_MOE_EP_BACKENDS``
+MEGA_MOE_BACKENDS = frozenset({"deep_gemm_mega_moe", "flashinfer_moe_ep_cutedsl", "flashinfer_moe_ep_mega_deep_gemm"})
+
+
+def _class_flags(model: ModelSpec, version: Version) -> dict[str, object]:
+    """The interfaces of the model's class (``supports_lora``, ``supports_multimodal``) and its name: the first of
+    the model's architectures the extracted release at or below ``version`` knows; {} when none does."""
+    facts = release_facts("vllm", version, group="interfaces")
+    if facts is None:
+        return {}
+    interfaces = facts.data["interfaces"]
+    by_flag = {flag: set(archs) for flag, archs in interfaces["by_flag"].items()}
+    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
+    for arch in model.architectures:
+        if arch in known:
+            flags: dict[str, object] = {flag: arch in archs for flag, archs in by_flag.items()}
+            flags["architecture"] = arch
+            return flags
+    return {}
+
+
+def _native_class(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
+    """The class flags where the release serves the model with its own class: ``--model-impl transformers``
+    serves it with the Transformers backend's class, whose interfaces are not these."""
+    if args.get("model_impl", "auto") == "transformers":
+        return {}
+    return _class_flags(model, version)
+
+
+def lora_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+               env: Mapping[str, str]) -> dict[str, object]:
+    """``LoRAConfig``'s fields as ``create_engine_config`` passes them, and what its ``verify_with_*`` read.
+
+    - ``max_cpu_loras``: ``self.max_cpu_loras if self.max_cpu_loras and self.max_cpu_loras > 0 else None``
+      (engine/arg_utils.py:1339-1340 in 0.8.0, 2703-2705 in 0.33.0), so 0 or less is "as many as max_loras";
+    - ``cache_config.cpu_offload_gb``: ``--cpu-offload-gb`` (``verify_with_cache_config``, 0.8.0-0.11.0);
+    - ``envs.VLLM_USE_V1``: see ``use_v1`` (left out where the oracle decides);
+    - ``model_config.is_lora_supported`` (0.33.0): the class's ``SupportsLoRA`` (``_model_info.supports_lora``,
+      config/model.py:2033-2034), left out where no extracted release knows the class; ``runner_type`` is never
+      ``draft`` for the served model (a speculative drafter's config is its own);
+    - ``kernel_config.moe_backend`` (0.33.0): ``--moe-backend`` where not ``auto`` (engine/arg_utils.py:2800-2801),
+      else ``--kernel-config``'s key;
+    - ``is_inkling`` (0.26+): ``any("Inkling" in arch for arch in architectures)`` with the environment's
+      ``INKLING_MULTIMEM_AR`` (config/lora.py:160-170 in 0.33.0)."""
+    given_cpu = args.get("max_cpu_loras")
+    max_cpu = given_cpu if isinstance(given_cpu, int) and not isinstance(given_cpu, bool) and given_cpu > 0 else None
+    kernel = args.get("kernel_config")
+    moe_backend = args.get("moe_backend") or "auto"
+    if moe_backend == "auto" and isinstance(kernel, Mapping):
+        moe_backend = kernel.get("moe_backend") or "auto"
+    long_lora = args.get("long_lora_scaling_factors")
+    out: dict[str, object] = {
+        "self.max_lora_rank": args.get("max_lora_rank", 16), "possible_max_ranks": POSSIBLE_MAX_RANKS,
+        "self.lora_extra_vocab_size": args.get("lora_extra_vocab_size", 256),
+        "possible_lora_extra_vocab_size": POSSIBLE_EXTRA_VOCAB_SIZES,
+        "self.max_loras": args.get("max_loras", 1), "self.max_cpu_loras": max_cpu,
+        "cache_config.cpu_offload_gb": args.get("cpu_offload_gb", 0) or 0,
+        "self.long_lora_scaling_factors": tuple(long_lora) if isinstance(long_lora, Sequence) else long_lora,
+        "moe_backend": str(moe_backend).lower().replace("-", "_"), "MEGA_MOE_BACKENDS": MEGA_MOE_BACKENDS,
+        "model_config.runner_type": "generate",
+        "model_config.model": args.get("model_tag") or args.get("model") or model.name,
+        "is_inkling": any("Inkling" in arch for arch in model.architectures),
+        "os.environ.get('INKLING_MULTIMEM_AR', '1')": env.get("INKLING_MULTIMEM_AR", "1"),
+    }
+    v1 = use_v1(version, env, layout)
+    if v1 is not None:
+        out["envs.VLLM_USE_V1"] = v1
+    flags = _native_class(args, model, version)
+    if flags:
+        out["model_config.is_lora_supported"] = bool(flags.get("supports_lora"))
+        out["model_config.architecture"] = flags["architecture"]
+    return out
+
+
+# -- structured outputs ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GuidedBackends:
+    """``DecodingConfig.__post_init__``'s valid backends in one release (config.py:2788 in 0.8.0, 2803-2806 in
+    0.8.2, 3030-3033 in 0.8.4, 3136-3138 in 0.8.5, 3307-3309 in 0.9.0, 3623-3626 in 0.10.0) and the raw values the
+    V1 oracle keeps V1 for (``SUPPORTED_GUIDED_DECODING``, engine/arg_utils.py:1465 in 0.8.0, 1540-1542 in 0.8.2,
+    1383-1386 in 0.8.3; 0.8.5 ``split(':')[0] in get_args(GuidedDecodingBackendV1)``, :1337-1344; none from 0.9)."""
+
+    since: Version
+    v0: tuple[str, ...]
+    v1: tuple[str, ...] | None      # None: one list whatever the engine (0.8.0-0.8.1)
+    as_list: bool                   # printed as a list (``[...]``) rather than ``get_args``'s tuple
+    oracle: tuple[str, ...] | None  # raw values the oracle keeps V1 for; None: by backend name in ``v1``; (): none
+
+
+_LMFE = "lm-format-enforcer"
+GUIDED_BACKENDS = (
+    GuidedBackends(Version("0.8.0"), ("outlines", _LMFE, "xgrammar"), None, True, ("xgrammar", "xgrammar:nofallback")),
+    GuidedBackends(Version("0.8.2"), ("outlines", _LMFE, "xgrammar"), ("xgrammar", "guidance", "auto"), True,
+                   ("xgrammar", "xgrammar:disable-any-whitespace", "guidance", "auto")),
+    GuidedBackends(Version("0.8.3"), ("outlines", _LMFE, "xgrammar"), ("xgrammar", "guidance", "auto"), True,
+                   ("xgrammar", "xgrammar:disable-any-whitespace", "guidance", "guidance:disable-any-whitespace",
+                    "auto")),
+    GuidedBackends(Version("0.8.4"), ("outlines", _LMFE, "xgrammar", "auto"), ("xgrammar", "guidance", "auto"), True,
+                   ("xgrammar", "xgrammar:disable-any-whitespace", "guidance", "guidance:disable-any-whitespace",
+                    "auto")),
+    GuidedBackends(Version("0.8.5"), ("auto", "outlines", _LMFE, "xgrammar", "guidance"),
+                   ("auto", "xgrammar", "guidance"), False, None),
+    GuidedBackends(Version("0.9.0"), ("auto", "outlines", _LMFE, "xgrammar", "guidance"),
+                   ("auto", "xgrammar", "guidance"), False, ()),
+    GuidedBackends(Version("0.10.0"), ("auto", "outlines", _LMFE, "xgrammar", "guidance"),
+                   ("auto", "xgrammar", "guidance", "outlines"), False, ()),
+)
+#: 0.10.1 drops the V0 list (one ``GuidedDecodingBackend``, the parser's choices); 0.11 the DecodingConfig
+GUIDED_CHECK_UNTIL = Version("0.10.1")
+#: ``StructuredOutputsConfig`` from 0.11.0, built from ``--structured-outputs-config`` alone: the deprecated
+#: ``--guided-decoding-*`` flags are assigned to the built config afterwards, unvalidated (engine/arg_utils.py:
+#: 1411-1422 in 0.11.0, 1722-1728 in 0.11.1)
+STRUCTURED_OUTPUTS_SINCE = Version("0.11.0")
+
+
+def _guided_table(version: Version) -> GuidedBackends | None:
+    if version >= GUIDED_CHECK_UNTIL:
+        return None
+    below = [t for t in GUIDED_BACKENDS if t.since <= version]
+    return below[-1] if below else None
+
+
+def _valid_guided(table: GuidedBackends, raw: str, name: str, v1: bool | None) -> tuple[str, ...] | None:
+    """The list ``DecodingConfig`` checks ``name`` against, where the engine it runs in is known (see ``use_v1``);
+    None where it is not, or where the oracle refuses first (``VLLM_USE_V1=1`` with a backend it lacks)."""
+    if table.oracle is None:
+        kept = name in (table.v1 or ())     # 0.8.5: by the backend's name
+    elif not table.oracle:
+        kept = True                         # 0.9+: the oracle does not read the backend
+    else:
+        kept = raw in table.oracle
+    if v1 is True and not kept:
+        return None                 # the oracle raises NotImplementedError (its words, not this entry's)
+    if table.v1 is None:
+        return table.v0
+    if v1 is None and not kept:
+        v1 = False                  # unset: the oracle falls back to V0 for this backend
+    if v1 is None:
+        # V1 unless another feature of the line falls back: the same answer either way where both lists hold it
+        return table.v1 if name in table.v1 and name in table.v0 else None
+    return table.v1 if v1 else table.v0
+
+
+def structured_frame(args: ResolvedArgs, layout: Layout, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    """The structured-outputs config's backend and options as the release builds them.
+
+    - before 0.9: ``DecodingConfig(guided_decoding_backend=--guided-decoding-backend)``, options after a colon
+      (``GuidedDecodingParams.backend_name``: the part before ``:``);
+    - 0.9.0-0.10.2: ``DecodingConfig(backend=..., disable_any_whitespace=--guided-decoding-disable-any-whitespace,
+      disable_additional_properties=...)`` (engine/arg_utils.py:1156-1162 in 0.9.0, 1396-1402 in 0.10.2); the
+      parser's choices leave no colon;
+    - from 0.11.0: ``--structured-outputs-config``'s keys (``backend`` ``auto``, the options off)."""
+    if version >= STRUCTURED_OUTPUTS_SINCE:
+        given = args.get("structured_outputs_config")
+        so = given if isinstance(given, Mapping) else {}
+        return {"self.backend": so.get("backend", "auto"),
+                "self.disable_any_whitespace": bool(so.get("disable_any_whitespace", False)),
+                "self.disable_additional_properties": bool(so.get("disable_additional_properties", False))}
+    raw = str(args.get("guided_decoding_backend") or "xgrammar")
+    name = raw.split(":")[0]
+    options = set(raw.split(":", 1)[1].strip().split(",")) if ":" in raw else set()
+    out: dict[str, object] = {
+        "backend": name, "self.backend": name,
+        "self.disable_any_whitespace": bool(args.get("guided_decoding_disable_any_whitespace"))
+        or "disable-any-whitespace" in options,
+        "self.disable_additional_properties": bool(args.get("guided_decoding_disable_additional_properties"))
+        or "no-additional-properties" in options,
+    }
+    table = _guided_table(version)
+    if table is not None:
+        valid = _valid_guided(table, raw, name, use_v1(version, env, layout))
+        if valid is not None:
+            out["valid_guided_backends"] = list(valid) if table.as_list else valid
+    return out
+
+
+# -- the KV connector --------------------------------------------------------------------------------------------
+
+#: ``get_args(KVRole)`` (``Literal[KVProducer, KVConsumer]``, flattened: config.py:3498-3500 in 0.9.0)
+KV_ROLES = ("kv_producer", "kv_both", "kv_consumer")
+
+
+#: ``get_args(ECRole)`` (config/ec_transfer.py:10-12 in 0.33.0)
+EC_ROLES = ("ec_producer", "ec_both", "ec_consumer")
+
+
+def _json_flag(args: ResolvedArgs, dest: str) -> Mapping[str, object] | None:
+    given = args.get(dest)
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except ValueError:
+            return None
+    return given if isinstance(given, Mapping) else None
+
+
+def ec_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
+    """``--ec-transfer-config``'s connector and role (0.11.1+, the encoder-cache connector); None without it."""
+    given = _json_flag(args, "ec_transfer_config")
+    if given is None:
+        return None
+    return {"self.ec_connector": given.get("ec_connector"), "self.ec_role": given.get("ec_role"),
+            "get_args(ECRole)": EC_ROLES}
+
+
+def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
+    """``--kv-transfer-config``'s connector and role (a JSON string before 0.9, ``KVTransferConfig.from_cli``);
+    None without the flag, or where its text is not a JSON object (the parse refuses it first)."""
+    given = _json_flag(args, "kv_transfer_config")
+    if given is None:
+        return None
+    return {"self.kv_connector": given.get("kv_connector"), "self.kv_role": given.get("kv_role"),
+            "get_args(KVRole)": KV_ROLES}
+
+
+# -- tracing ----------------------------------------------------------------------------------------------------
+
+#: engine/arg_utils.py:36 in 0.8.0 (:43 in 0.8.5); from 0.9 ``collect_detailed_traces`` is a list of
+#: ``DetailedTraceModules`` (a ``Literal``: the parser's choices)
+ALLOWED_DETAILED_TRACE_MODULES = ["model", "worker", "all"]
+
+
+def trace_frames(args: ResolvedArgs) -> list[dict[str, object]]:
+    """``create_engine_config``'s loop over ``--collect-detailed-traces`` split at commas (engine/arg_utils.py:
+    1368-1375 in 0.8.0) at the module it stops at (the first it does not allow, else the last), and
+    ``ObservabilityConfig``'s tracing fields (config/observability.py:217-222 in 0.33.0)."""
+    given = args.get("collect_detailed_traces")
+    endpoint = args.get("otlp_traces_endpoint")
+    base: dict[str, object] = {"self.collect_detailed_traces": given, "self.otlp_traces_endpoint": endpoint,
+                               "ALLOWED_DETAILED_TRACE_MODULES": ALLOWED_DETAILED_TRACE_MODULES}
+    if not isinstance(given, str):
+        return [{**base, "for m in detailed_trace_modules": False}]
+    modules = given.split(",")
+    bad = [m for m in modules if m not in ALLOWED_DETAILED_TRACE_MODULES]
+    return [{**base, "for m in detailed_trace_modules": True, "m": bad[0] if bad else modules[-1]}]
+
+
+# -- the entry points ---------------------------------------------------------------------------------------------
+
+def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+           env: Mapping[str, str]) -> dict[str, object]:
+    """What this module adds to the shared namespace: ``--default-mm-loras`` and ``model_config.
+    is_multimodal_model`` (``self.multimodal_config is not None``: set where the class ``SupportsMultiModal``,
+    config/model.py:831-881 in 0.33.0, config.py:764-772 in 0.10.0), read by ``create_engine_config``'s
+    default-modality LoRA check (engine/arg_utils.py:2685-2689 in 0.33.0) whether or not LoRA is on."""
+    out: dict[str, object] = {"self.default_mm_loras": args.get("default_mm_loras") or None}
+    flags = _native_class(args, model, version)
+    if flags:
+        out["model_config.is_multimodal_model"] = bool(flags.get("supports_multimodal"))
+    return out
+
+
+def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+           env: Mapping[str, str]) -> list[tuple[frozenset[str], dict[str, object]]]:
+    """The frames this module's framed rules are judged in (each over the shared namespace), and the rules of each;
+    a rule of ``FRAMED`` in none of them is not reached by this line (LoRA off, no KV connector)."""
+    out: list[tuple[frozenset[str], dict[str, object]]] = []
+    if bool(args.get("enable_lora")):
+        out.append((LORA_RULES, lora_frame(args, model, layout, version, env)))
+    out.append((STRUCTURED_RULES, structured_frame(args, layout, version, env)))
+    kv = kv_transfer_frame(args)
+    if kv is not None:
+        out.append((KV_RULES, kv))
+    ec = ec_transfer_frame(args)
+    if ec is not None:
+        out.append((EC_RULES, ec))
+    out += [(TRACE_RULES, frame) for frame in trace_frames(args)]
+    return out

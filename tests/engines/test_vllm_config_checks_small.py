@@ -1,0 +1,256 @@
+"""vLLM's small configs judged at config time (``engines/vllm/rules_small.py``): LoRA, structured outputs, the KV and
+encoder-cache connectors and tracing. Each line is read by the release's own parser (``engines/vllm/cli.resolve``)
+and judged by the rules over the ledger's entries, in the release's words and at its line (read in the unpacked
+wheels: ``vllm/config.py`` before 0.10.1, ``vllm/config/lora.py``, ``structured_outputs.py``, ``kv_transfer.py``,
+``ec_transfer.py``, ``observability.py``, ``vllm/engine/arg_utils.py``). Each refusal has its accepted neighbour:
+the same line without the conflict, or a release without the check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import pytest
+from packaging.version import Version
+from vllm_line_cases import layout
+
+from pytest_gpulayout.engines.vllm import rules_small
+from pytest_gpulayout.engines.vllm.cli import resolve
+from pytest_gpulayout.engines.vllm.config_checks import RULES, book, config_check
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Judged, Layout
+
+M = "Qwen/Qwen3-8B"   # the served model, positional (0.8.x requires it)
+
+
+def model_of(name: str) -> ModelSpec:
+    base = load_model(M)
+    # the model's class is what LoRA reads: a class without SupportsLoRA in 0.33.0, an Inkling class
+    return {"dense": base, "falcon": replace(base, architectures=("FalconForCausalLM",)),
+            "inkling": replace(base, architectures=("InklingForCausalLM",)),
+            "unknown": replace(base, architectures=("NoSuchForCausalLM",)),
+            "vision": load_model("google/gemma-3-12b-it")}[name]
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    version: str
+    line: str
+    refused: str | None = None       # the release's words (a part); None: the rule refuses nothing
+    source: str | None = None        # file:line in that release
+    model: str = "dense"
+    env: Mapping[str, str] = field(default_factory=dict)
+    exception: str = "ValueError"
+
+
+def _judge(case: Case, where: Layout | None = None) -> Judged:
+    version = Version(case.version)
+    args = resolve(f"{M} {case.line}".split(), version)
+    assert args.ok, args.errors
+    return config_check(args, model_of(case.model), where or layout(), version, env=dict(case.env))
+
+
+def case_id(c: Case) -> str:
+    return f"{c.rule.removeprefix('vllm.')}-{c.version}-{'refused' if c.refused is not None else 'passes'}"
+
+
+V0 = {"VLLM_USE_V1": "0"}
+V1 = {"VLLM_USE_V1": "1"}
+
+CASES = [
+    # LoRAConfig.__post_init__ (config.py:2321-2342 in 0.8.0, config/lora.py:103-119 in 0.11.0); from 0.11.1
+    # --max-lora-rank is a parser choice and the extra vocabulary is gone; the max_cpu_loras check stays
+    Case("vllm.lora.value_ranges", "0.8.0", "--enable-lora --max-lora-rank 7",
+         refused="max_lora_rank (7) must be one of (8, 16, 32, 64, 128, 256, 320, 512).",
+         source="vllm/config.py:2329"),
+    Case("vllm.lora.value_ranges", "0.8.0", "--enable-lora --lora-extra-vocab-size 100",
+         refused="lora_extra_vocab_size (100) must be one of (256, 512).", source="vllm/config.py:2333"),
+    Case("vllm.lora.value_ranges", "0.10.1", "--enable-lora --max-loras 0", refused="max_loras (0) must be >= 1.",
+         source="vllm/config/__init__.py:2457"),
+    Case("vllm.lora.value_ranges", "0.11.0", "--enable-lora --max-loras 4 --max-cpu-loras 2",
+         refused="max_cpu_loras (2) must be >= max_loras (4)", source="vllm/config/lora.py:119"),
+    Case("vllm.lora.value_ranges", "0.33.0", "--enable-lora --max-loras 4 --max-cpu-loras 2",
+         refused="max_cpu_loras (2) must be >= max_loras (4).", source="vllm/config/lora.py:124"),
+    Case("vllm.lora.value_ranges", "0.33.0", "--enable-lora --max-loras 4 --max-cpu-loras 0"),  # 0: as max_loras
+    Case("vllm.lora.value_ranges", "0.33.0", "--enable-lora --max-loras 4 --max-cpu-loras 8"),
+    Case("vllm.lora.value_ranges", "0.11.0", "--max-lora-rank 7 --max-loras 4 --max-cpu-loras 2"),  # LoRA off
+    Case("vllm.lora.value_ranges", "0.11.0", "--enable-lora --max-lora-rank 320"),
+    # LoRAConfig.verify_with_cache_config: always before 0.8.3 (config.py:2345-2348 in 0.8.0), then V0 only
+    Case("vllm.lora.cpu_offload", "0.8.0", "--enable-lora --cpu-offload-gb 2",
+         refused="CPU offload is not supported with LoRA yet.", source="vllm/config.py:2348"),
+    Case("vllm.lora.cpu_offload", "0.10.2", "--enable-lora --cpu-offload-gb 2", env=V0,
+         refused="V0 LoRA does not support CPU offload, please use V1.", source="vllm/config/lora.py:125"),
+    Case("vllm.lora.cpu_offload", "0.10.2", "--enable-lora --cpu-offload-gb 2", env=V1),
+    Case("vllm.lora.cpu_offload", "0.8.0", "--enable-lora"),
+    Case("vllm.lora.cpu_offload", "0.11.1", "--enable-lora --cpu-offload-gb 2", env=V0),   # the check is gone
+    # LoRAConfig.verify_lora_support (config.py:2707-2709 in 0.8.5)
+    Case("vllm.lora.long_lora_v1", "0.8.5", "--enable-lora --long-lora-scaling-factors 4.0", env=V1,
+         refused="V1 LoRA does not support long LoRA, please use V0.", source="vllm/config.py:2709"),
+    Case("vllm.lora.long_lora_v1", "0.8.5", "--enable-lora --long-lora-scaling-factors 4.0", env=V0),
+    Case("vllm.lora.long_lora_v1", "0.8.3", "--enable-lora --long-lora-scaling-factors 4.0", env=V1),
+    # LoRAConfig.verify_with_model_config / verify_with_kernel_config (config/lora.py:139-170 in 0.33.0)
+    Case("vllm.lora.model_support", "0.33.0", "--enable-lora", model="falcon",
+         refused="LoRA is not supported for FalconForCausalLM (Qwen/Qwen3-8B). Supported models implement the "
+                 "`SupportsLoRA` interface.", source="vllm/config/lora.py:150"),
+    Case("vllm.lora.model_support", "0.33.0", "--enable-lora"),
+    Case("vllm.lora.model_support", "0.33.0", "--enable-lora --model-impl transformers", model="falcon"),
+    Case("vllm.lora.model_support", "0.32.0", "--enable-lora", model="falcon"),
+    Case("vllm.lora.mega_moe_backend", "0.33.0", "--enable-lora --moe-backend deep_gemm_mega_moe",
+         refused="LoRA is not supported with moe_backend='deep_gemm_mega_moe'. Disable LoRA or select a MoE "
+                 "backend that supports LoRA.", source="vllm/config/lora.py:142"),
+    Case("vllm.lora.mega_moe_backend", "0.33.0", "--enable-lora --moe-backend triton"),
+    Case("vllm.lora.mega_moe_backend", "0.33.0", "--moe-backend deep_gemm_mega_moe"),
+    Case("vllm.lora.inkling_multimem_ar", "0.26.0", "--enable-lora", model="inkling",
+         refused="Inkling LoRA requires INKLING_MULTIMEM_AR=0", source="vllm/config/lora.py:144"),
+    Case("vllm.lora.inkling_multimem_ar", "0.33.0", "--enable-lora", model="inkling",
+         env={"INKLING_MULTIMEM_AR": "0"}),
+    Case("vllm.lora.inkling_multimem_ar", "0.25.0", "--enable-lora", model="inkling"),
+    # EngineArgs.create_engine_config (engine/arg_utils.py:2685-2689 in 0.33.0), with or without --enable-lora
+    Case("vllm.lora.default_mm_loras_text_model", "0.33.0", '--default-mm-loras {"image":"/adapters/img"}',
+         refused="Default modality-specific LoRA(s) were provided for a non multimodal model",
+         source="vllm/engine/arg_utils.py:2686"),
+    Case("vllm.lora.default_mm_loras_text_model", "0.10.0", '--enable-lora --default-mm-loras {"image":"/a"}',
+         refused="Default modality-specific LoRA(s) were provided for a non multimodal model"),
+    Case("vllm.lora.default_mm_loras_text_model", "0.33.0", '--enable-lora --default-mm-loras {"image":"/a"}',
+         model="vision"),
+    Case("vllm.lora.default_mm_loras_text_model", "0.33.0", "--enable-lora"),
+    # DecodingConfig.__post_init__ (config.py:2785-2793 in 0.8.0; 2803-2816 in 0.8.2: V0 or V1's list)
+    Case("vllm.structured_outputs.guided_backend", "0.8.0", "--guided-decoding-backend foo",
+         refused="Invalid guided_decoding_backend 'foo, must be one of ['outlines', 'lm-format-enforcer', "
+                 "'xgrammar']", source="vllm/config.py:2793"),
+    Case("vllm.structured_outputs.guided_backend", "0.8.0", "--guided-decoding-backend outlines"),
+    Case("vllm.structured_outputs.guided_backend", "0.8.2", "--guided-decoding-backend guidance", env=V0,
+         refused="Invalid guided_decoding_backend 'guidance', must be one of ['outlines', 'lm-format-enforcer', "
+                 "'xgrammar']", source="vllm/config.py:2815"),
+    Case("vllm.structured_outputs.guided_backend", "0.8.2", "--guided-decoding-backend guidance", env=V1),
+    # unset, a backend the V1 oracle lacks falls back to V0, whose list holds outlines
+    Case("vllm.structured_outputs.guided_backend", "0.8.2", "--guided-decoding-backend outlines"),
+    Case("vllm.structured_outputs.guided_backend", "0.9.0", "--guided-decoding-backend outlines", env=V1,
+         refused="Invalid backend 'outlines', must be one of ('auto', 'xgrammar', 'guidance')",
+         source="vllm/config.py:3381"),
+    Case("vllm.structured_outputs.guided_backend", "0.10.0", "--guided-decoding-backend outlines", env=V1),
+    # DecodingConfig (0.9.0-0.10.2) from the --guided-decoding-* flags; StructuredOutputsConfig from 0.11.0
+    Case("vllm.structured_outputs.backend_options", "0.9.0",
+         "--guided-decoding-backend outlines --guided-decoding-disable-any-whitespace", env=V0,
+         refused="disable_any_whitespace is only supported for xgrammar and guidance backends.",
+         source="vllm/config.py:3385"),
+    Case("vllm.structured_outputs.backend_options", "0.10.2",
+         "--guided-decoding-backend xgrammar --guided-decoding-disable-additional-properties",
+         refused="disable_additional_properties is only supported for the guidance backend.",
+         source="vllm/config/__init__.py:3021"),
+    Case("vllm.structured_outputs.backend_options", "0.10.2",
+         "--guided-decoding-backend guidance --guided-decoding-disable-additional-properties"),
+    Case("vllm.structured_outputs.backend_options", "0.11.0",
+         '--structured-outputs-config {"backend":"outlines","disable_any_whitespace":true}',
+         refused="disable_any_whitespace is only supported for xgrammar and guidance backends.",
+         source="vllm/config/structured_outputs.py:60"),
+    Case("vllm.structured_outputs.backend_options", "0.33.0",
+         '--structured-outputs-config {"disable_additional_properties":true}',
+         refused="disable_additional_properties is only supported for the guidance backend.",
+         source="vllm/config/structured_outputs.py:73"),
+    Case("vllm.structured_outputs.backend_options", "0.33.0",
+         '--structured-outputs-config {"backend":"xgrammar","disable_any_whitespace":true}'),
+    # 0.11.1 assigns the deprecated flags to the built config, unvalidated
+    Case("vllm.structured_outputs.backend_options", "0.11.1",
+         "--guided-decoding-backend outlines --guided-decoding-disable-any-whitespace True"),
+    # KVTransferConfig (config.py:2902-2908 in 0.8.0, a BaseModel with a str role; config/kv_transfer.py:121 in 0.33.0)
+    Case("vllm.kv_transfer.connector_role", "0.8.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector",'
+         '"kv_role":"kv_sender"}',
+         refused="Unsupported kv_role: kv_sender. Supported roles are `kv_producer`, `kv_consumer`, and `kv_both`",
+         source="vllm/config.py:2902"),
+    Case("vllm.kv_transfer.connector_role", "0.9.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector"}',
+         refused="Please specify kv_disagg_role when kv_connector is set, supported roles are ('kv_producer', "
+                 "'kv_both', 'kv_consumer')", source="vllm/config.py:3577"),
+    Case("vllm.kv_transfer.connector_role", "0.33.0", '--kv-transfer-config {"kv_connector":"NixlConnector"}',
+         refused="Please specify kv_role when kv_connector is set, supported roles are ('kv_producer', 'kv_both', "
+                 "'kv_consumer')", source="vllm/config/kv_transfer.py:121"),
+    Case("vllm.kv_transfer.connector_role", "0.33.0",
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}'),
+    Case("vllm.kv_transfer.connector_role", "0.8.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector",'
+         '"kv_role":"kv_producer"}'),
+    # ECTransferConfig.__post_init__ (config/ec_transfer.py:91 in 0.33.0, :96 in 0.12.0)
+    Case("vllm.ec_transfer.connector_role", "0.33.0", '--ec-transfer-config {"ec_connector":"ECExampleConnector"}',
+         refused="Please specify ec_role when ec_connector is set, supported roles are ('ec_producer', 'ec_both', "
+                 "'ec_consumer')", source="vllm/config/ec_transfer.py:91"),
+    Case("vllm.ec_transfer.connector_role", "0.12.0", '--ec-transfer-config {"ec_connector":"ECExampleConnector"}',
+         refused="Please specify ec_role when ec_connector is set", source="vllm/config/ec_transfer.py:92"),
+    Case("vllm.ec_transfer.connector_role", "0.33.0",
+         '--ec-transfer-config {"ec_connector":"ECExampleConnector","ec_role":"ec_consumer"}'),
+    # EngineArgs.create_engine_config (engine/arg_utils.py:1368-1375 in 0.8.0); ObservabilityConfig from 0.11.1
+    Case("vllm.observability.detailed_trace_modules", "0.8.0", "--collect-detailed-traces model,workers",
+         refused="Invalid module workers in collect_detailed_traces. Valid modules are ['model', 'worker', 'all']",
+         source="vllm/engine/arg_utils.py:1373"),
+    Case("vllm.observability.detailed_trace_modules", "0.8.5", "--collect-detailed-traces model,worker"),
+    Case("vllm.observability.detailed_traces_need_endpoint", "0.33.0", "--collect-detailed-traces all",
+         refused="collect_detailed_traces requires `--otlp-traces-endpoint` to be set.",
+         source="vllm/config/observability.py:219"),
+    Case("vllm.observability.detailed_traces_need_endpoint", "0.11.1", "--collect-detailed-traces worker",
+         refused="collect_detailed_traces requires `--otlp-traces-endpoint` to be set.",
+         source="vllm/config/observability.py:120"),
+    Case("vllm.observability.detailed_traces_need_endpoint", "0.33.0",
+         "--collect-detailed-traces all --otlp-traces-endpoint http://collector:4317"),
+    Case("vllm.observability.detailed_traces_need_endpoint", "0.11.0", "--collect-detailed-traces all"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_the_release_refuses_the_line_in_its_own_words(case: Case) -> None:
+    judged = _judge(case)
+    mine = [r for r in judged.refusals if r.rule == case.rule]
+    if case.refused is None:
+        assert not mine, [r.text("vLLM") for r in mine]
+        return
+    assert mine, (judged.refusals, judged.not_judged)
+    r = mine[0]
+    assert case.refused in r.message
+    assert r.exception == case.exception
+    if case.source:
+        assert r.source == case.source
+    assert r.text("vLLM").startswith(f"vLLM {case.version} raises {case.exception}")
+
+
+SMALL = [r for r in RULES if r.startswith(("vllm.lora.", "vllm.structured_outputs.", "vllm.kv_transfer.",
+                                           "vllm.ec_transfer.", "vllm.observability."))]
+
+
+def test_every_rule_of_the_module_has_a_refusing_and_an_accepted_case() -> None:
+    assert set(SMALL) == rules_small.FRAMED | {rules_small.LORA_DEFAULT_MM}
+    for rule in SMALL:
+        assert book().ledger.rule_entries(rule), rule
+        assert any(c.rule == rule and c.refused is not None for c in CASES), rule
+        assert any(c.rule == rule and c.refused is None for c in CASES), rule
+
+
+@pytest.mark.parametrize(("version", "line", "reads"), [
+    # the engine the oracle picks is not said: V0 refuses, V1 accepts
+    ("0.8.3", "--enable-lora --cpu-offload-gb 2", "envs.VLLM_USE_V1"),
+    ("0.8.5", "--enable-lora --long-lora-scaling-factors 4.0", "envs.VLLM_USE_V1"),
+    # V1 unless another feature of the line falls back to V0: V1's list lacks guidance in 0.8.2's V0 list
+    ("0.8.2", "--guided-decoding-backend guidance", "valid_guided_backends"),
+])
+def test_a_line_whose_engine_the_oracle_picks_is_said_not_judged(version: str, line: str, reads: str) -> None:
+    judged = _judge(Case("", version, line))
+    assert not [r for r in judged.refusals if r.rule in SMALL]
+    assert any(reads in n for n in judged.not_judged), judged.not_judged
+
+
+def test_below_sm80_the_v0_fallback_is_known() -> None:
+    """0.8-0.10.0 fall back to V0 below SM 8.0 (``defaults.runs_v0``): V0's LoRA refuses CPU offload."""
+    judged = _judge(Case("", "0.8.3", "--enable-lora --cpu-offload-gb 2"), layout(cc=(7, 5)))
+    assert [r.rule for r in judged.refusals if r.rule in SMALL] == ["vllm.lora.cpu_offload"]
+
+
+def test_a_model_class_no_release_knows_leaves_lora_support_not_judged() -> None:
+    judged = _judge(Case("", "0.33.0", "--enable-lora", model="unknown"))
+    assert not [r for r in judged.refusals if r.rule == "vllm.lora.model_support"]
+    assert any("vllm.lora.model_support" in n for n in judged.not_judged), judged.not_judged
+
+
+def test_a_line_without_the_small_flags_is_neither_refused_nor_left_unjudged_by_them() -> None:
+    for version in ("0.8.0", "0.8.2", "0.8.5", "0.9.0", "0.10.0", "0.11.0", "0.20.0", "0.33.0"):
+        judged = _judge(Case("", version, ""))
+        assert not [r for r in judged.refusals if r.rule in SMALL], version
+        assert not [n for n in judged.not_judged if any(f"({r})" in n for r in SMALL)], (version, judged.not_judged)
