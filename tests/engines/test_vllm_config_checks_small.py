@@ -1,9 +1,10 @@
 """vLLM's small configs judged at config time (``engines/vllm/rules_small.py``): LoRA, structured outputs, the KV and
-encoder-cache connectors and tracing. Each line is read by the release's own parser (``engines/vllm/cli.resolve``)
-and judged by the rules over the ledger's entries, in the release's words and at its line (read in the unpacked
-wheels: ``vllm/config.py`` before 0.10.1, ``vllm/config/lora.py``, ``structured_outputs.py``, ``kv_transfer.py``,
-``ec_transfer.py``, ``observability.py``, ``vllm/engine/arg_utils.py``). Each refusal has its accepted neighbour:
-the same line without the conflict, or a release without the check.
+encoder-cache connectors, tracing and the profiler. Each line is read by the release's own parser
+(``engines/vllm/cli.resolve``) and judged by the rules over the ledger's entries, in the release's words and at its
+line (read in the unpacked wheels: ``vllm/config.py`` before 0.10.1, ``vllm/config/lora.py``,
+``structured_outputs.py``, ``kv_transfer.py``, ``ec_transfer.py``, ``observability.py``, ``profiler.py``,
+``vllm/engine/arg_utils.py``). Each refusal has its accepted neighbour: the same line without the conflict, or a
+release without the check.
 """
 
 from __future__ import annotations
@@ -193,6 +194,44 @@ CASES = [
     Case("vllm.observability.detailed_traces_need_endpoint", "0.33.0",
          "--collect-detailed-traces all --otlp-traces-endpoint http://collector:4317"),
     Case("vllm.observability.detailed_traces_need_endpoint", "0.11.0", "--collect-detailed-traces all"),
+    # ProfilerConfig._validate_profiler_config (config/profiler.py:180-186 in 0.13.0, 236-302 in 0.33.0)
+    Case("vllm.profiler.options", "0.13.0", '--profiler-config {"profiler":"torch"}',
+         refused="torch_profiler_dir must be set when profiler is 'torch'", source="vllm/config/profiler.py:186"),
+    # 0.13-0.15: VLLM_TORCH_PROFILER_DIR still sets the directory (and the torch profiler)
+    Case("vllm.profiler.options", "0.13.0", '--profiler-config {"profiler":"torch"}',
+         env={"VLLM_TORCH_PROFILER_DIR": "/traces"}),
+    Case("vllm.profiler.options", "0.16.0", '--profiler-config {"profiler":"torch"}',
+         env={"VLLM_TORCH_PROFILER_DIR": "/traces"}, refused="torch_profiler_dir must be set when profiler is 'torch'"),
+    Case("vllm.profiler.options", "0.26.0", '--profiler-config {"profiler":"cuda","capture_torch_profiler":true}',
+         refused="capture_torch_profiler is only applicable when profiler is set to 'torch'",
+         source="vllm/config/profiler.py:159"),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"cuda","torch_profiler_dir":"/traces"}',
+         refused="torch_profiler_dir is only applicable when profiler is set to 'torch'",
+         source="vllm/config/profiler.py:236"),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"torch","torch_profiler_dir":"/traces"}'),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"cuda","proton_data":"trace"}',
+         refused="proton_data only applicable when profiler is set to 'proton'", source="vllm/config/profiler.py:266"),
+    Case("vllm.profiler.options", "0.28.0", '--profiler-config {"profiler":"proton"}',
+         refused="proton_profiler_dir must be set when profiler is 'proton'", source="vllm/config/profiler.py:211"),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"proton","proton_profiler_dir":"s3://b/p"}',
+         refused="proton_profiler_dir must be a local directory", source="vllm/config/profiler.py:275"),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"proton","proton_profiler_dir":"/p",'
+         '"proton_output_format":"chrome_trace"}', refused="chrome_trace output requires proton_data='trace'",
+         source="vllm/config/profiler.py:294"),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"proton","proton_profiler_dir":"/p",'
+         '"proton_data":"trace","proton_output_format":"hatchet"}',
+         refused="hatchet output requires proton_data='tree'", source="vllm/config/profiler.py:299"),
+    Case("vllm.profiler.options", "0.30.0", '--profiler-config {"profiler":"proton","proton_profiler_dir":"/p",'
+         '"proton_graph_attribution":true,"proton_mode":"periodic_flushing:format=hatchet"}',
+         refused="proton_graph_attribution is incompatible with periodic_flushing",
+         source="vllm/config/profiler.py:235"),
+    Case("vllm.profiler.options", "0.33.0", '--profiler-config {"profiler":"proton","proton_profiler_dir":"/p",'
+         '"proton_data":"trace","proton_output_format":"chrome_trace"}'),
+    Case("vllm.profiler.options", "0.31.0", '--profiler-config {"profiler":"torch","torch_profiler_dir":"/t",'
+         '"torch_profiler_activities":["CPU","CUDA","CPU"]}',
+         refused="torch_profiler_activities must not contain duplicates", source="vllm/config/profiler.py:188"),
+    Case("vllm.profiler.options", "0.31.0", '--profiler-config {"profiler":"torch","torch_profiler_dir":"/t",'
+         '"torch_profiler_activities":["CPU","CUDA"]}'),
 ]
 
 
@@ -213,7 +252,7 @@ def test_the_release_refuses_the_line_in_its_own_words(case: Case) -> None:
 
 
 SMALL = [r for r in RULES if r.startswith(("vllm.lora.", "vllm.structured_outputs.", "vllm.kv_transfer.",
-                                           "vllm.ec_transfer.", "vllm.observability."))]
+                                           "vllm.ec_transfer.", "vllm.observability.", "vllm.profiler."))]
 
 
 def test_every_rule_of_the_module_has_a_refusing_and_an_accepted_case() -> None:

@@ -115,6 +115,9 @@ RULES: Mapping[str, str] = {
                                                  "(0.8.x)",
     "vllm.observability.detailed_traces_need_endpoint": "--collect-detailed-traces without --otlp-traces-endpoint "
                                                         "(0.11.1+)",
+    "vllm.profiler.options": "--profiler-config options of another profiler than the one chosen (torch / proton), "
+                             "the chosen one without its directory, or Proton data and output formats that "
+                             "conflict (ProfilerConfig, 0.13+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

@@ -1,6 +1,7 @@
 """vLLM's small configs, by release: LoRA (``LoRAConfig``), structured outputs (``DecodingConfig`` before 0.11,
-``StructuredOutputsConfig`` from 0.11), the KV connector (``KVTransferConfig``) and tracing
-(``ObservabilityConfig``, ``EngineArgs.create_engine_config``).
+``StructuredOutputsConfig`` from 0.11), the KV and encoder-cache connectors (``KVTransferConfig``,
+``ECTransferConfig``), tracing (``ObservabilityConfig``, ``EngineArgs.create_engine_config``) and the profiler
+(``ProfilerConfig``, 0.13+).
 
 Their entries read names other rules read with another meaning (``self.backend`` is the Mamba backend in
 ``MambaConfig``, the structured-outputs backend here), so each config is judged in a frame of its own
@@ -46,6 +47,7 @@ KV_CONNECTOR_ROLE = "vllm.kv_transfer.connector_role"
 EC_CONNECTOR_ROLE = "vllm.ec_transfer.connector_role"
 TRACE_MODULES = "vllm.observability.detailed_trace_modules"
 TRACES_NEED_ENDPOINT = "vllm.observability.detailed_traces_need_endpoint"
+PROFILER_OPTIONS = "vllm.profiler.options"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -57,8 +59,9 @@ STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS})
 KV_RULES = frozenset({KV_CONNECTOR_ROLE})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
 TRACE_RULES = frozenset({TRACE_MODULES, TRACES_NEED_ENDPOINT})
+PROFILER_RULES = frozenset({PROFILER_OPTIONS})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
-FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES
+FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -324,6 +327,65 @@ def trace_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     return [{**base, "for m in detailed_trace_modules": True, "m": bad[0] if bad else modules[-1]}]
 
 
+# -- the profiler -----------------------------------------------------------------------------------------------
+
+#: 0.13-0.15 read the deprecated environment in the validator itself (``_set_from_env_if_set``, config/profiler.py:
+#: 124-170 in 0.13.0): ``VLLM_TORCH_CUDA_PROFILE`` sets the profiler (``cuda`` for 1, else none), otherwise a
+#: ``VLLM_TORCH_PROFILER_DIR`` sets the directory and, where non-empty, the torch profiler; 0.16 drops them
+PROFILER_ENV_UNTIL = Version("0.16.0")
+#: the Proton options ``non_default_proton_options`` lists with their defaults (config/profiler.py:195-205 in 0.28.0;
+#: 0.30 adds ``proton_graph_attribution``, :200-211)
+_PROTON_OPTIONS = (("proton_profiler_dir", ""), ("proton_context", "shadow"), ("proton_data", "tree"),
+                   ("proton_backend", None), ("proton_mode", None), ("proton_hook", None),
+                   ("proton_output_format", None))
+PROTON_GRAPH_ATTRIBUTION_SINCE = Version("0.30.0")
+
+
+def _is_uri_path(path: str) -> bool:
+    """``_is_uri_path`` (config/profiler.py:56-66 in 0.33.0): a scheme of more than one character before ``://``."""
+    return "://" in path and len(path.split("://")[0]) > 1
+
+
+def profiler_frame(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    """``ProfilerConfig``'s fields from ``--profiler-config`` (JSON or dotted keys; 0.13+) and the locals of its
+    validator (``profiler_dir`` / ``torch_profiler_dir``, ``activities``, ``non_default_proton_options`` and the
+    message's ``options``, ``output_format``), after the deprecated environment of 0.13-0.15."""
+    given = args.get("profiler_config")
+    pc: Mapping[str, object] = given if isinstance(given, Mapping) else {}
+    profiler = pc.get("profiler")
+    torch_dir = str(pc.get("torch_profiler_dir") or "")
+    if version < PROFILER_ENV_UNTIL:
+        if "VLLM_TORCH_CUDA_PROFILE" in env:
+            profiler = "cuda" if env["VLLM_TORCH_CUDA_PROFILE"] == "1" else None
+        elif "VLLM_TORCH_PROFILER_DIR" in env:
+            torch_dir = env["VLLM_TORCH_PROFILER_DIR"]
+            if torch_dir:
+                profiler = "torch"
+    options: list[tuple[str, object, object]] = [(name, pc.get(name, default), default)
+                                                  for name, default in _PROTON_OPTIONS]
+    if version >= PROTON_GRAPH_ATTRIBUTION_SINCE:
+        options.append(("proton_graph_attribution", bool(pc.get("proton_graph_attribution", False)), False))
+    non_default = [name for name, value, default in options if value != default]
+    proton_dir = str(pc.get("proton_profiler_dir") or "")
+    mode = pc.get("proton_mode")
+    activities = pc.get("torch_profiler_activities")
+    out: dict[str, object] = {
+        "self.profiler": profiler, "profiler_dir": torch_dir, "torch_profiler_dir": torch_dir,
+        "activities": tuple(activities) if isinstance(activities, Sequence) else None,
+        "self.capture_torch_profiler": bool(pc.get("capture_torch_profiler", False)),
+        "non_default_proton_options": non_default, "options": ", ".join(non_default),
+        "proton_profiler_dir": proton_dir, "_is_uri_path(proton_profiler_dir)": _is_uri_path(proton_dir),
+        "output_format": pc.get("proton_output_format"), "self.proton_data": pc.get("proton_data", "tree"),
+        "self.proton_graph_attribution": bool(pc.get("proton_graph_attribution", False)),
+        "self.proton_mode": mode,
+        "self.proton_mode.split(':', 1)[0].lower() == 'periodic_flushing'":
+            isinstance(mode, str) and mode.split(":", 1)[0].lower() == "periodic_flushing",
+    }
+    if isinstance(activities, Sequence):
+        out["len(set(activities))"] = len(set(activities))
+    return out
+
+
 # -- the entry points ---------------------------------------------------------------------------------------------
 
 def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
@@ -354,4 +416,5 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if ec is not None:
         out.append((EC_RULES, ec))
     out += [(TRACE_RULES, frame) for frame in trace_frames(args)]
+    out.append((PROFILER_RULES, profiler_frame(args, version, env)))
     return out
