@@ -118,6 +118,11 @@ RULES: Mapping[str, str] = {
     "vllm.profiler.options": "--profiler-config options of another profiler than the one chosen (torch / proton), "
                              "the chosen one without its directory, or Proton data and output formats that "
                              "conflict (ProfilerConfig, 0.13+)",
+    "vllm.attention.options": "--attention-config with the removed use_cudnn_prefill (0.21), a backend_per_kind "
+                              "kind KV caches lack (0.26+), or an indexer option against indexer_kv_dtype",
+    "vllm.engram.options": "--engram-config's dp_shared_memory / use_thp without cpu_offload, dp_shared_memory "
+                           "at DP 1, with elastic EP or a load format other than auto / safetensors / pt (0.30+)",
+    "vllm.engram.model_support": "--engram-config on a model without n-gram embedding layers (0.30+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

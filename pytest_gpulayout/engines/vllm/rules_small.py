@@ -1,7 +1,7 @@
 """vLLM's small configs, by release: LoRA (``LoRAConfig``), structured outputs (``DecodingConfig`` before 0.11,
 ``StructuredOutputsConfig`` from 0.11), the KV and encoder-cache connectors (``KVTransferConfig``,
 ``ECTransferConfig``), tracing (``ObservabilityConfig``, ``EngineArgs.create_engine_config``) and the profiler
-(``ProfilerConfig``, 0.13+).
+(``ProfilerConfig``, 0.13+), the attention config's options (``AttentionConfig``) and Engram (``EngramConfig``, 0.30+).
 
 Their entries read names other rules read with another meaning (``self.backend`` is the Mamba backend in
 ``MambaConfig``, the structured-outputs backend here), so each config is judged in a frame of its own
@@ -48,6 +48,9 @@ EC_CONNECTOR_ROLE = "vllm.ec_transfer.connector_role"
 TRACE_MODULES = "vllm.observability.detailed_trace_modules"
 TRACES_NEED_ENDPOINT = "vllm.observability.detailed_traces_need_endpoint"
 PROFILER_OPTIONS = "vllm.profiler.options"
+ATTENTION_OPTIONS = "vllm.attention.options"
+ENGRAM_OPTIONS = "vllm.engram.options"
+ENGRAM_MODEL = "vllm.engram.model_support"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -60,8 +63,11 @@ KV_RULES = frozenset({KV_CONNECTOR_ROLE})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
 TRACE_RULES = frozenset({TRACE_MODULES, TRACES_NEED_ENDPOINT})
 PROFILER_RULES = frozenset({PROFILER_OPTIONS})
+ATTENTION_RULES = frozenset({ATTENTION_OPTIONS})
+ENGRAM_RULES = frozenset({ENGRAM_OPTIONS, ENGRAM_MODEL})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
-FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES
+FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
+    | ENGRAM_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -386,6 +392,82 @@ def profiler_frame(args: ResolvedArgs, version: Version, env: Mapping[str, str])
     return out
 
 
+# -- the attention config -------------------------------------------------------------------------------------------
+
+#: ``KVCacheSpecKind``'s values (v1/kv_cache_interface.py, the same in 0.26.0-0.33.0): the kinds
+#: ``backend_per_kind`` may name (config/attention.py:240-264 in 0.33.0)
+KV_CACHE_SPEC_KINDS = frozenset({"full_attention", "mla_attention", "sliding_window", "sliding_window_mla", "mamba",
+                                 "chunked_local_attention", "sink_full_attention", "encoder_only_attention",
+                                 "cross_attention", "unknown"})
+
+
+def attention_frame(args: ResolvedArgs) -> dict[str, object]:
+    """``AttentionConfig``'s fields from ``--attention-config`` / ``-ac`` (built from the JSON: the top-level
+    attention flags are assigned to a copy in ``create_engine_config`` afterwards, unvalidated: engine/arg_utils.py:
+    2029-2045 in 0.21.0).
+
+    - ``use_cudnn_prefill`` (0.21.0): ``_migrate_deprecated_mla_prefill_flags`` returns first where
+      ``mla_prefill_backend`` is set (config/attention.py:109-122), so it counts only without one;
+    - ``backend_per_kind`` (0.26+): its field validator's loop stops at the first kind ``KVCacheSpecKind`` lacks;
+    - ``use_fp4_indexer_cache`` against ``indexer_kv_dtype`` (0.28-0.29), ``minimax_m3_indexer_cp`` (0.33)."""
+    given = args.get("attention_config")
+    ac: Mapping[str, object] = given if isinstance(given, Mapping) else {}
+    per_kind = ac.get("backend_per_kind")
+    kinds = list(per_kind) if isinstance(per_kind, Mapping) else []
+    bad = [k for k in kinds if k not in KV_CACHE_SPEC_KINDS]
+    out: dict[str, object] = {
+        "self.use_cudnn_prefill": bool(ac.get("use_cudnn_prefill")) and ac.get("mla_prefill_backend") is None,
+        "for (kind, backend) in value.items()": bool(kinds), "kind": bad[0] if bad else (kinds[-1] if kinds else ""),
+        "valid_kinds": KV_CACHE_SPEC_KINDS, "', '.join(sorted(valid_kinds))": ", ".join(sorted(KV_CACHE_SPEC_KINDS)),
+        "self.use_fp4_indexer_cache": ac.get("use_fp4_indexer_cache"),
+        "self.indexer_kv_dtype": ac.get("indexer_kv_dtype", "auto"),
+        "self.minimax_m3_indexer_cp": bool(ac.get("minimax_m3_indexer_cp")),
+    }
+    return out
+
+
+# -- Engram -------------------------------------------------------------------------------------------------------
+
+#: ``_NGRAM_LAYER_FIELDS`` (config/engram.py in 0.30.0-0.33.0): the architectures with n-gram embedding layers
+NGRAM_LAYER_FIELDS: Mapping[str, str] = {"DeepseekV41ForCausalLM": "engram_layer_ids",
+                                         "Qwen4ExpForCausalLM": "ple_layer_ids",
+                                         "Qwen4ExpForConditionalGeneration": "ple_layer_ids"}
+#: 0.30's ``cpu_offload`` defaults to ``VLLM_PLE_CPU_OFFLOAD`` (``bool(int(os.getenv(..., "1")))``, envs.py:2047) and
+#: its ``dp_shared_memory`` to False; from 0.31 ``cpu_offload`` is True and ``dp_shared_memory`` None, resolved
+#: before the parallel checks (``resolve_dp_shared_memory``, config/engram.py:89-97 in 0.31.0)
+ENGRAM_RESOLVED_SINCE = Version("0.31.0")
+
+
+def engram_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+                 env: Mapping[str, str]) -> dict[str, object] | None:
+    """``EngramConfig`` from ``--engram-config`` (0.30+) as ``VllmConfig._resolve_and_verify_engram_config`` verifies
+    it (config/vllm.py:1466-1494 in 0.33.0); None without the flag (the engine's default config, built only for a
+    model with n-gram layers, refuses nothing)."""
+    given = args.get("engram_config")
+    if not isinstance(given, Mapping):
+        return None
+    if version < ENGRAM_RESOLVED_SINCE:
+        ple = env.get("VLLM_PLE_CPU_OFFLOAD", "1")
+        default_offload = bool(int(ple)) if ple.strip().lstrip("-").isdigit() else True
+    else:
+        default_offload = True
+    cpu_offload = bool(given.get("cpu_offload", default_offload))
+    use_thp = bool(given.get("use_thp", False))
+    shared = given.get("dp_shared_memory", None if version >= ENGRAM_RESOLVED_SINCE else False)
+    if shared is None:
+        shared = cpu_offload and not use_thp and layout.data_parallel_size > 1 and not bool(
+            args.get("enable_elastic_ep"))
+    out: dict[str, object] = {
+        "self.cpu_offload": cpu_offload, "self.use_thp": use_thp, "self.dp_shared_memory": bool(shared),
+        "self.embedding_across_dp": bool(given.get("embedding_across_dp", False)),
+        "load_config.load_format": args.get("load_format") or "auto",
+    }
+    fields = {NGRAM_LAYER_FIELDS.get(arch) for arch in model.architectures} - {None}
+    if not fields:
+        out["field"] = None     # no architecture of the model has n-gram layers: whichever the release picks
+    return out
+
+
 # -- the entry points ---------------------------------------------------------------------------------------------
 
 def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
@@ -417,4 +499,8 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         out.append((EC_RULES, ec))
     out += [(TRACE_RULES, frame) for frame in trace_frames(args)]
     out.append((PROFILER_RULES, profiler_frame(args, version, env)))
+    out.append((ATTENTION_RULES, attention_frame(args)))
+    engram = engram_frame(args, model, layout, version, env)
+    if engram is not None:
+        out.append((ENGRAM_RULES, engram))
     return out
