@@ -275,6 +275,29 @@ CASES = [
          refused="EngramConfig requires a model with supported Engram embeddings, non-empty n-gram layer ids, "
                  "and CUDA.", source="vllm/config/engram.py:80"),
     Case("vllm.engram.model_support", "0.33.0", ""),
+    # EngineArgs.create_engine_config: a top-level flag over the same key of its config (engine/arg_utils.py:
+    # 2726-2737, 2787-2820 in 0.33.0)
+    Case("vllm.attention.backend_twice", "0.33.0", '--attention-backend FLASH_ATTN -ac {"backend":"FLASHINFER"}',
+         refused="attention_backend and attention_config.backend are mutually exclusive",
+         source="vllm/engine/arg_utils.py:2730"),
+    Case("vllm.attention.backend_twice", "0.17.0", '--attention-backend FLASH_ATTN -ac {"backend":"FLASHINFER"}',
+         refused="attention_backend and attention_config.backend are mutually exclusive",
+         source="vllm/engine/arg_utils.py:1808"),
+    Case("vllm.attention.backend_twice", "0.33.0", '--attention-backend FLASH_ATTN -ac {"backend":"auto"}'),
+    Case("vllm.attention.backend_twice", "0.33.0", '-ac {"backend":"FLASHINFER"}'),
+    Case("vllm.kernel.flashinfer_autotune_twice", "0.16.0",
+         '--kernel-config {"enable_flashinfer_autotune":false} --no-enable-flashinfer-autotune',
+         refused="enable_flashinfer_autotune and kernel_config.enable_flashinfer_autotune are mutually exclusive",
+         source="vllm/engine/arg_utils.py:1743"),
+    Case("vllm.kernel.flashinfer_autotune_twice", "0.33.0", "--enable-flashinfer-autotune"),
+    Case("vllm.kernel.ir_op_priority_twice", "0.20.0",
+         '--ir-op-priority {"rms_norm":"vllm_c"} --kernel-config {"ir_op_priority":{"rms_norm":"native"}}',
+         refused="Op priority for rms_norm specified via both ir_op_priority and KernelConfig.ir_op_priority, only "
+                 "one allowed at a time.", source="vllm/engine/arg_utils.py:2053"),
+    Case("vllm.kernel.ir_op_priority_twice", "0.33.0",
+         '--ir-op-priority {"rms_norm":"vllm_c"} --kernel-config {"ir_op_priority":{"rms_norm":"native"}}',
+         refused="Op priority for rms_norm specified via both ir_op_priority", source="vllm/engine/arg_utils.py:2815"),
+    Case("vllm.kernel.ir_op_priority_twice", "0.33.0", '--ir-op-priority {"rms_norm":"vllm_c"}'),
 ]
 
 

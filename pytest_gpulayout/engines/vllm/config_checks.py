@@ -123,6 +123,11 @@ RULES: Mapping[str, str] = {
     "vllm.engram.options": "--engram-config's dp_shared_memory / use_thp without cpu_offload, dp_shared_memory "
                            "at DP 1, with elastic EP or a load format other than auto / safetensors / pt (0.30+)",
     "vllm.engram.model_support": "--engram-config on a model without n-gram embedding layers (0.30+)",
+    "vllm.attention.backend_twice": "--attention-backend with --attention-config's backend (0.13+)",
+    "vllm.kernel.flashinfer_autotune_twice": "--enable-flashinfer-autotune with --kernel-config's "
+                                             "enable_flashinfer_autotune (0.16+)",
+    "vllm.kernel.ir_op_priority_twice": "an op's --ir-op-priority with the same op of --kernel-config's "
+                                        "ir_op_priority (0.20+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

@@ -51,6 +51,9 @@ PROFILER_OPTIONS = "vllm.profiler.options"
 ATTENTION_OPTIONS = "vllm.attention.options"
 ENGRAM_OPTIONS = "vllm.engram.options"
 ENGRAM_MODEL = "vllm.engram.model_support"
+ATTENTION_BACKEND_TWICE = "vllm.attention.backend_twice"
+AUTOTUNE_TWICE = "vllm.kernel.flashinfer_autotune_twice"
+IR_OP_PRIORITY_TWICE = "vllm.kernel.ir_op_priority_twice"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -65,9 +68,11 @@ TRACE_RULES = frozenset({TRACE_MODULES, TRACES_NEED_ENDPOINT})
 PROFILER_RULES = frozenset({PROFILER_OPTIONS})
 ATTENTION_RULES = frozenset({ATTENTION_OPTIONS})
 ENGRAM_RULES = frozenset({ENGRAM_OPTIONS, ENGRAM_MODEL})
+#: ``create_engine_config``'s top-level flags against the same key of their config's JSON
+TWICE_RULES = frozenset({ATTENTION_BACKEND_TWICE, AUTOTUNE_TWICE, IR_OP_PRIORITY_TWICE})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
-    | ENGRAM_RULES
+    | ENGRAM_RULES | TWICE_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -426,6 +431,53 @@ def attention_frame(args: ResolvedArgs) -> dict[str, object]:
     return out
 
 
+# -- a top-level flag and the same key of its config ---------------------------------------------------------------
+
+#: ``AttentionConfig.validate_backend_before`` reads ``auto`` as None from 0.18 (config/attention.py:220-230 in
+#: 0.33.0; 0.17.1 looks ``AUTO`` up in the enum); from 0.27 ``__post_init__`` moves a MiniMax MSA alias out of
+#: ``backend`` (``self.backend = None``, config/attention.py:172-182 in 0.33.0)
+ATTENTION_AUTO_AS_NONE_SINCE = Version("0.18.0")
+MSA_ALIASES_SINCE = Version("0.27.0")
+_MSA_ALIASES = frozenset({"CUTLASS_MSA", "TRITON_MSA"})
+
+
+def _op_priority(value: object) -> list[str]:
+    """An op's priority as ``IrOpPriorityConfig._to_list_str`` reads it (a comma list or a list; empty: unset)."""
+    if isinstance(value, str):
+        return [v for v in value.replace(" ", "").split(",") if v] if value.replace(" ", "") else []
+    return list(value) if isinstance(value, Sequence) else []
+
+
+def twice_frame(args: ResolvedArgs, version: Version) -> dict[str, object]:
+    """``create_engine_config``'s overrides of a config by its top-level flag (engine/arg_utils.py:2726-2737 and
+    2787-2820 in 0.33.0): ``--attention-backend`` over ``--attention-config``'s backend (0.13+),
+    ``--enable-flashinfer-autotune`` over ``--kernel-config``'s (0.16+) and ``--ir-op-priority`` over
+    ``--kernel-config``'s ``ir_op_priority`` op by op (0.20+; an op left empty is skipped: the loop's ``continue``),
+    at the first op set in both."""
+    attention = args.get("attention_config")
+    backend = attention.get("backend") if isinstance(attention, Mapping) else None
+    if isinstance(backend, str):
+        if version >= ATTENTION_AUTO_AS_NONE_SINCE and backend.lower() == "auto":
+            backend = None
+        elif version >= MSA_ALIASES_SINCE and backend.upper() in _MSA_ALIASES:
+            backend = None
+    kernel = args.get("kernel_config")
+    kc: Mapping[str, object] = kernel if isinstance(kernel, Mapping) else {}
+    top = args.get("ir_op_priority")
+    top_ops = top if isinstance(top, Mapping) else {}
+    nested = kc.get("ir_op_priority")
+    nested_ops = nested if isinstance(nested, Mapping) else {}
+    both = [op for op, value in top_ops.items() if _op_priority(value) and _op_priority(nested_ops.get(op))]
+    return {
+        "self.attention_backend": args.get("attention_backend"), "attention_config.backend": backend,
+        "self.enable_flashinfer_autotune": args.get("enable_flashinfer_autotune"),
+        "kernel_config.enable_flashinfer_autotune": kc.get("enable_flashinfer_autotune"),
+        "for (op_name, op_priority) in asdict(self.ir_op_priority).items()": bool(both),
+        "op_name": both[0] if both else "",
+        "getattr(kernel_config.ir_op_priority, op_name)": bool(both),
+    }
+
+
 # -- Engram -------------------------------------------------------------------------------------------------------
 
 #: ``_NGRAM_LAYER_FIELDS`` (config/engram.py in 0.30.0-0.33.0): the architectures with n-gram embedding layers
@@ -500,6 +552,7 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     out += [(TRACE_RULES, frame) for frame in trace_frames(args)]
     out.append((PROFILER_RULES, profiler_frame(args, version, env)))
     out.append((ATTENTION_RULES, attention_frame(args)))
+    out.append((TWICE_RULES, twice_frame(args, version)))
     engram = engram_frame(args, model, layout, version, env)
     if engram is not None:
         out.append((ENGRAM_RULES, engram))
