@@ -298,6 +298,24 @@ CASES = [
          '--ir-op-priority {"rms_norm":"vllm_c"} --kernel-config {"ir_op_priority":{"rms_norm":"native"}}',
          refused="Op priority for rms_norm specified via both ir_op_priority", source="vllm/engine/arg_utils.py:2815"),
     Case("vllm.kernel.ir_op_priority_twice", "0.33.0", '--ir-op-priority {"rms_norm":"vllm_c"}'),
+    # VllmConfig._post_init_kv_transfer_config (config/vllm.py:466-476 in 0.12.0); 0.14 drops the check
+    Case("vllm.kv_transfer.offloading_size", "0.12.0", "--kv-offloading-backend native",
+         refused="You must set kv_offloading_size when kv_offloading_backend is set.",
+         source="vllm/config/vllm.py:473"),
+    Case("vllm.kv_transfer.offloading_size", "0.12.0", "--kv-offloading-backend native --kv-offloading-size 8"),
+    Case("vllm.kv_transfer.offloading_size", "0.14.0", "--kv-offloading-backend native"),
+    # EncoderCacheManagerConfig.__post_init__ (config/ec_manager_config.py:20-23 in 0.33.0)
+    Case("vllm.ec_transfer.manager_needs_cls", "0.33.0", '--ec-manager-config {"manager_config":{"slots":4}}',
+         refused="manager_config requires encoder_cache_manager_cls to be set.",
+         source="vllm/config/ec_manager_config.py:22"),
+    Case("vllm.ec_transfer.manager_needs_cls", "0.33.0", '--ec-manager-config {"manager_config":{"slots":4},'
+         '"encoder_cache_manager_cls":"my.pkg.Manager"}'),
+    # WatermarkConfig.validate_watermark_settings (config/watermarking.py:59-61 in 0.33.0)
+    Case("vllm.watermark.key_bits", "0.33.0", '--watermark-config {"key":18446744073709551616}',
+         refused="philox keys must fit in 64 bits", source="vllm/config/watermarking.py:61"),
+    Case("vllm.watermark.key_bits", "0.30.0", '--watermark-config {"key":18446744073709551616}',
+         refused="philox keys must fit in 64 bits", source="vllm/config/watermarking.py:62"),
+    Case("vllm.watermark.key_bits", "0.33.0", '--watermark-config {"key":18446744073709551615}'),
 ]
 
 

@@ -128,6 +128,10 @@ RULES: Mapping[str, str] = {
                                              "enable_flashinfer_autotune (0.16+)",
     "vllm.kernel.ir_op_priority_twice": "an op's --ir-op-priority with the same op of --kernel-config's "
                                         "ir_op_priority (0.20+)",
+    "vllm.kv_transfer.offloading_size": "--kv-offloading-backend without --kv-offloading-size (0.11.1-0.13.0)",
+    "vllm.ec_transfer.manager_needs_cls": "--ec-manager-config's manager_config without encoder_cache_manager_cls "
+                                          "(0.28+)",
+    "vllm.watermark.key_bits": "a --watermark-config key above 64 bits (0.30+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

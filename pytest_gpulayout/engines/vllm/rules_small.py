@@ -54,6 +54,9 @@ ENGRAM_MODEL = "vllm.engram.model_support"
 ATTENTION_BACKEND_TWICE = "vllm.attention.backend_twice"
 AUTOTUNE_TWICE = "vllm.kernel.flashinfer_autotune_twice"
 IR_OP_PRIORITY_TWICE = "vllm.kernel.ir_op_priority_twice"
+KV_OFFLOADING_SIZE = "vllm.kv_transfer.offloading_size"
+EC_MANAGER_CLS = "vllm.ec_transfer.manager_needs_cls"
+WATERMARK_KEY = "vllm.watermark.key_bits"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -70,9 +73,10 @@ ATTENTION_RULES = frozenset({ATTENTION_OPTIONS})
 ENGRAM_RULES = frozenset({ENGRAM_OPTIONS, ENGRAM_MODEL})
 #: ``create_engine_config``'s top-level flags against the same key of their config's JSON
 TWICE_RULES = frozenset({ATTENTION_BACKEND_TWICE, AUTOTUNE_TWICE, IR_OP_PRIORITY_TWICE})
+OFFLOAD_RULES = frozenset({KV_OFFLOADING_SIZE, EC_MANAGER_CLS, WATERMARK_KEY})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
-    | ENGRAM_RULES | TWICE_RULES
+    | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -316,6 +320,34 @@ def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
             "get_args(KVRole)": KV_ROLES}
 
 
+def offload_frame(args: ResolvedArgs) -> dict[str, object]:
+    """Three one-line configs:
+
+    - ``VllmConfig._post_init_kv_transfer_config`` (0.11.1-0.13.0, config/vllm.py:466-476 in 0.12.0) returns first
+      without ``--kv-offloading-backend``, so its condition (``(kv_offloading_size := ...) is None``) holds only with
+      the backend and without ``--kv-offloading-size``;
+    - ``EncoderCacheManagerConfig.__post_init__`` (0.28+): ``--ec-manager-config``'s ``manager_config`` without
+      ``encoder_cache_manager_cls``;
+    - ``WatermarkConfig.validate_watermark_settings`` (0.30+, after pydantic's own field checks: ``key`` an integer
+      >= 0, config/watermarking.py:30, 59-61 in 0.33.0): ``--watermark-config``'s key above 64 bits."""
+    backend = args.get("kv_offloading_backend")
+    ec = args.get("ec_manager_config")
+    ecm: Mapping[str, object] = ec if isinstance(ec, Mapping) else {}
+    out: dict[str, object] = {
+        "(kv_offloading_size := self.cache_config.kv_offloading_size) is None":
+            backend is not None and args.get("kv_offloading_size") is None,
+        "self.encoder_cache_manager_cls": ecm.get("encoder_cache_manager_cls"),
+        "self.manager_config": ecm.get("manager_config"),
+    }
+    watermark = _json_flag(args, "watermark_config")
+    key = watermark.get("key") if watermark is not None else None
+    if watermark is None:
+        out["self.key"] = 0
+    elif isinstance(key, int) and not isinstance(key, bool) and key >= 0:
+        out["self.key"] = key
+    return out
+
+
 # -- tracing ----------------------------------------------------------------------------------------------------
 
 #: engine/arg_utils.py:36 in 0.8.0 (:43 in 0.8.5); from 0.9 ``collect_detailed_traces`` is a list of
@@ -553,6 +585,7 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     out.append((PROFILER_RULES, profiler_frame(args, version, env)))
     out.append((ATTENTION_RULES, attention_frame(args)))
     out.append((TWICE_RULES, twice_frame(args, version)))
+    out.append((OFFLOAD_RULES, offload_frame(args)))
     engram = engram_frame(args, model, layout, version, env)
     if engram is not None:
         out.append((ENGRAM_RULES, engram))
