@@ -316,6 +316,29 @@ CASES = [
     Case("vllm.watermark.key_bits", "0.30.0", '--watermark-config {"key":18446744073709551616}',
          refused="philox keys must fit in 64 bits", source="vllm/config/watermarking.py:62"),
     Case("vllm.watermark.key_bits", "0.33.0", '--watermark-config {"key":18446744073709551615}'),
+    # ObservabilityConfig's --custom-histogram-buckets validators (config/observability.py:167-212 in 0.33.0)
+    Case("vllm.observability.histogram_bool_bounds", "0.33.0",
+         '--custom-histogram-buckets {"request_latency":[1,true]}',
+         refused="custom_histogram_buckets['request_latency']: bound True must be a number, not a boolean",
+         source="vllm/config/observability.py:177"),
+    Case("vllm.observability.histogram_bool_bounds", "0.33.0", '--custom-histogram-buckets {"request_latency":[1,2]}'),
+    Case("vllm.observability.histogram_buckets", "0.32.0", '--custom-histogram-buckets {"ttft":[1,2]}',
+         refused="custom_histogram_buckets: unknown bucket family 'ttft'; known families: ['inter_token_latency', "
+                 "'iteration_tokens', 'kv_cache_residency', 'request_latency', 'request_num_preemptions', "
+                 "'request_params_n', 'request_tokens', 'time_to_first_token']",
+         source="vllm/config/observability.py:194"),
+    Case("vllm.observability.histogram_buckets", "0.33.0", '--custom-histogram-buckets {"request_latency":[]}',
+         refused="custom_histogram_buckets['request_latency']: bucket list must not be empty",
+         source="vllm/config/observability.py:199"),
+    Case("vllm.observability.histogram_buckets", "0.33.0", '--custom-histogram-buckets {"request_latency":[0.5,-1]}',
+         refused="custom_histogram_buckets['request_latency']: bound -1.0 must be finite and greater than 0",
+         source="vllm/config/observability.py:205"),
+    Case("vllm.observability.histogram_buckets", "0.33.0",
+         '--custom-histogram-buckets {"iteration_tokens":[1,8],"request_latency":[2,1]}',
+         refused="custom_histogram_buckets['request_latency']: bounds [2.0, 1.0] must be strictly increasing",
+         source="vllm/config/observability.py:210"),
+    Case("vllm.observability.histogram_buckets", "0.33.0",
+         '--custom-histogram-buckets {"iteration_tokens":[1,8,64],"request_latency":[0.5,2]}'),
 ]
 
 

@@ -132,6 +132,9 @@ RULES: Mapping[str, str] = {
     "vllm.ec_transfer.manager_needs_cls": "--ec-manager-config's manager_config without encoder_cache_manager_cls "
                                           "(0.28+)",
     "vllm.watermark.key_bits": "a --watermark-config key above 64 bits (0.30+)",
+    "vllm.observability.histogram_bool_bounds": "a boolean bound in --custom-histogram-buckets (0.32+)",
+    "vllm.observability.histogram_buckets": "--custom-histogram-buckets with an unknown family, an empty list, a "
+                                            "bound not finite and positive, or bounds not increasing (0.32+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

@@ -20,7 +20,9 @@ interfaces where no extracted release knows the architecture) is left out: its e
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +59,8 @@ IR_OP_PRIORITY_TWICE = "vllm.kernel.ir_op_priority_twice"
 KV_OFFLOADING_SIZE = "vllm.kv_transfer.offloading_size"
 EC_MANAGER_CLS = "vllm.ec_transfer.manager_needs_cls"
 WATERMARK_KEY = "vllm.watermark.key_bits"
+HISTOGRAM_BOOL = "vllm.observability.histogram_bool_bounds"
+HISTOGRAM_BUCKETS = "vllm.observability.histogram_buckets"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -74,9 +78,13 @@ ENGRAM_RULES = frozenset({ENGRAM_OPTIONS, ENGRAM_MODEL})
 #: ``create_engine_config``'s top-level flags against the same key of their config's JSON
 TWICE_RULES = frozenset({ATTENTION_BACKEND_TWICE, AUTOTUNE_TWICE, IR_OP_PRIORITY_TWICE})
 OFFLOAD_RULES = frozenset({KV_OFFLOADING_SIZE, EC_MANAGER_CLS, WATERMARK_KEY})
+#: ``ObservabilityConfig``'s two validators of ``--custom-histogram-buckets`` loop with the same words over
+#: different values (the raw JSON, then pydantic's floats): two rules, each in its own frame
+HISTOGRAM_BOOL_RULES = frozenset({HISTOGRAM_BOOL})
+HISTOGRAM_RULES = frozenset({HISTOGRAM_BUCKETS})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
-    | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES
+    | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -370,6 +378,70 @@ def trace_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     return [{**base, "for m in detailed_trace_modules": True, "m": bad[0] if bad else modules[-1]}]
 
 
+#: ``BUCKET_FAMILY_KEYS`` (``get_args(BucketFamilyKey)``, v1/metrics/buckets.py:14-27 in 0.32.0 and 0.33.0)
+BUCKET_FAMILY_KEYS = frozenset({"request_latency", "time_to_first_token", "inter_token_latency", "iteration_tokens",
+                                "request_params_n", "request_num_preemptions", "request_tokens",
+                                "kv_cache_residency"})
+
+
+def _float(value: object) -> float | None:
+    """A JSON number as pydantic's lax float reads it (None: pydantic refuses it, in its words)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def histogram_frames(args: ResolvedArgs) -> list[tuple[frozenset[str], dict[str, object]]]:
+    """``--custom-histogram-buckets`` (0.32+) as ``ObservabilityConfig``'s validators walk it (config/observability.py:
+    167-212 in 0.33.0): first the raw JSON for a boolean bound (a family whose value is not a list is skipped: the
+    loop's ``continue``), then, where pydantic reads every bound as a float, each family in order (a known family,
+    a non-empty list, finite positive bounds, strictly increasing) up to the first that fails."""
+    raw = args.get("custom_histogram_buckets")
+    if not isinstance(raw, Mapping):
+        return []
+    bools = [(family, bound) for family, buckets in raw.items() if isinstance(buckets, list)
+             for bound in buckets if isinstance(bound, bool)]
+    before: dict[str, object] = {"isinstance(value, dict)": True,
+                                 "for (family, buckets) in value.items()": bool(bools),
+                                 "for bound in buckets": bool(bools), "isinstance(bound, bool)": bool(bools),
+                                 "family": bools[0][0] if bools else "", "bound": bools[0][1] if bools else 0}
+    out: list[tuple[frozenset[str], dict[str, object]]] = [(HISTOGRAM_BOOL_RULES, before)]
+    if bools:
+        return out
+    typed: dict[str, list[float]] = {}
+    for family, buckets in raw.items():
+        if not isinstance(buckets, list):
+            return out              # pydantic refuses the type first
+        floats = [_float(b) for b in buckets]
+        if any(f is None for f in floats):
+            return out
+        typed[str(family)] = [f for f in floats if f is not None]
+    for family, buckets in typed.items():
+        bad = [b for b in buckets if not math.isfinite(b) or b <= 0]
+        checks = {"family not in BUCKET_FAMILY_KEYS": family not in BUCKET_FAMILY_KEYS, "not buckets": not buckets,
+                  "not math.isfinite(bound) or bound <= 0": bool(bad),
+                  "any((a >= b for a, b in pairwise(buckets)))":
+                      any(a >= b for a, b in itertools.pairwise(buckets))}
+        failed = next((c for c, held in checks.items() if held), None)
+        if failed is None:
+            continue
+        # the state at the raise: the first check that fails holds, the later ones are not reached
+        out.append((HISTOGRAM_RULES, {
+            "for (family, buckets) in value.items()": True, "family": family, "buckets": buckets,
+            "BUCKET_FAMILY_KEYS": BUCKET_FAMILY_KEYS, "for bound in buckets": bool(bad),
+            "bound": bad[0] if bad else 0.0, **{c: c == failed for c in checks}}))
+        return out
+    out.append((HISTOGRAM_RULES, {"for (family, buckets) in value.items()": False}))
+    return out
+
+
 # -- the profiler -----------------------------------------------------------------------------------------------
 
 #: 0.13-0.15 read the deprecated environment in the validator itself (``_set_from_env_if_set``, config/profiler.py:
@@ -582,6 +654,7 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if ec is not None:
         out.append((EC_RULES, ec))
     out += [(TRACE_RULES, frame) for frame in trace_frames(args)]
+    out += histogram_frames(args)
     out.append((PROFILER_RULES, profiler_frame(args, version, env)))
     out.append((ATTENTION_RULES, attention_frame(args)))
     out.append((TWICE_RULES, twice_frame(args, version)))
