@@ -110,6 +110,20 @@ CASES = [
     Case("vllm.lora.inkling_multimem_ar", "0.33.0", "--enable-lora", model="inkling",
          env={"INKLING_MULTIMEM_AR": "0"}),
     Case("vllm.lora.inkling_multimem_ar", "0.25.0", "--enable-lora", model="inkling"),
+    # PromptAdapterConfig.__post_init__ (config.py:2396-2401 in 0.8.0): --max-prompt-adapter-token defaults to 0
+    Case("vllm.lora.prompt_adapter_limits", "0.8.0", "--enable-prompt-adapter",
+         refused="max_prompt_adapter_token must be set.", source="vllm/config.py:2401"),
+    Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--enable-prompt-adapter --max-prompt-adapters 0 "
+         "--max-prompt-adapter-token 64", refused="max_prompt_adapters (0) must be >= 1."),
+    Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--enable-prompt-adapter --max-prompt-adapter-token 64"),
+    Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--max-prompt-adapters 0"),
+    # TokenizerPoolConfig.__post_init__ (config.py:1232-1237 in 0.8.0), only for a pool
+    Case("vllm.tokenizer_pool.options", "0.8.0", "--tokenizer-pool-size 2 --tokenizer-pool-type threads",
+         refused="Unknown pool type: threads", source="vllm/config.py:1235"),
+    Case("vllm.tokenizer_pool.options", "0.8.4", "--tokenizer-pool-size 2 --tokenizer-pool-extra-config [1]",
+         refused="extra_config must be a dictionary."),
+    Case("vllm.tokenizer_pool.options", "0.8.4", '--tokenizer-pool-size 2 --tokenizer-pool-extra-config {"a":1}'),
+    Case("vllm.tokenizer_pool.options", "0.8.0", "--tokenizer-pool-type threads"),
     # EngineArgs.create_engine_config (engine/arg_utils.py:2685-2689 in 0.33.0), with or without --enable-lora
     Case("vllm.lora.default_mm_loras_text_model", "0.33.0", '--default-mm-loras {"image":"/adapters/img"}',
          refused="Default modality-specific LoRA(s) were provided for a non multimodal model",
@@ -298,6 +312,12 @@ CASES = [
          '--ir-op-priority {"rms_norm":"vllm_c"} --kernel-config {"ir_op_priority":{"rms_norm":"native"}}',
          refused="Op priority for rms_norm specified via both ir_op_priority", source="vllm/engine/arg_utils.py:2815"),
     Case("vllm.kernel.ir_op_priority_twice", "0.33.0", '--ir-op-priority {"rms_norm":"vllm_c"}'),
+    # IrOpPriorityConfig._to_list_str asserts every listed provider is a string (config/kernel.py:66-72 in 0.33.0)
+    Case("vllm.kernel.ir_op_priority_strings", "0.33.0", '--ir-op-priority {"rms_norm":["vllm_c",3]}',
+         exception="AssertionError", refused="", source="vllm/config/kernel.py:72"),
+    Case("vllm.kernel.ir_op_priority_strings", "0.20.0", '--kernel-config {"ir_op_priority":{"rms_norm":[1]}}',
+         exception="AssertionError", refused="", source="vllm/config/kernel.py:64"),
+    Case("vllm.kernel.ir_op_priority_strings", "0.20.0", '--kernel-config {"ir_op_priority":{"rms_norm":"a,b"}}'),
     # VllmConfig._post_init_kv_transfer_config (config/vllm.py:466-476 in 0.12.0); 0.14 drops the check
     Case("vllm.kv_transfer.offloading_size", "0.12.0", "--kv-offloading-backend native",
          refused="You must set kv_offloading_size when kv_offloading_backend is set.",
@@ -393,6 +413,19 @@ def test_a_model_class_no_release_knows_leaves_lora_support_not_judged() -> None
     judged = _judge(Case("", "0.33.0", "--enable-lora", model="unknown"))
     assert not [r for r in judged.refusals if r.rule == "vllm.lora.model_support"]
     assert any("vllm.lora.model_support" in n for n in judged.not_judged), judged.not_judged
+
+
+def test_an_assertion_without_a_message_shows_its_condition() -> None:
+    judged = _judge(Case("", "0.33.0", '--ir-op-priority {"rms_norm":[3]}'))
+    (r,) = [r for r in judged.refusals if r.rule == "vllm.kernel.ir_op_priority_strings"]
+    assert r.text("vLLM") == ("vLLM 0.33.0 raises AssertionError with no message (vllm/config/kernel.py:72: "
+                              "all((isinstance(v, str) for v in value)))")
+
+
+def test_a_v1_prompt_adapter_line_is_left_to_the_oracle_and_said_not_judged() -> None:
+    judged = _judge(Case("", "0.9.2", "--enable-prompt-adapter", env=V1))
+    assert not [r for r in judged.refusals if r.rule == "vllm.lora.prompt_adapter_limits"]
+    assert any("vllm.lora.prompt_adapter_limits" in n for n in judged.not_judged), judged.not_judged
 
 
 def test_a_line_without_the_small_flags_is_neither_refused_nor_left_unjudged_by_them() -> None:

@@ -104,6 +104,10 @@ RULES: Mapping[str, str] = {
     "vllm.lora.mega_moe_backend": "--enable-lora with a MegaMoE --moe-backend (0.33)",
     "vllm.lora.default_mm_loras_text_model": "--default-mm-loras on a model that is not multimodal (0.10+)",
     "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
+    "vllm.lora.prompt_adapter_limits": "--enable-prompt-adapter without --max-prompt-adapter-token, or with "
+                                       "--max-prompt-adapters below 1 (0.8.0-0.9.2)",
+    "vllm.tokenizer_pool.options": "a tokenizer pool (--tokenizer-pool-size > 0) of a type other than ray, or "
+                                   "whose extra config is not a JSON object (0.8.0-0.8.4)",
     "vllm.structured_outputs.guided_backend": "a --guided-decoding-backend the engine's DecodingConfig does not "
                                               "list (0.8.0-0.10.0)",
     "vllm.structured_outputs.backend_options": "disable_any_whitespace with a backend other than xgrammar / "
@@ -128,6 +132,8 @@ RULES: Mapping[str, str] = {
                                              "enable_flashinfer_autotune (0.16+)",
     "vllm.kernel.ir_op_priority_twice": "an op's --ir-op-priority with the same op of --kernel-config's "
                                         "ir_op_priority (0.20+)",
+    "vllm.kernel.ir_op_priority_strings": "an op priority of --ir-op-priority / --kernel-config listing a "
+                                          "non-string (0.20+)",
     "vllm.kv_transfer.offloading_size": "--kv-offloading-backend without --kv-offloading-size (0.11.1-0.13.0)",
     "vllm.ec_transfer.manager_needs_cls": "--ec-manager-config's manager_config without encoder_cache_manager_cls "
                                           "(0.28+)",

@@ -61,6 +61,9 @@ EC_MANAGER_CLS = "vllm.ec_transfer.manager_needs_cls"
 WATERMARK_KEY = "vllm.watermark.key_bits"
 HISTOGRAM_BOOL = "vllm.observability.histogram_bool_bounds"
 HISTOGRAM_BUCKETS = "vllm.observability.histogram_buckets"
+PROMPT_ADAPTER_LIMITS = "vllm.lora.prompt_adapter_limits"
+TOKENIZER_POOL_OPTIONS = "vllm.tokenizer_pool.options"
+IR_OP_PRIORITY_STRINGS = "vllm.kernel.ir_op_priority_strings"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -76,15 +79,18 @@ PROFILER_RULES = frozenset({PROFILER_OPTIONS})
 ATTENTION_RULES = frozenset({ATTENTION_OPTIONS})
 ENGRAM_RULES = frozenset({ENGRAM_OPTIONS, ENGRAM_MODEL})
 #: ``create_engine_config``'s top-level flags against the same key of their config's JSON
-TWICE_RULES = frozenset({ATTENTION_BACKEND_TWICE, AUTOTUNE_TWICE, IR_OP_PRIORITY_TWICE})
+TWICE_RULES = frozenset({ATTENTION_BACKEND_TWICE, AUTOTUNE_TWICE, IR_OP_PRIORITY_TWICE, IR_OP_PRIORITY_STRINGS})
 OFFLOAD_RULES = frozenset({KV_OFFLOADING_SIZE, EC_MANAGER_CLS, WATERMARK_KEY})
 #: ``ObservabilityConfig``'s two validators of ``--custom-histogram-buckets`` loop with the same words over
 #: different values (the raw JSON, then pydantic's floats): two rules, each in its own frame
 HISTOGRAM_BOOL_RULES = frozenset({HISTOGRAM_BOOL})
 HISTOGRAM_RULES = frozenset({HISTOGRAM_BUCKETS})
+PROMPT_ADAPTER_RULES = frozenset({PROMPT_ADAPTER_LIMITS})
+TOKENIZER_POOL_RULES = frozenset({TOKENIZER_POOL_OPTIONS})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
-    | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES
+    | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES | PROMPT_ADAPTER_RULES \
+    | TOKENIZER_POOL_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -184,6 +190,36 @@ def lora_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ve
         out["model_config.is_lora_supported"] = bool(flags.get("supports_lora"))
         out["model_config.architecture"] = flags["architecture"]
     return out
+
+
+def prompt_adapter_frame(args: ResolvedArgs, env: Mapping[str, str]) -> dict[str, object]:
+    """``PromptAdapterConfig`` (0.8.0-0.9.2: ``PromptAdapterConfig(max_prompt_adapters=...,
+    max_prompt_adapter_token=...) if self.enable_prompt_adapter else None``, engine/arg_utils.py:1352-1355 in 0.8.0).
+    With ``VLLM_USE_V1=1`` the V1 oracle refuses ``--enable-prompt-adapter`` first, in its own words
+    (``_raise_or_fallback``, engine/arg_utils.py:1443-1446 in 0.8.4): the values are left out, so the entries are
+    said not judged."""
+    if env.get("VLLM_USE_V1") == "1":
+        return {}
+    return {"self.max_prompt_adapters": args.get("max_prompt_adapters", 1),
+            "self.max_prompt_adapter_token": args.get("max_prompt_adapter_token", 0)}
+
+
+def tokenizer_pool_frame(args: ResolvedArgs) -> dict[str, object] | None:
+    """``TokenizerPoolConfig.create_config`` (0.8.0-0.8.4, config.py:1240-1270 in 0.8.0): a pool only where
+    ``--tokenizer-pool-size`` is above 0, its extra config read as JSON (not a JSON text: ``json.loads`` raises
+    first, not this entry)."""
+    size = args.get("tokenizer_pool_size")
+    if not isinstance(size, int) or not size:
+        return None
+    extra = args.get("tokenizer_pool_extra_config")
+    if isinstance(extra, str):
+        try:
+            extra = json.loads(extra)
+        except ValueError:
+            return None
+    pool_type = args.get("tokenizer_pool_type") or "ray"
+    return {"self.pool_type": pool_type, "isinstance(self.pool_type, type)": False,
+            "isinstance(self.extra_config, dict)": isinstance(extra or {}, dict)}
 
 
 # -- structured outputs ----------------------------------------------------------------------------------------------
@@ -572,6 +608,10 @@ def twice_frame(args: ResolvedArgs, version: Version) -> dict[str, object]:
     nested = kc.get("ir_op_priority")
     nested_ops = nested if isinstance(nested, Mapping) else {}
     both = [op for op, value in top_ops.items() if _op_priority(value) and _op_priority(nested_ops.get(op))]
+    # IrOpPriorityConfig._to_list_str, the field validator of every op (mode before: config/kernel.py:66-72 in
+    # 0.33.0), of --ir-op-priority and of --kernel-config's ir_op_priority alike
+    listed = [v for ops in (top_ops, nested_ops) for v in ops.values() if not isinstance(v, str)]
+    not_strings = any(isinstance(v, Sequence) and not all(isinstance(x, str) for x in v) for v in listed)
     return {
         "self.attention_backend": args.get("attention_backend"), "attention_config.backend": backend,
         "self.enable_flashinfer_autotune": args.get("enable_flashinfer_autotune"),
@@ -579,6 +619,7 @@ def twice_frame(args: ResolvedArgs, version: Version) -> dict[str, object]:
         "for (op_name, op_priority) in asdict(self.ir_op_priority).items()": bool(both),
         "op_name": both[0] if both else "",
         "getattr(kernel_config.ir_op_priority, op_name)": bool(both),
+        "not (all((isinstance(v, str) for v in value)))": not_strings,
     }
 
 
@@ -646,6 +687,11 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     out: list[tuple[frozenset[str], dict[str, object]]] = []
     if bool(args.get("enable_lora")):
         out.append((LORA_RULES, lora_frame(args, model, layout, version, env)))
+    if bool(args.get("enable_prompt_adapter")):
+        out.append((PROMPT_ADAPTER_RULES, prompt_adapter_frame(args, env)))
+    pool = tokenizer_pool_frame(args)
+    if pool is not None:
+        out.append((TOKENIZER_POOL_RULES, pool))
     out.append((STRUCTURED_RULES, structured_frame(args, layout, version, env)))
     kv = kv_transfer_frame(args)
     if kv is not None:
