@@ -9,6 +9,7 @@ neighbour: the same line without the conflict, or a release without the check.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -16,6 +17,7 @@ import pytest
 from packaging.version import Version
 from vllm_line_cases import layout
 
+from pytest_gpulayout.cli import main
 from pytest_gpulayout.engines.vllm import rules_small
 from pytest_gpulayout.engines.vllm.cli import resolve
 from pytest_gpulayout.engines.vllm.config_checks import RULES, book, config_check
@@ -61,6 +63,7 @@ def case_id(c: Case) -> str:
 
 V0 = {"VLLM_USE_V1": "0"}
 V1 = {"VLLM_USE_V1": "1"}
+SEGMENTS = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 
 CASES = [
     # LoRAConfig.__post_init__ (config.py:2321-2342 in 0.8.0, config/lora.py:103-119 in 0.11.0); from 0.11.1
@@ -187,6 +190,23 @@ CASES = [
          '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}'),
     Case("vllm.kv_transfer.connector_role", "0.8.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector",'
          '"kv_role":"kv_producer"}'),
+    # VllmConfig._verify_kv_transfer_compat (config/vllm.py:738-752 in 0.21.0, 1253-1296 in 0.33.0): past its early
+    # returns only with a connector, expandable segments and no cuMem allocator (sleep mode in 0.21)
+    Case("vllm.kv_transfer.expandable_segments", "0.33.0",
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}', env=SEGMENTS,
+         refused="KV connector NixlConnector is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                 "unless enable_cumem_allocator is also enabled.", source="vllm/config/vllm.py:1291"),
+    Case("vllm.kv_transfer.expandable_segments", "0.21.0",
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}', env=SEGMENTS,
+         refused="unless enable_sleep_mode is also enabled.", source="vllm/config/vllm.py:746"),
+    Case("vllm.kv_transfer.expandable_segments", "0.33.0", '--enable-sleep-mode '
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}', env=SEGMENTS),
+    Case("vllm.kv_transfer.expandable_segments", "0.22.0", '--enable-cumem-allocator '
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}', env=SEGMENTS),
+    Case("vllm.kv_transfer.expandable_segments", "0.33.0",
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}'),
+    Case("vllm.kv_transfer.expandable_segments", "0.20.0",
+         '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}', env=SEGMENTS),
     # ECTransferConfig.__post_init__ (config/ec_transfer.py:91 in 0.33.0, :96 in 0.12.0)
     Case("vllm.ec_transfer.connector_role", "0.33.0", '--ec-transfer-config {"ec_connector":"ECExampleConnector"}',
          refused="Please specify ec_role when ec_connector is set, supported roles are ('ec_producer', 'ec_both', "
@@ -433,3 +453,24 @@ def test_a_line_without_the_small_flags_is_neither_refused_nor_left_unjudged_by_
         judged = _judge(Case("", version, ""))
         assert not [r for r in judged.refusals if r.rule in SMALL], version
         assert not [n for n in judged.not_judged if any(f"({r})" in n for r in SMALL)], (version, judged.not_judged)
+
+
+@pytest.mark.parametrize(("line", "refused"), [
+    ("vllm serve Qwen/Qwen3-8B --enable-lora --max-loras 4 --max-cpu-loras 2",
+     "max_cpu_loras (2) must be >= max_loras (4)."),
+    ("vllm serve Qwen/Qwen3-8B --enable-lora --max-loras 4 --max-cpu-loras 8", None),
+    ("vllm serve Qwen/Qwen3-8B --kv-transfer-config '{\"kv_connector\":\"NixlConnector\"}'",
+     "Please specify kv_role when kv_connector is set"),
+    ("vllm serve Qwen/Qwen3-8B --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'",
+     None),
+])
+def test_gpulayout_check_fails_the_config_check_in_the_releases_words(
+        capsys: pytest.CaptureFixture[str], line: str, refused: str | None) -> None:
+    """``gpulayout check --cmd``: the refusal is the config check's failure (exit 1), the neighbour passes it."""
+    code = main(["check", "--cmd", line, "--machine", "preset:8xH100-sxm", "--json"])
+    config = json.loads(capsys.readouterr().out)["deployments"]["--cmd:1"]["checks"]["config"]
+    if refused is None:
+        assert config["status"] == "pass", config["message"]
+        return
+    assert code == 1 and config["status"] == "fail"
+    assert f'vLLM 0.33.0 raises ValueError: "{refused}' in config["message"]

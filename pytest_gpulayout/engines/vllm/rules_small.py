@@ -64,6 +64,7 @@ HISTOGRAM_BUCKETS = "vllm.observability.histogram_buckets"
 PROMPT_ADAPTER_LIMITS = "vllm.lora.prompt_adapter_limits"
 TOKENIZER_POOL_OPTIONS = "vllm.tokenizer_pool.options"
 IR_OP_PRIORITY_STRINGS = "vllm.kernel.ir_op_priority_strings"
+KV_EXPANDABLE_SEGMENTS = "vllm.kv_transfer.expandable_segments"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -74,6 +75,9 @@ LORA_RULES = frozenset({LORA_VALUE_RANGES, LORA_CPU_OFFLOAD, LORA_LONG_LORA_V1, 
 STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS})
 KV_RULES = frozenset({KV_CONNECTOR_ROLE})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
+#: ``VllmConfig._verify_kv_transfer_compat``'s raise sits under early returns only (no ``if`` of its own): in force
+#: only where none of them returns (``kv_transfer_compat_frame``)
+KV_COMPAT_RULES = frozenset({KV_EXPANDABLE_SEGMENTS})
 TRACE_RULES = frozenset({TRACE_MODULES, TRACES_NEED_ENDPOINT})
 PROFILER_RULES = frozenset({PROFILER_OPTIONS})
 ATTENTION_RULES = frozenset({ATTENTION_OPTIONS})
@@ -90,7 +94,7 @@ TOKENIZER_POOL_RULES = frozenset({TOKENIZER_POOL_OPTIONS})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
     | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES | PROMPT_ADAPTER_RULES \
-    | TOKENIZER_POOL_RULES
+    | TOKENIZER_POOL_RULES | KV_COMPAT_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -390,6 +394,27 @@ def offload_frame(args: ResolvedArgs) -> dict[str, object]:
     elif isinstance(key, int) and not isinstance(key, bool) and key >= 0:
         out["self.key"] = key
     return out
+
+
+#: 0.21.0 exempts sleep mode (config/vllm.py:738-745); from 0.22 the cuMem allocator, which sleep mode turns on
+#: (``ModelConfig``: config/model.py:537-544 in 0.22.0, 666-673 in 0.33.0)
+CUMEM_EXEMPT_SINCE = Version("0.22.0")
+
+
+def kv_transfer_compat_frame(args: ResolvedArgs, version: Version,
+                             env: Mapping[str, str]) -> dict[str, object] | None:
+    """``_verify_kv_transfer_compat`` past its early returns (config/vllm.py:1253-1296 in 0.33.0): a KV connector,
+    ``expandable_segments:True`` in the engine's ``PYTORCH_CUDA_ALLOC_CONF`` (as the deployment sets it), and
+    neither the cuMem allocator (``--enable-cumem-allocator`` or ``--enable-sleep-mode``) nor, in 0.21, sleep mode;
+    None where one of them returns."""
+    kv = _json_flag(args, "kv_transfer_config")
+    connector = kv.get("kv_connector") if kv is not None else None
+    if connector is None or "expandable_segments:True" not in env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+        return None
+    sleep = bool(args.get("enable_sleep_mode"))
+    if sleep or (version >= CUMEM_EXEMPT_SINCE and bool(args.get("enable_cumem_allocator"))):
+        return None
+    return {"self.kv_transfer_config.kv_connector": connector}
 
 
 # -- tracing ----------------------------------------------------------------------------------------------------
@@ -696,6 +721,9 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     kv = kv_transfer_frame(args)
     if kv is not None:
         out.append((KV_RULES, kv))
+    compat = kv_transfer_compat_frame(args, version, env)
+    if compat is not None:
+        out.append((KV_COMPAT_RULES, compat))
     ec = ec_transfer_frame(args)
     if ec is not None:
         out.append((EC_RULES, ec))
