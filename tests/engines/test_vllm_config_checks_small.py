@@ -22,7 +22,7 @@ from pytest_gpulayout.engines.vllm import rules_small
 from pytest_gpulayout.engines.vllm.cli import resolve
 from pytest_gpulayout.engines.vllm.config_checks import RULES, book, config_check
 from pytest_gpulayout.model.load import load_model
-from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.model.spec import ModelSpec, Quantization
 from pytest_gpulayout.refusals import Judged, Layout
 
 M = "Qwen/Qwen3-8B"   # the served model, positional (0.8.x requires it)
@@ -120,6 +120,19 @@ CASES = [
          "--max-prompt-adapter-token 64", refused="max_prompt_adapters (0) must be >= 1."),
     Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--enable-prompt-adapter --max-prompt-adapter-token 64"),
     Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--max-prompt-adapters 0"),
+    # EngineArgs.create_load_config (engine/arg_utils.py:1161-1175 in 0.8.0, 1028-1032 in 0.8.5)
+    Case("vllm.lora.qlora_bitsandbytes", "0.8.0", "--quantization bitsandbytes",
+         refused="BitsAndBytes quantization and QLoRA adapter only support 'bitsandbytes' load format, but got auto",
+         source="vllm/engine/arg_utils.py:1166"),
+    Case("vllm.lora.qlora_bitsandbytes", "0.8.1", "--load-format bitsandbytes",
+         refused="BitsAndBytes load format and QLoRA adapter only support 'bitsandbytes' quantization, but got None"),
+    Case("vllm.lora.qlora_bitsandbytes", "0.8.0", "--quantization bitsandbytes --load-format bitsandbytes"),
+    Case("vllm.lora.qlora_bitsandbytes", "0.8.2", "--quantization bitsandbytes"),     # the load format follows
+    Case("vllm.lora.qlora_bitsandbytes", "0.8.5", "--qlora-adapter-name-or-path /adapters/qlora",
+         refused="QLoRA adapter only support 'bitsandbytes' quantization, but got None",
+         source="vllm/engine/arg_utils.py:1032"),
+    Case("vllm.lora.qlora_bitsandbytes", "0.8.5", "--qlora-adapter-name-or-path /adapters/qlora "
+         "--quantization bitsandbytes"),
     # TokenizerPoolConfig.__post_init__ (config.py:1232-1237 in 0.8.0), only for a pool
     Case("vllm.tokenizer_pool.options", "0.8.0", "--tokenizer-pool-size 2 --tokenizer-pool-type threads",
          refused="Unknown pool type: threads", source="vllm/config.py:1235"),
@@ -474,3 +487,14 @@ def test_gpulayout_check_fails_the_config_check_in_the_releases_words(
         return
     assert code == 1 and config["status"] == "fail"
     assert f'vLLM 0.33.0 raises ValueError: "{refused}' in config["message"]
+
+
+def test_a_prequantized_bitsandbytes_checkpoint_sets_the_quantization_from_084() -> None:
+    """engine/arg_utils.py:1234-1236 in 0.8.5: ``model_config.quantization == "bitsandbytes"`` sets both before
+    ``create_load_config``; 0.8.3 keeps the flags (None), so the QLoRA adapter is refused there."""
+    bnb = replace(load_model(M), quantization=Quantization("bitsandbytes", 4))
+    line = f"{M} --qlora-adapter-name-or-path /adapters/qlora".split()
+    for version, refused in (("0.8.5", False), ("0.8.3", True)):
+        judged = config_check(resolve(line, Version(version)), bnb, layout(), Version(version))
+        mine = [r for r in judged.refusals if r.rule == "vllm.lora.qlora_bitsandbytes"]
+        assert bool(mine) is refused, (version, mine)

@@ -106,6 +106,8 @@ RULES: Mapping[str, str] = {
     "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
     "vllm.lora.prompt_adapter_limits": "--enable-prompt-adapter without --max-prompt-adapter-token, or with "
                                        "--max-prompt-adapters below 1 (0.8.0-0.9.2)",
+    "vllm.lora.qlora_bitsandbytes": "a QLoRA adapter without BitsAndBytes quantization; before 0.8.2 also "
+                                    "BitsAndBytes quantization and load format one without the other",
     "vllm.tokenizer_pool.options": "a tokenizer pool (--tokenizer-pool-size > 0) of a type other than ray, or "
                                    "whose extra config is not a JSON object (0.8.0-0.8.4)",
     "vllm.structured_outputs.guided_backend": "a --guided-decoding-backend the engine's DecodingConfig does not "

@@ -65,6 +65,7 @@ PROMPT_ADAPTER_LIMITS = "vllm.lora.prompt_adapter_limits"
 TOKENIZER_POOL_OPTIONS = "vllm.tokenizer_pool.options"
 IR_OP_PRIORITY_STRINGS = "vllm.kernel.ir_op_priority_strings"
 KV_EXPANDABLE_SEGMENTS = "vllm.kv_transfer.expandable_segments"
+QLORA_BITSANDBYTES = "vllm.lora.qlora_bitsandbytes"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -91,10 +92,11 @@ HISTOGRAM_BOOL_RULES = frozenset({HISTOGRAM_BOOL})
 HISTOGRAM_RULES = frozenset({HISTOGRAM_BUCKETS})
 PROMPT_ADAPTER_RULES = frozenset({PROMPT_ADAPTER_LIMITS})
 TOKENIZER_POOL_RULES = frozenset({TOKENIZER_POOL_OPTIONS})
+QLORA_RULES = frozenset({QLORA_BITSANDBYTES})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
     | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES | PROMPT_ADAPTER_RULES \
-    | TOKENIZER_POOL_RULES | KV_COMPAT_RULES
+    | TOKENIZER_POOL_RULES | KV_COMPAT_RULES | QLORA_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -206,6 +208,27 @@ def prompt_adapter_frame(args: ResolvedArgs, env: Mapping[str, str]) -> dict[str
         return {}
     return {"self.max_prompt_adapters": args.get("max_prompt_adapters", 1),
             "self.max_prompt_adapter_token": args.get("max_prompt_adapter_token", 0)}
+
+
+#: ``create_engine_config`` sets ``self.quantization = self.load_format = "bitsandbytes"`` for a pre-quantized
+#: BitsAndBytes model before ``create_load_config`` from 0.8.4 (engine/arg_utils.py:1234-1236 in 0.8.5)
+BNB_PREQUANTIZED_SINCE = Version("0.8.4")
+
+
+def qlora_frame(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
+    """``EngineArgs.create_load_config``'s ``quantization`` / ``load_format`` / ``qlora_adapter_name_or_path``
+    (engine/arg_utils.py:1034-1050 in 0.8.0, 1181-1190 in 0.8.2) as the release holds them there: the flags, a GGUF
+    file's ``gguf`` for both (``create_model_config``, :1110-1112 in 0.8.0), and from 0.8.4 a pre-quantized
+    BitsAndBytes checkpoint's ``bitsandbytes`` for both."""
+    quantization = args.get("quantization")
+    load_format = args.get("load_format") or "auto"
+    if str(args.get("model_tag") or args.get("model") or model.source).lower().endswith(".gguf"):
+        quantization = load_format = "gguf"
+    method = model.quantization.method if model.quantization is not None else None
+    if version >= BNB_PREQUANTIZED_SINCE and "bitsandbytes" in (method, quantization):
+        quantization = load_format = "bitsandbytes"
+    return {"self.quantization": quantization, "self.load_format": load_format,
+            "self.qlora_adapter_name_or_path": args.get("qlora_adapter_name_or_path")}
 
 
 def tokenizer_pool_frame(args: ResolvedArgs) -> dict[str, object] | None:
@@ -714,6 +737,7 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         out.append((LORA_RULES, lora_frame(args, model, layout, version, env)))
     if bool(args.get("enable_prompt_adapter")):
         out.append((PROMPT_ADAPTER_RULES, prompt_adapter_frame(args, env)))
+    out.append((QLORA_RULES, qlora_frame(args, model, version)))
     pool = tokenizer_pool_frame(args)
     if pool is not None:
         out.append((TOKENIZER_POOL_RULES, pool))
