@@ -203,6 +203,15 @@ CASES = [
          '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}'),
     Case("vllm.kv_transfer.connector_role", "0.8.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector",'
          '"kv_role":"kv_producer"}'),
+    # VllmConfig._post_init_kv_transfer_config (config/vllm.py:736-748 in 0.22.0): chunked prefill is on by default
+    Case("vllm.kv_transfer.hidden_states_chunked_prefill", "0.22.0",
+         '--kv-transfer-config {"kv_connector":"ExampleHiddenStatesConnector","kv_role":"kv_producer"}',
+         refused="ExampleHiddenStatesConnector does not support chunked prefill. Please disable chunked prefill "
+                 "(--no-enable-chunked-prefill).", source="vllm/config/vllm.py:743"),
+    Case("vllm.kv_transfer.hidden_states_chunked_prefill", "0.22.0", "--no-enable-chunked-prefill "
+         '--kv-transfer-config {"kv_connector":"ExampleHiddenStatesConnector","kv_role":"kv_producer"}'),
+    Case("vllm.kv_transfer.hidden_states_chunked_prefill", "0.24.0",
+         '--kv-transfer-config {"kv_connector":"ExampleHiddenStatesConnector","kv_role":"kv_producer"}'),
     # VllmConfig._verify_kv_transfer_compat (config/vllm.py:738-752 in 0.21.0, 1253-1296 in 0.33.0): past its early
     # returns only with a connector, expandable segments and no cuMem allocator (sleep mode in 0.21)
     Case("vllm.kv_transfer.expandable_segments", "0.33.0",

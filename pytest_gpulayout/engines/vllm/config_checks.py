@@ -116,6 +116,8 @@ RULES: Mapping[str, str] = {
                                                "guidance, or disable_additional_properties without guidance",
     "vllm.kv_transfer.connector_role": "--kv-transfer-config with a kv_connector and no kv_role, or (before 0.9) "
                                        "a kv_role outside kv_producer / kv_consumer / kv_both",
+    "vllm.kv_transfer.hidden_states_chunked_prefill": "the ExampleHiddenStatesConnector with chunked prefill on "
+                                                      "(0.22-0.23)",
     "vllm.kv_transfer.expandable_segments": "a KV connector with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                                             "and no cuMem allocator (sleep mode in 0.21) (0.21+)",
     "vllm.ec_transfer.connector_role": "--ec-transfer-config with an ec_connector and no ec_role (0.11.1+)",

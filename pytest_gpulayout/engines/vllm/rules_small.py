@@ -66,6 +66,7 @@ TOKENIZER_POOL_OPTIONS = "vllm.tokenizer_pool.options"
 IR_OP_PRIORITY_STRINGS = "vllm.kernel.ir_op_priority_strings"
 KV_EXPANDABLE_SEGMENTS = "vllm.kv_transfer.expandable_segments"
 QLORA_BITSANDBYTES = "vllm.lora.qlora_bitsandbytes"
+HIDDEN_STATES_CHUNKED = "vllm.kv_transfer.hidden_states_chunked_prefill"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -74,7 +75,7 @@ QLORA_BITSANDBYTES = "vllm.lora.qlora_bitsandbytes"
 LORA_RULES = frozenset({LORA_VALUE_RANGES, LORA_CPU_OFFLOAD, LORA_LONG_LORA_V1, LORA_MODEL_SUPPORT, LORA_MEGA_MOE,
                         LORA_INKLING})
 STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS})
-KV_RULES = frozenset({KV_CONNECTOR_ROLE})
+KV_RULES = frozenset({KV_CONNECTOR_ROLE, HIDDEN_STATES_CHUNKED})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
 #: ``VllmConfig._verify_kv_transfer_compat``'s raise sits under early returns only (no ``if`` of its own): in force
 #: only where none of them returns (``kv_transfer_compat_frame``)
@@ -383,12 +384,15 @@ def ec_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
 
 def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
     """``--kv-transfer-config``'s connector and role (a JSON string before 0.9, ``KVTransferConfig.from_cli``);
-    None without the flag, or where its text is not a JSON object (the parse refuses it first)."""
+    None without the flag, or where its text is not a JSON object (the parse refuses it first). With it,
+    ``VllmConfig._post_init_kv_transfer_config`` reads the connector against the scheduler's chunked prefill
+    (0.22-0.23, config/vllm.py:736-748 in 0.22.0: the shared namespace's ``enable_chunked_prefill``)."""
     given = _json_flag(args, "kv_transfer_config")
     if given is None:
         return None
     return {"self.kv_connector": given.get("kv_connector"), "self.kv_role": given.get("kv_role"),
-            "get_args(KVRole)": KV_ROLES}
+            "get_args(KVRole)": KV_ROLES, "self.kv_transfer_config": dict(given),
+            "self.kv_transfer_config.kv_connector": given.get("kv_connector")}
 
 
 def offload_frame(args: ResolvedArgs) -> dict[str, object]:
