@@ -120,7 +120,7 @@ CASES = [
          "--max-prompt-adapter-token 64", refused="max_prompt_adapters (0) must be >= 1."),
     Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--enable-prompt-adapter --max-prompt-adapter-token 64"),
     Case("vllm.lora.prompt_adapter_limits", "0.9.2", "--max-prompt-adapters 0"),
-    # EngineArgs.create_load_config (engine/arg_utils.py:1161-1175 in 0.8.0, 1028-1032 in 0.8.5)
+    # EngineArgs.create_load_config (engine/arg_utils.py:1160-1175 in 0.8.0, 1028-1032 in 0.8.5)
     Case("vllm.lora.qlora_bitsandbytes", "0.8.0", "--quantization bitsandbytes",
          refused="BitsAndBytes quantization and QLoRA adapter only support 'bitsandbytes' load format, but got auto",
          source="vllm/engine/arg_utils.py:1166"),
@@ -203,7 +203,7 @@ CASES = [
          '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}'),
     Case("vllm.kv_transfer.connector_role", "0.8.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector",'
          '"kv_role":"kv_producer"}'),
-    # VllmConfig._post_init_kv_transfer_config (config/vllm.py:736-748 in 0.22.0): chunked prefill is on by default
+    # VllmConfig._post_init_kv_transfer_config (config/vllm.py:731-746 in 0.22.0): chunked prefill is on by default
     Case("vllm.kv_transfer.hidden_states_chunked_prefill", "0.22.0",
          '--kv-transfer-config {"kv_connector":"ExampleHiddenStatesConnector","kv_role":"kv_producer"}',
          refused="ExampleHiddenStatesConnector does not support chunked prefill. Please disable chunked prefill "
@@ -212,7 +212,7 @@ CASES = [
          '--kv-transfer-config {"kv_connector":"ExampleHiddenStatesConnector","kv_role":"kv_producer"}'),
     Case("vllm.kv_transfer.hidden_states_chunked_prefill", "0.24.0",
          '--kv-transfer-config {"kv_connector":"ExampleHiddenStatesConnector","kv_role":"kv_producer"}'),
-    # VllmConfig._verify_kv_transfer_compat (config/vllm.py:738-752 in 0.21.0, 1253-1296 in 0.33.0): past its early
+    # VllmConfig._verify_kv_transfer_compat (config/vllm.py:716-746 in 0.21.0, 1246-1296 in 0.33.0): past its early
     # returns only with a connector, expandable segments and no cuMem allocator (sleep mode in 0.21)
     Case("vllm.kv_transfer.expandable_segments", "0.33.0",
          '--kv-transfer-config {"kv_connector":"NixlConnector","kv_role":"kv_both"}', env=SEGMENTS,

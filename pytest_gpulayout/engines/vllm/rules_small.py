@@ -121,7 +121,7 @@ def use_v1(version: Version, env: Mapping[str, str], layout: Layout) -> bool | N
 
 # -- LoRA ------------------------------------------------------------------------------------------------------------
 
-#: ``LoRAConfig.__post_init__``'s locals (config.py:2325-2326 in 0.8.0 ... config/lora.py:103-104 in 0.11.0); from
+#: ``LoRAConfig.__post_init__``'s locals (config.py:2326-2327 in 0.8.0 ... config/lora.py:104-105 in 0.11.0); from
 #: 0.11.1 ``max_lora_rank`` is ``MaxLoRARanks`` (a ``Literal``: the parser's choices) and the extra vocabulary is gone
 POSSIBLE_MAX_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 POSSIBLE_EXTRA_VOCAB_SIZES = (256, 512)
@@ -168,7 +168,7 @@ def lora_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ve
     - ``kernel_config.moe_backend`` (0.33.0): ``--moe-backend`` where not ``auto`` (engine/arg_utils.py:2800-2801),
       else ``--kernel-config``'s key;
     - ``is_inkling`` (0.26+): ``any("Inkling" in arch for arch in architectures)`` with the environment's
-      ``INKLING_MULTIMEM_AR`` (config/lora.py:160-170 in 0.33.0)."""
+      ``INKLING_MULTIMEM_AR`` (config/lora.py:162-170 in 0.33.0)."""
     given_cpu = args.get("max_cpu_loras")
     max_cpu = given_cpu if isinstance(given_cpu, int) and not isinstance(given_cpu, bool) and given_cpu > 0 else None
     kernel = args.get("kernel_config")
@@ -218,7 +218,7 @@ BNB_PREQUANTIZED_SINCE = Version("0.8.4")
 
 def qlora_frame(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
     """``EngineArgs.create_load_config``'s ``quantization`` / ``load_format`` / ``qlora_adapter_name_or_path``
-    (engine/arg_utils.py:1034-1050 in 0.8.0, 1181-1190 in 0.8.2) as the release holds them there: the flags, a GGUF
+    (engine/arg_utils.py:1160-1175 in 0.8.0, 1181-1190 in 0.8.2, 1028-1032 in 0.8.5) as the release holds them there: the flags, a GGUF
     file's ``gguf`` for both (``create_model_config``, :1110-1112 in 0.8.0), and from 0.8.4 a pre-quantized
     BitsAndBytes checkpoint's ``bitsandbytes`` for both."""
     quantization = args.get("quantization")
@@ -386,7 +386,7 @@ def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
     """``--kv-transfer-config``'s connector and role (a JSON string before 0.9, ``KVTransferConfig.from_cli``);
     None without the flag, or where its text is not a JSON object (the parse refuses it first). With it,
     ``VllmConfig._post_init_kv_transfer_config`` reads the connector against the scheduler's chunked prefill
-    (0.22-0.23, config/vllm.py:736-748 in 0.22.0: the shared namespace's ``enable_chunked_prefill``)."""
+    (0.22-0.23, config/vllm.py:731-746 in 0.22.0: the shared namespace's ``enable_chunked_prefill``)."""
     given = _json_flag(args, "kv_transfer_config")
     if given is None:
         return None
@@ -398,7 +398,7 @@ def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
 def offload_frame(args: ResolvedArgs) -> dict[str, object]:
     """Three one-line configs:
 
-    - ``VllmConfig._post_init_kv_transfer_config`` (0.11.1-0.13.0, config/vllm.py:466-476 in 0.12.0) returns first
+    - ``VllmConfig._post_init_kv_transfer_config`` (0.11.1-0.13.0, config/vllm.py:459-476 in 0.12.0) returns first
       without ``--kv-offloading-backend``, so its condition (``(kv_offloading_size := ...) is None``) holds only with
       the backend and without ``--kv-offloading-size``;
     - ``EncoderCacheManagerConfig.__post_init__`` (0.28+): ``--ec-manager-config``'s ``manager_config`` without
@@ -423,14 +423,14 @@ def offload_frame(args: ResolvedArgs) -> dict[str, object]:
     return out
 
 
-#: 0.21.0 exempts sleep mode (config/vllm.py:738-745); from 0.22 the cuMem allocator, which sleep mode turns on
+#: 0.21.0 exempts sleep mode (config/vllm.py:716-746); from 0.22 the cuMem allocator, which sleep mode turns on
 #: (``ModelConfig``: config/model.py:537-544 in 0.22.0, 666-673 in 0.33.0)
 CUMEM_EXEMPT_SINCE = Version("0.22.0")
 
 
 def kv_transfer_compat_frame(args: ResolvedArgs, version: Version,
                              env: Mapping[str, str]) -> dict[str, object] | None:
-    """``_verify_kv_transfer_compat`` past its early returns (config/vllm.py:1253-1296 in 0.33.0): a KV connector,
+    """``_verify_kv_transfer_compat`` past its early returns (config/vllm.py:1246-1296 in 0.33.0): a KV connector,
     ``expandable_segments:True`` in the engine's ``PYTORCH_CUDA_ALLOC_CONF`` (as the deployment sets it), and
     neither the cuMem allocator (``--enable-cumem-allocator`` or ``--enable-sleep-mode``) nor, in 0.21, sleep mode;
     None where one of them returns."""
@@ -536,8 +536,8 @@ def histogram_frames(args: ResolvedArgs) -> list[tuple[frozenset[str], dict[str,
 #: 124-170 in 0.13.0): ``VLLM_TORCH_CUDA_PROFILE`` sets the profiler (``cuda`` for 1, else none), otherwise a
 #: ``VLLM_TORCH_PROFILER_DIR`` sets the directory and, where non-empty, the torch profiler; 0.16 drops them
 PROFILER_ENV_UNTIL = Version("0.16.0")
-#: the Proton options ``non_default_proton_options`` lists with their defaults (config/profiler.py:195-205 in 0.28.0;
-#: 0.30 adds ``proton_graph_attribution``, :200-211)
+#: the Proton options ``non_default_proton_options`` lists with their defaults (config/profiler.py:192-205 in 0.28.0;
+#: 0.30 adds ``proton_graph_attribution``, :196-210)
 _PROTON_OPTIONS = (("proton_profiler_dir", ""), ("proton_context", "shadow"), ("proton_data", "tree"),
                    ("proton_backend", None), ("proton_mode", None), ("proton_hook", None),
                    ("proton_output_format", None))
@@ -545,7 +545,7 @@ PROTON_GRAPH_ATTRIBUTION_SINCE = Version("0.30.0")
 
 
 def _is_uri_path(path: str) -> bool:
-    """``_is_uri_path`` (config/profiler.py:56-66 in 0.33.0): a scheme of more than one character before ``://``."""
+    """``_is_uri_path`` (config/profiler.py:52-62 in 0.33.0): a scheme of more than one character before ``://``."""
     return "://" in path and len(path.split("://")[0]) > 1
 
 
@@ -690,7 +690,7 @@ ENGRAM_RESOLVED_SINCE = Version("0.31.0")
 def engram_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
                  env: Mapping[str, str]) -> dict[str, object] | None:
     """``EngramConfig`` from ``--engram-config`` (0.30+) as ``VllmConfig._resolve_and_verify_engram_config`` verifies
-    it (config/vllm.py:1466-1494 in 0.33.0); None without the flag (the engine's default config, built only for a
+    it (config/vllm.py:1462-1490 in 0.33.0); None without the flag (the engine's default config, built only for a
     model with n-gram layers, refuses nothing)."""
     given = args.get("engram_config")
     if not isinstance(given, Mapping):
