@@ -218,9 +218,9 @@ BNB_PREQUANTIZED_SINCE = Version("0.8.4")
 
 def qlora_frame(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
     """``EngineArgs.create_load_config``'s ``quantization`` / ``load_format`` / ``qlora_adapter_name_or_path``
-    (engine/arg_utils.py:1160-1175 in 0.8.0, 1181-1190 in 0.8.2, 1028-1032 in 0.8.5) as the release holds them there: the flags, a GGUF
-    file's ``gguf`` for both (``create_model_config``, :1110-1112 in 0.8.0), and from 0.8.4 a pre-quantized
-    BitsAndBytes checkpoint's ``bitsandbytes`` for both."""
+    (engine/arg_utils.py:1160-1175 in 0.8.0, 1181-1190 in 0.8.2, 1028-1032 in 0.8.5) as the release holds them
+    there: the flags, a GGUF file's ``gguf`` for both (``create_model_config``, :1110-1112 in 0.8.0), and from 0.8.4
+    a pre-quantized BitsAndBytes checkpoint's ``bitsandbytes`` for both."""
     quantization = args.get("quantization")
     load_format = args.get("load_format") or "auto"
     if str(args.get("model_tag") or args.get("model") or model.source).lower().endswith(".gguf"):
