@@ -188,6 +188,16 @@ CASES = [
     # 0.11.1 assigns the deprecated flags to the built config, unvalidated
     Case("vllm.structured_outputs.backend_options", "0.11.1",
          "--guided-decoding-backend outlines --guided-decoding-disable-any-whitespace True"),
+    # StructuredOutputsConfig._validate_structured_output_config (config/structured_outputs.py:64-80 in 0.11.1)
+    Case("vllm.structured_outputs.reasoning_parser", "0.11.1",
+         '--structured-outputs-config {"reasoning_parser":"qwen"}',
+         refused="invalid reasoning parser: qwen (chose from { deepseek_r1,deepseek_v3,ernie45,glm45,granite,"
+                 "hunyuan_a13b,kimi_k2,minimax_m2,minimax_m2_append_think,mistral,olmo3,openai_gptoss,qwen3,seed_oss,"
+                 "step3 })", source="vllm/config/structured_outputs.py:77"),
+    Case("vllm.structured_outputs.reasoning_parser", "0.12.0",
+         '--structured-outputs-config {"reasoning_parser":"qwen3"}'),
+    Case("vllm.structured_outputs.reasoning_parser", "0.13.0",
+         '--structured-outputs-config {"reasoning_parser":"qwen"}'),
     # KVTransferConfig (config.py:2902-2908 in 0.8.0, a BaseModel with a str role; config/kv_transfer.py:121 in 0.33.0)
     Case("vllm.kv_transfer.connector_role", "0.8.0", '--kv-transfer-config {"kv_connector":"PyNcclConnector",'
          '"kv_role":"kv_sender"}',
@@ -443,6 +453,13 @@ def test_a_line_whose_engine_the_oracle_picks_is_said_not_judged(version: str, l
     judged = _judge(Case("", version, line))
     assert not [r for r in judged.refusals if r.rule in SMALL]
     assert any(reads in n for n in judged.not_judged), judged.not_judged
+
+
+def test_a_reasoning_parser_plugin_may_register_the_name_so_it_is_not_judged() -> None:
+    judged = _judge(Case("", "0.12.0", '--structured-outputs-config {"reasoning_parser":"mine",'
+                                       '"reasoning_parser_plugin":"/plugins/mine.py"}'))
+    assert not [r for r in judged.refusals if r.rule == "vllm.structured_outputs.reasoning_parser"]
+    assert any("vllm.structured_outputs.reasoning_parser" in n for n in judged.not_judged), judged.not_judged
 
 
 def test_below_sm80_the_v0_fallback_is_known() -> None:

@@ -114,6 +114,8 @@ RULES: Mapping[str, str] = {
                                               "list (0.8.0-0.10.0)",
     "vllm.structured_outputs.backend_options": "disable_any_whitespace with a backend other than xgrammar / "
                                                "guidance, or disable_additional_properties without guidance",
+    "vllm.structured_outputs.reasoning_parser": "a --structured-outputs-config reasoning_parser the release does "
+                                                "not register (0.11.1-0.12.0)",
     "vllm.kv_transfer.connector_role": "--kv-transfer-config with a kv_connector and no kv_role, or (before 0.9) "
                                        "a kv_role outside kv_producer / kv_consumer / kv_both",
     "vllm.kv_transfer.hidden_states_chunked_prefill": "the ExampleHiddenStatesConnector with chunked prefill on "

@@ -45,6 +45,7 @@ LORA_DEFAULT_MM = "vllm.lora.default_mm_loras_text_model"
 LORA_INKLING = "vllm.lora.inkling_multimem_ar"
 GUIDED_BACKEND = "vllm.structured_outputs.guided_backend"
 STRUCTURED_OPTIONS = "vllm.structured_outputs.backend_options"
+REASONING_PARSER = "vllm.structured_outputs.reasoning_parser"
 KV_CONNECTOR_ROLE = "vllm.kv_transfer.connector_role"
 EC_CONNECTOR_ROLE = "vllm.ec_transfer.connector_role"
 TRACE_MODULES = "vllm.observability.detailed_trace_modules"
@@ -74,7 +75,7 @@ HIDDEN_STATES_CHUNKED = "vllm.kv_transfer.hidden_states_chunked_prefill"
 #: config/vllm.py:1591-1593 in 0.33.0)
 LORA_RULES = frozenset({LORA_VALUE_RANGES, LORA_CPU_OFFLOAD, LORA_LONG_LORA_V1, LORA_MODEL_SUPPORT, LORA_MEGA_MOE,
                         LORA_INKLING})
-STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS})
+STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS, REASONING_PARSER})
 KV_RULES = frozenset({KV_CONNECTOR_ROLE, HIDDEN_STATES_CHUNKED})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
 #: ``VllmConfig._verify_kv_transfer_compat``'s raise sits under early returns only (no ``if`` of its own): in force
@@ -320,6 +321,15 @@ def _valid_guided(table: GuidedBackends, raw: str, name: str, v1: bool | None) -
     return table.v1 if v1 else table.v0
 
 
+#: ``ReasoningParserManager.list_registered()`` (``sorted`` eager and lazy names, reasoning/abs_reasoning_parsers.py:
+#: 166-168 in 0.11.1): the lazy ones ``vllm/reasoning/__init__.py`` registers (``_REASONING_PARSERS_TO_REGISTER``, the
+#: same 15 in 0.11.1, 0.11.2 and 0.12.0; no parser registers itself eagerly), read where the config is validated
+#: (0.11.1-0.12.0)
+REASONING_PARSERS = ("deepseek_r1", "deepseek_v3", "ernie45", "glm45", "granite", "hunyuan_a13b", "kimi_k2",
+                     "minimax_m2", "minimax_m2_append_think", "mistral", "olmo3", "openai_gptoss", "qwen3", "seed_oss",
+                     "step3")
+
+
 def structured_frame(args: ResolvedArgs, layout: Layout, version: Version, env: Mapping[str, str]) -> dict[str, object]:
     """The structured-outputs config's backend and options as the release builds them.
 
@@ -328,17 +338,26 @@ def structured_frame(args: ResolvedArgs, layout: Layout, version: Version, env: 
     - 0.9.0-0.10.2: ``DecodingConfig(backend=..., disable_any_whitespace=--guided-decoding-disable-any-whitespace,
       disable_additional_properties=...)`` (engine/arg_utils.py:1156-1162 in 0.9.0, 1396-1402 in 0.10.2); the
       parser's choices leave no colon;
-    - from 0.11.0: ``--structured-outputs-config``'s keys (``backend`` ``auto``, the options off)."""
+    - from 0.11.0: ``--structured-outputs-config``'s keys (``backend`` ``auto``, the options off), and in
+      0.11.1-0.12.0 its ``reasoning_parser`` against the registered parsers (``REASONING_PARSERS``; a
+      ``reasoning_parser_plugin`` may register more, so the list is left out where one is given)."""
     if version >= STRUCTURED_OUTPUTS_SINCE:
         given = args.get("structured_outputs_config")
         so = given if isinstance(given, Mapping) else {}
-        return {"self.backend": so.get("backend", "auto"),
-                "self.disable_any_whitespace": bool(so.get("disable_any_whitespace", False)),
-                "self.disable_additional_properties": bool(so.get("disable_additional_properties", False))}
+        out: dict[str, object] = {
+            "self.backend": so.get("backend", "auto"),
+            "self.disable_any_whitespace": bool(so.get("disable_any_whitespace", False)),
+            "self.disable_additional_properties": bool(so.get("disable_additional_properties", False)),
+            "self.reasoning_parser": so.get("reasoning_parser", "")}
+        plugin = so.get("reasoning_parser_plugin")
+        if not (isinstance(plugin, str) and len(plugin) > 3):
+            out["valid_reasoning_parsers"] = list(REASONING_PARSERS)
+            out["','.join(valid_reasoning_parsers)"] = ",".join(REASONING_PARSERS)
+        return out
     raw = str(args.get("guided_decoding_backend") or "xgrammar")
     name = raw.split(":")[0]
     options = set(raw.split(":", 1)[1].strip().split(",")) if ":" in raw else set()
-    out: dict[str, object] = {
+    out = {
         "backend": name, "self.backend": name,
         "self.disable_any_whitespace": bool(args.get("guided_decoding_disable_any_whitespace"))
         or "disable-any-whitespace" in options,
