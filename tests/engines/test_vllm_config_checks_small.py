@@ -382,6 +382,17 @@ CASES = [
          source="vllm/config/ec_manager_config.py:22"),
     Case("vllm.ec_transfer.manager_needs_cls", "0.33.0", '--ec-manager-config {"manager_config":{"slots":4},'
          '"encoder_cache_manager_cls":"my.pkg.Manager"}'),
+    # OffloadConfig.validate_offload_config (config/offload.py:97-112 in 0.33.0)
+    Case("vllm.offload.prefetch_options", "0.17.0", "--offload-group-size 2 --offload-num-in-group 3",
+         refused="offload_num_in_group (3) must be <= offload_group_size (2)", source="vllm/config/offload.py:102"),
+    Case("vllm.offload.prefetch_options", "0.33.0", "--offload-group-size 4 --offload-prefetch-step 0",
+         refused="offload_prefetch_step (0) must be >= 1 when prefetch offloading is enabled (offload_group_size > 0)",
+         source="vllm/config/offload.py:108"),
+    # the prefetch backend needs a group: the default size 0 is below the default 1 layer per group
+    Case("vllm.offload.prefetch_options", "0.33.0", "--offload-backend prefetch",
+         refused="offload_num_in_group (1) must be <= offload_group_size (0)"),
+    Case("vllm.offload.prefetch_options", "0.33.0", "--offload-backend prefetch --offload-group-size 4"),
+    Case("vllm.offload.prefetch_options", "0.33.0", "--offload-num-in-group 3"),    # prefetch off: not checked
     # WatermarkConfig.validate_watermark_settings (config/watermarking.py:59-61 in 0.33.0)
     Case("vllm.watermark.key_bits", "0.33.0", '--watermark-config {"key":18446744073709551616}',
          refused="philox keys must fit in 64 bits", source="vllm/config/watermarking.py:61"),

@@ -145,6 +145,8 @@ RULES: Mapping[str, str] = {
     "vllm.kv_transfer.offloading_size": "--kv-offloading-backend without --kv-offloading-size (0.11.1-0.13.0)",
     "vllm.ec_transfer.manager_needs_cls": "--ec-manager-config's manager_config without encoder_cache_manager_cls "
                                           "(0.28+)",
+    "vllm.offload.prefetch_options": "prefetch weight offload with --offload-num-in-group above "
+                                     "--offload-group-size, or --offload-prefetch-step 0 (0.17+)",
     "vllm.watermark.key_bits": "a --watermark-config key above 64 bits (0.30+)",
     "vllm.observability.histogram_bool_bounds": "a boolean bound in --custom-histogram-buckets (0.32+)",
     "vllm.observability.histogram_buckets": "--custom-histogram-buckets with an unknown family, an empty list, a "

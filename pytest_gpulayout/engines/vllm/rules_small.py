@@ -68,6 +68,7 @@ IR_OP_PRIORITY_STRINGS = "vllm.kernel.ir_op_priority_strings"
 KV_EXPANDABLE_SEGMENTS = "vllm.kv_transfer.expandable_segments"
 QLORA_BITSANDBYTES = "vllm.lora.qlora_bitsandbytes"
 HIDDEN_STATES_CHUNKED = "vllm.kv_transfer.hidden_states_chunked_prefill"
+PREFETCH_OFFLOAD = "vllm.offload.prefetch_options"
 
 #: the rules ``LoRAConfig`` decides: the engine builds it only under ``--enable-lora`` (``lora_config =
 #: LoRAConfig(...) if self.enable_lora else None``, engine/arg_utils.py:1332-1340 in 0.8.0, 2691-2710 in 0.33.0)
@@ -87,7 +88,7 @@ ATTENTION_RULES = frozenset({ATTENTION_OPTIONS})
 ENGRAM_RULES = frozenset({ENGRAM_OPTIONS, ENGRAM_MODEL})
 #: ``create_engine_config``'s top-level flags against the same key of their config's JSON
 TWICE_RULES = frozenset({ATTENTION_BACKEND_TWICE, AUTOTUNE_TWICE, IR_OP_PRIORITY_TWICE, IR_OP_PRIORITY_STRINGS})
-OFFLOAD_RULES = frozenset({KV_OFFLOADING_SIZE, EC_MANAGER_CLS, WATERMARK_KEY})
+OFFLOAD_RULES = frozenset({KV_OFFLOADING_SIZE, EC_MANAGER_CLS, WATERMARK_KEY, PREFETCH_OFFLOAD})
 #: ``ObservabilityConfig``'s two validators of ``--custom-histogram-buckets`` loop with the same words over
 #: different values (the raw JSON, then pydantic's floats): two rules, each in its own frame
 HISTOGRAM_BOOL_RULES = frozenset({HISTOGRAM_BOOL})
@@ -414,6 +415,14 @@ def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
             "self.kv_transfer_config.kv_connector": given.get("kv_connector")}
 
 
+def _opt_int(args: ResolvedArgs, dest: str, default: int) -> int | None:
+    """An integer flag, its default where the line leaves it unset (None: not an integer)."""
+    value = args.get(dest, default)
+    if value is None:
+        return default
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def offload_frame(args: ResolvedArgs) -> dict[str, object]:
     """Three one-line configs:
 
@@ -423,7 +432,12 @@ def offload_frame(args: ResolvedArgs) -> dict[str, object]:
     - ``EncoderCacheManagerConfig.__post_init__`` (0.28+): ``--ec-manager-config``'s ``manager_config`` without
       ``encoder_cache_manager_cls``;
     - ``WatermarkConfig.validate_watermark_settings`` (0.30+, after pydantic's own field checks: ``key`` an integer
-      >= 0, config/watermarking.py:30, 59-61 in 0.33.0): ``--watermark-config``'s key above 64 bits."""
+      >= 0, config/watermarking.py:30, 59-61 in 0.33.0): ``--watermark-config``'s key above 64 bits;
+    - ``OffloadConfig.validate_offload_config`` (0.17+, config/offload.py:97-112 in 0.33.0): the prefetch weight
+      offload's ``--offload-num-in-group`` above ``--offload-group-size``, or ``--offload-prefetch-step`` 0, where
+      ``--offload-backend prefetch`` or a group size above 0 turns it on (values pydantic's ``ge`` bounds refuse
+      first are left out: ``offload_group_size >= 0``, ``offload_num_in_group >= 1``, ``offload_prefetch_step
+      >= 0``, :54-66)."""
     backend = args.get("kv_offloading_backend")
     ec = args.get("ec_manager_config")
     ecm: Mapping[str, object] = ec if isinstance(ec, Mapping) else {}
@@ -433,6 +447,13 @@ def offload_frame(args: ResolvedArgs) -> dict[str, object]:
         "self.encoder_cache_manager_cls": ecm.get("encoder_cache_manager_cls"),
         "self.manager_config": ecm.get("manager_config"),
     }
+    group, in_group, step = (_opt_int(args, "offload_group_size", 0), _opt_int(args, "offload_num_in_group", 1),
+                             _opt_int(args, "offload_prefetch_step", 1))
+    if group is not None and in_group is not None and step is not None and group >= 0 and in_group >= 1 \
+            and step >= 0:
+        out.update({"self.offload_backend": args.get("offload_backend") or "auto",
+                    "self.prefetch.offload_group_size": group, "self.prefetch.offload_num_in_group": in_group,
+                    "self.prefetch.offload_prefetch_step": step})
     watermark = _json_flag(args, "watermark_config")
     key = watermark.get("key") if watermark is not None else None
     if watermark is None:
