@@ -113,6 +113,20 @@ CASES = [
     Case("vllm.lora.inkling_multimem_ar", "0.33.0", "--enable-lora", model="inkling",
          env={"INKLING_MULTIMEM_AR": "0"}),
     Case("vllm.lora.inkling_multimem_ar", "0.25.0", "--enable-lora", model="inkling"),
+    # EngineArgs.create_engine_config (engine/arg_utils.py:2712-2724 in 0.33.0, 1691-1703 in 0.11.1)
+    Case("vllm.lora.speculative_batch", "0.33.0", '--enable-lora --max-num-seqs 512 --max-num-batched-tokens 2048 '
+         '--speculative-config {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}',
+         refused="Consider increasing max_num_batched_tokens or decreasing num_speculative_tokens",
+         source="vllm/engine/arg_utils.py:2721"),
+    Case("vllm.lora.speculative_batch", "0.11.1", '--enable-lora --max-num-seqs 512 --max-num-batched-tokens 2048 '
+         '--speculative-config {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}',
+         refused="Consider increasing max_num_batched_tokens or decreasing num_speculative_tokens",
+         source="vllm/engine/arg_utils.py:1700"),
+    # H100's default batch (8192 tokens, 1024 sequences) holds 1024 x 6
+    Case("vllm.lora.speculative_batch", "0.33.0", '--enable-lora '
+         '--speculative-config {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}'),
+    Case("vllm.lora.speculative_batch", "0.33.0", '--max-num-seqs 512 --max-num-batched-tokens 2048 '
+         '--speculative-config {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}'),
     # PromptAdapterConfig.__post_init__ (config.py:2396-2401 in 0.8.0): --max-prompt-adapter-token defaults to 0
     Case("vllm.lora.prompt_adapter_limits", "0.8.0", "--enable-prompt-adapter",
          refused="max_prompt_adapter_token must be set.", source="vllm/config.py:2401"),

@@ -104,6 +104,8 @@ RULES: Mapping[str, str] = {
     "vllm.lora.mega_moe_backend": "--enable-lora with a MegaMoE --moe-backend (0.33)",
     "vllm.lora.default_mm_loras_text_model": "--default-mm-loras on a model that is not multimodal (0.10+)",
     "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
+    "vllm.lora.speculative_batch": "--enable-lora with speculative decoding where max_num_batched_tokens is below "
+                                   "max_num_seqs x (num_speculative_tokens + 1) (0.11.1+)",
     "vllm.lora.prompt_adapter_limits": "--enable-prompt-adapter without --max-prompt-adapter-token, or with "
                                        "--max-prompt-adapters below 1 (0.8.0-0.9.2)",
     "vllm.lora.qlora_bitsandbytes": "a QLoRA adapter without BitsAndBytes quantization; before 0.8.2 also "

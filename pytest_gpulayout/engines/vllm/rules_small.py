@@ -43,6 +43,7 @@ LORA_MODEL_SUPPORT = "vllm.lora.model_support"
 LORA_MEGA_MOE = "vllm.lora.mega_moe_backend"
 LORA_DEFAULT_MM = "vllm.lora.default_mm_loras_text_model"
 LORA_INKLING = "vllm.lora.inkling_multimem_ar"
+LORA_SPECULATIVE_BATCH = "vllm.lora.speculative_batch"
 GUIDED_BACKEND = "vllm.structured_outputs.guided_backend"
 STRUCTURED_OPTIONS = "vllm.structured_outputs.backend_options"
 REASONING_PARSER = "vllm.structured_outputs.reasoning_parser"
@@ -75,7 +76,7 @@ PREFETCH_OFFLOAD = "vllm.offload.prefetch_options"
 #: and verifies it against the other configs in ``VllmConfig.__post_init__`` (config.py:3451-3454 in 0.8.0,
 #: config/vllm.py:1591-1593 in 0.33.0)
 LORA_RULES = frozenset({LORA_VALUE_RANGES, LORA_CPU_OFFLOAD, LORA_LONG_LORA_V1, LORA_MODEL_SUPPORT, LORA_MEGA_MOE,
-                        LORA_INKLING})
+                        LORA_INKLING, LORA_SPECULATIVE_BATCH})
 STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS, REASONING_PARSER})
 KV_RULES = frozenset({KV_CONNECTOR_ROLE, HIDDEN_STATES_CHUNKED})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
@@ -170,7 +171,10 @@ def lora_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ve
     - ``kernel_config.moe_backend`` (0.33.0): ``--moe-backend`` where not ``auto`` (engine/arg_utils.py:2800-2801),
       else ``--kernel-config``'s key;
     - ``is_inkling`` (0.26+): ``any("Inkling" in arch for arch in architectures)`` with the environment's
-      ``INKLING_MULTIMEM_AR`` (config/lora.py:162-170 in 0.33.0)."""
+      ``INKLING_MULTIMEM_AR`` (config/lora.py:162-170 in 0.33.0);
+    - ``create_engine_config``'s LoRA with speculative decoding (0.11.1+, engine/arg_utils.py:2712-2724 in 0.33.0):
+      ``--speculative-config``'s ``num_speculative_tokens`` where it gives one (else the draft's config decides it:
+      left out), against the scheduler's batch as the shared namespace resolves it."""
     given_cpu = args.get("max_cpu_loras")
     max_cpu = given_cpu if isinstance(given_cpu, int) and not isinstance(given_cpu, bool) and given_cpu > 0 else None
     kernel = args.get("kernel_config")
@@ -189,8 +193,15 @@ def lora_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ve
         "model_config.runner_type": "generate",
         "model_config.model": args.get("model_tag") or args.get("model") or model.name,
         "is_inkling": any("Inkling" in arch for arch in model.architectures),
+        "lora_config": True, "speculative_config": None,
         "os.environ.get('INKLING_MULTIMEM_AR', '1')": env.get("INKLING_MULTIMEM_AR", "1"),
     }
+    spec = args.get("speculative_config")
+    if isinstance(spec, Mapping) and spec:
+        out["speculative_config"] = dict(spec)
+        tokens = spec.get("num_speculative_tokens")
+        if isinstance(tokens, int) and not isinstance(tokens, bool):
+            out["speculative_config.num_speculative_tokens"] = tokens
     v1 = use_v1(version, env, layout)
     if v1 is not None:
         out["envs.VLLM_USE_V1"] = v1
