@@ -127,6 +127,14 @@ CASES = [
          '--speculative-config {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}'),
     Case("vllm.lora.speculative_batch", "0.33.0", '--max-num-seqs 512 --max-num-batched-tokens 2048 '
          '--speculative-config {"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}'),
+    # VllmConfig._validate_adaptive_verification (config/vllm.py:3153-3161 in 0.33.0): only with adaptive verification
+    Case("vllm.lora.adaptive_verification", "0.33.0", '--enable-lora --speculative-config '
+         '{"method":"dspark","model":"org/draft","num_speculative_tokens":4,"enable_adaptive_verification":true}',
+         refused="Adaptive verification is not currently compatible with LoRA", source="vllm/config/vllm.py:3161"),
+    Case("vllm.lora.adaptive_verification", "0.33.0", '--enable-lora --speculative-config '
+         '{"method":"dspark","model":"org/draft","num_speculative_tokens":4}'),
+    Case("vllm.lora.adaptive_verification", "0.33.0", '--speculative-config '
+         '{"method":"dspark","model":"org/draft","num_speculative_tokens":4,"enable_adaptive_verification":true}'),
     # PromptAdapterConfig.__post_init__ (config.py:2396-2401 in 0.8.0): --max-prompt-adapter-token defaults to 0
     Case("vllm.lora.prompt_adapter_limits", "0.8.0", "--enable-prompt-adapter",
          refused="max_prompt_adapter_token must be set.", source="vllm/config.py:2401"),

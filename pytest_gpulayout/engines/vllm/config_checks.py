@@ -106,6 +106,7 @@ RULES: Mapping[str, str] = {
     "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
     "vllm.lora.speculative_batch": "--enable-lora with speculative decoding where max_num_batched_tokens is below "
                                    "max_num_seqs x (num_speculative_tokens + 1) (0.11.1+)",
+    "vllm.lora.adaptive_verification": "--enable-lora with the speculative config's adaptive verification (0.29+)",
     "vllm.lora.prompt_adapter_limits": "--enable-prompt-adapter without --max-prompt-adapter-token, or with "
                                        "--max-prompt-adapters below 1 (0.8.0-0.9.2)",
     "vllm.lora.qlora_bitsandbytes": "a QLoRA adapter without BitsAndBytes quantization; before 0.8.2 also "

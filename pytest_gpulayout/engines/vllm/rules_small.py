@@ -44,6 +44,7 @@ LORA_MEGA_MOE = "vllm.lora.mega_moe_backend"
 LORA_DEFAULT_MM = "vllm.lora.default_mm_loras_text_model"
 LORA_INKLING = "vllm.lora.inkling_multimem_ar"
 LORA_SPECULATIVE_BATCH = "vllm.lora.speculative_batch"
+LORA_ADAPTIVE_VERIFICATION = "vllm.lora.adaptive_verification"
 GUIDED_BACKEND = "vllm.structured_outputs.guided_backend"
 STRUCTURED_OPTIONS = "vllm.structured_outputs.backend_options"
 REASONING_PARSER = "vllm.structured_outputs.reasoning_parser"
@@ -77,6 +78,9 @@ PREFETCH_OFFLOAD = "vllm.offload.prefetch_options"
 #: config/vllm.py:1591-1593 in 0.33.0)
 LORA_RULES = frozenset({LORA_VALUE_RANGES, LORA_CPU_OFFLOAD, LORA_LONG_LORA_V1, LORA_MODEL_SUPPORT, LORA_MEGA_MOE,
                         LORA_INKLING, LORA_SPECULATIVE_BATCH})
+#: ``VllmConfig._validate_adaptive_verification`` returns first unless the speculative config enables adaptive
+#: verification (config/vllm.py, 0.29+): its LoRA raise (``self.lora_config is not None``) is in force only there
+ADAPTIVE_RULES = frozenset({LORA_ADAPTIVE_VERIFICATION})
 STRUCTURED_RULES = frozenset({GUIDED_BACKEND, STRUCTURED_OPTIONS, REASONING_PARSER})
 KV_RULES = frozenset({KV_CONNECTOR_ROLE, HIDDEN_STATES_CHUNKED})
 EC_RULES = frozenset({EC_CONNECTOR_ROLE})
@@ -100,7 +104,7 @@ QLORA_RULES = frozenset({QLORA_BITSANDBYTES})
 #: every rule judged in a frame of this module (``frames``); the others of ``RULES`` read the shared namespace
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
     | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES | PROMPT_ADAPTER_RULES \
-    | TOKENIZER_POOL_RULES | KV_COMPAT_RULES | QLORA_RULES
+    | TOKENIZER_POOL_RULES | KV_COMPAT_RULES | QLORA_RULES | ADAPTIVE_RULES
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -789,7 +793,12 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     a rule of ``FRAMED`` in none of them is not reached by this line (LoRA off, no KV connector)."""
     out: list[tuple[frozenset[str], dict[str, object]]] = []
     if bool(args.get("enable_lora")):
-        out.append((LORA_RULES, lora_frame(args, model, layout, version, env)))
+        lora = lora_frame(args, model, layout, version, env)
+        out.append((LORA_RULES, lora))
+        spec = lora["speculative_config"]
+        if isinstance(spec, Mapping) and spec.get("enable_adaptive_verification") is True:
+            # past _validate_adaptive_verification's early return (config/vllm.py:3153-3161 in 0.33.0)
+            out.append((ADAPTIVE_RULES, {"self.lora_config": True}))
     if bool(args.get("enable_prompt_adapter")):
         out.append((PROMPT_ADAPTER_RULES, prompt_adapter_frame(args, env)))
     out.append((QLORA_RULES, qlora_frame(args, model, version)))
