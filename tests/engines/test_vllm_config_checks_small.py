@@ -209,10 +209,11 @@ CASES = [
     Case("vllm.structured_outputs.guided_backend", "0.8.2", "--guided-decoding-backend guidance", env=V1),
     # unset, a backend the V1 oracle lacks falls back to V0, whose list holds outlines
     Case("vllm.structured_outputs.guided_backend", "0.8.2", "--guided-decoding-backend outlines"),
-    Case("vllm.structured_outputs.guided_backend", "0.9.0", "--guided-decoding-backend outlines", env=V1,
-         refused="Invalid backend 'outlines', must be one of ('auto', 'xgrammar', 'guidance')",
-         source="vllm/config.py:3381"),
-    Case("vllm.structured_outputs.guided_backend", "0.10.0", "--guided-decoding-backend outlines", env=V1),
+    # 0.8.5 (its parser's choices are V0's list): V1's oracle falls back to V0 for outlines, or refuses it itself
+    Case("vllm.structured_outputs.guided_backend", "0.8.5", "--guided-decoding-backend outlines"),
+    Case("vllm.structured_outputs.guided_backend", "0.8.4", "--guided-decoding-backend foo",
+         refused="Invalid guided_decoding_backend 'foo', must be one of ['outlines', 'lm-format-enforcer', "
+                 "'xgrammar', 'auto']", source="vllm/config.py:3042"),
     # DecodingConfig (0.9.0-0.10.2) from the --guided-decoding-* flags; StructuredOutputsConfig from 0.11.0
     Case("vllm.structured_outputs.backend_options", "0.9.0",
          "--guided-decoding-backend outlines --guided-decoding-disable-any-whitespace", env=V0,

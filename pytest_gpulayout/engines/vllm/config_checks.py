@@ -114,7 +114,7 @@ RULES: Mapping[str, str] = {
     "vllm.tokenizer_pool.options": "a tokenizer pool (--tokenizer-pool-size > 0) of a type other than ray, or "
                                    "whose extra config is not a JSON object (0.8.0-0.8.4)",
     "vllm.structured_outputs.guided_backend": "a --guided-decoding-backend the engine's DecodingConfig does not "
-                                              "list (0.8.0-0.10.0)",
+                                              "list (0.8.x)",
     "vllm.structured_outputs.backend_options": "disable_any_whitespace with a backend other than xgrammar / "
                                                "guidance, or disable_additional_properties without guidance",
     "vllm.structured_outputs.reasoning_parser": "a --structured-outputs-config reasoning_parser the release does "

@@ -274,13 +274,13 @@ class GuidedBackends:
     """``DecodingConfig.__post_init__``'s valid backends in one release (config.py:2788 in 0.8.0, 2803-2806 in
     0.8.2, 3030-3033 in 0.8.4, 3136-3138 in 0.8.5, 3307-3309 in 0.9.0, 3623-3626 in 0.10.0) and the raw values the
     V1 oracle keeps V1 for (``SUPPORTED_GUIDED_DECODING``, engine/arg_utils.py:1465 in 0.8.0, 1540-1542 in 0.8.2,
-    1383-1386 in 0.8.3; 0.8.5 ``split(':')[0] in get_args(GuidedDecodingBackendV1)``, :1337-1344; none from 0.9)."""
+    1383-1386 in 0.8.3; 0.8.5 ``split(':')[0] in get_args(GuidedDecodingBackendV1)``, :1337-1344)."""
 
     since: Version
     v0: tuple[str, ...]
     v1: tuple[str, ...] | None      # None: one list whatever the engine (0.8.0-0.8.1)
     as_list: bool                   # printed as a list (``[...]``) rather than ``get_args``'s tuple
-    oracle: tuple[str, ...] | None  # raw values the oracle keeps V1 for; None: by backend name in ``v1``; (): none
+    oracle: tuple[str, ...] | None  # raw values the oracle keeps V1 for; None: by backend name in ``v1``
 
 
 _LMFE = "lm-format-enforcer"
@@ -296,13 +296,12 @@ GUIDED_BACKENDS = (
                     "auto")),
     GuidedBackends(Version("0.8.5"), ("auto", "outlines", _LMFE, "xgrammar", "guidance"),
                    ("auto", "xgrammar", "guidance"), False, None),
-    GuidedBackends(Version("0.9.0"), ("auto", "outlines", _LMFE, "xgrammar", "guidance"),
-                   ("auto", "xgrammar", "guidance"), False, ()),
-    GuidedBackends(Version("0.10.0"), ("auto", "outlines", _LMFE, "xgrammar", "guidance"),
-                   ("auto", "xgrammar", "guidance", "outlines"), False, ()),
 )
-#: 0.10.1 drops the V0 list (one ``GuidedDecodingBackend``, the parser's choices); 0.11 the DecodingConfig
-GUIDED_CHECK_UNTIL = Version("0.10.1")
+#: from 0.9 the check cannot refuse (its entry is unreachable): the parser's choices are V0's list, and the oracle
+#: keeps V1 only for V1's backends (``self.guided_decoding_backend not in get_args(GuidedDecodingBackendV1)``:
+#: fallback to V0, or with ``VLLM_USE_V1=1`` its own NotImplementedError; engine/arg_utils.py:1236-1242 in 0.9.0,
+#: 1335-1341 in 0.10.0); 0.10.1 drops the check
+GUIDED_CHECK_UNTIL = Version("0.9.0")
 #: ``StructuredOutputsConfig`` from 0.11.0, built from ``--structured-outputs-config`` alone: the deprecated
 #: ``--guided-decoding-*`` flags are assigned to the built config afterwards, unvalidated (engine/arg_utils.py:
 #: 1411-1422 in 0.11.0, 1722-1728 in 0.11.1)
@@ -319,12 +318,7 @@ def _guided_table(version: Version) -> GuidedBackends | None:
 def _valid_guided(table: GuidedBackends, raw: str, name: str, v1: bool | None) -> tuple[str, ...] | None:
     """The list ``DecodingConfig`` checks ``name`` against, where the engine it runs in is known (see ``use_v1``);
     None where it is not, or where the oracle refuses first (``VLLM_USE_V1=1`` with a backend it lacks)."""
-    if table.oracle is None:
-        kept = name in (table.v1 or ())     # 0.8.5: by the backend's name
-    elif not table.oracle:
-        kept = True                         # 0.9+: the oracle does not read the backend
-    else:
-        kept = raw in table.oracle
+    kept = name in (table.v1 or ()) if table.oracle is None else raw in table.oracle   # 0.8.5: by the name
     if v1 is True and not kept:
         return None                 # the oracle raises NotImplementedError (its words, not this entry's)
     if table.v1 is None:
