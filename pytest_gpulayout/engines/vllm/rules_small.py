@@ -500,16 +500,25 @@ def kv_transfer_compat_frame(args: ResolvedArgs, version: Version,
 ALLOWED_DETAILED_TRACE_MODULES = ["model", "worker", "all"]
 
 
-def trace_frames(args: ResolvedArgs) -> list[dict[str, object]]:
+#: 0.8.0-0.10.1's V1 oracle falls back to V0 for tracing (``if self.otlp_traces_endpoint or
+#: self.collect_detailed_traces: _raise_or_fallback(...)``), and with ``VLLM_USE_V1=1`` refuses it in its own words
+#: before the module loop (the oracle: engine/arg_utils.py:1215, the loop: :1368 in 0.8.0)
+TRACING_ORACLE_UNTIL = Version("0.10.2")
+
+
+def trace_frames(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> list[dict[str, object]]:
     """``create_engine_config``'s loop over ``--collect-detailed-traces`` split at commas (engine/arg_utils.py:
-    1368-1375 in 0.8.0) at the module it stops at (the first it does not allow, else the last), and
-    ``ObservabilityConfig``'s tracing fields (config/observability.py:217-222 in 0.33.0)."""
+    1368-1375 in 0.8.0) at the module it stops at (the first it does not allow, else the last; left out where
+    the oracle refuses first), and ``ObservabilityConfig``'s tracing fields (config/observability.py:217-222 in
+    0.33.0)."""
     given = args.get("collect_detailed_traces")
     endpoint = args.get("otlp_traces_endpoint")
     base: dict[str, object] = {"self.collect_detailed_traces": given, "self.otlp_traces_endpoint": endpoint,
                                "ALLOWED_DETAILED_TRACE_MODULES": ALLOWED_DETAILED_TRACE_MODULES}
     if not isinstance(given, str):
         return [{**base, "for m in detailed_trace_modules": False}]
+    if version < TRACING_ORACLE_UNTIL and env.get("VLLM_USE_V1") == "1":
+        return [base]
     modules = given.split(",")
     bad = [m for m in modules if m not in ALLOWED_DETAILED_TRACE_MODULES]
     return [{**base, "for m in detailed_trace_modules": True, "m": bad[0] if bad else modules[-1]}]
@@ -809,7 +818,7 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     ec = ec_transfer_frame(args)
     if ec is not None:
         out.append((EC_RULES, ec))
-    out += [(TRACE_RULES, frame) for frame in trace_frames(args)]
+    out += [(TRACE_RULES, frame) for frame in trace_frames(args, version, env)]
     out += histogram_frames(args)
     out.append((PROFILER_RULES, profiler_frame(args, version, env)))
     out.append((ATTENTION_RULES, attention_frame(args)))
