@@ -15,6 +15,7 @@ from builders import llama
 from packaging.version import Version
 from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
+from test_vllm_config_checks_small import CASES as SMALL_CASES
 from test_vllm_config_checks_speculative import CASES as SPECULATIVE_CASES
 
 from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check, scheduler
@@ -215,8 +216,10 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 def test_every_rule_has_a_refusing_case() -> None:
     """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``
-    and ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``."""
-    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES) if c.refused is not None}
+    and ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
+    small configs' in ``test_vllm_config_checks_small.py``."""
+    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES)
+                if c.refused is not None}
     assert refusing == set(RULES)
 
 
