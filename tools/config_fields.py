@@ -20,8 +20,11 @@ Parsed with ``ast``; nothing is imported. Per release:
   ``SkipValidation``, a bound that is not a literal, ``init=False``); ``before`` lists the fields a
   ``field_validator(mode="before"/"wrap"/"plain")`` rewrites first (``*``: a ``model_validator(mode="before"/
   "wrap")`` rewrites the input)
-- ``flags``: ``{destination: [[Class, field], ...]}``: ``EngineArgs`` passes ``self.<destination>`` by keyword to
-  the class (``create_engine_config`` and the ``create_*_config`` it calls)
+  (a field held to none of these is ``{}``: its name is what the extra-keys check reads); a class seen in the
+  release before is written as what changed of it (``"diff": true``, its changed fields, ``fields_drop``)
+- ``flags``: ``{destination: [[Class, field(, [conditions])], ...]}``: ``EngineArgs`` passes ``self.<destination>``
+  by keyword to the class (``create_engine_config`` and the ``create_*_config`` it calls), under the ``if``
+  conditions written (``self.enable_lora`` for ``LoRAConfig``; an early ``return`` counts, a ``raise`` does not)
 - ``reassigned``: the destinations ``EngineArgs`` assigns again before it builds the configs (other than the
   ``if self.x is None`` default), whose value at the constructor is not the line's
 - ``json``: ``{destination: {"class": Class, "at": "parse" | "create"}}``: a JSON flag parsed into the class by
@@ -300,7 +303,8 @@ def classes_of(r: Reader) -> dict[str, dict[str, Any]]:
             if isinstance(stmt.value, ast.Call) and _name(stmt.value.func) == "Field":
                 _field_bounds(r, mod, stmt.value, c)
             c["line"] = stmt.lineno
-            fields[stmt.target.id] = c
+            # a field pydantic holds to nothing this table reads: its name only (the extra-keys check needs it)
+            fields[stmt.target.id] = c if any(k in c for k in (*BOUNDS, "literal", "class", "open")) else {}
         return fields
 
     for name, (mod, node, forbid) in sorted(found.items()):
@@ -427,6 +431,8 @@ def pack(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         else:
             for key in ("classes", "flags", "json"):
                 changed = {k: v for k, v in rec[key].items() if prev[key].get(k) != v}
+                if key == "classes":  # a class seen before: what of it changed, its fields one by one
+                    changed = {k: _class_diff(prev[key][k], v) if k in prev[key] else v for k, v in changed.items()}
                 dropped = sorted(k for k in prev[key] if k not in rec[key])
                 if changed:
                     entry[key] = changed
@@ -439,6 +445,25 @@ def pack(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"engine": "vllm", "extracted_by": "tools/config_fields.py", "releases": out}
 
 
+def _class_diff(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"diff": True, **{k: now[k] for k in ("at", "forbid", "before") if before[k] != now[k]}}
+    fields = {k: v for k, v in now["fields"].items() if before["fields"].get(k) != v}
+    dropped = sorted(k for k in before["fields"] if k not in now["fields"])
+    if fields:
+        out["fields"] = fields
+    if dropped:
+        out["fields_drop"] = dropped
+    return out
+
+
+def _class_apply(before: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
+    if not diff.get("diff"):
+        return diff
+    fields = {**before["fields"], **diff.get("fields", {})}
+    return {**{k: diff.get(k, before[k]) for k in ("at", "forbid", "before")},
+            "fields": {k: v for k, v in fields.items() if k not in diff.get("fields_drop", ())}}
+
+
 def unpack(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The packed file back as one full record per release (``pack``'s inverse)."""
     out: dict[str, dict[str, Any]] = {}
@@ -449,7 +474,10 @@ def unpack(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
         else:
             cur = dict(cur)
             for key in ("classes", "flags", "json"):
-                merged = {**cur[key], **entry.get(key, {})}
+                given = entry.get(key, {})
+                if key == "classes":
+                    given = {k: _class_apply(cur[key][k], v) if k in cur[key] else v for k, v in given.items()}
+                merged = {**cur[key], **given}
                 cur[key] = {k: v for k, v in merged.items() if k not in entry.get(f"{key}_drop", ())}
             cur["reassigned"] = entry.get("reassigned", cur["reassigned"])
         out[entry["version"]] = cur
@@ -476,7 +504,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give --src or --wheel (vLLM 0.11.0 or later)")
     records = {_version_of(p.name): extract(Sources(p)) for p in paths}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(pack(records), indent=1, sort_keys=True) + "\n")
+    packed = pack(records)
+    if unpack(json.loads(json.dumps(packed))) != records:  # pragma: no cover - pack and unpack disagree
+        raise SystemExit("the packed table does not unpack to what was read")
+    OUT.write_text(json.dumps(packed, indent=1, sort_keys=True) + "\n")
     for version in sorted(records, key=Version):
         print(f"{version}: {len(records[version]['classes'])} classes, {constrained(records[version])} constrained "
               f"fields, {len(records[version]['flags'])} flags mapped, {len(records[version]['json'])} JSON flags")

@@ -82,6 +82,15 @@ class FieldError:
                 f"input_type={type(self.value).__name__}]")
 
 
+def _class_apply(before: Mapping[str, Any], diff: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A class as a later release has it: the record whole, or (``diff``) what changed of it, field by field."""
+    if not diff.get("diff"):
+        return diff
+    fields = {**before["fields"], **diff.get("fields", {})}
+    return {**{k: diff.get(k, before[k]) for k in ("at", "forbid", "before")},
+            "fields": {k: v for k, v in fields.items() if k not in diff.get("fields_drop", ())}}
+
+
 def _unpack(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The packed table as one full record per release (``tools/config_fields.py unpack``)."""
     out: dict[str, dict[str, Any]] = {}
@@ -92,7 +101,10 @@ def _unpack(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         else:
             cur = dict(cur)
             for key in ("classes", "flags", "json"):
-                merged = {**cur[key], **entry.get(key, {})}
+                given = entry.get(key, {})
+                if key == "classes":
+                    given = {k: _class_apply(cur[key][k], v) if k in cur[key] else v for k, v in given.items()}
+                merged = {**cur[key], **given}
                 cur[key] = {k: v for k, v in merged.items() if k not in entry.get(f"{key}_drop", ())}
             cur["reassigned"] = entry.get("reassigned", cur["reassigned"])
         out[entry["version"]] = cur
