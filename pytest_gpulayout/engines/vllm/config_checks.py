@@ -550,7 +550,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
     in_spec = _speculative_check(args, model, layout, version, values, active, env)
-    in_spec = rules_fields.joined(in_spec, rules_fields.check(args, version))  # -- fields: pydantic's constraints
+    in_spec = rules_fields.joined(in_spec, rules_fields.check(args, version, values))  # -- fields (pydantic)
     return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals,
                   tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
                   + in_spec.not_judged)

@@ -61,6 +61,10 @@ TABLE = Path(__file__).with_name("fields") / "config_fields.json"
 #: the config classes are pydantic dataclasses from 0.11.0 (``from pydantic.dataclasses import dataclass``)
 PYDANTIC_SINCE = Version("0.11.0")
 SPECULATIVE = "speculative_config"
+#: what ``EngineArgs`` derives from the line where it does not set it, judged at the value the release resolves
+#: (``config_checks.scheduler``): from 0.11.1 ``max_num_batched_tokens = min(max_num_seqs * max_model_len, ...)``
+#: (engine/arg_utils.py:3167-3176 in 0.32.0), so ``--max-num-seqs 0`` makes it 0 too and pydantic names both
+DERIVED = ("max_num_batched_tokens", "max_num_seqs")
 EXCEPTION = "ValidationError"
 #: pydantic-core's order of the numeric checks (``ConstrainedIntValidator`` / ``ConstrainedFloatValidator``)
 _NUMERIC = ("multiple_of", "le", "lt", "ge", "gt")
@@ -267,10 +271,11 @@ def _json_given(args: ResolvedArgs, dest: str, version: Version) -> Mapping[str,
     return raw if isinstance(raw, Mapping) else None
 
 
-def check(args: ResolvedArgs, version: Version) -> Judged:
+def check(args: ResolvedArgs, version: Version, resolved: Mapping[str, object] | None = None) -> Judged:
     """pydantic's refusals of the values the line sets, one per config class (vLLM stops at the first class it
     builds; the others follow once it is fixed), and the values that would fail a constraint this rule cannot
-    hold them to as the release does."""
+    hold them to as the release does. ``resolved``: ``config_checks.namespace``'s values, for what the release
+    derives from the line (``DERIVED``)."""
     at = listed(version)
     if at is None:
         return Judged()
@@ -279,15 +284,20 @@ def check(args: ResolvedArgs, version: Version) -> Judged:
     notes: list[str] = []
     reassigned = set(record["reassigned"])
     state = {f"self.{d}": v for d, v in args.values.items()}
-    for dest in sorted(args.given):
+    derived = {d: (resolved or {})[d] for d in DERIVED if not args.is_set(d) and d in (resolved or {})}
+    for dest in sorted(args.given | set(derived)):
+        value = derived[dest] if dest in derived else args.get(dest)
         for cls, name, *under in record["flags"].get(dest, ()):
             info = record["classes"].get(cls)
             if info is None or name not in info["fields"] or "*" in info["before"]:
                 continue
-            err = _at(field_error(name, info["fields"][name], args.get(dest)), info)
+            err = _at(field_error(name, info["fields"][name], value), info)
             if err is None:
                 continue
-            flag = f"--{dest.replace('_', '-')} {args.get(dest)!r}"
+            flag = f"--{dest.replace('_', '-')} {value!r}"
+            if dest in derived:
+                by_class.setdefault(cls, []).append(err)
+                continue
             if dest in reassigned or name in info["before"]:
                 notes.append(f"{RULE}: {flag} against {cls}.{name} (EngineArgs or a field_validator rewrites it "
                              "before pydantic checks it)")
@@ -298,6 +308,12 @@ def check(args: ResolvedArgs, version: Version) -> Judged:
                              f"{' and '.join(under[0])}, which this rule does not know")
             elif built:
                 by_class.setdefault(cls, []).append(err)
+    for errs in by_class.values():   # pydantic reports the fields in their order
+        errs.sort(key=lambda e: e.line)
+    if any(e.loc == "max_num_seqs" for e in by_class.get("SchedulerConfig", ())) and not args.is_set(
+            "max_num_batched_tokens") and "max_num_batched_tokens" not in derived:
+        notes.append(f"{RULE}: the default max_num_batched_tokens is not resolved, so whether SchedulerConfig "
+                     "refuses it too (it is derived from max_num_seqs from 0.11.1) is not said")
     for dest, how in sorted(record["json"].items()):
         given = _json_given(args, dest, version)
         if not given:
