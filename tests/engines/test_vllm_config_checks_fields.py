@@ -126,6 +126,15 @@ CASES = [
          "vllm/config/lora.py:35"),
     Case("0.32.0", "--max-loras 0"),
     Case("0.32.0", "--enable-lora --max-loras 2"),
+    # config/parallel.py:385 (0.32.0) decode_context_parallel_size: int = Field(default=1, ge=1); 0.20.0's has no
+    # bound (config/parallel.py:308): there ``tp % 0`` in its own check is not evaluated (named), not refused here
+    Case("0.32.0", "--decode-context-parallel-size 0",
+         "1 validation error for ParallelConfig\ndecode_context_parallel_size\n  " + GE1,
+         "vllm/config/parallel.py:385"),
+    Case("0.20.0", "--decode-context-parallel-size 0"),
+    # config/scheduler.py:51 (0.11.1) max_num_partial_prefills ge=1, before SchedulerConfig's own checks
+    Case("0.11.1", "--max-num-partial-prefills 0", "1 validation error for SchedulerConfig\n"
+         "max_num_partial_prefills\n  " + GE1, "vllm/config/scheduler.py:51"),
 ]
 
 
@@ -145,6 +154,28 @@ def test_a_release_between_listed_ones_is_answered_by_the_one_below() -> None:
     mine = [r for r in config_check(args, load_model("Qwen/Qwen3-8B"), layout(), version).refusals if r.rule == RULE]
     assert mine and mine[0].release == "0.32.0" and mine[0].asked == "0.32.1"
     assert "(read in 0.32.0, the nearest listed release below it)" in mine[0].text("vLLM")
+
+
+def test_the_classes_own_checks_are_not_reached_when_pydantic_refuses_it() -> None:
+    """``SchedulerConfig`` is never built with ``max_num_partial_prefills=0`` (0.11.1): its ``verify_max_model_len``
+    raise (rule vllm.scheduler.partial_prefills, config/scheduler.py:293) is said not reached, not given as the
+    release's words; at 1 with no chunked prefill that raise is the refusal again."""
+    version = Version("0.11.1")
+    model = load_model("Qwen/Qwen3-8B")
+    judged = config_check(resolve("--max-num-partial-prefills 0".split(), version), model, layout(), version)
+    assert [r.rule for r in judged.refusals] == [RULE]
+    assert any("vllm.scheduler.partial_prefills (vllm/config/scheduler.py:293) is not reached: pydantic refuses "
+               "to build SchedulerConfig" in n for n in judged.not_judged)
+    judged = config_check(resolve("--max-num-partial-prefills 2 --no-enable-chunked-prefill".split(), version),
+                          model, layout(), version)
+    assert "vllm.scheduler.partial_prefills" in [r.rule for r in judged.refusals]
+
+
+def test_a_division_by_zero_in_a_release_check_is_named_not_a_crash() -> None:
+    version = Version("0.20.0")
+    judged = config_check(resolve("--decode-context-parallel-size 0".split(), version),
+                          load_model("Qwen/Qwen3-8B"), layout(), version)
+    assert any("tp_divisible_by_dcp" in n and "modulo by zero" in n for n in judged.not_judged)
 
 
 def test_a_value_rewritten_before_pydantic_is_named_not_refused() -> None:

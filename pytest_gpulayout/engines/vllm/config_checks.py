@@ -157,6 +157,12 @@ def book() -> RuleBook:
     return RuleBook(load_ledger("vllm"), DISPLAY, RULES)
 
 
+@cache
+def _functions() -> Mapping[str, str]:
+    """Each ledger entry's id -> the function it is raised in (``rules_fields.beside``)."""
+    return {e.id: e.function for e in book().ledger.entries}
+
+
 # -- the scheduler's defaults, by release -------------------------------------------------------------------
 
 #: ``EngineArgs._set_default_args``: from 0.11.1 a ``--no-enable-chunked-prefill`` is kept (before, V1
@@ -550,10 +556,10 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
     in_spec = _speculative_check(args, model, layout, version, values, active, env)
-    in_spec = rules_fields.joined(in_spec, rules_fields.check(args, version, values))  # -- fields (pydantic)
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals,
-                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
-                  + in_spec.not_judged)
+    return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
+        Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals,
+               tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
+               + in_spec.not_judged), rules_fields.check(args, version, values), _functions())
 
 
 def _speculative_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,

@@ -255,9 +255,22 @@ def _built(conditions: list[str], state: Mapping[str, object]) -> bool | None:
         return None
 
 
-def joined(first: Judged, second: Judged) -> Judged:
-    """Two verdicts as one (``config_check`` adds this rule's to the speculative frame's)."""
-    return Judged(first.refusals + second.refusals, first.not_judged + second.not_judged)
+def beside(ledger_judged: Judged, fields: Judged, functions: Mapping[str, str]) -> Judged:
+    """The ledger's verdict with this rule's added (``config_check``): a refusal of the ledger raised in a method
+    of a class pydantic refuses to build (``SchedulerConfig.__post_init__`` / ``_verify_args`` under
+    ``--max-num-partial-prefills 0`` from 0.11.1) is not reached, so it is said as such, not given as the
+    release's words. ``functions``: each ledger entry's id -> its function (``Class.method``)."""
+    refused = {r.message.split("\n", 1)[0].rsplit(" for ", 1)[1] for r in fields.refusals}
+    kept: list[Refusal] = []
+    unreached: list[str] = []
+    for r in ledger_judged.refusals:
+        owner = functions.get(r.entry, "").split(".", 1)[0]
+        if owner in refused and "." in functions.get(r.entry, ""):
+            unreached.append(f"{RULE}: {r.rule} ({r.source}) is not reached: pydantic refuses to build {owner} "
+                             f"before {functions[r.entry]} runs")
+        else:
+            kept.append(r)
+    return Judged(tuple(kept) + fields.refusals, ledger_judged.not_judged + fields.not_judged + tuple(unreached))
 
 
 def _json_given(args: ResolvedArgs, dest: str, version: Version) -> Mapping[str, object] | None:
