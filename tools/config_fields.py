@@ -164,11 +164,18 @@ def annotation(r: Reader, mod: Module, node: ast.expr, classes: set[str], depth:
             return _union(r, mod, args, classes, depth)
         if head in ("InitVar", "Required", "NotRequired"):
             return annotation(r, mod, args[0], classes, depth + 1)
-        if head == "Literal":
-            try:
-                values = [ast.literal_eval(a) for a in args]
-            except ValueError:
-                return {"open": "Literal of names"}
+        if head == "Literal":  # a name inside is a Literal alias pydantic flattens in place
+            values: list[Any] = []
+            for a in args:
+                try:
+                    values.append(ast.literal_eval(a))
+                    continue
+                except ValueError:
+                    pass
+                inner = annotation(r, mod, a, classes, depth + 1) if isinstance(a, ast.Name) else {}
+                if "literal" not in inner or "open" in inner or inner.get("none"):
+                    return {"open": "Literal of names"}
+                values += inner["literal"]
             return {"literal": values, "type": "Literal"}
         if head == "Annotated":
             out = annotation(r, mod, args[0], classes, depth + 1)

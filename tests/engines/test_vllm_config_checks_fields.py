@@ -93,6 +93,17 @@ CASES = [
          "1 validation error for SpeculativeConfig\nprompt_lookup_mn\n  Unexpected keyword argument "
          "[type=unexpected_keyword_argument, input_value=1, input_type=int]", "vllm/config/speculative.py:387"),
     Case("0.15.0", spec(**NGRAM, prompt_lookup_mn=1)),
+    # config/speculative.py:399 (0.32.0) method: SpeculativeMethod | None, a Literal that names other Literal
+    # aliases (EagleModelTypes, MTPModelTypes ...): pydantic flattens them, in order
+    Case("0.32.0", spec(method="eagle-3", num_speculative_tokens=3),
+         "method\n  Input should be 'ngram', 'medusa', 'mlp_speculator', 'draft_model', 'suffix', 'custom_class', "
+         "'eagle', 'eagle3', 'extract_hidden_states', 'deepseek_mtp', ", "vllm/config/speculative.py:399"),
+    Case("0.32.0", spec(method="eagle-3", num_speculative_tokens=3),
+         "'dflash', 'ngram_gpu' or 'dspark' [type=literal_error, input_value='eagle-3', input_type=str]"),
+    # config/speculative.py:53 (0.11.0): no 'suffix' among the methods yet; 0.11.1 (:67) has it
+    Case("0.11.0", spec(method="suffix", num_speculative_tokens=3), "method\n  Input should be 'ngram', 'eagle', "
+         "'eagle3', 'medusa', 'mlp_speculator', 'draft_model', 'deepseek_mtp', ", "vllm/config/speculative.py:53"),
+    Case("0.11.1", spec(method="suffix", num_speculative_tokens=3)),
     # every error of the class in one ValidationError, fields in their order, then the unknown keys
     Case("0.32.0", spec(method="ngram", num_speculative_tokens=0, prompt_lookup_max=4, prompt_lookup_min=0, x=1),
          "3 validation errors for SpeculativeConfig\nnum_speculative_tokens\n  " + GT0 + "\nprompt_lookup_min\n  "
@@ -240,8 +251,8 @@ import config_fields  # noqa: E402
 def test_the_table_unpacks_and_counts() -> None:
     table = rules_fields.releases()
     assert min(table, key=Version) == "0.11.0" and "0.33.0" in table
-    assert config_fields.constrained(table["0.11.0"]) == 17
-    assert config_fields.constrained(table["0.32.0"]) == 149
+    assert config_fields.constrained(table["0.11.0"]) == 19
+    assert config_fields.constrained(table["0.32.0"]) == 154
     assert table == config_fields.unpack(json.loads(rules_fields.TABLE.read_text()))
 
 
