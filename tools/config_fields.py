@@ -288,8 +288,9 @@ def classes_of(r: Reader) -> dict[str, dict[str, Any]]:
             is_pyd = any(n in pyd for n, _ in decos) or (makes and any(n == "config" for n, _ in decos))
             if not is_pyd:
                 continue
-            forbid = any("extra='forbid'" in ast.unparse(d) for _, d in decos) or (
-                forbids and any(n == "config" for n, _ in decos))
+            said = " ".join(ast.unparse(d) for _, d in decos)
+            forbid = "extra='forbid'" in said or (forbids and any(n == "config" for n, _ in decos)
+                                                   and "extra='allow'" not in said and "extra='ignore'" not in said)
             found.setdefault(node.name, (mod, node, forbid))
     names = set(found)
     out: dict[str, dict[str, Any]] = {}
