@@ -499,9 +499,9 @@ class RuleBook:
                 except MissingValue as missing:
                     not_judged.append(f"{e.file} {e.function} ({rule}): reads {missing.args[0]}")
                     continue
-                except TypeError as wrong:
-                    # a comparison the release does not make with these values (``None > 4``): an earlier check
-                    # of the same function refuses them first; said, never guessed
+                except (TypeError, ZeroDivisionError) as wrong:
+                    # a comparison the release does not make with these values (``None > 4``, ``tp % 0``): an
+                    # earlier check (pydantic's field bounds from vLLM 0.11) refuses them first; said, never guessed
                     not_judged.append(f"{e.file} {e.function} ({rule}): cannot compare the values ({wrong})")
                     continue
                 refusals.append(Refusal(rule=rule, exception=e.exception, message=message,

@@ -29,7 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults, rules_small, rules_speculative
+from pytest_gpulayout.engines.vllm import defaults, rules_fields, rules_small, rules_speculative
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -212,6 +212,12 @@ _SPECULATIVE_RULES = frozenset(r for r in RULES if r.startswith("vllm.speculativ
 @cache
 def book() -> RuleBook:
     return RuleBook(load_ledger("vllm"), DISPLAY, RULES)
+
+
+@cache
+def _functions() -> Mapping[str, str]:
+    """Each ledger entry's id -> the function it is raised in (``rules_fields.beside``)."""
+    return {e.id: e.function for e in book().ledger.entries}
 
 
 # -- the scheduler's defaults, by release -------------------------------------------------------------------
@@ -610,10 +616,12 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     in_spec = _speculative_check(args, model, layout, version, values, active, env)
     small = [book().judge(version, {**values, **frame}, rules=[r for r in active if r in rules])
              for rules, frame in rules_small.frames(args, model, layout, version, env or {})]
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals
-                  + tuple(r for j in small for r in j.refusals),
-                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
-                  + in_spec.not_judged + tuple(dict.fromkeys(n for j in small for n in j.not_judged)))
+    return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
+        Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals
+               + tuple(r for j in small for r in j.refusals),
+               tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
+               + in_spec.not_judged + tuple(dict.fromkeys(n for j in small for n in j.not_judged))),
+        rules_fields.check(args, version, values), _functions())
 
 
 def _speculative_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
