@@ -120,7 +120,9 @@ def main():
             out[run["id"]] = {"outcome": "accepted", "launcher": launched[-1] if launched else ""}
         except SystemExit as exc:
             lines = said.getvalue().strip().splitlines()
-            out[run["id"]] = {"outcome": "parse", "text": lines[-1] if lines else "", "code": str(exc.code)}
+            start = max([i for i, line in enumerate(lines) if ": error: " in line] or [0])
+            out[run["id"]] = {"outcome": "parse", "text": lines[-1] if lines else "", "code": str(exc.code),
+                              "full": "\n".join(lines[start:])}  # a multi-line error: pydantic's, while parsing
         except Exception as exc:  # the release's refusal, whatever wraps it (pydantic from 0.11)
             out[run["id"]] = {**_raised(exc), "launcher": launched[-1] if launched else ""}
     with open(sys.argv[2], "w") as fh:
