@@ -14,6 +14,7 @@ import pytest
 from builders import llama
 from packaging.version import Version
 from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
+from test_vllm_config_checks_model import CASES as MODEL_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
 
 from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check, scheduler
@@ -214,8 +215,8 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 def test_every_rule_has_a_refusing_case() -> None:
     """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``
-    and ``test_vllm_config_checks_launch.py``."""
-    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES) if c.refused is not None}
+    and ``test_vllm_config_checks_launch.py``; the model rules in ``test_vllm_config_checks_model.py``."""
+    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *MODEL_CASES) if c.refused is not None}
     assert refusing == set(RULES)
 
 

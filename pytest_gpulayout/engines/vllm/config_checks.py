@@ -29,7 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults
+from pytest_gpulayout.engines.vllm import defaults, rules_model
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -95,6 +95,11 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.hc_sp_needs_pp1": "--enable-hc-sp at TP > 1 with PP > 1 (ModelConfig, 0.32+)",
     "vllm.parallel.pcp_limits": "--prefill-context-parallel-size > 1 on 0.12.0, or with DP > 1 (0.26-0.29) "
                                 "(ParallelConfig)",
+    # -- model
+    "vllm.model.max_len_above_derived": "--max-model-len above the length the release derives from the model's "
+                                        "config, without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (_get_and_verify_max_len)",
+    "vllm.model.disable_sliding_window_unsupported": "--disable-sliding-window on a model with a scaled RoPE, or "
+                                                     "with a length only model_max_length allows (0.8.0-0.11.2)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -110,6 +115,9 @@ _SCHEDULER_GIVEN = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_pr
 #: ``parallel_config_frame``
 _ENGINE_ARGS_RULES = frozenset({"vllm.parallel.nnodes_options", "vllm.parallel.external_lb_options"})
 _PARALLEL_CONFIG_RULES = frozenset({"vllm.parallel.dp_rank_range", "vllm.parallel.external_lb_needs_dp"})
+#: ``_get_and_verify_max_len``'s ``max_model_len`` is the length the line gives (None: not given), where the shared
+#: namespace holds the length the scheduler sees; see ``rules_model.frame``
+_MAX_LEN_RULES = frozenset({"vllm.model.max_len_above_derived", "vllm.model.disable_sliding_window_unsupported"})
 #: ``create_engine_config``'s world size counts PCP from 0.30 (engine/arg_utils.py:2399-2404 in 0.33.0, 2075-2082 in
 #: 0.28.0); from 0.31 a given --data-parallel-rank is kept where --nnodes would infer one (:2425-2434 in 0.33.0;
 #: 0.20.0's :1753-1754 overwrites it)
@@ -272,7 +280,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         env.get("VLLM_USE_V1") == "0" and version < Version("0.11"))
     max_len = args.get("max_model_len") if args.is_set("max_model_len") else None
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len <= 0:
-        max_len = model.max_position_embeddings
+        max_len = rules_model.default_max_model_len(args, model, version, env) or model.max_position_embeddings
     multimodal = model.is_multimodal
     flags = _arch_flags(model, version)
     if flags:
@@ -346,6 +354,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if flags and args.get("model_impl", "auto") != "transformers":
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
+    ns.update(rules_model.values(args, model, version, env))
     ns.update(_dtype_values(args, model, version))
     return ns, notes
 
@@ -509,15 +518,18 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES
+    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _MAX_LEN_RULES
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
                                   rules=[r for r in active if r in _ENGINE_ARGS_RULES])
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals,
-                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged)
+    in_max_len = book().judge(version, {**values, **rules_model.frame(args, values, version)},
+                              rules=[r for r in active if r in _MAX_LEN_RULES])
+    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_max_len.refusals,
+                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
+                  + in_max_len.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,

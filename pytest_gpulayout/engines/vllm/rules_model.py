@@ -1,0 +1,267 @@
+"""The model's maximum length as each vLLM release derives it, and what ``_get_and_verify_max_len`` refuses.
+
+``ModelConfig`` calls ``_get_and_verify_max_len(hf_config=self.hf_text_config, ...)`` (0.8.0 ``config.py``
+L388, 0.12.0 ``config/model.py`` L1741, 0.33.0 L2160). Read in each release's source, the derived length is:
+
+* the smallest of the length keys the text config holds (``max_position_embeddings``, ``n_positions``,
+  ``max_seq_len``, ``seq_length``, ``model_max_length``, ``max_target_positions``, ``max_sequence_length``,
+  ``max_seq_length``, ``seq_len``: 0.8.0 ``config.py`` L2614-2639; from 0.14.0
+  ``transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key``, 0.33.0 L374-407); from
+  0.8.3 a truthy ``model_max_length`` replaces it ("For Command-R / Cohere, Cohere2 / Aya Vision models",
+  0.8.3 ``config.py``);
+* with ``--disable-sliding-window``, the model's sliding window where it is smaller (0.8.0 L2642-2649, 0.10.1
+  ``config/__init__.py``, 0.33.0 ``config/model.py`` L2561-2567);
+* the RoPE scaling factor, but for Gemma 3 (already scaled) and the types ``su`` / ``longrope`` / ``llama3``:
+  up to 0.11.2 ``rope_scaling`` (``type`` read as ``rope_type``, ``mrope`` read as ``default``, which has no
+  factor: 1.0), a ``yarn`` config starting from its ``original_max_position_embeddings``; from 0.12.0
+  ``rope_parameters`` (per layer type where nested, the last factor wins, the top-level
+  ``original_max_position_embeddings`` copied in: ``transformers_utils/config.py patch_rope_parameters``
+  0.12.0 L301-325); from 0.30.0 the YaRN types (``yarn``, ``deepseek_yarn``, ``deepseek_llama_scaling``) are
+  not scaled at all ("YaRN variants leave max_position_embeddings already scaled", 0.30.0 ``config/model.py``).
+
+A ``--max-model-len`` above it is refused (``ValueError``) unless the config's ``model_max_length`` allows it or
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is ``1`` / ``true`` (``envs.py``: ``.strip().lower() in ("1", "true")``);
+up to 0.11.2 ``--disable-sliding-window`` on a model with a scaled RoPE, or above the derived length but within
+``model_max_length``, is a ``NotImplementedError``.
+
+Not judged (the values are left out, so the entry says what it read): a text config under another key than
+``text_config``, a config without any length key (the transformers class default is not read here), a YaRN
+config without ``original_max_position_embeddings`` before 0.30 (the release raises ``KeyError``), a
+``--disable-sliding-window`` on a model whose window the loader could not settle. The tokenizer's
+``model_max_length`` (``tokenizer_config.json``, from 0.9.2) can only lower the derived length and is not read:
+a refusal here is never one the release would not make, but a line within the config's length may still be
+above the tokenizer's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from packaging.version import Version
+
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.spec import ModelSpec
+
+#: the keys ``_get_and_verify_max_len`` (``derive_max_model_len_and_key`` from 0.14) reads, in its order
+LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+               "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+#: a truthy ``model_max_length`` replaces the smallest key (0.8.3 ``config.py``)
+MODEL_MAX_LENGTH_WINS_SINCE = Version("0.8.3")
+#: ``rope_parameters`` (per layer type where nested) instead of ``rope_scaling``; the NotImplementedErrors gone
+ROPE_PARAMETERS_SINCE = Version("0.12.0")
+#: the YaRN types are not scaled again (0.30.0 ``config/model.py``)
+YARN_UNSCALED_SINCE = Version("0.30.0")
+#: the message loses "This may lead to incorrect model outputs or CUDA errors." and gains the warning (0.10.2)
+WARNING_SINCE = Version("0.10.2")
+#: a ``null`` factor falls back to 1.0 (0.18.0); before, ``derived *= None`` raises TypeError
+NULL_FACTOR_FALLBACK_SINCE = Version("0.18.0")
+_UNSCALED = ("su", "longrope", "llama3")
+_YARN_UNSCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+#: the layer types of a nested ``rope_parameters`` (``ALLOWED_LAYER_TYPES``, transformers)
+_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
+                          "conv", "mamba", "attention"})
+
+WARNING = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative position "
+           "encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
+           "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds "
+           "error.")
+LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def text_config(model: ModelSpec) -> Mapping[str, Any] | None:
+    """``hf_text_config`` as far as this module reads it: the config itself, or its ``text_config``; None where the
+    config is not here (a hand-built spec, a GGUF) or its text part sits under another key."""
+    if not model.config_json:
+        return None
+    cfg = json.loads(model.config_json)
+    if not isinstance(cfg, Mapping):
+        return None
+    if any(isinstance(cfg.get(k), Mapping) for k in ("llm_config", "language_config", "thinker_config")):
+        return None
+    text = cfg.get("text_config")
+    return text if isinstance(text, Mapping) else cfg
+
+
+def _patched(rope: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``patch_rope_scaling_dict`` / ``patch_rope_parameters_dict``: ``type`` read as ``rope_type``, ``su`` as
+    ``longrope``, ``mrope`` as ``default``; None where there is no type (the release raises)."""
+    out = dict(rope)
+    if "rope_type" not in out and "type" in out:
+        out["rope_type"] = out["type"]
+    if "rope_type" not in out:
+        return None
+    if out["rope_type"] == "su":
+        out["rope_type"] = "longrope"
+    elif out["rope_type"] == "mrope":
+        out["rope_type"] = "default"
+    return out
+
+
+def _window(text: Mapping[str, Any], model: ModelSpec) -> tuple[int | None, bool]:
+    """``get_hf_config_sliding_window`` / ``get_sliding_window``: the config's window unless ``use_sliding_window``
+    is off; ``(window, known)`` (not known: the config names a window the loader found no layer using)."""
+    raw = text.get("sliding_window")
+    if isinstance(raw, list):
+        sizes = [s for s in raw if isinstance(s, int)]
+        raw = min(sizes) if sizes else None
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
+        return None, True
+    if "use_sliding_window" in text and not text["use_sliding_window"]:
+        return None, True
+    if model.sliding_layers == 0:
+        return None, False
+    return raw, True
+
+
+def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    """The values ``_get_and_verify_max_len`` reads at its checks, for this line and model at ``version``: the
+    derived length and its key, ``model_max_length``, the RoPE scaling, ``--disable-sliding-window`` and the
+    variable. The length given (``max_model_len``) and the message's parts are ``frame``'s."""
+    disable = bool(args.get("disable_sliding_window"))
+    out: dict[str, object] = {
+        "disable_sliding_window": disable,
+        "envs.VLLM_ALLOW_LONG_MAX_MODEL_LEN": (env.get(LONG_ENV) or "0").strip().lower() in ("1", "true"),
+    }
+    text = text_config(model)
+    if text is None:
+        return out
+    model_type = str(text.get("model_type") or model.model_type)
+    out["hf_config.model_type"] = model_type
+    mml = text.get("model_max_length")
+    out["model_max_length"] = mml if _number(mml) else None
+    rope_raw = text.get("rope_scaling") if version < ROPE_PARAMETERS_SINCE else (
+        text.get("rope_parameters") or text.get("rope_scaling"))
+    rope = _patched(rope_raw) if isinstance(rope_raw, Mapping) and version < ROPE_PARAMETERS_SINCE else None
+    if version < ROPE_PARAMETERS_SINCE:
+        out["rope_scaling"] = rope_raw if isinstance(rope_raw, Mapping) and rope_raw else None
+        if rope is not None:
+            out["rope_type"] = rope["rope_type"]
+    derived: float | None = None
+    key: str | None = None
+    for k in LENGTH_KEYS:
+        v = text.get(k)
+        if v is None:
+            continue
+        if not _number(v):
+            return out
+        if derived is None or v < derived:
+            key = k
+        derived = v if derived is None else min(derived, v)
+    if version >= MODEL_MAX_LENGTH_WINS_SINCE and _number(mml) and mml:
+        key, derived = "model_max_length", mml
+    if derived is None:
+        return out
+    if disable:
+        window, known = _window(text, model)
+        if not known:
+            return out
+        if window is not None and window < derived:
+            key, derived = "sliding_window", window
+    scaled = _scaled(derived, text, rope_raw, model_type, version)
+    if scaled is None:
+        return out
+    out["derived_max_model_len"] = scaled
+    out["max_len_key"] = key
+    return out
+
+
+def _scaled(derived: float, text: Mapping[str, Any], rope_raw: object, model_type: str,
+            version: Version) -> float | None:
+    """The RoPE scaling of the release applied to ``derived`` (None: the release raises, or the config cannot be
+    read)."""
+    if "gemma3" in model_type:
+        return derived
+    if version < ROPE_PARAMETERS_SINCE:
+        if not isinstance(rope_raw, Mapping) or not rope_raw:
+            return derived
+        rope = _patched(rope_raw)
+        if rope is None:
+            return None
+        if rope["rope_type"] in _UNSCALED:
+            return derived
+        scale: object = rope.get("factor", 1.0)
+        if rope["rope_type"] == "yarn":
+            original = rope.get("original_max_position_embeddings")
+            if not isinstance(original, (int, float)) or isinstance(original, bool):
+                return None
+            derived = original
+        return derived * scale if isinstance(scale, (int, float)) and not isinstance(scale, bool) else None
+    # 0.12+: rope_parameters, from rope_scaling (or rope_parameters) and rope_theta (patch_rope_parameters)
+    params: Any
+    if isinstance(rope_raw, Mapping) and rope_raw:
+        params = dict(rope_raw)
+    elif _number(text.get("rope_theta")):
+        params = {"rope_type": "default"}
+    else:
+        return derived
+    nested = set(params) <= _LAYER_TYPES
+    items = [p for p in params.values() if p is not None] if nested else [params]
+    original_top = text.get("original_max_position_embeddings")
+    factor: object = 1.0
+    excluded = _YARN_UNSCALED if version >= YARN_UNSCALED_SINCE else _UNSCALED
+    for item in items:
+        if not isinstance(item, Mapping):
+            return None
+        rp = _patched(item)
+        if rp is None:
+            return None
+        if original_top:
+            rp["original_max_position_embeddings"] = original_top
+        if rp["rope_type"] not in excluded:
+            factor = rp.get("factor", factor)
+            if rp["rope_type"] == "yarn":
+                original = rp.get("original_max_position_embeddings")
+                if not isinstance(original, (int, float)) or isinstance(original, bool):
+                    return None
+                derived = original
+    if factor is None and version >= NULL_FACTOR_FALLBACK_SINCE:
+        factor = 1.0
+    return derived * factor if isinstance(factor, (int, float)) and not isinstance(factor, bool) else None
+
+
+def frame(args: ResolvedArgs, ns: Mapping[str, object], version: Version) -> dict[str, object]:
+    """The names ``_get_and_verify_max_len`` reads under a meaning of its own: ``max_model_len`` is the length the
+    line gives (None when it gives none: the shared namespace holds the length the scheduler sees), ``msg`` and
+    ``warning`` the locals its message is made of."""
+    given = args.get("max_model_len") if args.is_set("max_model_len") else None
+    max_len = given if isinstance(given, int) and not isinstance(given, bool) else None
+    out: dict[str, object] = {"max_model_len": max_len}
+    if max_len is not None and "derived_max_model_len" in ns:
+        msg = (f"User-specified max_model_len ({max_len}) is greater than the derived max_model_len "
+               f"({ns['max_len_key']}={ns['derived_max_model_len']} or model_max_length="
+               f"{ns.get('model_max_length')} in model's config.json).")
+        if version < WARNING_SINCE:
+            msg += " This may lead to incorrect model outputs or CUDA errors."
+        out["msg"] = msg
+        out["warning"] = WARNING
+    return out
+
+
+#: with a LongRoPE, a line without ``--max-model-len`` gets ``original_max_position_embeddings`` (0.11.1)
+LONGROPE_DEFAULT_SINCE = Version("0.11.1")
+
+
+def default_max_model_len(args: ResolvedArgs, model: ModelSpec, version: Version,
+                          env: Mapping[str, str]) -> int | None:
+    """The ``max_model_len`` the release settles on when the line gives none (``max_model_len is None``):
+    ``int(derived_max_model_len)``, or from 0.11.1 a LongRoPE config's ``original_max_position_embeddings``
+    (0.33.0 ``config/model.py`` L2639-2650). None where the derived length is not known here."""
+    ns = values(args, model, version, env)
+    derived = ns.get("derived_max_model_len")
+    if not isinstance(derived, (int, float)) or isinstance(derived, bool):
+        return None
+    text = text_config(model) or {}
+    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    if version >= LONGROPE_DEFAULT_SINCE and isinstance(rope, Mapping):
+        items = list(rope.values()) if set(rope) <= _LAYER_TYPES else [rope]
+        patched = [_patched(i) for i in items if isinstance(i, Mapping)]
+        if any(p is not None and p["rope_type"] == "longrope" for p in patched):
+            original = text.get("original_max_position_embeddings", derived)
+            return int(original) if isinstance(original, (int, float)) and not isinstance(original, bool) else None
+    return int(derived)

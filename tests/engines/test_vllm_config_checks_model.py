@@ -1,0 +1,187 @@
+"""vLLM's ``_get_and_verify_max_len``: a ``--max-model-len`` above the length the release derives from the model's
+config (its length keys, ``model_max_length``, the RoPE scaling by release, the sliding window with
+``--disable-sliding-window``, ``--hf-overrides``), refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``; and up to
+0.11.2 ``--disable-sliding-window`` on a model with a scaled RoPE. Each refused case has an accepted neighbour."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from packaging.version import Version
+from vllm_line_cases import layout
+
+from pytest_gpulayout.engines.vllm.cli import resolve
+from pytest_gpulayout.engines.vllm.config_checks import config_check
+from pytest_gpulayout.engines.vllm.served import served_model
+from pytest_gpulayout.model.config import spec_from_config
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import ModelSpec
+
+LEN = "vllm.model.max_len_above_derived"
+SWA = "vllm.model.disable_sliding_window_unsupported"
+
+_LLAMA: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256,
+    "max_position_embeddings": 8192, "rope_theta": 500000.0, "torch_dtype": "bfloat16",
+}
+#: Qwen3-8B with the YaRN scaling its model card gives for 131,072 tokens
+_YARN = {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+#: Mistral-7B-v0.1's shape: a 4,096-token window on every layer, 32,768 positions
+_MISTRAL: dict[str, Any] = {**_LLAMA, "architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                            "max_position_embeddings": 32768, "sliding_window": 4096, "rope_theta": 10000.0}
+
+
+def _spec(cfg: Mapping[str, Any], name: str) -> ModelSpec:
+    return spec_from_config(cfg, name=name, source=f"test:{name}")
+
+
+MODELS: Mapping[str, ModelSpec] = {
+    "qwen3": load_model("Qwen/Qwen3-8B"),
+    "llama-linear": _spec({**_LLAMA, "rope_scaling": {"type": "linear", "factor": 2.0}}, "llama-linear"),
+    "llama-mml": _spec({**_LLAMA, "model_max_length": 16384}, "llama-mml"),
+    "mistral": _spec(_MISTRAL, "mistral"),
+    "mistral-rope": _spec({**_MISTRAL, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "mistral-rope"),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    version: str
+    line: str
+    model: str = "qwen3"
+    refused: str | None = None       # the release's words (a part); None: the rule refuses nothing
+    source: str | None = None
+    exception: str = "ValueError"
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def _id(c: Case) -> str:
+    return f"{c.rule.removeprefix('vllm.model.')}-{c.version}-{c.model}-{'refused' if c.refused else 'passes'}"
+
+
+def _judge(c: Case) -> None:
+    version = Version(c.version)
+    args = resolve(c.line.split(), version)
+    assert args.ok, args.errors
+    model = served_model(MODELS[c.model], args, version, c.env)
+    judged = config_check(args, model, layout(), version, env=c.env)
+    mine = [r for r in judged.refusals if r.rule == c.rule]
+    assert not [n for n in judged.not_judged if c.rule in n], judged.not_judged
+    if c.refused is None:
+        assert not mine, [r.text("vLLM") for r in mine]
+        return
+    assert mine, judged
+    r = mine[0]
+    assert c.refused in r.message, r.message
+    assert r.exception == c.exception
+    if c.source:
+        assert r.source == c.source
+    assert r.text("vLLM").startswith(f"vLLM {c.version} raises {c.exception}")
+
+
+_YARN_FLAG = "--hf-overrides " + json.dumps(_YARN, separators=(",", ":"))
+_TOO_LONG_033 = ("User-specified max_model_len (50000) is greater than the derived max_model_len "
+                 "(max_position_embeddings=40960.0 or model_max_length=None in model's config.json). To allow "
+                 "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.")
+
+CASES = [
+    # the plain length: 40,960 positions (an int up to 0.11.2, a float once rope_parameters scales it by 1.0)
+    Case(LEN, "0.33.0", "Qwen/Qwen3-8B --max-model-len 50000", refused=_TOO_LONG_033,
+         source="vllm/config/model.py:2680"),
+    Case(LEN, "0.33.0", "Qwen/Qwen3-8B --max-model-len 40960"),
+    Case(LEN, "0.33.0", "Qwen/Qwen3-8B --max-model-len 50000", env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}),
+    Case(LEN, "0.33.0", "Qwen/Qwen3-8B --max-model-len 50000", env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "True"}),
+    Case(LEN, "0.8.0", "Qwen/Qwen3-8B --max-model-len 50000", source="vllm/config.py:2729",
+         refused="User-specified max_model_len (50000) is greater than the derived max_model_len "
+                 "(max_position_embeddings=40960 or model_max_length=None in model's config.json). This may lead to "
+                 "incorrect model outputs or CUDA errors. To allow overriding this maximum, set the env var "
+                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+    Case(LEN, "0.8.0", "Qwen/Qwen3-8B --max-model-len 40960"),
+    Case(LEN, "0.10.2", "Qwen/Qwen3-8B --max-model-len 41000", source="vllm/config/__init__.py:2943",
+         refused="(max_position_embeddings=40960 or model_max_length=None in model's config.json). To allow"),
+    # YaRN through --hf-overrides: up to 0.29 original_max_position_embeddings x factor (131,072); from 0.30 the
+    # factor is not applied again, so 40,960 stays the limit
+    Case(LEN, "0.29.0", f"Qwen/Qwen3-8B {_YARN_FLAG} --max-model-len 131072"),
+    Case(LEN, "0.29.0", f"Qwen/Qwen3-8B {_YARN_FLAG} --max-model-len 131073", source="vllm/config/model.py:2517",
+         refused="User-specified max_model_len (131073) is greater than the derived max_model_len "
+                 "(max_position_embeddings=131072.0 or model_max_length=None"),
+    Case(LEN, "0.30.0", f"Qwen/Qwen3-8B {_YARN_FLAG} --max-model-len 131072", source="vllm/config/model.py:2540",
+         refused="User-specified max_model_len (131072) is greater than the derived max_model_len "
+                 "(max_position_embeddings=40960.0 or model_max_length=None"),
+    Case(LEN, "0.30.0", f"Qwen/Qwen3-8B {_YARN_FLAG} --max-model-len 40960"),
+    Case(LEN, "0.9.2", f"Qwen/Qwen3-8B {_YARN_FLAG} --max-model-len 131072"),
+    # linear scaling doubles the length in every release
+    Case(LEN, "0.33.0", "llama --max-model-len 16384", model="llama-linear"),
+    Case(LEN, "0.33.0", "llama --max-model-len 16385", model="llama-linear",
+         refused="(max_position_embeddings=16384.0 or model_max_length=None"),
+    Case(LEN, "0.9.0", "llama --max-model-len 16385", model="llama-linear",
+         refused="(max_position_embeddings=16384.0 or model_max_length=None"),
+    # model_max_length replaces the smallest key from 0.8.3 (before, it only lets a longer line pass)
+    Case(LEN, "0.8.3", "llama --max-model-len 16384", model="llama-mml"),
+    Case(LEN, "0.8.3", "llama --max-model-len 16385", model="llama-mml",
+         refused="(model_max_length=16384 or model_max_length=16384 in model's config.json)"),
+    Case(LEN, "0.8.0", "llama --max-model-len 16384", model="llama-mml"),
+    Case(LEN, "0.8.0", "llama --max-model-len 16385", model="llama-mml",
+         refused="(max_position_embeddings=8192 or model_max_length=16384 in model's config.json)"),
+    # --disable-sliding-window caps the length at the window
+    Case(LEN, "0.33.0", "mistral --max-model-len 8192 --disable-sliding-window", model="mistral",
+         refused="(sliding_window=4096.0 or model_max_length=None", source="vllm/config/model.py:2680"),
+    Case(LEN, "0.33.0", "mistral --max-model-len 8192", model="mistral"),
+    Case(LEN, "0.33.0", "mistral --max-model-len 4096 --disable-sliding-window", model="mistral"),
+    Case(LEN, "0.9.2", "mistral --max-model-len 8192 --disable-sliding-window", model="mistral",
+         refused="(sliding_window=4096 or model_max_length=None"),
+    # up to 0.11.2: --disable-sliding-window on a scaled RoPE is not implemented (gone in 0.12.0)
+    Case(SWA, "0.11.0", "mistral --disable-sliding-window", model="mistral-rope", exception="NotImplementedError",
+         refused="Disabling sliding window is not supported for models with rope_scaling.",
+         source="vllm/config/model.py:1851"),
+    Case(SWA, "0.8.0", "mistral --disable-sliding-window", model="mistral-rope", exception="NotImplementedError",
+         refused="Disabling sliding window is not supported for models with rope_scaling.",
+         source="vllm/config.py:2683"),
+    Case(SWA, "0.11.0", "mistral", model="mistral-rope"),
+    Case(SWA, "0.11.0", "mistral --disable-sliding-window", model="mistral"),
+    Case(SWA, "0.12.0", "mistral --disable-sliding-window", model="mistral-rope"),
+    # within model_max_length but above the window's cap: not implemented either
+    Case(SWA, "0.8.0", "mistral --max-model-len 8192 --disable-sliding-window --hf-overrides "
+         '{"model_max_length":16384}', model="mistral", exception="NotImplementedError",
+         refused="Disabling sliding window is not supported for models model_max_length in the config."),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
+    _judge(case)
+
+
+def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
+    refusing = {c.rule for c in CASES if c.refused is not None}
+    accepted = {c.rule for c in CASES if c.refused is None}
+    assert refusing == accepted == {LEN, SWA}
+
+
+def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:
+    """A YaRN config without original_max_position_embeddings (before 0.30 the release raises KeyError): the
+    entry is not judged, and says what it read."""
+    cfg = {**_LLAMA, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
+    version = Version("0.20.0")
+    args = resolve("llama --max-model-len 100000".split(), version)
+    judged = config_check(args, _spec(cfg, "llama-yarn"), layout(), version)
+    assert not [r for r in judged.refusals if r.rule == LEN]
+    assert any(LEN in n and "derived_max_model_len" in n for n in judged.not_judged), judged.not_judged
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.29.0", True), ("0.30.0", False)])
+def test_the_scheduler_sees_the_length_the_release_derives(version: str, refused: bool) -> None:
+    """A line without --max-model-len runs at the derived length: with YaRN over Qwen3-8B 131,072 up to 0.29,
+    40,960 from 0.30, so chunked prefill off with a 65,536-token batch is refused by 0.29 only."""
+    v = Version(version)
+    args = resolve(f"Qwen/Qwen3-8B {_YARN_FLAG} --no-enable-chunked-prefill --max-num-batched-tokens 65536".split(), v)
+    assert args.ok, args.errors
+    judged = config_check(args, served_model(MODELS["qwen3"], args, v, {}), layout(), v)
+    assert bool([r for r in judged.refusals if r.rule == "vllm.scheduler.batched_below_max_len"]) is refused
