@@ -23,6 +23,8 @@ from pytest_gpulayout.model.spec import ModelSpec
 
 LEN = "vllm.model.max_len_above_derived"
 SWA = "vllm.model.disable_sliding_window_unsupported"
+QUANT = "vllm.model.quantization_mismatch"
+_MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
@@ -46,6 +48,10 @@ MODELS: Mapping[str, ModelSpec] = {
     "llama-mml": _spec({**_LLAMA, "model_max_length": 16384}, "llama-mml"),
     "mistral": _spec(_MISTRAL, "mistral"),
     "mistral-rope": _spec({**_MISTRAL, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "mistral-rope"),
+    "fp8": load_model(f"{_MODELS_DIR}/qwen3-8b-fp8"),
+    "awq": load_model(f"{_MODELS_DIR}/llama-3.1-8b-awq"),
+    "gptq": load_model(f"{_MODELS_DIR}/llama-3.1-8b-gptq"),
+    "w8a8": load_model(f"{_MODELS_DIR}/llama-3.1-70b-w8a8"),
 }
 
 
@@ -151,6 +157,24 @@ CASES = [
     Case(SWA, "0.8.0", "mistral --max-model-len 8192 --disable-sliding-window --hf-overrides "
          '{"model_max_length":16384}', model="mistral", exception="NotImplementedError",
          refused="Disabling sliding window is not supported for models model_max_length in the config."),
+    # --quantization against the checkpoint's quantization_config: no override claims an fp8 / compressed-tensors
+    # checkpoint, nor an AWQ / GPTQ one for a method outside its family
+    Case(QUANT, "0.33.0", "m --quantization awq", model="fp8", source="vllm/config/model.py:1457",
+         refused="Quantization method specified in the model config (fp8) does not match the quantization method "
+                 "specified in the `quantization` argument (awq)."),
+    Case(QUANT, "0.33.0", "m --quantization fp8", model="fp8"),
+    Case(QUANT, "0.33.0", "m", model="fp8"),
+    Case(QUANT, "0.8.0", "m --quantization fp8", model="awq", source="vllm/config.py:648",
+         refused="Quantization method specified in the model config (awq) does not match the quantization method "
+                 "specified in the `quantization` argument (fp8)."),
+    Case(QUANT, "0.8.0", "m --quantization awq", model="awq"),
+    Case(QUANT, "0.20.0", "m --quantization awq", model="gptq", source="vllm/config/model.py:1003",
+         refused="model config (gptq) does not match the quantization method specified in the `quantization` "
+                 "argument (awq)."),
+    Case(QUANT, "0.10.1", "m --quantization fp8", model="w8a8", source="vllm/config/__init__.py:1157",
+         refused="model config (compressed-tensors) does not match"),
+    Case(QUANT, "0.10.1", "m --quantization compressed-tensors", model="w8a8"),
+    Case(QUANT, "0.33.0", "m --quantization fp8", model="qwen3"),
 ]
 
 
@@ -162,7 +186,7 @@ def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA}
+    assert refusing == accepted == {LEN, SWA, QUANT}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:
@@ -185,3 +209,14 @@ def test_the_scheduler_sees_the_length_the_release_derives(version: str, refused
     assert args.ok, args.errors
     judged = config_check(args, served_model(MODELS["qwen3"], args, v, {}), layout(), v)
     assert bool([r for r in judged.refusals if r.rule == "vllm.scheduler.batched_below_max_len"]) is refused
+
+
+@pytest.mark.parametrize("flag", ["awq_marlin", "marlin", "moe_wna16"])
+def test_a_flag_an_override_may_claim_the_checkpoint_for_is_named_not_guessed(flag: str) -> None:
+    """An AWQ checkpoint with --quantization awq_marlin / marlin / moe_wna16: the release's override renames both
+    where the checkpoint suits its kernels, so the comparison is not judged (and nothing is refused)."""
+    version = Version("0.33.0")
+    args = resolve(f"m --quantization {flag}".split(), version)
+    judged = config_check(args, MODELS["awq"], layout(), version)
+    assert not [r for r in judged.refusals if r.rule == QUANT]
+    assert any(QUANT in n and "quant_method" in n for n in judged.not_judged), judged.not_judged

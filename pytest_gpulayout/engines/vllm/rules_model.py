@@ -265,3 +265,83 @@ def default_max_model_len(args: ResolvedArgs, model: ModelSpec, version: Version
             original = text.get("original_max_position_embeddings", derived)
             return int(original) if isinstance(original, (int, float)) and not isinstance(original, bool) else None
     return int(derived)
+
+
+# -- --quantization against the checkpoint's quantization_config (ModelConfig._verify_quantization) ----------
+
+#: ``quant_method`` is lower-cased, and from 0.8.5 ``compressed_tensors`` read as ``compressed-tensors``
+COMPRESSED_TENSORS_SPELLING_SINCE = Version("0.8.5")
+#: checkpoint methods no release's ``override_quantization_method`` claims (read in every listed release's
+#: ``model_executor/layers/quantization/*.py`` and ``models/deepseek_v4*/quant_config.py``), but DeepSeek-V4's own
+#: model types, whose fp8 checkpoints ``DeepseekV4FP8Config`` claims whatever the flag (0.20.0+)
+PLAIN_CHECKPOINTS = frozenset({"fp8", "compressed-tensors", "bitsandbytes", "fbgemm_fp8", "fp_quant"})
+#: the flags an AWQ / GPTQ checkpoint's overrides accept (``AWQMarlinConfig``: None, marlin, awq_marlin;
+#: ``AutoAWQConfig`` 0.24+: awq, awq_marlin, auto_awq, marlin; ``GPTQMarlinConfig``, ``AutoGPTQConfig`` 0.22+,
+#: ``GPTQBitBLASConfig``, the serialized-format ``MarlinConfig`` / ``GPTQMarlin24Config`` / ``BitBLASConfig``;
+#: IPEX and the CPU configs off CUDA): with these the outcome depends on the checkpoint's kernel compatibility
+AWQ_FAMILY = frozenset({"awq", "awq_marlin", "auto_awq", "marlin", "ipex", "cpu_awq"})
+GPTQ_FAMILY = frozenset({"gptq", "gptq_marlin", "auto_gptq", "marlin", "gptq_marlin_24", "bitblas", "gptq_bitblas",
+                         "ipex", "cpu_gptq"})
+#: flags whose override claims a checkpoint of another method (``MoeWNA16Config``: GPTQ / AWQ; ``GGUFConfig``
+#: 0.20-0.23 and ``HummingConfig`` 0.20+: any; ``DeepseekV4FP8Config``: fp8)
+USER_CLAIMED = frozenset({"moe_wna16", "gguf", "humming", "deepseek_v4_fp8"})
+_SERIALIZED_FORMATS = ("marlin", "marlin_24", "bitblas")
+
+
+def _quant_cfg(model: ModelSpec) -> tuple[Mapping[str, Any] | None, bool]:
+    """``_parse_quant_hf_config``: the config's ``quantization_config`` (``compression_config`` for older
+    compressed-tensors checkpoints); ``(cfg, known)``, not known where only the text config holds one (read from
+    0.10.2) or a ModelOpt ``hf_quant_config.json`` beside the config may hold it (not read here: a ModelOpt
+    checkpoint's override claims it whatever the flag, so no mismatch is missed)."""
+    if not model.config_json:
+        return None, False
+    cfg = json.loads(model.config_json)
+    if not isinstance(cfg, Mapping):
+        return None, False
+    for key in ("quantization_config", "compression_config"):
+        got = cfg.get(key)
+        if isinstance(got, Mapping):
+            return got, True
+    text = cfg.get("text_config")
+    if isinstance(text, Mapping) and any(isinstance(text.get(k), Mapping) for k in (
+            "quantization_config", "compression_config")):
+        return None, False
+    return None, True
+
+
+def _mismatch_certain(quant_cfg: Mapping[str, Any], method: str, asked: str, model_type: str) -> bool:
+    """Whether no override of any listed release can claim this checkpoint for ``--quantization asked``, so the
+    release compares the two as they are."""
+    if asked in USER_CLAIMED:
+        return False
+    if quant_cfg.get("checkpoint_format") in _SERIALIZED_FORMATS or quant_cfg.get("is_marlin_format") or \
+            quant_cfg.get("is_bitblas_format"):
+        return False
+    if method in PLAIN_CHECKPOINTS:
+        return not model_type.startswith("deepseek_v4")
+    if method == "awq":
+        return asked not in AWQ_FAMILY
+    if method == "gptq":
+        return asked not in GPTQ_FAMILY
+    return False
+
+
+def quantization_values(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
+    """``_verify_quantization``'s values at its mismatch check: ``quant_cfg``, the flag (``self.quantization``) and
+    the checkpoint's ``quant_method``. ``quant_method`` is left out (not judged) where an override may rename
+    both, unless the flag and the checkpoint agree (an override then renames both alike)."""
+    asked_raw = args.get("quantization")
+    asked = str(asked_raw) if isinstance(asked_raw, str) and asked_raw else None
+    quant_cfg, known = _quant_cfg(model)
+    out: dict[str, object] = {"self.quantization": asked}
+    if not known:
+        return out
+    out["quant_cfg"] = quant_cfg
+    if quant_cfg is None or asked is None:
+        return out
+    method = str(quant_cfg.get("quant_method", "")).lower()
+    if version >= COMPRESSED_TENSORS_SPELLING_SINCE:
+        method = method.replace("compressed_tensors", "compressed-tensors")
+    if method and (method == asked or _mismatch_certain(quant_cfg, method, asked, model.hf_model_type)):
+        out["quant_method"] = method
+    return out
