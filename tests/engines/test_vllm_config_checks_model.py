@@ -24,6 +24,7 @@ from pytest_gpulayout.model.spec import ModelSpec
 LEN = "vllm.model.max_len_above_derived"
 SWA = "vllm.model.disable_sliding_window_unsupported"
 QUANT = "vllm.model.quantization_mismatch"
+MM = "vllm.model.mm_flags_text_only"
 _MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
@@ -52,6 +53,7 @@ MODELS: Mapping[str, ModelSpec] = {
     "awq": load_model(f"{_MODELS_DIR}/llama-3.1-8b-awq"),
     "gptq": load_model(f"{_MODELS_DIR}/llama-3.1-8b-gptq"),
     "w8a8": load_model(f"{_MODELS_DIR}/llama-3.1-70b-w8a8"),
+    "llava": load_model(f"{_MODELS_DIR}/llava-1.5-7b-hf"),
 }
 
 
@@ -175,6 +177,17 @@ CASES = [
          refused="model config (compressed-tensors) does not match"),
     Case(QUANT, "0.10.1", "m --quantization compressed-tensors", model="w8a8"),
     Case(QUANT, "0.33.0", "m --quantization fp8", model="qwen3"),
+    # the multimodal flags on a class the release's registry knows as text-only (0.8.0-0.10.0)
+    Case(MM, "0.9.2", "m --limit-mm-per-prompt image=2", source="vllm/config.py:708",
+         refused="`limit_mm_per_prompt` is only supported for multimodal models."),
+    Case(MM, "0.9.2", "m --limit-mm-per-prompt image=2", model="llava"),
+    Case(MM, "0.9.2", "m"),
+    Case(MM, "0.10.0", "m --interleave-mm-strings", source="vllm/config.py:784",
+         refused="`interleave_mm_strings` is only supported for multimodal models."),
+    Case(MM, "0.10.0", "m --interleave-mm-strings", model="llava"),
+    Case(MM, "0.10.1", 'm --limit-mm-per-prompt {"image":2}'),
+    Case(MM, "0.8.0", "m --limit-mm-per-prompt image=2", model="llama-linear",
+         refused="`limit_mm_per_prompt` is only supported for multimodal models."),
 ]
 
 
@@ -186,7 +199,7 @@ def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA, QUANT}
+    assert refusing == accepted == {LEN, SWA, QUANT, MM}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:
@@ -220,3 +233,12 @@ def test_a_flag_an_override_may_claim_the_checkpoint_for_is_named_not_guessed(fl
     judged = config_check(args, MODELS["awq"], layout(), version)
     assert not [r for r in judged.refusals if r.rule == QUANT]
     assert any(QUANT in n and "quant_method" in n for n in judged.not_judged), judged.not_judged
+
+
+def test_a_class_no_extracted_release_knows_leaves_the_multimodal_flags_not_judged() -> None:
+    """Qwen3 is not in 0.8.0's registry (it came in 0.8.5): whether it is multimodal is not known there."""
+    version = Version("0.8.0")
+    args = resolve("m --limit-mm-per-prompt image=2".split(), version)
+    judged = config_check(args, MODELS["qwen3"], layout(), version)
+    assert not [r for r in judged.refusals if r.rule == MM]
+    assert any(MM in n and "limit_mm_per_prompt" in n for n in judged.not_judged), judged.not_judged

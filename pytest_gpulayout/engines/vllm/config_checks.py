@@ -102,6 +102,8 @@ RULES: Mapping[str, str] = {
                                                      "with a length only model_max_length allows (0.8.0-0.11.2)",
     "vllm.model.quantization_mismatch": "--quantization other than the checkpoint's quantization_config method, "
                                         "where no override of the release claims the checkpoint for it",
+    "vllm.model.mm_flags_text_only": "--limit-mm-per-prompt / --mm-processor-kwargs / --disable-mm-preprocessor-"
+                                     "cache / --interleave-mm-strings on a text-only model (0.8.0-0.10.0)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -356,7 +358,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if flags and args.get("model_impl", "auto") != "transformers":
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
-    ns.update(rules_model.values(args, model, version, env) | rules_model.quantization_values(args, model, version))
+    ns.update(rules_model.values(args, model, version, env, flags))
     ns.update(_dtype_values(args, model, version))
     return ns, notes
 

@@ -119,7 +119,16 @@ def _window(text: Mapping[str, Any], model: ModelSpec) -> tuple[int | None, bool
     return raw, True
 
 
-def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str],
+           flags: Mapping[str, object]) -> dict[str, object]:
+    """What the model rules read (``max_len_values``, ``quantization_values``, ``multimodal_values``); ``flags``:
+    the interface flags of the model's class (``config_checks._arch_flags``, {} where no release knows it)."""
+    return (max_len_values(args, model, version, env) | quantization_values(args, model, version)
+            | multimodal_values(args, flags))
+
+
+def max_len_values(args: ResolvedArgs, model: ModelSpec, version: Version,
+                   env: Mapping[str, str]) -> dict[str, object]:
     """The values ``_get_and_verify_max_len`` reads at its checks, for this line and model at ``version``: the
     derived length and its key, ``model_max_length``, the RoPE scaling, ``--disable-sliding-window`` and the
     variable. The length given (``max_model_len``) and the message's parts are ``frame``'s."""
@@ -252,7 +261,7 @@ def default_max_model_len(args: ResolvedArgs, model: ModelSpec, version: Version
     """The ``max_model_len`` the release settles on when the line gives none (``max_model_len is None``):
     ``int(derived_max_model_len)``, or from 0.11.1 a LongRoPE config's ``original_max_position_embeddings``
     (0.33.0 ``config/model.py`` L2639-2650). None where the derived length is not known here."""
-    ns = values(args, model, version, env)
+    ns = max_len_values(args, model, version, env)
     derived = ns.get("derived_max_model_len")
     if not isinstance(derived, (int, float)) or isinstance(derived, bool):
         return None
@@ -345,3 +354,27 @@ def quantization_values(args: ResolvedArgs, model: ModelSpec, version: Version) 
     if method and (method == asked or _mismatch_certain(quant_cfg, method, asked, model.hf_model_type)):
         out["quant_method"] = method
     return out
+
+
+# -- the multimodal flags on a text-only model (ModelConfig._init_multimodal_config, 0.8.0-0.10.0) -----------
+
+#: the flags ``_init_multimodal_config`` refuses where ``registry.is_multimodal_model(architectures)`` is False
+#: (0.10.0 ``config.py`` L764-787; ``interleave_mm_strings`` from 0.10.0, the other three from 0.9.0, 0.8.x only
+#: ``limit_mm_per_prompt``): the destinations of ``--limit-mm-per-prompt``, ``--mm-processor-kwargs``,
+#: ``--disable-mm-preprocessor-cache`` and ``--interleave-mm-strings``
+MM_FLAGS = ("limit_mm_per_prompt", "mm_processor_kwargs", "disable_mm_preprocessor_cache", "interleave_mm_strings")
+
+
+def multimodal_values(args: ResolvedArgs, flags: Mapping[str, object]) -> dict[str, object]:
+    """The multimodal flags as ``ModelConfig`` holds them where its refusals are reached: on a class the
+    release's registry knows as text-only. On a multimodal class the refusals are not reached (the flags read
+    as unset); on a class no extracted release knows, or under ``--model-impl transformers``, a flag the line
+    sets is left out (not judged)."""
+    given = {dest: args.get(dest) for dest in MM_FLAGS}
+    if not any(given.values()):
+        return dict.fromkeys(MM_FLAGS, None)
+    if not flags or args.get("model_impl", "auto") == "transformers":
+        return {d: None for d, v in given.items() if not v}
+    if flags.get("supports_multimodal"):
+        return dict.fromkeys(MM_FLAGS, None)
+    return given
