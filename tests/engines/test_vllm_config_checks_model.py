@@ -25,6 +25,7 @@ LEN = "vllm.model.max_len_above_derived"
 SWA = "vllm.model.disable_sliding_window_unsupported"
 QUANT = "vllm.model.quantization_mismatch"
 MM = "vllm.model.mm_flags_text_only"
+PROC = "vllm.multimodal.processor_flags"
 _MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
@@ -188,6 +189,20 @@ CASES = [
     Case(MM, "0.10.1", 'm --limit-mm-per-prompt {"image":2}'),
     Case(MM, "0.8.0", "m --limit-mm-per-prompt image=2", model="llama-linear",
          refused="`limit_mm_per_prompt` is only supported for multimodal models."),
+    # MultiModalConfig's own checks, on a multimodal model only (a text-only one never builds it)
+    Case(PROC, "0.11.1", "m --mm-shm-cache-max-object-size-mb 256", model="llava",
+         source="vllm/config/multimodal.py:190",
+         refused="'mm_shm_cache_max_object_size_mb' should only be set when 'mm_processor_cache_type' is 'shm'."),
+    Case(PROC, "0.11.1", "m --mm-shm-cache-max-object-size-mb 256 --mm-processor-cache-type shm", model="llava"),
+    Case(PROC, "0.33.0", "m --mm-shm-cache-max-object-size-mb 256"),
+    Case(PROC, "0.33.0", "m --mm-encoder-fp8-scale-path /scales.json", model="llava",
+         source="vllm/config/multimodal.py:530",
+         refused="'mm_encoder_fp8_scale_path' and 'mm_encoder_fp8_scale_save_path' require 'mm_encoder_attn_dtype' "
+                 "to be 'fp8'."),
+    Case(PROC, "0.21.0", "m --mm-encoder-attn-dtype fp8 --mm-encoder-fp8-scale-path /s.json "
+         "--mm-encoder-fp8-scale-save-path /t.json", model="llava", source="vllm/config/multimodal.py:269",
+         refused="'mm_encoder_fp8_scale_save_path' cannot be used with 'mm_encoder_fp8_scale_path'"),
+    Case(PROC, "0.21.0", "m --mm-encoder-attn-dtype fp8 --mm-encoder-fp8-scale-save-path /t.json", model="llava"),
 ]
 
 
@@ -199,7 +214,7 @@ def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA, QUANT, MM}
+    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:

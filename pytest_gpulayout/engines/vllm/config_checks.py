@@ -104,6 +104,9 @@ RULES: Mapping[str, str] = {
                                         "where no override of the release claims the checkpoint for it",
     "vllm.model.mm_flags_text_only": "--limit-mm-per-prompt / --mm-processor-kwargs / --disable-mm-preprocessor-"
                                      "cache / --interleave-mm-strings on a text-only model (0.8.0-0.10.0)",
+    "vllm.multimodal.processor_flags": "on a multimodal model, --mm-shm-cache-max-object-size-mb without "
+                                       "--mm-processor-cache-type shm, or the FP8 encoder scale paths without "
+                                       "--mm-encoder-attn-dtype fp8 or both given (MultiModalConfig, 0.11.1+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

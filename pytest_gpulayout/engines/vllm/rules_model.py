@@ -124,7 +124,7 @@ def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[
     """What the model rules read (``max_len_values``, ``quantization_values``, ``multimodal_values``); ``flags``:
     the interface flags of the model's class (``config_checks._arch_flags``, {} where no release knows it)."""
     return (max_len_values(args, model, version, env) | quantization_values(args, model, version)
-            | multimodal_values(args, flags))
+            | multimodal_values(args, flags) | processor_values(args, flags))
 
 
 def max_len_values(args: ResolvedArgs, model: ModelSpec, version: Version,
@@ -378,3 +378,29 @@ def multimodal_values(args: ResolvedArgs, flags: Mapping[str, object]) -> dict[s
     if flags.get("supports_multimodal"):
         return dict.fromkeys(MM_FLAGS, None)
     return given
+
+
+# -- MultiModalConfig._validate_multimodal_config (0.11.1+) ------------------------------------------------------
+
+#: ``MultiModalConfig``'s defaults (``config/multimodal.py``: 0.11.1 L108-111, 0.33.0 L369-411), the same in every
+#: listed release that validates them; ``ModelConfig`` drops the flags left at None before it builds the config
+PROCESSOR_DEFAULTS: Mapping[str, object] = {
+    "mm_processor_cache_type": "lru", "mm_shm_cache_max_object_size_mb": 128, "mm_encoder_attn_dtype": None,
+    "mm_encoder_fp8_scale_path": None, "mm_encoder_fp8_scale_save_path": None,
+}
+
+
+def processor_values(args: ResolvedArgs, flags: Mapping[str, object]) -> dict[str, object]:
+    """``MultiModalConfig``'s fields as ``ModelConfig.__post_init__`` builds it, only for a class the release's
+    registry knows as multimodal (``if self._model_info.supports_multimodal``, 0.33.0 ``config/model.py`` L831):
+    on a text-only class its checks are not reached (the defaults, which refuse nothing, stand in); on a class no
+    extracted release knows, a flag the line sets is left out (not judged)."""
+    given = {k: (args.get(k) if args.get(k) is not None else d) for k, d in PROCESSOR_DEFAULTS.items()}
+    out: dict[str, object] = {"MultiModalConfig.mm_shm_cache_max_object_size_mb":
+                              PROCESSOR_DEFAULTS["mm_shm_cache_max_object_size_mb"]}
+    changed = [k for k, v in given.items() if v != PROCESSOR_DEFAULTS[k]]
+    if not changed or (flags and not flags.get("supports_multimodal")):
+        return {**out, **PROCESSOR_DEFAULTS}
+    if not flags or args.get("model_impl", "auto") == "transformers":
+        return {**out, **{k: v for k, v in PROCESSOR_DEFAULTS.items() if k not in changed}}
+    return {**out, **given}
