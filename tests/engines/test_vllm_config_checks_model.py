@@ -26,6 +26,7 @@ SWA = "vllm.model.disable_sliding_window_unsupported"
 QUANT = "vllm.model.quantization_mismatch"
 MM = "vllm.model.mm_flags_text_only"
 PROC = "vllm.multimodal.processor_flags"
+DEPRECATED = "vllm.model.quantization_deprecated"
 _MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
@@ -55,6 +56,8 @@ MODELS: Mapping[str, ModelSpec] = {
     "gptq": load_model(f"{_MODELS_DIR}/llama-3.1-8b-gptq"),
     "w8a8": load_model(f"{_MODELS_DIR}/llama-3.1-70b-w8a8"),
     "llava": load_model(f"{_MODELS_DIR}/llava-1.5-7b-hf"),
+    "fbgemm": _spec({**_LLAMA, "quantization_config": {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+                                                       "modules_to_not_convert": []}}, "llama-fbgemm"),
 }
 
 
@@ -203,6 +206,16 @@ CASES = [
          "--mm-encoder-fp8-scale-save-path /t.json", model="llava", source="vllm/config/multimodal.py:269",
          refused="'mm_encoder_fp8_scale_save_path' cannot be used with 'mm_encoder_fp8_scale_path'"),
     Case(PROC, "0.21.0", "m --mm-encoder-attn-dtype fp8 --mm-encoder-fp8-scale-save-path /t.json", model="llava"),
+    # a deprecated method, the flag's or the checkpoint's, unless --allow-deprecated-quantization (0.14+)
+    Case(DEPRECATED, "0.33.0", "m", model="fbgemm", source="vllm/config/model.py:1480",
+         refused="The quantization method %s is deprecated and will be removed in future versions of vLLM. To "
+                 "bypass, set `--allow-deprecated-quantization`."),
+    Case(DEPRECATED, "0.33.0", "m --allow-deprecated-quantization", model="fbgemm"),
+    Case(DEPRECATED, "0.13.0", "m", model="fbgemm"),
+    Case(DEPRECATED, "0.16.0", "m --quantization experts_int8", source="vllm/config/model.py:950",
+         refused="The quantization method %s is deprecated"),
+    Case(DEPRECATED, "0.20.0", "m --quantization experts_int8"),
+    Case(DEPRECATED, "0.33.0", "m --quantization fp8", model="fp8"),
 ]
 
 
@@ -214,7 +227,7 @@ def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC}
+    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:
@@ -257,3 +270,12 @@ def test_a_class_no_extracted_release_knows_leaves_the_multimodal_flags_not_judg
     judged = config_check(args, MODELS["qwen3"], layout(), version)
     assert not [r for r in judged.refusals if r.rule == MM]
     assert any(MM in n and "limit_mm_per_prompt" in n for n in judged.not_judged), judged.not_judged
+
+
+def test_a_checkpoint_an_override_may_rename_to_a_deprecated_method_is_named_not_judged() -> None:
+    """0.14-0.15 deprecate bitblas / gptq_bitblas / gptq_marlin_24, names an override can give an AWQ / GPTQ
+    checkpoint: which one it settles on is not modelled, so the entry says what it read."""
+    version = Version("0.15.0")
+    judged = config_check(resolve(["m"], version), MODELS["awq"], layout(), version)
+    assert not [r for r in judged.refusals if r.rule == DEPRECATED]
+    assert any(DEPRECATED in n and "self.quantization" in n for n in judged.not_judged), judged.not_judged

@@ -107,6 +107,8 @@ RULES: Mapping[str, str] = {
     "vllm.multimodal.processor_flags": "on a multimodal model, --mm-shm-cache-max-object-size-mb without "
                                        "--mm-processor-cache-type shm, or the FP8 encoder scale paths without "
                                        "--mm-encoder-attn-dtype fp8 or both given (MultiModalConfig, 0.11.1+)",
+    "vllm.model.quantization_deprecated": "a deprecated quantization method (the flag's or the checkpoint's) "
+                                          "without --allow-deprecated-quantization (0.14+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -125,6 +127,9 @@ _PARALLEL_CONFIG_RULES = frozenset({"vllm.parallel.dp_rank_range", "vllm.paralle
 #: ``_get_and_verify_max_len``'s ``max_model_len`` is the length the line gives (None: not given), where the shared
 #: namespace holds the length the scheduler sees; see ``rules_model.frame``
 _MAX_LEN_RULES = frozenset({"vllm.model.max_len_above_derived", "vllm.model.disable_sliding_window_unsupported"})
+#: ``self.quantization`` at the deprecation check is the method the override loop settled on, not the flag the
+#: mismatch check compares; see ``rules_model.deprecated_frame``
+_DEPRECATED_QUANT_RULE = "vllm.model.quantization_deprecated"
 #: ``create_engine_config``'s world size counts PCP from 0.30 (engine/arg_utils.py:2399-2404 in 0.33.0, 2075-2082 in
 #: 0.28.0); from 0.31 a given --data-parallel-rank is kept where --nnodes would infer one (:2425-2434 in 0.33.0;
 #: 0.20.0's :1753-1754 overwrites it)
@@ -525,7 +530,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _MAX_LEN_RULES
+    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _MAX_LEN_RULES | {_DEPRECATED_QUANT_RULE}
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
@@ -534,9 +539,12 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
     in_max_len = book().judge(version, {**values, **rules_model.frame(args, values, version)},
                               rules=[r for r in active if r in _MAX_LEN_RULES])
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_max_len.refusals,
+    in_model = book().judge(version, rules_model.deprecated_frame(args, model, version, values),
+                            rules=[r for r in active if r == _DEPRECATED_QUANT_RULE])
+    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_max_len.refusals
+                  + in_model.refusals,
                   tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
-                  + in_max_len.not_judged)
+                  + in_max_len.not_judged + in_model.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,

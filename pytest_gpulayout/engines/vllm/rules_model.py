@@ -404,3 +404,70 @@ def processor_values(args: ResolvedArgs, flags: Mapping[str, object]) -> dict[st
     if not flags or args.get("model_impl", "auto") == "transformers":
         return {**out, **{k: v for k, v in PROCESSOR_DEFAULTS.items() if k not in changed}}
     return {**out, **given}
+
+
+# -- a deprecated quantization method (ModelConfig._verify_quantization, 0.14+) --------------------------------
+
+#: ``DEPRECATED_QUANTIZATION_METHODS`` (``model_executor/layers/quantization/__init__.py``), by the first listed
+#: release that holds each list (the check itself is from 0.14.0)
+DEPRECATED_METHODS: tuple[tuple[Version, frozenset[str]], ...] = (
+    (Version("0.23.0"), frozenset({"fbgemm_fp8", "fp_quant"})),
+    (Version("0.20.0"), frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant"})),
+    (Version("0.19.0"), frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant", "experts_int8", "petit_nvfp4"})),
+    (Version("0.16.0"), frozenset({"tpu_int8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "experts_int8", "petit_nvfp4"})),
+    (Version("0.15.0"), frozenset({"tpu_int8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "bitblas", "gptq_marlin_24",
+                                   "gptq_bitblas", "experts_int8", "ipex", "petit_nvfp4"})),
+    (Version("0.14.0"), frozenset({"deepspeedfp", "tpu_int8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "bitblas",
+                                   "gptq_marlin_24", "gptq_bitblas", "hqq", "experts_int8", "ipex", "auto-round",
+                                   "rtn", "petit_nvfp4"})),
+)
+#: what an override can make of ``self.quantization`` on CUDA (IPEX, the CPU configs and Petit answer only off it)
+OVERRIDE_RESULTS = frozenset({"gptq_marlin", "awq_marlin", "marlin", "gptq_marlin_24", "bitblas", "gptq_bitblas",
+                              "moe_wna16", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed", "inc",
+                              "gpt_oss_mxfp4", "gguf", "humming", "deepseek_v4_fp8", "auto_gptq", "auto_awq"})
+
+
+def deprecated_methods(version: Version) -> frozenset[str]:
+    return next((names for since, names in DEPRECATED_METHODS if version >= since), frozenset())
+
+
+def final_quantization(args: ResolvedArgs, model: ModelSpec, version: Version) -> tuple[bool, str | None]:
+    """``self.quantization`` after the override loop and the mismatch check: ``(known, value)``. Where the flag and
+    the checkpoint differ for certain the release stops at the mismatch first (None stands in: the deprecation
+    is not reached); where an override may rename it, known only when no name it can take is deprecated."""
+    ns = quantization_values(args, model, version)
+    asked = ns["self.quantization"]
+    if "quant_cfg" not in ns:
+        return False, None
+    quant_cfg = ns["quant_cfg"]
+    if not isinstance(quant_cfg, Mapping):
+        return True, asked if isinstance(asked, str) else None
+    method = ns.get("quant_method")
+    if asked is not None and method is None:
+        return False, None       # an override may claim the checkpoint for the flag
+    if asked is not None and asked != method:
+        return True, None        # refused as a mismatch before
+    method = str(method) if method is not None else str(quant_cfg.get("quant_method", "")).lower()
+    if version >= COMPRESSED_TENSORS_SPELLING_SINCE:
+        method = method.replace("compressed_tensors", "compressed-tensors")
+    if method in PLAIN_CHECKPOINTS and not model.hf_model_type.startswith("deepseek_v4") and not any(
+            quant_cfg.get(k) for k in ("is_marlin_format", "is_bitblas_format")) and \
+            quant_cfg.get("checkpoint_format") not in _SERIALIZED_FORMATS:
+        return True, method
+    deprecated = deprecated_methods(version)
+    if method not in deprecated and not (deprecated & OVERRIDE_RESULTS):
+        return True, method      # whatever an override makes of it, no deprecated name
+    return False, None
+
+
+def deprecated_frame(args: ResolvedArgs, model: ModelSpec, version: Version,
+                     ns: Mapping[str, object]) -> dict[str, object]:
+    """``ns`` with the deprecation check's names: ``self.quantization`` as that check reads it (removed where it
+    is not known, so the entry says what it read), the release's list and ``--allow-deprecated-quantization``."""
+    known, final = final_quantization(args, model, version)
+    out = {k: v for k, v in ns.items() if k != "self.quantization"}
+    out["me_quant.DEPRECATED_QUANTIZATION_METHODS"] = deprecated_methods(version)
+    out["self.allow_deprecated_quantization"] = bool(args.get("allow_deprecated_quantization"))
+    if known:
+        out["self.quantization"] = final
+    return out
