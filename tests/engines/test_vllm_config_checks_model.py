@@ -27,6 +27,7 @@ QUANT = "vllm.model.quantization_mismatch"
 MM = "vllm.model.mm_flags_text_only"
 PROC = "vllm.multimodal.processor_flags"
 DEPRECATED = "vllm.model.quantization_deprecated"
+SEED = "vllm.model.external_launcher_needs_seed"
 _MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
@@ -216,6 +217,15 @@ CASES = [
          refused="The quantization method %s is deprecated"),
     Case(DEPRECATED, "0.20.0", "m --quantization experts_int8"),
     Case(DEPRECATED, "0.33.0", "m --quantization fp8", model="fp8"),
+    # the external launcher asserts a seed: 0.8.3-0.8.5 keep --seed's None, 0.9.0-0.11.0 set 0 under V1 only
+    Case(SEED, "0.8.5", "m --distributed-executor-backend external_launcher", source="vllm/config.py:926",
+         exception="AssertionError", refused="Seed must be set when using external launcher backend to make sure "
+                                             "sampling results are the same across workers."),
+    Case(SEED, "0.8.5", "m --distributed-executor-backend external_launcher --seed 1"),
+    Case(SEED, "0.10.0", "m --distributed-executor-backend external_launcher", exception="AssertionError",
+         env={"VLLM_USE_V1": "0"}, refused="Seed must be set when using external launcher backend"),
+    Case(SEED, "0.10.0", "m --distributed-executor-backend external_launcher"),
+    Case(SEED, "0.11.1", "m --distributed-executor-backend external_launcher", env={"VLLM_USE_V1": "0"}),
 ]
 
 
@@ -227,7 +237,7 @@ def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED}
+    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED, SEED}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:

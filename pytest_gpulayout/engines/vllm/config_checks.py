@@ -109,6 +109,8 @@ RULES: Mapping[str, str] = {
                                        "--mm-encoder-attn-dtype fp8 or both given (MultiModalConfig, 0.11.1+)",
     "vllm.model.quantization_deprecated": "a deprecated quantization method (the flag's or the checkpoint's) "
                                           "without --allow-deprecated-quantization (0.14+)",
+    "vllm.model.external_launcher_needs_seed": "--distributed-executor-backend external_launcher without --seed "
+                                               "(0.8.3-0.8.5, and 0.9.0-0.11.0 with VLLM_USE_V1=0)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

@@ -124,7 +124,7 @@ def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[
     """What the model rules read (``max_len_values``, ``quantization_values``, ``multimodal_values``); ``flags``:
     the interface flags of the model's class (``config_checks._arch_flags``, {} where no release knows it)."""
     return (max_len_values(args, model, version, env) | quantization_values(args, model, version)
-            | multimodal_values(args, flags) | processor_values(args, flags))
+            | multimodal_values(args, flags) | processor_values(args, flags) | seed_values(args, version, env))
 
 
 def max_len_values(args: ResolvedArgs, model: ModelSpec, version: Version,
@@ -471,3 +471,26 @@ def deprecated_frame(args: ResolvedArgs, model: ModelSpec, version: Version,
     if known:
         out["self.quantization"] = final
     return out
+
+
+# -- the external launcher without a seed (ModelConfig.verify_with_parallel_config, 0.8.3-0.11.0) ------------
+
+#: ``ModelConfig.__post_init__`` sets a missing seed to 0 under V1 (``if envs.VLLM_USE_V1 and self.seed is None``,
+#: 0.9.0 ``config.py`` L451) and from 0.11.1 always (``config/model.py`` L435); 0.8.3-0.8.5 keep ``None``
+SEED_ZERO_UNDER_V1_SINCE = Version("0.9.0")
+SEED_ZERO_SINCE = Version("0.11.1")
+
+
+def seed_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    """``self.seed`` where ``verify_with_parallel_config`` asserts it under ``--distributed-executor-backend
+    external_launcher``: ``--seed``, else what ``__post_init__`` made of its absence; left out where
+    ``VLLM_USE_V1`` is not an integer (``envs.py``: ``bool(int(os.getenv("VLLM_USE_V1", "1")))`` raises)."""
+    seed = args.get("seed")
+    if seed is not None or version < SEED_ZERO_UNDER_V1_SINCE:
+        return {"self.seed": seed}
+    if version >= SEED_ZERO_SINCE:
+        return {"self.seed": 0}
+    raw = (env.get("VLLM_USE_V1") or "1").strip()
+    if not raw.lstrip("-").isdigit():
+        return {}
+    return {"self.seed": 0 if int(raw) else None}
