@@ -28,6 +28,7 @@ MM = "vllm.model.mm_flags_text_only"
 PROC = "vllm.multimodal.processor_flags"
 DEPRECATED = "vllm.model.quantization_deprecated"
 SEED = "vllm.model.external_launcher_needs_seed"
+KV_DTYPE = "vllm.cache.kv_cache_dtype_unknown"
 _MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
@@ -226,6 +227,11 @@ CASES = [
          env={"VLLM_USE_V1": "0"}, refused="Seed must be set when using external launcher backend"),
     Case(SEED, "0.10.0", "m --distributed-executor-backend external_launcher"),
     Case(SEED, "0.11.1", "m --distributed-executor-backend external_launcher", env={"VLLM_USE_V1": "0"}),
+    # 0.33.0's parser takes any --kv-cache-dtype; CacheConfig's validator refuses one outside KV_CACHE_DTYPES
+    Case(KV_DTYPE, "0.33.0", "m --kv-cache-dtype fp8_e4m3fn", source="vllm/config/cache.py:472",
+         refused="Invalid kv_cache_dtype: 'fp8_e4m3fn'. Valid values are: ['auto', 'float16', 'bfloat16', 'fp8', "),
+    Case(KV_DTYPE, "0.33.0", "m --kv-cache-dtype fp8_e4m3"),
+    Case(KV_DTYPE, "0.33.0", "m --kv-cache-dtype nvfp4"),
 ]
 
 
@@ -237,7 +243,7 @@ def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED, SEED}
+    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED, SEED, KV_DTYPE}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:
@@ -289,3 +295,16 @@ def test_a_checkpoint_an_override_may_rename_to_a_deprecated_method_is_named_not
     judged = config_check(resolve(["m"], version), MODELS["awq"], layout(), version)
     assert not [r for r in judged.refusals if r.rule == DEPRECATED]
     assert any(DEPRECATED in n and "self.quantization" in n for n in judged.not_judged), judged.not_judged
+
+
+@pytest.mark.parametrize("version", ["0.8.0", "0.8.4", "0.8.5", "0.10.0", "0.11.0"])
+@pytest.mark.parametrize(("flag", "value"), [("--dtype", "fp16"), ("--tokenizer-mode", "fast"),
+                                             ("--kv-cache-dtype", "fp8_e4m3fn"), ("--prefix-caching-hash-algo", "md5")])
+def test_a_value_the_checks_call_unreachable_is_refused_by_the_parse_first(version: str, flag: str, value: str) -> None:
+    """The entries ``config_classes.yaml`` answers as unreachable for these flags: the release's parser limits each
+    to the values its check accepts, so an unknown value stops at the parse, in the parser's words."""
+    v = Version(version)
+    if flag == "--prefix-caching-hash-algo" and v < Version("0.8.3"):
+        pytest.skip("no such flag before 0.8.3")
+    args = resolve(["m", flag, value], v)
+    assert not args.ok and "invalid choice" in args.errors[0], args.errors

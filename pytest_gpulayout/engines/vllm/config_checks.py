@@ -111,6 +111,8 @@ RULES: Mapping[str, str] = {
                                           "without --allow-deprecated-quantization (0.14+)",
     "vllm.model.external_launcher_needs_seed": "--distributed-executor-backend external_launcher without --seed "
                                                "(0.8.3-0.8.5, and 0.9.0-0.11.0 with VLLM_USE_V1=0)",
+    "vllm.cache.kv_cache_dtype_unknown": "a --kv-cache-dtype outside the release's KV_CACHE_DTYPES (CacheConfig, "
+                                         "0.33.0, whose parser gives the flag no choices)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it

@@ -124,7 +124,8 @@ def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[
     """What the model rules read (``max_len_values``, ``quantization_values``, ``multimodal_values``); ``flags``:
     the interface flags of the model's class (``config_checks._arch_flags``, {} where no release knows it)."""
     return (max_len_values(args, model, version, env) | quantization_values(args, model, version)
-            | multimodal_values(args, flags) | processor_values(args, flags) | seed_values(args, version, env))
+            | multimodal_values(args, flags) | processor_values(args, flags) | seed_values(args, version, env)
+            | kv_cache_dtype_values(args, version))
 
 
 def max_len_values(args: ResolvedArgs, model: ModelSpec, version: Version,
@@ -494,3 +495,24 @@ def seed_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) ->
     if not raw.lstrip("-").isdigit():
         return {}
     return {"self.seed": 0 if int(raw) else None}
+
+
+# -- --kv-cache-dtype outside the release's list (CacheConfig._validate_cache_dtype, 0.33.0) -------------------
+
+#: ``KV_CACHE_DTYPES = list(get_args(CacheDType))`` (0.33.0 ``config/cache.py`` L44-73), in its order: 0.33.0's
+#: parser gives the flag no choices (a platform backend may register more with ``register_kv_cache_dtype``; the
+#: CUDA platform registers none), so the validator is the release's only check of the value
+KV_CACHE_DTYPES_0_33 = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
+                        "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
+                        "turboquant_3bit_nc", "octave_k3v4", "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit",
+                        "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6")
+KV_CACHE_DTYPE_VALIDATOR_SINCE = Version("0.33.0")
+
+
+def kv_cache_dtype_values(args: ResolvedArgs, version: Version) -> dict[str, object]:
+    """``is_known_kv_cache_dtype(cache_dtype)`` and the list the message prints, where the release validates the
+    value itself (0.33.0; before, the flag's choices refuse an unknown value at the parse)."""
+    if version < KV_CACHE_DTYPE_VALIDATOR_SINCE:
+        return {}
+    asked = str(args.get("kv_cache_dtype", "auto") or "auto")
+    return {"is_known_kv_cache_dtype": asked in KV_CACHE_DTYPES_0_33, "KV_CACHE_DTYPES": list(KV_CACHE_DTYPES_0_33)}
