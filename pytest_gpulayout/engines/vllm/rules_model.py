@@ -25,7 +25,7 @@ up to 0.11.2 ``--disable-sliding-window`` on a model with a scaled RoPE, or abov
 ``model_max_length``, is a ``NotImplementedError``.
 
 Not judged (the values are left out, so the entry says what it read): a text config under another key than
-``text_config``, a config without any length key (the transformers class default is not read here), a YaRN
+``text_config``, a config without any length key where the loader knows no class default for it, a YaRN
 config without ``original_max_position_embeddings`` before 0.30 (the release raises ``KeyError``), a
 ``--disable-sliding-window`` on a model whose window the loader could not settle. The tokenizer's
 ``model_max_length`` (``tokenizer_config.json``, from 0.9.2) can only lower the derived length and is not read:
@@ -42,6 +42,7 @@ from typing import Any
 from packaging.version import Version
 
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.families import TYPE_DEFAULTS, text_model_type
 from pytest_gpulayout.model.spec import ModelSpec
 
 #: the keys ``_get_and_verify_max_len`` (``derive_max_model_len_and_key`` from 0.14) reads, in its order
@@ -75,8 +76,9 @@ def _number(value: object) -> bool:
 
 
 def text_config(model: ModelSpec) -> Mapping[str, Any] | None:
-    """``hf_text_config`` as far as this module reads it: the config itself, or its ``text_config``; None where the
-    config is not here (a hand-built spec, a GGUF) or its text part sits under another key."""
+    """``hf_text_config`` as far as this module reads it: the config itself, or its ``text_config``, the keys it
+    leaves out filled from the config class's defaults where the loader knows them; None where the config is not
+    here (a hand-built spec, a GGUF) or its text part sits under another key."""
     if not model.config_json:
         return None
     cfg = json.loads(model.config_json)
@@ -85,7 +87,11 @@ def text_config(model: ModelSpec) -> Mapping[str, Any] | None:
     if any(isinstance(cfg.get(k), Mapping) for k in ("llm_config", "language_config", "thinker_config")):
         return None
     text = cfg.get("text_config")
-    return text if isinstance(text, Mapping) else cfg
+    text = text if isinstance(text, Mapping) else cfg
+    # the keys the config leaves out answer as transformers' config class defaults them (what ``getattr``
+    # on the loaded config returns), where the loader knows the class (``model/families.py``)
+    kind = text_model_type(cfg, text)
+    return {**TYPE_DEFAULTS.get(kind, {}), **text, "model_type": text.get("model_type") or kind}
 
 
 def _patched(rope: Mapping[str, Any]) -> dict[str, Any] | None:
