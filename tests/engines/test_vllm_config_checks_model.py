@@ -1,7 +1,10 @@
-"""vLLM's ``_get_and_verify_max_len``: a ``--max-model-len`` above the length the release derives from the model's
-config (its length keys, ``model_max_length``, the RoPE scaling by release, the sliding window with
-``--disable-sliding-window``, ``--hf-overrides``), refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``; and up to
-0.11.2 ``--disable-sliding-window`` on a model with a scaled RoPE. Each refused case has an accepted neighbour."""
+"""vLLM's model, cache and multimodal config-time refusals (``engines/vllm/rules_model.py``): a ``--max-model-len``
+above the length the release derives from the model's config (its length keys, ``model_max_length``, the RoPE
+scaling by release, the sliding window with ``--disable-sliding-window``, ``--hf-overrides``), refused unless
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``, and up to 0.11.2 ``--disable-sliding-window`` on a scaled RoPE;
+``--quantization`` against the checkpoint's method and the deprecated methods; the multimodal flags on a text-only
+model and ``MultiModalConfig``'s own checks; the external launcher's seed; 0.33.0's ``--kv-cache-dtype`` list. Each
+refused case (the release's words, its file:line, its exception) has an accepted neighbour."""
 
 from __future__ import annotations
 
@@ -29,6 +32,8 @@ PROC = "vllm.multimodal.processor_flags"
 DEPRECATED = "vllm.model.quantization_deprecated"
 SEED = "vllm.model.external_launcher_needs_seed"
 KV_DTYPE = "vllm.cache.kv_cache_dtype_unknown"
+RENDERER = "vllm.multimodal.renderer_workers_with_cache"
+IPC = "vllm.multimodal.torch_shm_ipc_parallel"
 _MODELS_DIR = "tests/data/models"
 
 _LLAMA: dict[str, Any] = {
@@ -84,7 +89,8 @@ def _judge(c: Case) -> None:
     args = resolve(c.line.split(), version)
     assert args.ok, args.errors
     model = served_model(MODELS[c.model], args, version, c.env)
-    judged = config_check(args, model, layout(), version, env=c.env)
+    tp = args.get("tensor_parallel_size")
+    judged = config_check(args, model, layout(tp=tp if isinstance(tp, int) else 1), version, env=c.env)
     mine = [r for r in judged.refusals if r.rule == c.rule]
     assert not [n for n in judged.not_judged if c.rule in n], judged.not_judged
     if c.refused is None:
@@ -232,18 +238,32 @@ CASES = [
          refused="Invalid kv_cache_dtype: 'fp8_e4m3fn'. Valid values are: ['auto', 'float16', 'bfloat16', 'fp8', "),
     Case(KV_DTYPE, "0.33.0", "m --kv-cache-dtype fp8_e4m3"),
     Case(KV_DTYPE, "0.33.0", "m --kv-cache-dtype nvfp4"),
+    # several renderer workers share the multimodal processor cache: refused up to 0.26, for pooling only from 0.27
+    Case(RENDERER, "0.19.0", "m --renderer-num-workers 2", model="llava", source="vllm/config/model.py:654",
+         refused="Cannot use --renderer-num-workers > 1 with the multimodal processor cache enabled."),
+    Case(RENDERER, "0.19.0", "m --renderer-num-workers 2 --mm-processor-cache-gb 0", model="llava"),
+    Case(RENDERER, "0.19.0", "m --renderer-num-workers 2"),
+    Case(RENDERER, "0.27.0", "m --renderer-num-workers 2", model="llava"),
+    # torch_shm tensor IPC is one process's: refused beyond one rank
+    Case(IPC, "0.33.0", "m --mm-tensor-ipc torch_shm --tensor-parallel-size 2", model="llava",
+         refused="mm_tensor_ipc='torch_shm' is not supported with data_parallel_size > 1 or tensor_parallel_size > 1 "
+                 "or pipeline_parallel_size > 1."),
+    Case(IPC, "0.19.0", "m --mm-tensor-ipc torch_shm --tensor-parallel-size 2", model="llava",
+         refused="mm_tensor_ipc='torch_shm' is not supported"),
+    Case(IPC, "0.33.0", "m --mm-tensor-ipc torch_shm", model="llava"),
+    Case(IPC, "0.33.0", "m --mm-tensor-ipc torch_shm --tensor-parallel-size 2"),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
-def test_the_release_refuses_the_length_in_its_own_words(case: Case) -> None:
+def test_the_release_refuses_the_model_line_in_its_own_words(case: Case) -> None:
     _judge(case)
 
 
 def test_every_model_rule_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED, SEED, KV_DTYPE}
+    assert refusing == accepted == {LEN, SWA, QUANT, MM, PROC, DEPRECATED, SEED, KV_DTYPE, RENDERER, IPC}
 
 
 def test_a_length_the_release_cannot_derive_here_is_named_not_guessed() -> None:

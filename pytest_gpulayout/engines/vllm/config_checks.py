@@ -113,6 +113,10 @@ RULES: Mapping[str, str] = {
                                                "(0.8.3-0.8.5, and 0.9.0-0.11.0 with VLLM_USE_V1=0)",
     "vllm.cache.kv_cache_dtype_unknown": "a --kv-cache-dtype outside the release's KV_CACHE_DTYPES (CacheConfig, "
                                          "0.33.0, whose parser gives the flag no choices)",
+    "vllm.multimodal.renderer_workers_with_cache": "--renderer-num-workers > 1 on a multimodal model with the "
+                                                   "processor cache on (0.19-0.26; from 0.27 the pooling runner only)",
+    "vllm.multimodal.torch_shm_ipc_parallel": "--mm-tensor-ipc torch_shm on a multimodal model at TP x PP x DP > 1 "
+                                              "(0.19+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -370,7 +374,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     if flags and args.get("model_impl", "auto") != "transformers":
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
-    ns.update(rules_model.values(args, model, version, env, flags))
+    ns.update(rules_model.values(args, model, layout, version, env, flags))
     ns.update(_dtype_values(args, model, version))
     return ns, notes
 

@@ -1,4 +1,10 @@
-"""The model's maximum length as each vLLM release derives it, and what ``_get_and_verify_max_len`` refuses.
+"""vLLM's model, cache and multimodal config-time refusals: the values their conditions read, as each release holds
+them (``values``, called from ``config_checks.namespace``). Sections below: the maximum length (here), the
+``--quantization`` flag against the checkpoint and the deprecated methods, the multimodal flags on a text-only model,
+``MultiModalConfig``'s checks, the external launcher's seed, 0.33.0's ``--kv-cache-dtype`` list, the renderer
+workers and the tensor IPC of a multimodal model. Each section says what it leaves not judged, and why.
+
+The model's maximum length as each vLLM release derives it, and what ``_get_and_verify_max_len`` refuses.
 
 ``ModelConfig`` calls ``_get_and_verify_max_len(hf_config=self.hf_text_config, ...)`` (0.8.0 ``config.py``
 L388, 0.12.0 ``config/model.py`` L1741, 0.33.0 L2160). Read in each release's source, the derived length is:
@@ -44,6 +50,7 @@ from packaging.version import Version
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.families import TYPE_DEFAULTS, text_model_type
 from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.refusals import Layout
 
 #: the keys ``_get_and_verify_max_len`` (``derive_max_model_len_and_key`` from 0.14) reads, in its order
 LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
@@ -125,13 +132,14 @@ def _window(text: Mapping[str, Any], model: ModelSpec) -> tuple[int | None, bool
     return raw, True
 
 
-def values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str],
+def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, env: Mapping[str, str],
            flags: Mapping[str, object]) -> dict[str, object]:
     """What the model rules read (``max_len_values``, ``quantization_values``, ``multimodal_values``); ``flags``:
     the interface flags of the model's class (``config_checks._arch_flags``, {} where no release knows it)."""
     return (max_len_values(args, model, version, env) | quantization_values(args, model, version)
             | multimodal_values(args, flags) | processor_values(args, flags) | seed_values(args, version, env)
-            | kv_cache_dtype_values(args, version))
+            | kv_cache_dtype_values(args, version) | renderer_values(args, model, version, flags)
+            | ipc_values(args, layout, flags))
 
 
 def max_len_values(args: ResolvedArgs, model: ModelSpec, version: Version,
@@ -522,3 +530,67 @@ def kv_cache_dtype_values(args: ResolvedArgs, version: Version) -> dict[str, obj
         return {}
     asked = str(args.get("kv_cache_dtype", "auto") or "auto")
     return {"is_known_kv_cache_dtype": asked in KV_CACHE_DTYPES_0_33, "KV_CACHE_DTYPES": list(KV_CACHE_DTYPES_0_33)}
+
+
+# -- the renderer workers and the tensor IPC of a multimodal model (ModelConfig, 0.19+) -------------------------
+
+#: ``ModelConfig.__post_init__`` refuses ``--renderer-num-workers > 1`` with the processor cache on for every
+#: runner up to 0.26 (0.19.0 ``config/model.py`` L650-661), for the pooling runner only from 0.27
+RENDERER_POOLING_ONLY_SINCE = Version("0.27.0")
+#: ``MultiModalConfig.mm_processor_cache_gb``'s default, 0 for an encoder-decoder model (0.19.0 L610-611)
+MM_PROCESSOR_CACHE_GB = 4
+
+
+def _encoder_decoder(model: ModelSpec) -> bool | None:
+    """``is_encoder_decoder(hf_config)``: the config's (or its text config's) ``is_encoder_decoder``; None where the
+    config is not here."""
+    if not model.config_json:
+        return None
+    cfg = json.loads(model.config_json)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), Mapping) else {}
+    return bool(cfg.get("is_encoder_decoder") or text.get("is_encoder_decoder"))
+
+
+def renderer_values(args: ResolvedArgs, model: ModelSpec, version: Version,
+                    flags: Mapping[str, object]) -> dict[str, object]:
+    """``self._model_info.supports_multimodal``, ``renderer_num_workers``, the cache's size and the runner, where
+    the renderer check reads them. A class no extracted release knows is judged only where the check cannot
+    hold anyway (one renderer worker); the runner only where ``--runner`` names it."""
+    workers = args.get("renderer_num_workers")
+    workers = workers if isinstance(workers, int) and not isinstance(workers, bool) else 1
+    out: dict[str, object] = {"renderer_num_workers": workers}
+    if flags and args.get("model_impl", "auto") != "transformers":
+        out["self._model_info.supports_multimodal"] = bool(flags.get("supports_multimodal"))
+    elif workers <= 1:
+        out["self._model_info.supports_multimodal"] = False  # the check cannot hold: nothing to know
+    gb = args.get("mm_processor_cache_gb")
+    enc_dec = _encoder_decoder(model)
+    if enc_dec is not None:
+        size = gb if isinstance(gb, (int, float)) and not isinstance(gb, bool) else MM_PROCESSOR_CACHE_GB
+        out["self.multimodal_config.mm_processor_cache_gb"] = 0 if enc_dec else size
+    runner = args.get("runner")
+    if version >= RENDERER_POOLING_ONLY_SINCE and runner in ("generate", "pooling", "draft"):
+        out["self.runner_type"] = runner
+    elif version >= RENDERER_POOLING_ONLY_SINCE and flags and not flags.get("is_pooling_model"):
+        # ``--runner auto`` on a class that is no pooling model runs it as it is (``_resolve_runner``): not pooling
+        out["self.runner_type"] = "generate"
+    return out
+
+
+def ipc_values(args: ResolvedArgs, layout: Layout, flags: Mapping[str, object]) -> dict[str, object]:
+    """``verify_with_parallel_config``'s ``mm_tensor_ipc`` check (0.19+): the multimodal config where the release
+    builds one (a class its registry knows as multimodal), ``--mm-tensor-ipc`` and the world across DP (TP x PP x
+    DP, PCP aside: with TP = PP = DP = 1 and PCP > 1 the world is left out). Without ``torch_shm`` the check
+    cannot hold and ``None`` stands in for the config; with it, a class no extracted release knows is not
+    judged."""
+    ipc = args.get("mm_tensor_ipc")
+    out: dict[str, object] = {"self.multimodal_config.mm_tensor_ipc": ipc}
+    pcp = args.get("prefill_context_parallel_size")
+    world = layout.tensor_parallel_size * layout.pipeline_parallel_size * layout.data_parallel_size
+    if world > 1 or not (isinstance(pcp, int) and pcp > 1):
+        out["parallel_config.world_size_across_dp"] = world
+    if ipc != "torch_shm":
+        out["self.multimodal_config"] = None
+    elif flags and args.get("model_impl", "auto") != "transformers":
+        out["self.multimodal_config"] = True if flags.get("supports_multimodal") else None
+    return out
