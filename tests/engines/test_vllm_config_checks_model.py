@@ -57,6 +57,7 @@ MODELS: Mapping[str, ModelSpec] = {
     "llama-linear": _spec({**_LLAMA, "rope_scaling": {"type": "linear", "factor": 2.0}}, "llama-linear"),
     "llama-mml": _spec({**_LLAMA, "model_max_length": 16384}, "llama-mml"),
     "mistral": _spec(_MISTRAL, "mistral"),
+    "mistral-0": _spec({**_MISTRAL, "sliding_window": 0}, "mistral-0"),
     "mistral-rope": _spec({**_MISTRAL, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "mistral-rope"),
     "fp8": load_model(f"{_MODELS_DIR}/qwen3-8b-fp8"),
     "awq": load_model(f"{_MODELS_DIR}/llama-3.1-8b-awq"),
@@ -157,6 +158,10 @@ CASES = [
     Case(LEN, "0.33.0", "mistral --max-model-len 4096 --disable-sliding-window", model="mistral"),
     Case(LEN, "0.9.2", "mistral --max-model-len 8192 --disable-sliding-window", model="mistral",
          refused="(sliding_window=4096 or model_max_length=None"),
+    # a window of 0 (none): before 0.19 --disable-sliding-window caps the length at that 0, from 0.19 it reads as None
+    Case(LEN, "0.18.0", "mistral --max-model-len 4096 --disable-sliding-window", model="mistral-0",
+         refused="(sliding_window=0.0 or model_max_length=None"),
+    Case(LEN, "0.19.0", "mistral --max-model-len 4096 --disable-sliding-window", model="mistral-0"),
     # up to 0.11.2: --disable-sliding-window on a scaled RoPE is not implemented (gone in 0.12.0)
     Case(SWA, "0.11.0", "mistral --disable-sliding-window", model="mistral-rope", exception="NotImplementedError",
          refused="Disabling sliding window is not supported for models with rope_scaling.",

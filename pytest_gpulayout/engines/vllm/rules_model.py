@@ -34,9 +34,9 @@ Not judged (the values are left out, so the entry says what it read): a text con
 ``text_config``, a config without any length key where the loader knows no class default for it, a YaRN
 config without ``original_max_position_embeddings`` before 0.30 (the release raises ``KeyError``), a
 ``--disable-sliding-window`` on a model whose window the loader could not settle. The tokenizer's
-``model_max_length`` (``tokenizer_config.json``, from 0.9.2) can only lower the derived length and is not read:
-a refusal here is never one the release would not make, but a line within the config's length may still be
-above the tokenizer's.
+``model_max_length`` (``tokenizer_config.json``) refuses nothing on a generative model: 0.9.1 only caps the length
+with it after the check (``ModelConfig.get_and_verify_max_len``), and from 0.9.2 it is read for the pooling runner
+only ("for generative models, this can be incorrect and unduly limit the context window", 0.9.2 ``config.py``).
 """
 
 from __future__ import annotations
@@ -116,17 +116,24 @@ def _patched(rope: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def _window(text: Mapping[str, Any], model: ModelSpec) -> tuple[int | None, bool]:
+#: a ``sliding_window: 0`` (no window) reads as None before the length is derived (0.19.0 ``config/model.py``);
+#: before, ``--disable-sliding-window`` caps the length at that 0
+ZERO_WINDOW_IS_NONE_SINCE = Version("0.19.0")
+
+
+def _window(text: Mapping[str, Any], model: ModelSpec, version: Version) -> tuple[int | None, bool]:
     """``get_hf_config_sliding_window`` / ``get_sliding_window``: the config's window unless ``use_sliding_window``
     is off; ``(window, known)`` (not known: the config names a window the loader found no layer using)."""
     raw = text.get("sliding_window")
     if isinstance(raw, list):
         sizes = [s for s in raw if isinstance(s, int)]
         raw = min(sizes) if sizes else None
-    if not isinstance(raw, int) or isinstance(raw, bool) or raw <= 0:
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
         return None, True
     if "use_sliding_window" in text and not text["use_sliding_window"]:
         return None, True
+    if raw == 0:
+        return (None if version >= ZERO_WINDOW_IS_NONE_SINCE else 0), True
     if model.sliding_layers == 0:
         return None, False
     return raw, True
@@ -182,7 +189,7 @@ def max_len_values(args: ResolvedArgs, model: ModelSpec, version: Version,
     if derived is None:
         return out
     if disable:
-        window, known = _window(text, model)
+        window, known = _window(text, model, version)
         if not known:
             return out
         if window is not None and window < derived:
