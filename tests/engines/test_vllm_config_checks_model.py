@@ -11,18 +11,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from packaging.version import Version
 from vllm_line_cases import layout
 
+from pytest_gpulayout.deployment import Launch
 from pytest_gpulayout.engines.vllm.cli import resolve
 from pytest_gpulayout.engines.vllm.config_checks import config_check
 from pytest_gpulayout.engines.vllm.served import served_model
+from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.model.config import spec_from_config
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
+from pytest_gpulayout.runner import evaluate
+from tests.builders import dep
 
 LEN = "vllm.model.max_len_above_derived"
 SWA = "vllm.model.disable_sliding_window_unsupported"
@@ -333,3 +338,15 @@ def test_a_value_the_checks_call_unreachable_is_refused_by_the_parse_first(versi
         pytest.skip("no such flag before 0.8.3")
     args = resolve(["m", flag, value], v)
     assert not args.ok and "invalid choice" in args.errors[0], args.errors
+
+
+@pytest.mark.parametrize(("version", "length"), [("0.29.0", 131072), ("0.33.0", 40960)])
+def test_the_pool_is_judged_at_the_length_the_release_derives(version: str, length: int) -> None:
+    """A line without --max-model-len runs at the derived length: Qwen3-8B with a YaRN override, 131,072 tokens up
+    to 0.29 and 40,960 from 0.30, and the served model says so."""
+    gpus = (Gpu(0, name="NVIDIA H100 80GB HBM3", memory_total_mib=81559, memory_free_mib=80959,
+                memory_reserved_mib=500),)
+    d = dep("d", tp=1, engine_version=version, max_model_len=None,
+            launch=Launch(args=("--hf-overrides", json.dumps(_YARN)), env=MappingProxyType({})))
+    f = evaluate(d, Machine(gpus=gpus, links={}, source="test:h100"), load_model("Qwen/Qwen3-8B"))
+    assert f["kv_pool"].data["max_model_len"] == length, f["kv_pool"].message

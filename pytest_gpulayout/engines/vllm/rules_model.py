@@ -274,6 +274,13 @@ def frame(args: ResolvedArgs, ns: Mapping[str, object], version: Version) -> dic
     return out
 
 
+def derived_length(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str]) -> int | None:
+    """``int(derived_max_model_len)``: the longest ``--max-model-len`` the release takes without
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` (a larger ``model_max_length`` aside); None where it is not known here."""
+    derived = max_len_values(args, model, version, env).get("derived_max_model_len")
+    return int(derived) if isinstance(derived, (int, float)) and not isinstance(derived, bool) else None
+
+
 #: with a LongRoPE, a line without ``--max-model-len`` gets ``original_max_position_embeddings`` (0.11.1)
 LONGROPE_DEFAULT_SINCE = Version("0.11.1")
 
