@@ -484,9 +484,19 @@ def final_quantization(args: ResolvedArgs, model: ModelSpec, version: Version) -
             quant_cfg.get("checkpoint_format") not in _SERIALIZED_FORMATS:
         return True, method
     deprecated = deprecated_methods(version)
-    if method not in deprecated and not (deprecated & OVERRIDE_RESULTS):
+    if method not in deprecated and not (deprecated & _renamed_to(method, quant_cfg)):
         return True, method      # whatever an override makes of it, no deprecated name
     return False, None
+
+
+def _renamed_to(method: str, quant_cfg: Mapping[str, Any]) -> frozenset[str]:
+    """The names an override can give a checkpoint of ``method`` on CUDA without a flag: an AWQ checkpoint's
+    ``AWQMarlinConfig`` / ``AutoAWQConfig`` (a serialized-format key aside); every override's name otherwise."""
+    serialized = quant_cfg.get("checkpoint_format") in _SERIALIZED_FORMATS or bool(
+        quant_cfg.get("is_marlin_format") or quant_cfg.get("is_bitblas_format"))
+    if method == "awq" and not serialized:
+        return frozenset({"awq_marlin", "auto_awq"})
+    return OVERRIDE_RESULTS
 
 
 def deprecated_frame(args: ResolvedArgs, model: ModelSpec, version: Version,
