@@ -352,8 +352,7 @@ def _mismatch_certain(quant_cfg: Mapping[str, Any], method: str, asked: str, mod
     release compares the two as they are."""
     if asked in USER_CLAIMED:
         return False
-    if quant_cfg.get("checkpoint_format") in _SERIALIZED_FORMATS or quant_cfg.get("is_marlin_format") or \
-            quant_cfg.get("is_bitblas_format"):
+    if _serialized(quant_cfg):
         return False
     if method in PLAIN_CHECKPOINTS:
         return not model_type.startswith("deepseek_v4")
@@ -479,11 +478,14 @@ def final_quantization(args: ResolvedArgs, model: ModelSpec, version: Version) -
     method = str(method) if method is not None else str(quant_cfg.get("quant_method", "")).lower()
     if version >= COMPRESSED_TENSORS_SPELLING_SINCE:
         method = method.replace("compressed_tensors", "compressed-tensors")
-    if method in PLAIN_CHECKPOINTS and not model.hf_model_type.startswith("deepseek_v4") and not any(
-            quant_cfg.get(k) for k in ("is_marlin_format", "is_bitblas_format")) and \
-            quant_cfg.get("checkpoint_format") not in _SERIALIZED_FORMATS:
+    if method in PLAIN_CHECKPOINTS and not model.hf_model_type.startswith("deepseek_v4") and \
+            not _serialized(quant_cfg):
         return True, method
     deprecated = deprecated_methods(version)
+    if asked == method and method in ("awq", "gptq") and not _serialized(quant_cfg):
+        # --quantization awq / gptq on its own checkpoint: of the overrides only AutoAWQConfig / AutoGPTQConfig
+        # (0.24+ / 0.22+) take that flag, giving auto_awq / auto_gptq; none of the three is ever deprecated
+        return True, method
     if method not in deprecated and not (deprecated & _renamed_to(method, quant_cfg)):
         return True, method      # whatever an override makes of it, no deprecated name
     return False, None
@@ -492,11 +494,15 @@ def final_quantization(args: ResolvedArgs, model: ModelSpec, version: Version) -
 def _renamed_to(method: str, quant_cfg: Mapping[str, Any]) -> frozenset[str]:
     """The names an override can give a checkpoint of ``method`` on CUDA without a flag: an AWQ checkpoint's
     ``AWQMarlinConfig`` / ``AutoAWQConfig`` (a serialized-format key aside); every override's name otherwise."""
-    serialized = quant_cfg.get("checkpoint_format") in _SERIALIZED_FORMATS or bool(
-        quant_cfg.get("is_marlin_format") or quant_cfg.get("is_bitblas_format"))
-    if method == "awq" and not serialized:
+    if method == "awq" and not _serialized(quant_cfg):
         return frozenset({"awq_marlin", "auto_awq"})
     return OVERRIDE_RESULTS
+
+
+def _serialized(quant_cfg: Mapping[str, Any]) -> bool:
+    """A checkpoint in a kernel's serialized format (``MarlinConfig``, ``GPTQMarlin24Config``, ``BitBLASConfig``)."""
+    return quant_cfg.get("checkpoint_format") in _SERIALIZED_FORMATS or bool(
+        quant_cfg.get("is_marlin_format") or quant_cfg.get("is_bitblas_format"))
 
 
 def deprecated_frame(args: ResolvedArgs, model: ModelSpec, version: Version,
