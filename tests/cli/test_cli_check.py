@@ -211,7 +211,9 @@ def test_a_config_time_refusal_is_not_launched(tmp_path):
     report = run_checks(manifest.deployments, load_machine("preset:8xH100-sxm"), load_models(manifest.deployments),
                         launch=True, log_dir=tmp_path)
     startup = report.results["long"].findings["startup"]
-    assert startup.status.value == "skip" and "not launched (kv_pool fails" in startup.message
+    # the release's own refusal (max_model_len above the derived 40,960) gates the launch before the pool does
+    assert startup.status.value == "skip" and "not launched (config fails" in startup.message
+    assert "User-specified max_model_len (65536) is greater than the derived max_model_len" in startup.message
 
 
 @pytest.mark.parametrize("command", ["check", "plan"])

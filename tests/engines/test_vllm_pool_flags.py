@@ -41,8 +41,15 @@ def _tokens(f: dict[str, Finding]) -> int:
     return got
 
 
+#: from 0.30 the YaRN factor is not applied to max_position_embeddings again (``_get_and_verify_max_len``, 0.30.0
+#: ``config/model.py``): the override names the scaled length itself
+YARN_SCALED = ('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, '
+               '"max_position_embeddings": 131072}')
+
+
 @pytest.mark.parametrize(("version", "args"), [
-    ("0.33.0", ["--hf-overrides", YARN]),
+    ("0.33.0", ["--hf-overrides", YARN_SCALED]),
+    ("0.29.0", ["--hf-overrides", YARN]),
     ("0.11.1", ["--hf-overrides", YARN]),
     ("0.10.1", ["--hf-overrides", YARN]),
     ("0.8.5", ["--rope-scaling", YARN.split(": ", 1)[1][:-1]]),
@@ -58,6 +65,15 @@ def test_a_131k_yarn_line_is_not_refused_for_its_length(version: str, args: list
     assert f["kv_pool"].status is Status.PASS, f["kv_pool"].message
     assert "rope_scaling" in f["kv_pool"].message
     assert "Not modelled" not in f["kv_pool"].message
+
+
+def test_from_0_30_a_yarn_factor_alone_does_not_lengthen_the_model() -> None:
+    """0.30+ derives 40,960 from Qwen3-8B's max_position_embeddings with a YaRN override that does not scale it, so
+    --max-model-len 131072 is refused at config time, in the release's words."""
+    f = _check("Qwen/Qwen3-8B", ["--hf-overrides", YARN], version="0.33.0", max_model_len=131072)
+    assert f["config"].status is Status.FAIL
+    assert "User-specified max_model_len (131072) is greater than the derived max_model_len " \
+           "(max_position_embeddings=40960.0" in f["config"].message
 
 
 def test_rope_scaling_is_refused_where_the_release_removed_it() -> None:

@@ -29,7 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults, rules_fields, rules_small, rules_speculative
+from pytest_gpulayout.engines.vllm import defaults, rules_fields, rules_model, rules_small, rules_speculative
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -182,6 +182,28 @@ RULES: Mapping[str, str] = {
     "vllm.observability.histogram_bool_bounds": "a boolean bound in --custom-histogram-buckets (0.32+)",
     "vllm.observability.histogram_buckets": "--custom-histogram-buckets with an unknown family, an empty list, a "
                                             "bound not finite and positive, or bounds not increasing (0.32+)",
+    # -- model
+    "vllm.model.max_len_above_derived": "--max-model-len above the length the release derives from the model's "
+                                        "config, without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (_get_and_verify_max_len)",
+    "vllm.model.disable_sliding_window_unsupported": "--disable-sliding-window on a model with a scaled RoPE, or "
+                                                     "with a length only model_max_length allows (0.8.0-0.11.2)",
+    "vllm.model.quantization_mismatch": "--quantization other than the checkpoint's quantization_config method, "
+                                        "where no override of the release claims the checkpoint for it",
+    "vllm.model.mm_flags_text_only": "--limit-mm-per-prompt / --mm-processor-kwargs / --disable-mm-preprocessor-"
+                                     "cache / --interleave-mm-strings on a text-only model (0.8.0-0.10.0)",
+    "vllm.multimodal.processor_flags": "on a multimodal model, --mm-shm-cache-max-object-size-mb without "
+                                       "--mm-processor-cache-type shm, or the FP8 encoder scale paths without "
+                                       "--mm-encoder-attn-dtype fp8 or both given (MultiModalConfig, 0.11.1+)",
+    "vllm.model.quantization_deprecated": "a deprecated quantization method (the flag's or the checkpoint's) "
+                                          "without --allow-deprecated-quantization (0.14+)",
+    "vllm.model.external_launcher_needs_seed": "--distributed-executor-backend external_launcher without --seed "
+                                               "(0.8.3-0.8.5, and 0.9.0-0.11.0 with VLLM_USE_V1=0)",
+    "vllm.cache.kv_cache_dtype_unknown": "a --kv-cache-dtype outside the release's KV_CACHE_DTYPES (CacheConfig, "
+                                         "0.33.0, whose parser gives the flag no choices)",
+    "vllm.multimodal.renderer_workers_with_cache": "--renderer-num-workers > 1 on a multimodal model with the "
+                                                   "processor cache on (0.19-0.26; from 0.27 the pooling runner only)",
+    "vllm.multimodal.torch_shm_ipc_parallel": "--mm-tensor-ipc torch_shm on a multimodal model at TP x PP x DP > 1 "
+                                              "(0.19+)",
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -197,6 +219,12 @@ _SCHEDULER_GIVEN = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_pr
 #: ``parallel_config_frame``
 _ENGINE_ARGS_RULES = frozenset({"vllm.parallel.nnodes_options", "vllm.parallel.external_lb_options"})
 _PARALLEL_CONFIG_RULES = frozenset({"vllm.parallel.dp_rank_range", "vllm.parallel.external_lb_needs_dp"})
+#: ``_get_and_verify_max_len``'s ``max_model_len`` is the length the line gives (None: not given), where the shared
+#: namespace holds the length the scheduler sees; see ``rules_model.frame``
+_MAX_LEN_RULES = frozenset({"vllm.model.max_len_above_derived", "vllm.model.disable_sliding_window_unsupported"})
+#: ``self.quantization`` at the deprecation check is the method the override loop settled on, not the flag the
+#: mismatch check compares; see ``rules_model.deprecated_frame``
+_DEPRECATED_QUANT_RULE = "vllm.model.quantization_deprecated"
 #: ``create_engine_config``'s world size counts PCP from 0.30 (engine/arg_utils.py:2399-2404 in 0.33.0, 2075-2082 in
 #: 0.28.0); from 0.31 a given --data-parallel-rank is kept where --nnodes would infer one (:2425-2434 in 0.33.0;
 #: 0.20.0's :1753-1754 overwrites it)
@@ -368,7 +396,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         env.get("VLLM_USE_V1") == "0" and version < Version("0.11"))
     max_len = args.get("max_model_len") if args.is_set("max_model_len") else None
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len <= 0:
-        max_len = model.max_position_embeddings
+        max_len = rules_model.default_max_model_len(args, model, version, env) or model.max_position_embeddings
     multimodal = model.is_multimodal
     flags = _arch_flags(model, version)
     if flags:
@@ -443,6 +471,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         # an architecture no extracted release at or below knows: SupportsPP not judged (the entry says so)
         ns["is_pp_supported_model"] = flags["is_pp_supported_model"]
     ns.update(rules_small.values(args, model, layout, version, env))
+    ns.update(rules_model.values(args, model, layout, version, env, flags))
     ns.update(_dtype_values(args, model, version))
     return ns, notes
 
@@ -606,7 +635,8 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _SPECULATIVE_RULES | rules_small.FRAMED
+    framed = (_ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _SPECULATIVE_RULES | rules_small.FRAMED | _MAX_LEN_RULES
+              | {_DEPRECATED_QUANT_RULE})
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
@@ -616,11 +646,14 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     in_spec = _speculative_check(args, model, layout, version, values, active, env)
     small = [book().judge(version, {**values, **frame}, rules=[r for r in active if r in rules])
              for rules, frame in rules_small.frames(args, model, layout, version, env or {})]
+    in_max_len = book().judge(version, {**values, **rules_model.frame(args, values, version)},
+                              rules=[r for r in active if r in _MAX_LEN_RULES])
+    in_model = book().judge(version, rules_model.deprecated_frame(args, model, version, values),
+                            rules=[r for r in active if r == _DEPRECATED_QUANT_RULE])
+    parts = (judged, in_engine_args, in_parallel, in_spec, in_max_len, in_model, *small)
     return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
-        Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_spec.refusals
-               + tuple(r for j in small for r in j.refusals),
-               tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
-               + in_spec.not_judged + tuple(dict.fromkeys(n for j in small for n in j.not_judged))),
+        Judged(tuple(r for j in parts for r in j.refusals),
+               tuple(notes) + tuple(dict.fromkeys(n for j in parts for n in j.not_judged))),
         rules_fields.check(args, version, values), _functions())
 
 

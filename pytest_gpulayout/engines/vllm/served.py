@@ -14,6 +14,10 @@ Read in the wheels (``/work``'s unpacked ``vllm-<v>/``; ``pip download --no-deps
 * ``--rope-scaling`` / ``--rope-theta`` are merged into those overrides (0.8.5 ``config.py`` L404-413, 0.9.2
   L491-501, 0.11.0 ``config/model.py`` L399-409); 0.11.1 removed both flags (its parser refuses them: the
   ``config`` check says so in its words).
+* The maximum length is the one the release derives (``rules_model.derived_length``: from 0.30 a YaRN factor no
+  longer scales ``max_position_embeddings``, ``--disable-sliding-window`` caps it at the window, from 0.8.3 a
+  ``model_max_length`` replaces it): the longest ``--max-model-len`` it takes, and the length a line without one
+  runs at.
 * ``VLLM_MLA_DISABLE=1`` (``envs.py``: 0.8.5 L621, 0.33.0 L1480) makes ``ModelConfig.use_mla`` False (0.8.5
   ``config.py`` L1265, 0.33.0 ``config/model.py`` L2069): DeepSeek-V2/V3 run ``DeepseekV2Attention``, which
   caches every local head's K and V at ``qk_nope_head_dim + qk_rope_head_dim`` (V padded to it; 0.8.5
@@ -29,6 +33,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.vllm import rules_model
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.overrides import flatten, with_overrides
@@ -82,6 +87,13 @@ def served_model(model: ModelSpec, args: ResolvedArgs, version: Version, env: Ma
         except InputError as err:
             model = dataclasses.replace(model, notes=(*model.notes, f"As served: --hf-overrides not applied: "
                                                                      f"{err}; not modelled."))
+    derived = rules_model.derived_length(args, model, version, env)
+    if derived is not None and derived != model.max_position_embeddings:
+        # the length the release derives (its RoPE scaling, the window under --disable-sliding-window, a
+        # model_max_length) is the longest line it takes and the length a line without --max-model-len runs at
+        note = (f"As served: vLLM {version} derives a maximum length of {derived:,} tokens from the config "
+                f"(_get_and_verify_max_len), where the config's positions read {model.max_position_embeddings or 0:,}.")
+        model = dataclasses.replace(model, max_position_embeddings=derived, notes=(*model.notes, note))
     if model.has_mla_weights and env_flag(env, MLA_DISABLE_ENV):
         note = (f"As served: {MLA_DISABLE_ENV}=1: vLLM {version} serves it without MLA (ModelConfig.use_mla "
                 f"False), every head's K and V cached at {model.head_dim} wide.")
