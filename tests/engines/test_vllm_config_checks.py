@@ -15,6 +15,7 @@ from builders import llama
 from packaging.version import Version
 from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
+from test_vllm_config_checks_post import CASES as POST_CASES
 
 from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check, scheduler
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
@@ -213,9 +214,9 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refusing_case() -> None:
-    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``
-    and ``test_vllm_config_checks_launch.py``."""
-    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES) if c.refused is not None}
+    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``,
+    ``test_vllm_config_checks_launch.py`` and ``test_vllm_config_checks_post.py``."""
+    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *POST_CASES) if c.refused is not None}
     assert refusing == set(RULES)
 
 

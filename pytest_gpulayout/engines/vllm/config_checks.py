@@ -29,7 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults
+from pytest_gpulayout.engines.vllm import defaults, rules_post
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -95,6 +95,8 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.hc_sp_needs_pp1": "--enable-hc-sp at TP > 1 with PP > 1 (ModelConfig, 0.32+)",
     "vllm.parallel.pcp_limits": "--prefill-context-parallel-size > 1 on 0.12.0, or with DP > 1 (0.26-0.29) "
                                 "(ParallelConfig)",
+    # -- post: compilation options, executor backends, dual-batch overlap (judged in rules_post's frames)
+    **rules_post.RULES,
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -509,15 +511,18 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES
+    framed = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | rules_post.FRAMED
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
                                   rules=[r for r in active if r in _ENGINE_ARGS_RULES])
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
-    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals,
-                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged)
+    in_post = rules_post.judge(book(), version, values, [r for r in active if r in rules_post.FRAMED], args, layout,
+                               env or {})
+    return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_post.refusals,
+                  tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
+                  + in_post.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,

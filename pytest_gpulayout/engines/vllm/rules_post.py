@@ -1,0 +1,272 @@
+"""vLLM's config-time refusals of compilation options, executor backends and dual-batch overlap (AREA post).
+
+The values here are judged in frames of their own (``judge``): the names the releases' conditions read
+(``self.distributed_executor_backend`` in ``ParallelConfig`` after it resolved the default, ``op`` of a loop over
+``--compilation-config``'s ``custom_ops``) mean something else in the shared namespace, where ``self.
+distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
+
+- **custom ops** (``CompilationConfig.__post_init__``; ``model_post_init`` in 0.8.x): ``custom_ops`` with both
+  ``all`` and ``none`` (config.py:3149 in 0.8.0 to config/compilation.py:910 in 0.26.0), an entry that is not
+  ``all`` / ``none`` / ``+op`` / ``-op`` (config/compilation.py:485 in 0.11.0, :1015 in 0.33.0), two base modes and
+  ``+op`` with ``-op`` (:1023 and :1031 in 0.33.0, from 0.27). vLLM reads ``--compilation-config`` through pydantic
+  (``TypeAdapter(CompilationConfig).validate_json``, engine/arg_utils.py:328-333 in 0.20.0), which runs
+  ``__post_init__`` while the parser reads the flag: the line stops there, the parser's error carrying these words.
+- **deprecated CUDA-graph flags** (0.10.1-0.11.0): ``use_cudagraph: false`` or ``full_cuda_graph: true`` with a
+  ``cudagraph_mode`` (config/compilation.py:447 and :456 in 0.10.1, :469 and :478 in 0.11.0).
+- **the executor backend** as ``ParallelConfig.__post_init__`` resolves a flag left unset (``resolved_backend``),
+  read by: ``--ray-workers-use-nsight`` without Ray (``_verify_args``, config.py:1552 in 0.8.0, config/parallel.py:
+  1174 in 0.33.0), ``--nnodes > 1`` with a backend other than mp (0.11.1), mp / uni (0.12), mp / uni /
+  external_launcher (0.13+, config/parallel.py:1106-1114 in 0.33.0), and ``--async-scheduling`` with a backend
+  whose executor does not support it (config/vllm.py:364-368 in 0.11.1: mp, uni, external_launcher; from 0.19
+  ``Executor.get_class(self).supports_async_scheduling()``, config/vllm.py:1642-1644 in 0.33.0).
+- **dual-batch overlap / microbatching** (``--enable-dbo``, from 0.14 also ``--ubatch-size > 1``): an all2all
+  backend other than DeepEP (and NIXL EP from 0.24) (config/vllm.py:480-486 in 0.11.0, reading
+  VLLM_ALL2ALL_BACKEND; :681-686 in 0.11.1; :2180-2198 in 0.33.0), and thresholds below the microbatch count
+  (config/parallel.py:1180-1187 in 0.33.0, from 0.30).
+- **ParallelConfig pairs**: ``--dcp-comm-backend a2a`` without decode context parallel (0.18+),
+  ``--numa-bind-nodes`` / ``--numa-bind-cpus`` without ``--numa-bind`` and negative NUMA nodes (0.20+).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+
+from packaging.version import Version
+
+from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.refusals import Judged, Layout, RuleBook
+
+#: rule id -> what it refuses (merged into ``config_checks.RULES``)
+RULES: Mapping[str, str] = {
+    "vllm.compilation.custom_ops": "--compilation-config custom_ops with both 'all' and 'none', an entry that is "
+                                   "not 'all' / 'none' / '+op' / '-op', or '+op' with '-op' (CompilationConfig)",
+    "vllm.compilation.deprecated_cudagraph_flags": "--compilation-config use_cudagraph false or full_cuda_graph "
+                                                   "true with a cudagraph_mode (0.10.1-0.11.0)",
+    "vllm.parallel.nsight_needs_ray": "--ray-workers-use-nsight where the executor backend is not Ray (ParallelConfig)",
+    "vllm.parallel.nnodes_executor": "--nnodes > 1 with an executor backend other than mp (0.11.1), mp / uni (0.12) "
+                                     "or mp / uni / external_launcher (0.13+) (ParallelConfig)",
+    "vllm.scheduler.async_executor": "--async-scheduling with an executor backend that does not support it "
+                                     "(VllmConfig, 0.11.1+)",
+    "vllm.parallel.dbo_all2all": "--enable-dbo (or --ubatch-size > 1) with an all2all backend other than DeepEP / "
+                                 "NIXL EP (VllmConfig, 0.11+)",
+    "vllm.parallel.dbo_thresholds": "--dbo-decode-token-threshold / --dbo-prefill-token-threshold below the "
+                                    "microbatch count (ParallelConfig, 0.30+)",
+    "vllm.parallel.dcp_a2a_needs_dcp": "--dcp-comm-backend a2a at --decode-context-parallel-size 1 (0.18+)",
+    "vllm.parallel.numa_bind_options": "--numa-bind-nodes / --numa-bind-cpus without --numa-bind, or a negative "
+                                       "NUMA node (ParallelConfig, 0.20+)",
+}
+FRAMED = frozenset(RULES)
+
+# -- the executor backend ------------------------------------------------------------------------------------
+
+#: ``nnodes`` and the branch that keeps mp across nodes (``elif current_platform.is_cuda() and self.nnodes > 1:
+#: backend = "mp"``) arrive in 0.11.1; with them a world larger than the node's GPUs raises instead of falling
+#: back to Ray (config/parallel.py:560-570 in 0.11.1; config.py:1497-1504 in 0.8.0 chose Ray)
+NNODES_SINCE = Version("0.11.1")
+#: the default is resolved when the world across DP is above 1 (config/parallel.py:1054 in 0.33.0, 794 in 0.20.0);
+#: before, the world within DP (config/parallel.py:547 in 0.12.0, 0.16.0)
+ACROSS_DP_SINCE = Version("0.17.0")
+#: ``elif self.data_parallel_backend == "ray": backend = "ray"`` (config.py:2165 in 0.10.0)
+DP_BACKEND_RAY_SINCE = Version("0.10.0")
+#: ``executor_supports_async_sched = executor_class.supports_async_scheduling()`` (config/vllm.py:729 in 0.19.0);
+#: before, ``executor_backend in ("mp", "uni", "external_launcher")``
+EXECUTOR_CLASS_ASKED_SINCE = Version("0.19.0")
+#: "ray": ``RayDistributedExecutor`` (no async scheduling) in 0.19; from 0.20 ``RayExecutorV2`` (a
+#: ``MultiprocExecutor``, which supports it) where VLLM_USE_RAY_V2_EXECUTOR_BACKEND is set (v1/executor/
+#: abstract.py:60-66 in 0.20.0), by default from 0.21 (envs.py: ``os.getenv(..., "1")``); 0.33 has only V2
+RAY_V2_ENV_SINCE = Version("0.20.0")
+RAY_V2_DEFAULT_SINCE = Version("0.21.0")
+RAY_V2_ONLY_SINCE = Version("0.33.0")
+_ASYNC_BACKENDS = ("mp", "uni", "external_launcher")
+
+
+def _int(args: ResolvedArgs, dest: str, default: int) -> int:
+    value = args.get(dest)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def resolved_backend(args: ResolvedArgs, layout: Layout, version: Version) -> tuple[str | None, bool]:
+    """``ParallelConfig.distributed_executor_backend`` after ``__post_init__`` (config/parallel.py:1054-1099 in
+    0.33.0), and whether the line gave it. None: not known from the deployment (before 0.11.1 a world larger than
+    the node's GPUs, which only the devices an artifact shows say, takes Ray; from 0.11.1 it raises, another rule).
+
+    A ``vllm serve`` process has no Ray placement group (``placement_group`` is set from Python, and Ray is not
+    initialised in it before the config), so the default is mp, or Ray under ``--data-parallel-backend ray``."""
+    given = args.get("distributed_executor_backend")
+    if isinstance(given, str):
+        return given, True
+    tp, pp, dp = layout.tensor_parallel_size, layout.pipeline_parallel_size, layout.data_parallel_size
+    world = tp * pp * _int(args, "prefill_context_parallel_size", 1)
+    across = world * dp if version >= ACROSS_DP_SINCE else world
+    if across <= 1:
+        return "uni", False
+    if version >= NNODES_SINCE and _int(args, "nnodes", 1) > 1:
+        return "mp", False
+    if layout.devices is None:
+        if version < NNODES_SINCE:
+            return None, False
+    elif layout.devices < world:
+        return ("ray" if version < NNODES_SINCE else None), False
+    if version >= DP_BACKEND_RAY_SINCE and args.get("data_parallel_backend") == "ray":
+        return "ray", False
+    return "mp", False
+
+
+def supports_async(backend: str, version: Version, env: Mapping[str, str]) -> bool | None:
+    """Whether the release's executor for ``backend`` supports async scheduling (None: a custom executor class,
+    or VLLM_USE_RAY_V2_EXECUTOR_BACKEND not an integer)."""
+    if version < EXECUTOR_CLASS_ASKED_SINCE or backend in _ASYNC_BACKENDS:
+        return backend in _ASYNC_BACKENDS
+    if backend != "ray":
+        return None
+    if version >= RAY_V2_ONLY_SINCE:
+        return True
+    if version < RAY_V2_ENV_SINCE:
+        return False
+    raw = env.get("VLLM_USE_RAY_V2_EXECUTOR_BACKEND", "1" if version >= RAY_V2_DEFAULT_SINCE else "0")
+    try:
+        return bool(int(raw))
+    except ValueError:
+        return None
+
+
+# -- dual-batch overlap ----------------------------------------------------------------------------------------
+
+#: 0.11.0 reads VLLM_ALL2ALL_BACKEND (default allgather_reducescatter); until 0.17 a set VLLM_ALL2ALL_BACKEND
+#: overrides --all2all-backend (config/parallel.py:529-536 in 0.14.0); from 0.19 pplx / naive fall back to
+#: allgather_reducescatter (config/parallel.py:449-455 in 0.24.0); from 0.14 ``use_ubatching`` is
+#: ``enable_dbo or ubatch_size > 1`` and ``num_ubatches`` ``2 if enable_dbo else ubatch_size``
+A2A_FLAG_SINCE = Version("0.11.1")
+A2A_ENV_IGNORED_SINCE = Version("0.17.0")
+A2A_REMOVED_FALLBACK_SINCE = Version("0.19.0")
+UBATCH_SIZE_SINCE = Version("0.14.0")
+#: the backends microbatching supports on CUDA (config/vllm.py:2193-2197 in 0.33.0)
+DBO_BACKENDS_CUDA = ("deepep_low_latency", "deepep_high_throughput", "nixl_ep")
+
+
+def _a2a_backend(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> str | None:
+    from_env = env.get("VLLM_ALL2ALL_BACKEND")
+    if version < A2A_FLAG_SINCE:
+        return from_env or "allgather_reducescatter"
+    if from_env and version < A2A_ENV_IGNORED_SINCE:
+        return None
+    flag = args.get("all2all_backend")
+    backend = flag if isinstance(flag, str) else "allgather_reducescatter"
+    if version >= A2A_REMOVED_FALLBACK_SINCE and backend in ("pplx", "naive"):
+        backend = "allgather_reducescatter"
+    return backend
+
+
+def _dbo_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    dbo = bool(args.get("enable_dbo"))
+    ubatch = _int(args, "ubatch_size", 0) if version >= UBATCH_SIZE_SINCE else 0
+    out: dict[str, object] = {
+        "enable_dbo": dbo, "use_ubatching": dbo or ubatch > 1, "num_ubatches": 2 if dbo else ubatch,
+        "dbo_decode_token_threshold": _int(args, "dbo_decode_token_threshold", 32),
+        "dbo_prefill_token_threshold": _int(args, "dbo_prefill_token_threshold", 512),
+        "supported_backends": list(DBO_BACKENDS_CUDA),
+        "', '.join(supported_backends)": ", ".join(DBO_BACKENDS_CUDA),
+        "', '.join(('--all2all-backend=' + b for b in supported_backends))": ", ".join(
+            "--all2all-backend=" + b for b in DBO_BACKENDS_CUDA),
+    }
+    a2a = _a2a_backend(args, version, env)
+    if a2a is not None:
+        out["a2a_backend"] = a2a
+    return out
+
+
+# -- the frames ----------------------------------------------------------------------------------------------
+
+def _parallel_values(args: ResolvedArgs, layout: Layout, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    backend, given = resolved_backend(args, layout, version)
+    out: dict[str, object] = {
+        "self.ray_workers_use_nsight": bool(args.get("ray_workers_use_nsight")),
+        "self.nnodes": _int(args, "nnodes", 1),
+        "allowed_backends": _ASYNC_BACKENDS,
+        "self.dcp_comm_backend": args.get("dcp_comm_backend"),
+        "self.numa_bind": bool(args.get("numa_bind")),
+        "self.numa_bind_nodes": args.get("numa_bind_nodes"), "self.numa_bind_cpus": args.get("numa_bind_cpus"),
+    }
+    # ``_validate_numa_bind_nodes`` returns an unset value before its checks (config/parallel.py:374-381 in 0.20.0)
+    nodes = args.get("numa_bind_nodes")
+    if nodes is None:
+        out["any((node < 0 for node in value))"] = False
+    elif isinstance(nodes, list) and all(isinstance(n, int) for n in nodes):
+        out["any((node < 0 for node in value))"] = any(n < 0 for n in nodes)
+    if backend is not None:
+        out["self.distributed_executor_backend"] = out["executor_backend"] = backend
+        # ``use_ray`` read by ``_verify_args``, a model validator: where ``__post_init__`` turned an unset flag
+        # into Ray the order of the two decides, so only a given backend or a resolved non-Ray one is judged
+        if given or backend != "ray":
+            out["self.use_ray"] = backend == "ray"
+        sync = supports_async(backend, version, env)
+        if sync is not None:
+            out["executor_supports_async_sched"] = sync
+    return out
+
+
+def _custom_ops_frames(compilation: Mapping[str, object]) -> list[dict[str, object]]:
+    """The frames of ``CompilationConfig.__post_init__``'s custom-op checks: the whole list, then one per entry
+    (the loop ``for op in self.custom_ops``)."""
+    ops = compilation.get("custom_ops")
+    if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+        return []
+    enabled = {o[1:] for o in ops if o.startswith("+")}
+    disabled = {o[1:] for o in ops if o.startswith("-")}
+    conflicting = sorted(enabled & disabled)
+    whole: dict[str, object] = {
+        "count_none": ops.count("none"), "count_all": ops.count("all"),
+        "base_modes": [o for o in ops if o in {"all", "none"}],
+        "conflicting_ops": conflicting, "', '.join(conflicting_ops)": ", ".join(conflicting),
+        "for op in self.custom_ops": False,
+    }
+    frames = [whole]
+    for op in ops:
+        frame: dict[str, object] = {**whole, "for op in self.custom_ops": True, "op": op}
+        if op:
+            frame["op[0]"] = op[0]
+        frames.append(frame)
+    return frames
+
+
+def _cudagraph_flag_values(compilation: Mapping[str, object]) -> dict[str, object]:
+    return {"self.use_cudagraph": compilation.get("use_cudagraph", True),
+            "self.full_cuda_graph": compilation.get("full_cuda_graph", False),
+            "self.cudagraph_mode": compilation.get("cudagraph_mode")}
+
+
+_CUSTOM_OPS = "vllm.compilation.custom_ops"
+
+
+def compilation_config(args: ResolvedArgs) -> Mapping[str, object]:
+    """``--compilation-config`` / ``-O`` as a mapping: the parsed JSON, or (0.8.x, whose table keeps the text)
+    what ``CompilationConfig.from_cli`` reads, ``ast.literal_eval`` of a value other than a level (config.py:
+    3137-3143 in 0.8.0); {} for a level or a value it cannot read."""
+    value = args.get("compilation_config")
+    if isinstance(value, str) and value.strip() not in ("0", "1", "2", "3"):
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: Sequence[str], args: ResolvedArgs,
+          layout: Layout, env: Mapping[str, str]) -> Judged:
+    """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
+    compilation = compilation_config(args)
+    frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
+             **_cudagraph_flag_values(compilation)}
+    plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r != _CUSTOM_OPS])
+    refusals, not_judged = list(plain.refusals), list(plain.not_judged)
+    if _CUSTOM_OPS in rules:
+        seen: set[tuple[str, str]] = set()
+        for ops in _custom_ops_frames(compilation):
+            judged = book.judge(version, {**base, **ops}, rules=[_CUSTOM_OPS])
+            for r in judged.refusals:
+                if (r.entry, r.message) not in seen:
+                    seen.add((r.entry, r.message))
+                    refusals.append(r)
+            not_judged += [n for n in judged.not_judged if n not in not_judged]
+    return Judged(tuple(refusals), tuple(not_judged))

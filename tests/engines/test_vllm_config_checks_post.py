@@ -1,0 +1,245 @@
+"""vLLM's config-time refusals of compilation options, executor backends and dual-batch overlap
+(``engines/vllm/rules_post.py``): each command line read by the release's own parser, judged in the release's
+words at its line (read in the unpacked wheels: ``vllm/config.py`` before 0.10.1, ``vllm/config/compilation.py``,
+``vllm/config/parallel.py``, ``vllm/config/vllm.py``). Each refusal has its accepted neighbour: the same line
+without the conflict, or a release that does not hold the check.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from packaging.version import Version
+from vllm_line_cases import LineCase, case_id, judge, layout, model_of
+
+from pytest_gpulayout.cli import main
+from pytest_gpulayout.engines.vllm import rules_post
+from pytest_gpulayout.engines.vllm.cli import resolve
+from pytest_gpulayout.engines.vllm.config_checks import config_check
+
+Case = LineCase
+M8 = "Qwen/Qwen3-8B"   # 0.8.x require the model positional
+
+CASES = [
+    # config.py:3145-3149 (0.8.0, model_post_init); config/compilation.py:971 (0.20.0), :1015-1035 (0.33.0)
+    Case("vllm.compilation.custom_ops", "0.8.0", f"{M8} --compilation-config {{'custom_ops':['none','all']}}",
+         layout(), refused="Can only specify 'none' or 'all'", source="vllm/config.py:3149",
+         exception="AssertionError"),
+    Case("vllm.compilation.custom_ops", "0.8.0", f"{M8} --compilation-config {{'custom_ops':['none','+rms_norm']}}",
+         layout()),
+    Case("vllm.compilation.custom_ops", "0.20.0", '-cc {"custom_ops":["none","rms_norm"]}', layout(),
+         refused="Invalid syntax 'rms_norm' for custom op, must be 'all', 'none', '+op' or '-op'",
+         source="vllm/config/compilation.py:971"),
+    Case("vllm.compilation.custom_ops", "0.20.0", '-cc {"custom_ops":["none","+rms_norm"]}', layout()),
+    Case("vllm.compilation.custom_ops", "0.33.0", '-cc {"custom_ops":["+rms_norm","-rms_norm"]}', layout(),
+         refused="custom_ops cannot both enable and disable the same operation(s): rms_norm. Remove either",
+         source="vllm/config/compilation.py:1031"),
+    Case("vllm.compilation.custom_ops", "0.33.0", '-cc {"custom_ops":["all","none"]}', layout(),
+         refused="custom_ops can contain only one base mode: 'all' or 'none'",
+         source="vllm/config/compilation.py:1023"),
+    Case("vllm.compilation.custom_ops", "0.33.0", '-cc {"custom_ops":["none","-rms_norm","+silu_and_mul"]}',
+         layout()),
+    Case("vllm.compilation.custom_ops", "0.26.0", '-cc {"custom_ops":["+rms_norm","-rms_norm"]}', layout()),
+    # config/compilation.py:441-456 (0.10.1), :469-478 (0.11.0); 0.11.1 drops the deprecated flags
+    Case("vllm.compilation.deprecated_cudagraph_flags", "0.10.1",
+         '-O {"use_cudagraph":false,"cudagraph_mode":"PIECEWISE"}', layout(),
+         refused="use_cudagraph and cudagraph_mode are mutually exclusive", source="vllm/config/compilation.py:447"),
+    Case("vllm.compilation.deprecated_cudagraph_flags", "0.10.1", '-O {"cudagraph_mode":"PIECEWISE"}', layout()),
+    Case("vllm.compilation.deprecated_cudagraph_flags", "0.11.0",
+         '-O {"full_cuda_graph":true,"cudagraph_mode":"FULL"}', layout(),
+         refused="full_cuda_graph and cudagraph_mode are mutually exclusive", source="vllm/config/compilation.py:478"),
+    Case("vllm.compilation.deprecated_cudagraph_flags", "0.11.0", '-O {"full_cuda_graph":true}', layout()),
+    # config.py:1518-1552 (0.8.0): one GPU resolves to uni; config/parallel.py:1054-1099, 1170-1174 (0.33.0)
+    Case("vllm.parallel.nsight_needs_ray", "0.8.0", f"{M8} --ray-workers-use-nsight", layout(),
+         refused="Unable to use nsight profiling unless workers run with Ray.", source="vllm/config.py:1552"),
+    Case("vllm.parallel.nsight_needs_ray", "0.8.0", f"{M8} --ray-workers-use-nsight --distributed-executor-backend ray",
+         layout(tp=2)),
+    Case("vllm.parallel.nsight_needs_ray", "0.33.0", "--ray-workers-use-nsight", layout(tp=2),
+         refused="Unable to use nsight profiling unless workers run with Ray.",
+         source="vllm/config/parallel.py:1174"),
+    Case("vllm.parallel.nsight_needs_ray", "0.33.0", "--ray-workers-use-nsight --distributed-executor-backend ray",
+         layout(tp=2)),
+    # config/parallel.py:599-602 (0.11.1: mp only), 597 (0.12.0: mp or uni), 1106-1114 (0.33.0)
+    Case("vllm.parallel.nnodes_executor", "0.11.1", "--nnodes 2 --distributed-executor-backend uni", layout(tp=4),
+         refused="nnodes > 1 can only be set when distributed exectuor backend is mp.",
+         source="vllm/config/parallel.py:600"),
+    Case("vllm.parallel.nnodes_executor", "0.12.0", "--nnodes 2 --distributed-executor-backend uni", layout(tp=4)),
+    Case("vllm.parallel.nnodes_executor", "0.33.0", "--nnodes 2 --distributed-executor-backend ray", layout(tp=4),
+         refused="nnodes > 1 can only be set when distributed executor backend is mp, uni or external_launcher.",
+         source="vllm/config/parallel.py:1111"),
+    Case("vllm.parallel.nnodes_executor", "0.33.0", "--nnodes 2", layout(tp=4)),   # the default across nodes: mp
+    # config/vllm.py:364-395 (0.11.1); Executor.get_class (0.19.0: RayDistributedExecutor; 0.33.0: RayExecutorV2)
+    Case("vllm.scheduler.async_executor", "0.11.1", "--async-scheduling --distributed-executor-backend ray",
+         layout(tp=2), refused="Currently, async scheduling only supports `mp`, `uni`, or `external_launcher` "
+                               "distributed executor backend, but you chose `ray`.",
+         source="vllm/config/vllm.py:395"),
+    Case("vllm.scheduler.async_executor", "0.11.1",
+         "--async-scheduling --distributed-executor-backend external_launcher", layout(tp=2)),
+    Case("vllm.scheduler.async_executor", "0.19.0", "--async-scheduling --distributed-executor-backend ray",
+         layout(tp=2), refused="`ray` does not support async scheduling yet.", source="vllm/config/vllm.py:752"),
+    Case("vllm.scheduler.async_executor", "0.19.0", "--async-scheduling --data-parallel-backend ray",
+         layout(dp=2), model="moe", refused="`ray` does not support async scheduling yet."),
+    Case("vllm.scheduler.async_executor", "0.19.0", "--async-scheduling", layout(dp=2), model="moe"),
+    Case("vllm.scheduler.async_executor", "0.33.0", "--async-scheduling --distributed-executor-backend ray",
+         layout(tp=2)),
+    # config/__init__.py:480-486 (0.11.0, VLLM_ALL2ALL_BACKEND), config/vllm.py:681-686 (0.11.1), :921-926
+    # (0.14.0, --ubatch-size), :1427-1432 (0.24.0, nixl_ep; pplx falls back), :2180-2198 (0.33.0)
+    Case("vllm.parallel.dbo_all2all", "0.11.0", "--enable-dbo", layout(dp=2), model="moe",
+         exception="AssertionError", source="vllm/config/__init__.py:482",
+         refused="allgather_reducescatter is not supported. To fix set the VLLM_ALL2ALL_BACKEND environment"),
+    Case("vllm.parallel.dbo_all2all", "0.11.1", "--enable-dbo", layout(dp=2), model="moe",
+         exception="AssertionError", source="vllm/config/vllm.py:683",
+         refused="allgather_reducescatter is not supported. To fix use --all2all-backend=deepep_low_latency"),
+    Case("vllm.parallel.dbo_all2all", "0.11.1", "--enable-dbo --all2all-backend deepep_high_throughput",
+         layout(dp=2), model="moe"),
+    Case("vllm.parallel.dbo_all2all", "0.14.0", "--ubatch-size 2", layout(dp=2), model="moe",
+         exception="AssertionError", source="vllm/config/vllm.py:923",
+         refused="Microbatching currently only supports the deepep_low_latency and deepep_high_throughput"),
+    Case("vllm.parallel.dbo_all2all", "0.14.0", "--ubatch-size 1", layout(dp=2), model="moe"),
+    Case("vllm.parallel.dbo_all2all", "0.24.0", "--enable-dbo --all2all-backend pplx", layout(dp=2), model="moe",
+         exception="AssertionError", source="vllm/config/vllm.py:1429",
+         refused="and nixl_ep all2all backends. allgather_reducescatter is not supported."),
+    Case("vllm.parallel.dbo_all2all", "0.24.0", "--enable-dbo --all2all-backend nixl_ep", layout(dp=2),
+         model="moe"),
+    Case("vllm.parallel.dbo_all2all", "0.33.0", "--enable-dbo", layout(dp=2), model="moe",
+         exception="AssertionError", source="vllm/config/vllm.py:2198",
+         refused="supports the deepep_low_latency, deepep_high_throughput, nixl_ep all2all backends on this "
+                 "platform. allgather_reducescatter is not supported. To fix use one of "
+                 "--all2all-backend=deepep_low_latency, --all2all-backend=deepep_high_throughput, "
+                 "--all2all-backend=nixl_ep and install"),
+    Case("vllm.parallel.dbo_all2all", "0.33.0", "--enable-dbo --all2all-backend deepep_low_latency", layout(dp=2),
+         model="moe"),
+    # config/parallel.py:1093-1099 (0.30.0), 1180-1187 (0.33.0)
+    Case("vllm.parallel.dbo_thresholds", "0.30.0",
+         "--enable-dbo --all2all-backend deepep_low_latency --dbo-decode-token-threshold 1", layout(dp=2),
+         model="moe", source="vllm/config/parallel.py:1097",
+         refused="dbo_decode_token_threshold and dbo_prefill_token_threshold must be at least the number of "
+                 "microbatches (2)."),
+    Case("vllm.parallel.dbo_thresholds", "0.29.0",
+         "--enable-dbo --all2all-backend deepep_low_latency --dbo-decode-token-threshold 1", layout(dp=2),
+         model="moe"),
+    Case("vllm.parallel.dbo_thresholds", "0.33.0", "--ubatch-size 4 --all2all-backend deepep_low_latency "
+         "--dbo-prefill-token-threshold 3", layout(dp=2), model="moe",
+         refused="must be at least the number of microbatches (4).", source="vllm/config/parallel.py:1184"),
+    Case("vllm.parallel.dbo_thresholds", "0.33.0", "--dbo-decode-token-threshold 1", layout(dp=2), model="moe"),
+    # config/parallel.py:421-424 (0.18.0); gone from 0.29
+    Case("vllm.parallel.dcp_a2a_needs_dcp", "0.18.0", "--dcp-comm-backend a2a", layout(tp=2),
+         refused="dcp_comm_backend='a2a' requires decode_context_parallel_size > 1.",
+         source="vllm/config/parallel.py:423"),
+    Case("vllm.parallel.dcp_a2a_needs_dcp", "0.18.0", "--dcp-comm-backend a2a -dcp 2", layout(tp=2)),
+    Case("vllm.parallel.dcp_a2a_needs_dcp", "0.33.0", "--dcp-comm-backend a2a", layout(tp=2)),
+    # config/parallel.py:372-381, 438-441 (0.20.0)
+    Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind-nodes 0 1", layout(tp=2),
+         refused="numa_bind_nodes and numa_bind_cpus require numa_bind=True.", source="vllm/config/parallel.py:440"),
+    Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind --numa-bind-nodes 0 -1", layout(tp=2),
+         refused="numa_bind_nodes must contain non-negative integers.", source="vllm/config/parallel.py:380"),
+    Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind --numa-bind-nodes 0 1", layout(tp=2)),
+    Case("vllm.parallel.numa_bind_options", "0.33.0", "--numa-bind-cpus 0-3", layout(tp=2),
+         refused="numa_bind_nodes and numa_bind_cpus require numa_bind=True."),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_the_release_refuses_the_line_in_its_own_words(case: LineCase) -> None:
+    judge(case)
+
+
+def test_every_rule_of_the_area_has_a_refusing_and_an_accepted_case() -> None:
+    refusing = {c.rule for c in CASES if c.refused is not None}
+    accepted = {c.rule for c in CASES if c.refused is None}
+    assert refusing == accepted == set(rules_post.RULES)
+
+
+def _mine(line: str, version: str, rule: str, *, env: dict[str, str] | None = None, model: str = "dense",
+          **sizes: int) -> tuple[list[str], tuple[str, ...]]:
+    v = Version(version)
+    args = resolve(line.split(), v)
+    assert args.ok, args.errors
+    judged = config_check(args, model_of(model), layout(**sizes), v, env=env)
+    return [r.text("vLLM") for r in judged.refusals if r.rule == rule], judged.not_judged
+
+
+@pytest.mark.parametrize(("env", "refused"), [
+    ({}, True),                                              # 0.20.0: os.getenv(..., "0"): RayDistributedExecutor
+    ({"VLLM_USE_RAY_V2_EXECUTOR_BACKEND": "1"}, False),      # RayExecutorV2, a MultiprocExecutor
+])
+def test_ray_async_scheduling_follows_the_v2_executor_switch_of_0_20(env: dict[str, str], refused: bool) -> None:
+    mine, _ = _mine("--async-scheduling --distributed-executor-backend ray", "0.20.0",
+                    "vllm.scheduler.async_executor", env=env, tp=2)
+    assert bool(mine) is refused
+    if refused:
+        assert mine[0].endswith('"`ray` does not support async scheduling yet." (vllm/config/vllm.py:795)')
+
+
+def test_ray_v2_is_the_default_from_0_21_and_can_be_turned_off() -> None:
+    line = "--async-scheduling --distributed-executor-backend ray"
+    assert not _mine(line, "0.21.0", "vllm.scheduler.async_executor", tp=2)[0]
+    assert _mine(line, "0.21.0", "vllm.scheduler.async_executor", env={"VLLM_USE_RAY_V2_EXECUTOR_BACKEND": "0"},
+                 tp=2)[0]
+
+
+def test_0_11_0_reads_the_all2all_backend_from_the_environment() -> None:
+    env = {"VLLM_ALL2ALL_BACKEND": "deepep_low_latency"}
+    assert not _mine("--enable-dbo", "0.11.0", "vllm.parallel.dbo_all2all", env=env, model="moe",
+                     dp=2)[0]
+
+
+def test_a_deprecated_all2all_variable_that_may_override_the_flag_is_said_not_judged() -> None:
+    """0.14: a set VLLM_ALL2ALL_BACKEND overrides --all2all-backend; which one the engine holds is not guessed."""
+    mine, not_judged = _mine("--enable-dbo --all2all-backend deepep_low_latency", "0.14.0",
+                             "vllm.parallel.dbo_all2all", env={"VLLM_ALL2ALL_BACKEND": "naive"}, model="moe",
+                             dp=2)
+    assert not mine
+    assert any("dbo_all2all" in n and "a2a_backend" in n for n in not_judged)
+
+
+def test_the_executor_backend_a_deployment_leaves_unset() -> None:
+    """``ParallelConfig.__post_init__``: one GPU is uni; more on one node mp; before 0.11.1 a world larger than
+    the node's GPUs is Ray (unknown devices: not known); from 0.17 DP counts; --data-parallel-backend ray is Ray."""
+    def backend(line: str, version: str, **sizes: int) -> str | None:
+        v = Version(version)
+        lay = layout(**{k: s for k, s in sizes.items() if k != "devices"})
+        if "devices" in sizes:
+            lay = replace(lay, devices=sizes["devices"])
+        return rules_post.resolved_backend(resolve(line.split(), v), lay, v)[0]
+
+    assert backend(f"{M8}", "0.8.0") == "uni"
+    assert backend(f"{M8}", "0.8.0", tp=2) is None
+    assert backend(f"{M8}", "0.8.0", tp=2, devices=1) == "ray"
+    assert backend(f"{M8}", "0.8.0", tp=2, devices=2) == "mp"
+    assert backend("", "0.16.0", dp=2) == "uni"
+    assert backend("", "0.17.0", dp=2) == "mp"
+    assert backend("--data-parallel-backend ray", "0.33.0", dp=2) == "ray"
+    assert backend("--nnodes 2", "0.33.0", tp=8, devices=4) == "mp"
+    assert backend("--distributed-executor-backend external_launcher", "0.33.0", tp=2) == "external_launcher"
+
+
+def test_nsight_where_the_default_turns_into_ray_is_not_judged() -> None:
+    """Before 0.11.1 two ranks on one GPU's node resolve to Ray; ``_verify_args`` is a model validator, so
+    whether it reads the resolved backend or the unset flag is left open: said, not guessed."""
+    v = Version("0.10.0")
+    args = resolve("--ray-workers-use-nsight".split(), v)
+    judged = config_check(args, model_of("dense"), replace(layout(tp=2), devices=1), v)
+    assert not [r for r in judged.refusals if r.rule == "vllm.parallel.nsight_needs_ray"]
+    assert any("nsight_needs_ray" in n for n in judged.not_judged)
+    refused = config_check(args, model_of("dense"), replace(layout(tp=2), devices=2), v)
+    assert [r for r in refused.refusals if r.rule == "vllm.parallel.nsight_needs_ray"]
+
+
+@pytest.mark.parametrize(("line", "refused"), [
+    ("vllm serve Qwen/Qwen3-30B-A3B --data-parallel-size 2 --enable-expert-parallel --enable-dbo",
+     "Microbatching currently only supports the deepep_low_latency"),
+    ("vllm serve Qwen/Qwen3-30B-A3B --data-parallel-size 2 --enable-expert-parallel --enable-dbo "
+     "--all2all-backend deepep_low_latency", None),
+])
+def test_gpulayout_check_fails_a_dbo_line_in_the_releases_words(
+        capsys: pytest.CaptureFixture[str], line: str, refused: str | None) -> None:
+    code = main(["check", "--cmd", line, "--machine", "preset:8xH100-sxm", "--json"])
+    config = json.loads(capsys.readouterr().out)["deployments"]["--cmd:1"]["checks"]["config"]
+    if refused is None:
+        assert config["status"] == "pass", config["message"]
+        return
+    assert code == 1 and config["status"] == "fail"
+    assert f'vLLM 0.33.0 raises AssertionError: "{refused}' in config["message"]
