@@ -138,6 +138,55 @@ CASES = [
     Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind --numa-bind-nodes 0 1", layout(tp=2)),
     Case("vllm.parallel.numa_bind_options", "0.33.0", "--numa-bind-cpus 0-3", layout(tp=2),
          refused="numa_bind_nodes and numa_bind_cpus require numa_bind=True."),
+    # config/compilation.py:853-871 (0.33.0): a mode name, upper-cased, must be a CompilationMode
+    Case("vllm.compilation.mode_name", "0.33.0", '-cc {"mode":"fast"}', layout(),
+         refused="Invalid compilation mode: fast. Valid modes are: NONE, STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE, "
+                 "VLLM_COMPILE", source="vllm/config/compilation.py:865"),
+    Case("vllm.compilation.mode_name", "0.33.0", '-cc {"mode":"vllm_compile"}', layout()),
+    Case("vllm.compilation.mode_name", "0.11.1", '-O {"mode":"Fast"}', layout(),
+         refused="Invalid compilation mode: Fast.", source="vllm/config/compilation.py:574"),
+    # config/compilation.py:690-697 (0.11.1: -O3 is mode 3), 862-867 (0.12.0: the deprecated level stands for
+    # mode; -O3 is --optimization-level, resolved after this check), 1040-1046 (0.33.0)
+    Case("vllm.compilation.piecewise_backend", "0.11.1", "-O3 -O.backend=my.backend", layout(),
+         refused="Invalid backend for piecewise compilation: my.backend", source="vllm/config/compilation.py:694"),
+    Case("vllm.compilation.piecewise_backend", "0.12.0", "-cc.level=3 -cc.backend=my.backend", layout(),
+         refused="Invalid backend for piecewise compilation: my.backend", source="vllm/config/compilation.py:866"),
+    Case("vllm.compilation.piecewise_backend", "0.12.0", "-O3 -cc.backend=my.backend", layout()),
+    Case("vllm.compilation.piecewise_backend", "0.33.0", '-cc {"mode":"VLLM_COMPILE","backend":"eager"}', layout()),
+    Case("vllm.compilation.piecewise_backend", "0.33.0", '-cc {"mode":2,"backend":"my.backend"}', layout()),
+    # config.py:3225-3235 (0.8.0), config/compilation.py:1142-1153 (0.33.0)
+    Case("vllm.compilation.compile_sizes", "0.8.0", f"{M8} --compilation-config {{'compile_sizes':['all']}}",
+         layout(), exception="AssertionError", source="vllm/config.py:3232",
+         refused="Unrecognized size type in compile_sizes, expect 'cudagraph_capture_sizes', got all"),
+    Case("vllm.compilation.compile_sizes", "0.33.0", '-cc {"compile_sizes":[1,"cudagraph_capture_sizes","max"]}',
+         layout(), exception="AssertionError", source="vllm/config/compilation.py:1147",
+         refused="expect 'cudagraph_capture_sizes', got max"),
+    Case("vllm.compilation.compile_sizes", "0.33.0", '-cc {"compile_sizes":[1,"cudagraph_capture_sizes"]}',
+         layout()),
+    # config/compilation.py:481-488 (0.11.0, which pins torch==2.8.0); 0.11.1 pins torch==2.9.0
+    Case("vllm.compilation.inductor_partition_torch", "0.11.0", '-O {"use_inductor_graph_partition":true}',
+         layout(), refused="use_inductor_graph_partition is only supported with torch>=2.9.0.dev.",
+         source="vllm/config/compilation.py:485"),
+    Case("vllm.compilation.inductor_partition_torch", "0.11.1", '-O {"use_inductor_graph_partition":true}',
+         layout()),
+    # config/compilation.py:953-959 (0.19.0), 1048-1079 (0.33.0)
+    Case("vllm.compilation.cudagraph_size_values", "0.19.0",
+         '-cc {"cudagraph_mm_encoder":true,"encoder_cudagraph_max_images_per_batch":-1}', layout(),
+         refused="encoder_cudagraph_max_images_per_batch must be non-negative (0 = auto-infer)",
+         source="vllm/config/compilation.py:956"),
+    Case("vllm.compilation.cudagraph_size_values", "0.19.0", '-cc {"encoder_cudagraph_max_images_per_batch":-1}',
+         layout()),
+    Case("vllm.compilation.cudagraph_size_values", "0.33.0", '-cc {"encoder_cudagraph_token_budgets":[0,512]}',
+         layout(), refused="All encoder_cudagraph_token_budgets must be positive, got [0, 512]",
+         source="vllm/config/compilation.py:1075"),
+    Case("vllm.compilation.cudagraph_size_values", "0.33.0", '-cc {"decoder_replay_cudagraph_capture_sizes":[0,8]}',
+         layout(), refused="All decoder_replay_cudagraph_capture_sizes must be positive",
+         source="vllm/config/compilation.py:1049"),
+    Case("vllm.compilation.cudagraph_size_values", "0.33.0",
+         '-cc {"cudagraph_mm_encoder":true,"encoder_cudagraph_max_frames_per_batch":-2}', layout(),
+         refused="encoder_cudagraph_max_frames_per_batch must be non-negative (None = auto-infer)"),
+    Case("vllm.compilation.cudagraph_size_values", "0.33.0",
+         '-cc {"cudagraph_mm_encoder":true,"encoder_cudagraph_token_budgets":[256,512]}', layout()),
 ]
 
 

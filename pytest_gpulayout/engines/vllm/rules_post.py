@@ -13,6 +13,13 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   ``__post_init__`` while the parser reads the flag: the line stops there, the parser's error carrying these words.
 - **deprecated CUDA-graph flags** (0.10.1-0.11.0): ``use_cudagraph: false`` or ``full_cuda_graph: true`` with a
   ``cudagraph_mode`` (config/compilation.py:447 and :456 in 0.10.1, :469 and :478 in 0.11.0).
+- **the other compilation fields read while the flag is parsed**: a ``mode`` name that is no ``CompilationMode``
+  (``validate_mode_before``, config/compilation.py:853-871 in 0.33.0), mode 3 (``VLLM_COMPILE``, given, or the
+  deprecated level until 0.18) with a backend other than ``''`` / eager / inductor (:1040-1046 in 0.33.0; from 0.12
+  ``-O3`` is ``--optimization-level``, which sets the mode after this check), ``use_inductor_graph_partition`` on
+  0.11.0, which pins torch 2.8 (:481-488), encoder CUDA-graph limits and token budgets, decoder replay capture
+  sizes (:1048-1079 in 0.33.0), and (every CUDA config, ``post_init_cudagraph_sizes``; ``init_with_cudagraph_sizes``
+  before 0.11.1) a ``compile_sizes`` string other than ``cudagraph_capture_sizes`` (:1142-1153 in 0.33.0).
 - **the executor backend** as ``ParallelConfig.__post_init__`` resolves a flag left unset (``resolved_backend``),
   read by: ``--ray-workers-use-nsight`` without Ray (``_verify_args``, config.py:1552 in 0.8.0, config/parallel.py:
   1174 in 0.33.0), ``--nnodes > 1`` with a backend other than mp (0.11.1), mp / uni (0.12), mp / uni /
@@ -55,6 +62,15 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.dcp_a2a_needs_dcp": "--dcp-comm-backend a2a at --decode-context-parallel-size 1 (0.18+)",
     "vllm.parallel.numa_bind_options": "--numa-bind-nodes / --numa-bind-cpus without --numa-bind, or a negative "
                                        "NUMA node (ParallelConfig, 0.20+)",
+    "vllm.compilation.mode_name": "--compilation-config mode naming no CompilationMode (0.11.1+)",
+    "vllm.compilation.piecewise_backend": "--compilation-config mode 3 (VLLM_COMPILE) with a backend other than "
+                                          "eager / inductor (0.11.1+)",
+    "vllm.compilation.compile_sizes": "--compilation-config compile_sizes naming a string other than "
+                                      "'cudagraph_capture_sizes'",
+    "vllm.compilation.inductor_partition_torch": "--compilation-config use_inductor_graph_partition on a release "
+                                                 "pinned to torch below 2.9 (0.11.0)",
+    "vllm.compilation.cudagraph_size_values": "negative encoder CUDA-graph batch limits, non-positive encoder token "
+                                              "budgets or decoder replay capture sizes (0.19+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -230,13 +246,76 @@ def _custom_ops_frames(compilation: Mapping[str, object]) -> list[dict[str, obje
     return frames
 
 
-def _cudagraph_flag_values(compilation: Mapping[str, object]) -> dict[str, object]:
-    return {"self.use_cudagraph": compilation.get("use_cudagraph", True),
-            "self.full_cuda_graph": compilation.get("full_cuda_graph", False),
-            "self.cudagraph_mode": compilation.get("cudagraph_mode")}
+def _ints(value: object) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
+def _compilation_values(compilation: Mapping[str, object], version: Version) -> dict[str, object]:
+    """``CompilationConfig.__post_init__``'s fields as the line gives them, its defaults elsewhere: the mode (an
+    integer, a ``CompilationMode`` name as ``validate_mode_before`` converts it, or the deprecated level), the
+    backend, the deprecated CUDA-graph flags, the encoder / decoder-replay CUDA-graph sizes."""
+    mode = compilation.get("mode")
+    if mode is None and version < LEVEL_AS_MODE_UNTIL:
+        mode = compilation.get("level")
+    out: dict[str, object] = {
+        "self.use_cudagraph": compilation.get("use_cudagraph", True),
+        "self.full_cuda_graph": compilation.get("full_cuda_graph", False),
+        "self.cudagraph_mode": compilation.get("cudagraph_mode"),
+        "CompilationMode.VLLM_COMPILE": COMPILATION_MODES.index("VLLM_COMPILE"),
+        "CompilationMode.__members__": COMPILATION_MODES,
+        "', '.join(CompilationMode.__members__.keys())": ", ".join(COMPILATION_MODES),
+        "self.backend": compilation.get("backend", ""),
+        "self.use_inductor_graph_partition": bool(compilation.get("use_inductor_graph_partition", False)),
+        "is_torch_equal_or_newer('2.9.0.dev')": version >= TORCH_2_9_SINCE,
+        "self.cudagraph_mm_encoder": bool(compilation.get("cudagraph_mm_encoder", False)),
+        "self.encoder_cudagraph_max_images_per_batch": compilation.get("encoder_cudagraph_max_images_per_batch", 0),
+        "self.encoder_cudagraph_max_vision_items_per_batch": compilation.get(
+            "encoder_cudagraph_max_vision_items_per_batch", 0),
+        "self.encoder_cudagraph_max_frames_per_batch": compilation.get("encoder_cudagraph_max_frames_per_batch"),
+    }
+    if isinstance(mode, str):
+        # validate_mode_before (config/compilation.py:853-871 in 0.33.0)
+        out.update({"value": mode, "isinstance(value, str)": True, "mode_name": mode.upper()})
+        if mode.upper() in COMPILATION_MODES:
+            out["self.mode"] = COMPILATION_MODES.index(mode.upper())
+    else:
+        out["isinstance(value, str)"] = False
+        if isinstance(mode, int) or mode is None:
+            out["self.mode"] = mode
+    budgets = _ints(compilation.get("encoder_cudagraph_token_budgets", []))
+    if budgets is not None:
+        out["self.encoder_cudagraph_token_budgets"] = budgets
+        out["any((b <= 0 for b in self.encoder_cudagraph_token_budgets))"] = any(b <= 0 for b in budgets)
+    replay = _ints(compilation.get("decoder_replay_cudagraph_capture_sizes", []))
+    if replay is not None:
+        out["any((s <= 0 for s in self.decoder_replay_cudagraph_capture_sizes))"] = any(s <= 0 for s in replay)
+    return out
+
+
+def _compile_sizes_frames(compilation: Mapping[str, object]) -> list[dict[str, object]]:
+    """``post_init_cudagraph_sizes`` (``init_with_cudagraph_sizes`` before 0.11.1), which every CUDA config runs
+    (config/vllm.py:2013, 2656 in 0.33.0; config.py:3494, 3598 in 0.8.0): one frame per entry of compile_sizes."""
+    sizes = compilation.get("compile_sizes")
+    base: dict[str, object] = {"self.compile_sizes": sizes, "for x in self.compile_sizes": False}
+    if not isinstance(sizes, list):
+        return [base]
+    return [base] + [{**base, "for x in self.compile_sizes": True, "x": x, "isinstance(x, str)": isinstance(x, str)}
+                     for x in sizes if isinstance(x, (str, int))]
 
 
 _CUSTOM_OPS = "vllm.compilation.custom_ops"
+_COMPILE_SIZES = "vllm.compilation.compile_sizes"
+_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES})
+#: ``CompilationMode`` (config/compilation.py:36-43 in 0.11.1, 41-48 in 0.33.0)
+COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
+#: the deprecated ``level`` stands for ``mode`` when ``mode`` is unset (``if self.mode is None: self.mode =
+#: self.level``, config/compilation.py:787-788 in 0.12.0) until 0.18 drops it
+LEVEL_AS_MODE_UNTIL = Version("0.18.0")
+#: ``is_torch_equal_or_newer("2.9.0.dev")``: the torch the release pins (``Requires-Dist: torch==2.8.0`` in 0.11.0's
+#: METADATA, ``torch==2.9.0`` in 0.11.1's; later releases pin newer ones)
+TORCH_2_9_SINCE = Version("0.11.1")
 
 
 def compilation_config(args: ResolvedArgs) -> Mapping[str, object]:
@@ -257,13 +336,16 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
-             **_cudagraph_flag_values(compilation)}
-    plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r != _CUSTOM_OPS])
+             **_compilation_values(compilation, version)}
+    plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
-    if _CUSTOM_OPS in rules:
-        seen: set[tuple[str, str]] = set()
-        for ops in _custom_ops_frames(compilation):
-            judged = book.judge(version, {**base, **ops}, rules=[_CUSTOM_OPS])
+    seen: set[tuple[str, str]] = set()
+    for rule, frames in ((_CUSTOM_OPS, _custom_ops_frames(compilation)),
+                         (_COMPILE_SIZES, _compile_sizes_frames(compilation))):
+        if rule not in rules:
+            continue
+        for looped in frames:
+            judged = book.judge(version, {**base, **looped}, rules=[rule])
             for r in judged.refusals:
                 if (r.entry, r.message) not in seen:
                     seen.add((r.entry, r.message))
