@@ -187,6 +187,24 @@ CASES = [
          refused="encoder_cudagraph_max_frames_per_batch must be non-negative (None = auto-infer)"),
     Case("vllm.compilation.cudagraph_size_values", "0.33.0",
          '-cc {"cudagraph_mm_encoder":true,"encoder_cudagraph_token_budgets":[256,512]}', layout()),
+    # engine/arg_utils.py:1741-1770 (0.24.0), 2141-2180 (0.33.0): called by create_engine_config
+    Case("vllm.parallel.device_ids", "0.33.0", "--device-ids 0,1,1", layout(tp=2),
+         refused="--device-ids must not contain duplicates: [0, 1, 1]", source="vllm/engine/arg_utils.py:2151"),
+    Case("vllm.parallel.device_ids", "0.24.0", "--device-ids 0,GPU-1", layout(tp=2),
+         refused="--device-ids must not mix integer IDs and UUIDs", source="vllm/engine/arg_utils.py:1752"),
+    Case("vllm.parallel.device_ids", "0.24.0", "--device-ids GPU-0,GPU-1", layout(tp=2)),
+    Case("vllm.parallel.device_ids", "0.33.0", "--device-ids 2,3", layout(tp=2)),
+    Case("vllm.parallel.device_ids", "0.23.0", "--tensor-parallel-size 2", layout(tp=2)),
+    # config/parallel.py:948-957 (0.30.0): without elastic EP the limit is the DP size itself
+    Case("vllm.parallel.elastic_ep_max_dp_size", "0.30.0",
+         "--enable-elastic-ep --enable-eplb --enable-expert-parallel --elastic-ep-max-dp-size 2", layout(dp=4),
+         model="moe", source="vllm/config/parallel.py:955",
+         refused="--elastic-ep-max-dp-size must be greater than or equal to the initial data_parallel_size (4)."),
+    Case("vllm.parallel.elastic_ep_max_dp_size", "0.30.0", "--elastic-ep-max-dp-size 2", layout(dp=4),
+         model="moe"),
+    Case("vllm.parallel.elastic_ep_max_dp_size", "0.33.0",
+         "--enable-elastic-ep --enable-eplb --enable-expert-parallel --elastic-ep-max-dp-size 8", layout(dp=4),
+         model="moe"),
 ]
 
 
@@ -242,6 +260,21 @@ def test_a_deprecated_all2all_variable_that_may_override_the_flag_is_said_not_ju
                              dp=2)
     assert not mine
     assert any("dbo_all2all" in n and "a2a_backend" in n for n in not_judged)
+
+
+@pytest.mark.parametrize(("cvd", "refused"), [
+    ("4,5,6", "--device-ids index 3 is out of range for CUDA_VISIBLE_DEVICES=4,5,6 (3 devices visible)"),
+    ("4,5,6,7", None),
+    (None, None),                          # without CUDA_VISIBLE_DEVICES the ids are physical
+])
+def test_device_ids_index_the_devices_cuda_visible_devices_shows(cvd: str | None, refused: str | None) -> None:
+    env = {"CUDA_VISIBLE_DEVICES": cvd} if cvd is not None else {}
+    for version, line in (("0.24.0", 1768), ("0.33.0", 2174)):
+        mine, _ = _mine("--device-ids 0,3", version, "vllm.parallel.device_ids", env=env, tp=2)
+        if refused is None:
+            assert not mine
+        else:
+            assert mine and mine[0].endswith(f'"{refused}" (vllm/engine/arg_utils.py:{line})')
 
 
 def test_the_executor_backend_a_deployment_leaves_unset() -> None:

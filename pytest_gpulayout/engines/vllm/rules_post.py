@@ -30,8 +30,11 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   backend other than DeepEP (and NIXL EP from 0.24) (config/vllm.py:480-486 in 0.11.0, reading
   VLLM_ALL2ALL_BACKEND; :681-686 in 0.11.1; :2180-2198 in 0.33.0), and thresholds below the microbatch count
   (config/parallel.py:1180-1187 in 0.33.0, from 0.30).
-- **ParallelConfig pairs**: ``--dcp-comm-backend a2a`` without decode context parallel (0.18+),
-  ``--numa-bind-nodes`` / ``--numa-bind-cpus`` without ``--numa-bind`` and negative NUMA nodes (0.20+).
+- **ParallelConfig pairs**: ``--dcp-comm-backend a2a`` without decode context parallel (0.18-0.28),
+  ``--numa-bind-nodes`` / ``--numa-bind-cpus`` without ``--numa-bind`` and negative NUMA nodes (0.20+),
+  ``--elastic-ep-max-dp-size`` below the DP size (0.30+).
+- **--device-ids** (``EngineArgs._resolve_device_ids``, 0.24+): repeated ids, integers mixed with UUIDs, an index
+  past the devices the deployment's CUDA_VISIBLE_DEVICES shows.
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ RULES: Mapping[str, str] = {
                                                  "pinned to torch below 2.9 (0.11.0)",
     "vllm.compilation.cudagraph_size_values": "negative encoder CUDA-graph batch limits, non-positive encoder token "
                                               "budgets or decoder replay capture sizes (0.19+)",
+    "vllm.parallel.device_ids": "--device-ids with a repeated ID, integer IDs mixed with UUIDs, or an index past the "
+                                "devices CUDA_VISIBLE_DEVICES shows (EngineArgs, 0.24+)",
+    "vllm.parallel.elastic_ep_max_dp_size": "--elastic-ep-max-dp-size below --data-parallel-size with elastic EP "
+                                            "(ParallelConfig, 0.30+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -204,6 +211,11 @@ def _parallel_values(args: ResolvedArgs, layout: Layout, version: Version, env: 
         "self.numa_bind": bool(args.get("numa_bind")),
         "self.numa_bind_nodes": args.get("numa_bind_nodes"), "self.numa_bind_cpus": args.get("numa_bind_cpus"),
     }
+    # ``self.elastic_ep_max_dp_size = max_dp_size if self.enable_elastic_ep and max_dp_size is not None else
+    # self.data_parallel_size`` (config/parallel.py:948-953 in 0.30.0)
+    max_dp = args.get("elastic_ep_max_dp_size")
+    out["self.elastic_ep_max_dp_size"] = max_dp if bool(args.get("enable_elastic_ep")) and isinstance(
+        max_dp, int) else layout.data_parallel_size
     # ``_validate_numa_bind_nodes`` returns an unset value before its checks (config/parallel.py:374-381 in 0.20.0)
     nodes = args.get("numa_bind_nodes")
     if nodes is None:
@@ -307,7 +319,8 @@ def _compile_sizes_frames(compilation: Mapping[str, object]) -> list[dict[str, o
 
 _CUSTOM_OPS = "vllm.compilation.custom_ops"
 _COMPILE_SIZES = "vllm.compilation.compile_sizes"
-_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES})
+_DEVICE_IDS = "vllm.parallel.device_ids"
+_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS})
 #: ``CompilationMode`` (config/compilation.py:36-43 in 0.11.1, 41-48 in 0.33.0)
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
 #: the deprecated ``level`` stands for ``mode`` when ``mode`` is unset (``if self.mode is None: self.mode =
@@ -331,6 +344,27 @@ def compilation_config(args: ResolvedArgs) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _device_ids_frames(args: ResolvedArgs, env: Mapping[str, str]) -> list[dict[str, object]]:
+    """``EngineArgs._resolve_device_ids`` (engine/arg_utils.py:2141-2180 in 0.33.0): nothing without ids; a
+    repeated id; all UUIDs return before the mix check; integer ids index CUDA_VISIBLE_DEVICES where it is set
+    (one frame per id, the loop ``for i in int_ids``)."""
+    ids = args.get("device_ids")
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    base: dict[str, object] = {
+        "len(set(ids)) != len(ids)": False, "any((isinstance(i, str) for i in ids))": False,
+        "for i in int_ids": False, "cvd": cvd, "cvd_ids": cvd.split(",") if cvd else [],
+        "current_platform.device_control_env_var": "CUDA_VISIBLE_DEVICES", "ids": ids,
+    }
+    if not isinstance(ids, list) or not ids:
+        return [base]
+    strs = [isinstance(i, str) for i in ids]
+    base["len(set(ids)) != len(ids)"] = len(set(ids)) != len(ids)
+    base["any((isinstance(i, str) for i in ids))"] = any(strs) and not all(strs)
+    if any(strs):
+        return [base]
+    return [base] + [{**base, "for i in int_ids": True, "i": i} for i in ids]
+
+
 def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: Sequence[str], args: ResolvedArgs,
           layout: Layout, env: Mapping[str, str]) -> Judged:
     """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
@@ -341,7 +375,8 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = set()
     for rule, frames in ((_CUSTOM_OPS, _custom_ops_frames(compilation)),
-                         (_COMPILE_SIZES, _compile_sizes_frames(compilation))):
+                         (_COMPILE_SIZES, _compile_sizes_frames(compilation)),
+                         (_DEVICE_IDS, _device_ids_frames(args, env))):
         if rule not in rules:
             continue
         for looped in frames:
