@@ -8,7 +8,7 @@ without the conflict, or a release that does not hold the check.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 from packaging.version import Version
@@ -21,6 +21,30 @@ from pytest_gpulayout.engines.vllm.config_checks import config_check
 
 Case = LineCase
 M8 = "Qwen/Qwen3-8B"   # 0.8.x require the model positional
+
+
+@dataclass(frozen=True)
+class EnvCase(LineCase):
+    """A line judged with the deployment's environment (``config_check(..., env=...)``)."""
+
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def judge_with_env(case: EnvCase) -> None:
+    version = Version(case.version)
+    args = resolve(case.line.split(), version)
+    assert args.ok, args.errors
+    judged = config_check(args, model_of(case.model), case.layout, version, env=dict(case.env))
+    mine = [r for r in judged.refusals if r.rule == case.rule]
+    if case.refused is None:
+        assert not mine, [r.text("vLLM") for r in mine]
+        return
+    assert mine, (judged.refusals, judged.not_judged)
+    assert case.refused in mine[0].message and mine[0].exception == case.exception
+    assert case.source is None or mine[0].source == case.source
+
+
+DUAL_CHUNK = (("VLLM_ATTENTION_BACKEND", "DUAL_CHUNK_FLASH_ATTN"),)
 
 CASES = [
     # config.py:3145-3149 (0.8.0, model_post_init); config/compilation.py:971 (0.20.0), :1015-1035 (0.33.0)
@@ -205,18 +229,67 @@ CASES = [
     Case("vllm.parallel.elastic_ep_max_dp_size", "0.33.0",
          "--enable-elastic-ep --enable-eplb --enable-expert-parallel --elastic-ep-max-dp-size 8", layout(dp=4),
          model="moe"),
+    # engine/arg_utils.py:1645-1650 (0.13.0), 2726-2732 (0.33.0); from 0.18 "auto" is no backend
+    Case("vllm.attention.backend_twice", "0.33.0", "--attention-backend FLASH_ATTN -ac.backend=FLASHINFER", layout(),
+         refused="attention_backend and attention_config.backend are mutually exclusive",
+         source="vllm/engine/arg_utils.py:2730"),
+    Case("vllm.attention.backend_twice", "0.33.0", "--attention-backend FLASH_ATTN -ac.backend=auto", layout()),
+    Case("vllm.attention.backend_twice", "0.13.0", '--attention-backend FLASH_ATTN --attention-config '
+         '{"backend":"FLASHINFER"}', layout(), refused="attention_backend and attention_config.backend are mutually "
+                                                       "exclusive", source="vllm/engine/arg_utils.py:1648"),
+    Case("vllm.attention.backend_twice", "0.13.0", "--attention-backend FLASH_ATTN", layout()),
+    # engine/arg_utils.py:1739-1746 (0.16.0), 2790-2797 (0.33.0)
+    Case("vllm.kernel.flashinfer_autotune_twice", "0.16.0",
+         '--enable-flashinfer-autotune --kernel-config {"enable_flashinfer_autotune":false}', layout(),
+         refused="enable_flashinfer_autotune and kernel_config.enable_flashinfer_autotune are mutually exclusive",
+         source="vllm/engine/arg_utils.py:1743"),
+    Case("vllm.kernel.flashinfer_autotune_twice", "0.33.0",
+         '--no-enable-flashinfer-autotune --kernel-config {"enable_flashinfer_autotune":true}', layout(),
+         refused="enable_flashinfer_autotune and kernel_config.enable_flashinfer_autotune are mutually exclusive",
+         source="vllm/engine/arg_utils.py:2792"),
+    Case("vllm.kernel.flashinfer_autotune_twice", "0.33.0", "--enable-flashinfer-autotune", layout()),
+    # engine/arg_utils.py:2378-2381 (0.33.0), 1073-1075 (0.10.0): `vllm serve --headless`
+    Case("vllm.parallel.hybrid_lb_headless", "0.33.0", "--headless --data-parallel-hybrid-lb "
+         "--data-parallel-size-local 2", layout(dp=4), model="moe", exception="AssertionError",
+         refused="data_parallel_hybrid_lb is not applicable in headless mode", source="vllm/engine/arg_utils.py:2380"),
+    Case("vllm.parallel.hybrid_lb_headless", "0.33.0", "--headless --data-parallel-size-local 2", layout(dp=4),
+         model="moe"),
+    Case("vllm.parallel.hybrid_lb_headless", "0.10.0", f"{M8} --headless --data-parallel-hybrid-lb", layout(dp=4),
+         model="moe", exception="AssertionError", refused="data_parallel_hybrid_lb is not applicable in headless mode",
+         source="vllm/engine/arg_utils.py:1074"),
+    # engine/arg_utils.py:2539-2550 (0.33.0): the assertion's message is a tuple, which the ledger does not read
+    Case("vllm.parallel.dp_backend_choices", "0.33.0", "--data-parallel-backend torchrun", layout(),
+         exception="AssertionError", refused="", source="vllm/engine/arg_utils.py:2547"),
+    Case("vllm.parallel.dp_backend_choices", "0.33.0", "--data-parallel-backend ray", layout()),
+    Case("vllm.parallel.dp_backend_choices", "0.33.0", "--data-parallel-backend torchrun --data-parallel-address "
+         "10.0.0.1", layout()),
+    # engine/arg_utils.py:1009-1014 (0.9.0): VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN; gone from 0.11
+    EnvCase("vllm.attention.dual_chunk_needs_eager", "0.9.0", M8, layout(), env=DUAL_CHUNK,
+            exception="AssertionError", source="vllm/engine/arg_utils.py:1011",
+            refused="Cuda graph is not supported with DualChunkFlashAttention."),
+    EnvCase("vllm.attention.dual_chunk_needs_eager", "0.9.0", f"{M8} --enforce-eager", layout(), env=DUAL_CHUNK),
+    EnvCase("vllm.attention.dual_chunk_needs_eager", "0.11.0", M8, layout(), env=DUAL_CHUNK),
+    # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
+    Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
+         layout(dp=2), model="moe", source="vllm/config/parallel.py:460",
+         refused="num_redundant_experts is set to 2 but EPLB is not enabled. Either enable EPLB or unset"),
+    Case("vllm.parallel.redundant_experts_need_eplb", "0.33.0",
+         "--eplb-config.num_redundant_experts=2 --enable-eplb --enable-expert-parallel", layout(dp=2), model="moe"),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_the_release_refuses_the_line_in_its_own_words(case: LineCase) -> None:
-    judge(case)
+    if isinstance(case, EnvCase):
+        judge_with_env(case)
+    else:
+        judge(case)
 
 
 def test_every_rule_of_the_area_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == set(rules_post.RULES)
+    assert refusing == accepted == set(rules_post.RULES) | {"vllm.parallel.redundant_experts_need_eplb"}
 
 
 def _mine(line: str, version: str, rule: str, *, env: dict[str, str] | None = None, model: str = "dense",
@@ -275,6 +348,12 @@ def test_device_ids_index_the_devices_cuda_visible_devices_shows(cvd: str | None
             assert not mine
         else:
             assert mine and mine[0].endswith(f'"{refused}" (vllm/engine/arg_utils.py:{line})')
+
+
+def test_0_13_and_0_14_take_the_attention_backend_variable_as_the_attention_config_backend() -> None:
+    env = {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
+    assert _mine("--attention-backend FLASH_ATTN", "0.14.0", "vllm.attention.backend_twice", env=env)[0]
+    assert not _mine("--attention-backend FLASH_ATTN", "0.15.0", "vllm.attention.backend_twice", env=env)[0]
 
 
 def test_the_executor_backend_a_deployment_leaves_unset() -> None:

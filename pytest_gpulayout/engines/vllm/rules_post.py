@@ -35,6 +35,14 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   ``--elastic-ep-max-dp-size`` below the DP size (0.30+).
 - **--device-ids** (``EngineArgs._resolve_device_ids``, 0.24+): repeated ids, integers mixed with UUIDs, an index
   past the devices the deployment's CUDA_VISIBLE_DEVICES shows.
+- **EngineArgs.create_engine_config**: ``--attention-backend`` with ``--attention-config``'s backend (0.13+; in
+  0.13-0.14 a set VLLM_ATTENTION_BACKEND fills the latter), ``--enable-flashinfer-autotune`` with
+  ``--kernel-config``'s (0.16+), VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN without ``--enforce-eager``
+  (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
+  mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read).
+
+The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
+``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
 """
 
 from __future__ import annotations
@@ -78,6 +86,15 @@ RULES: Mapping[str, str] = {
                                 "devices CUDA_VISIBLE_DEVICES shows (EngineArgs, 0.24+)",
     "vllm.parallel.elastic_ep_max_dp_size": "--elastic-ep-max-dp-size below --data-parallel-size with elastic EP "
                                             "(ParallelConfig, 0.30+)",
+    "vllm.attention.backend_twice": "--attention-backend with --attention-config's backend (or, 0.13-0.14, "
+                                    "VLLM_ATTENTION_BACKEND) (EngineArgs, 0.13+)",
+    "vllm.kernel.flashinfer_autotune_twice": "--enable-flashinfer-autotune with --kernel-config's "
+                                             "enable_flashinfer_autotune (EngineArgs, 0.16+)",
+    "vllm.attention.dual_chunk_needs_eager": "VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN without --enforce-eager "
+                                             "(EngineArgs, 0.9.0-0.10.2)",
+    "vllm.parallel.hybrid_lb_headless": "--data-parallel-hybrid-lb with --headless (EngineArgs, 0.10+)",
+    "vllm.parallel.dp_backend_choices": "--data-parallel-backend other than mp / ray without --data-parallel-address "
+                                        "(EngineArgs, 0.9.1+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -197,6 +214,49 @@ def _dbo_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) ->
     if a2a is not None:
         out["a2a_backend"] = a2a
     return out
+
+
+# -- EngineArgs.create_engine_config ---------------------------------------------------------------------------
+
+#: ``AttentionConfig.__post_init__`` takes a set VLLM_ATTENTION_BACKEND as its backend in 0.13-0.14
+#: (``_set_from_env_if_set("backend", "VLLM_ATTENTION_BACKEND")``, config/attention.py:92-93 in 0.13.0); from 0.18
+#: ``validate_backend_before`` reads ``auto`` as None; from 0.27 the MSA aliases select MiniMax's decode kernel and
+#: leave the backend None (config/attention.py:172-181 in 0.33.0)
+ATTENTION_ENV_BACKEND = (Version("0.13.0"), Version("0.15.0"))
+ATTENTION_AUTO_SINCE = Version("0.18.0")
+ATTENTION_MSA_ALIASES_SINCE = Version("0.27.0")
+_MSA_ALIASES = ("CUTLASS_MSA", "TRITON_MSA")
+
+
+def _json_flag(args: ResolvedArgs, dest: str) -> Mapping[str, object]:
+    value = args.get(dest)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _engine_args_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
+    """``create_engine_config``'s reads of flags given twice (engine/arg_utils.py:2726-2736, 2790-2797 in 0.33.0),
+    the dual-chunk attention backend (:1009-1020 in 0.9.0), ``headless`` (``vllm serve --headless`` calls
+    ``create_engine_config(headless=True)``; :1074 in 0.10.0, :2380 in 0.33.0) and the DP address (:2539-2550)."""
+    backend = _json_flag(args, "attention_config").get("backend")
+    if ATTENTION_ENV_BACKEND[0] <= version < ATTENTION_ENV_BACKEND[1] and env.get("VLLM_ATTENTION_BACKEND"):
+        backend = env["VLLM_ATTENTION_BACKEND"]
+    if isinstance(backend, str) and (
+            (version >= ATTENTION_AUTO_SINCE and backend.lower() == "auto")
+            or (version >= ATTENTION_MSA_ALIASES_SINCE and backend.upper() in _MSA_ALIASES)):
+        backend = None
+    return {
+        "self.attention_backend": args.get("attention_backend"),
+        "attention_config.backend": backend,
+        "self.enable_flashinfer_autotune": args.get("enable_flashinfer_autotune"),
+        "kernel_config.enable_flashinfer_autotune": _json_flag(args, "kernel_config").get("enable_flashinfer_autotune"),
+        "envs.VLLM_ATTENTION_BACKEND": env.get("VLLM_ATTENTION_BACKEND"),
+        "STR_DUAL_CHUNK_FLASH_ATTN_VAL": "DUAL_CHUNK_FLASH_ATTN",
+        "self.enforce_eager": bool(args.get("enforce_eager")),
+        "headless": bool(args.get("headless")),
+        "self.data_parallel_hybrid_lb": bool(args.get("data_parallel_hybrid_lb")),
+        "self.data_parallel_address": args.get("data_parallel_address"),
+        "self.data_parallel_backend": args.get("data_parallel_backend") or "mp",
+    }
 
 
 # -- the frames ----------------------------------------------------------------------------------------------
@@ -370,7 +430,7 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
-             **_compilation_values(compilation, version)}
+             **_compilation_values(compilation, version), **_engine_args_values(args, version, env)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = set()
