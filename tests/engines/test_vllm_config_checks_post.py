@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -18,6 +19,7 @@ from pytest_gpulayout.cli import main
 from pytest_gpulayout.engines.vllm import rules_post
 from pytest_gpulayout.engines.vllm.cli import resolve
 from pytest_gpulayout.engines.vllm.config_checks import config_check
+from pytest_gpulayout.model.load import load_model
 
 Case = LineCase
 M8 = "Qwen/Qwen3-8B"   # 0.8.x require the model positional
@@ -28,13 +30,15 @@ class EnvCase(LineCase):
     """A line judged with the deployment's environment (``config_check(..., env=...)``)."""
 
     env: tuple[tuple[str, str], ...] = ()
+    model_dir: str = ""              # a local model of tests/data/models, read instead of ``model``
 
 
 def judge_with_env(case: EnvCase) -> None:
     version = Version(case.version)
     args = resolve(case.line.split(), version)
     assert args.ok, args.errors
-    judged = config_check(args, model_of(case.model), case.layout, version, env=dict(case.env))
+    model = load_model(str(MODELS / case.model_dir)) if case.model_dir else model_of(case.model)
+    judged = config_check(args, model, case.layout, version, env=dict(case.env))
     mine = [r for r in judged.refusals if r.rule == case.rule]
     if case.refused is None:
         assert not mine, [r.text("vLLM") for r in mine]
@@ -45,6 +49,9 @@ def judge_with_env(case: EnvCase) -> None:
 
 
 DUAL_CHUNK = (("VLLM_ATTENTION_BACKEND", "DUAL_CHUNK_FLASH_ATTN"),)
+MODELS = Path(__file__).parent.parent / "data" / "models"
+DSA = "deepseek-v3.2"                # index_topk in its config: a DSA model
+HISPARSE = '-ac {"hisparse_config":{}}'
 
 CASES = [
     # config.py:3145-3149 (0.8.0, model_post_init); config/compilation.py:971 (0.20.0), :1015-1035 (0.33.0)
@@ -269,6 +276,27 @@ CASES = [
             refused="Cuda graph is not supported with DualChunkFlashAttention."),
     EnvCase("vllm.attention.dual_chunk_needs_eager", "0.9.0", f"{M8} --enforce-eager", layout(), env=DUAL_CHUNK),
     EnvCase("vllm.attention.dual_chunk_needs_eager", "0.11.0", M8, layout(), env=DUAL_CHUNK),
+    # config/vllm.py:1633-1652 (0.30.0), 1874-1911 (0.33.0); use_v2_model_runner: :676-679 (0.30.0)
+    EnvCase("vllm.attention.hisparse_limits", "0.33.0", HISPARSE, layout(pp=2), model_dir=DSA,
+            refused="HiSparse does not support pipeline parallelism.", source="vllm/config/vllm.py:1887"),
+    EnvCase("vllm.attention.hisparse_limits", "0.33.0", HISPARSE, layout(tp=2), model_dir=DSA),
+    EnvCase("vllm.attention.hisparse_limits", "0.33.0", HISPARSE, layout(),
+            refused="HiSparse is only supported for DSA models with index_topk.", source="vllm/config/vllm.py:1909"),
+    EnvCase("vllm.attention.hisparse_limits", "0.30.0", f"{HISPARSE} -dcp 2", layout(tp=2), model_dir=DSA,
+            refused="HiSparse does not support decode context parallelism.", source="vllm/config/vllm.py:1646"),
+    EnvCase("vllm.attention.hisparse_limits", "0.31.0", f"{HISPARSE} --no-scheduler-reserve-full-isl", layout(),
+            model_dir=DSA, refused="HiSparse requires --scheduler-reserve-full-isl; remove "
+                                   "--no-scheduler-reserve-full-isl.", source="vllm/config/vllm.py:1833"),
+    EnvCase("vllm.attention.hisparse_limits", "0.30.0", f"{HISPARSE} --no-scheduler-reserve-full-isl", layout(),
+            model_dir=DSA),
+    EnvCase("vllm.attention.hisparse_limits", "0.30.0", HISPARSE, layout(), model_dir=DSA,
+            env=(("VLLM_USE_V2_MODEL_RUNNER", "0"),),
+            refused="HiSparse requires Model Runner V2; remove VLLM_USE_V2_MODEL_RUNNER=0.",
+            source="vllm/config/vllm.py:678"),
+    EnvCase("vllm.attention.hisparse_limits", "0.33.0",
+            '--kv-transfer-config {"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":'
+            '{"connectors":[{"kv_connector":"HiSparseConnector","kv_role":"kv_both"}]}}', layout(pp=2),
+            model_dir=DSA, refused="HiSparse does not support pipeline parallelism."),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

@@ -518,8 +518,8 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
                                   rules=[r for r in active if r in _ENGINE_ARGS_RULES])
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
-    in_post = rules_post.judge(book(), version, values, [r for r in active if r in rules_post.FRAMED], args, layout,
-                               env or {})
+    in_post = rules_post.judge(book(), version, values, [r for r in active if r in rules_post.FRAMED], args, model,
+                               layout, env or {})
     return Judged(judged.refusals + in_engine_args.refusals + in_parallel.refusals + in_post.refusals,
                   tuple(notes) + judged.not_judged + in_engine_args.not_judged + in_parallel.not_judged
                   + in_post.not_judged)

@@ -41,6 +41,10 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
   mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read).
 
+- **HiSparse** (0.30+): with PP > 1, decode context parallel, ``--no-scheduler-reserve-full-isl`` (0.31+), a model
+  without ``index_topk``, or VLLM_USE_V2_MODEL_RUNNER=0 (its FULL-cudagraph and hybrid-KV-manager checks read
+  values the engine resolves later, and stay open).
+
 The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
 ``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
 """
@@ -48,11 +52,13 @@ The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_para
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, RuleBook
 
 #: rule id -> what it refuses (merged into ``config_checks.RULES``)
@@ -95,6 +101,9 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.hybrid_lb_headless": "--data-parallel-hybrid-lb with --headless (EngineArgs, 0.10+)",
     "vllm.parallel.dp_backend_choices": "--data-parallel-backend other than mp / ray without --data-parallel-address "
                                         "(EngineArgs, 0.9.1+)",
+    "vllm.attention.hisparse_limits": "HiSparse (--attention-config hisparse_config, or a HiSparseConnector) with "
+                                      "PP > 1, decode context parallel, --no-scheduler-reserve-full-isl, a model "
+                                      "without index_topk, or VLLM_USE_V2_MODEL_RUNNER=0 (VllmConfig, 0.30+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -257,6 +266,46 @@ def _engine_args_values(args: ResolvedArgs, version: Version, env: Mapping[str, 
         "self.data_parallel_address": args.get("data_parallel_address"),
         "self.data_parallel_backend": args.get("data_parallel_backend") or "mp",
     }
+
+
+# -- HiSparse ------------------------------------------------------------------------------------------------
+
+def _has_connector(kv_transfer: Mapping[str, object], name: str) -> bool:
+    """``KVTransferConfig.has_connector`` (config/kv_transfer.py:157-164 in 0.30.0): directly or in MultiConnector."""
+    if kv_transfer.get("kv_connector") == name:
+        return True
+    extra = kv_transfer.get("kv_connector_extra_config")
+    children = extra.get("connectors", []) if isinstance(extra, Mapping) else []
+    return kv_transfer.get("kv_connector") == "MultiConnector" and isinstance(children, list) and any(
+        isinstance(c, Mapping) and c.get("kv_connector") == name for c in children)
+
+
+def _hisparse_values(args: ResolvedArgs, model: ModelSpec, env: Mapping[str, str]) -> dict[str, object]:
+    """``VllmConfig.__post_init__``'s HiSparse checks (config/vllm.py:1633-1652 in 0.30.0, 1874-1911 in 0.33.0): on
+    with ``--attention-config``'s hisparse_config, or a HiSparseConnector; ``hasattr(hf_config, 'index_topk')`` read
+    in the checkpoint's top-level config (``hf_config``, not a nested text config); VLLM_USE_V2_MODEL_RUNNER through
+    ``maybe_convert_bool`` (None unset, ``bool(int(value))``)."""
+    given = _json_flag(args, "attention_config").get("hisparse_config")
+    hisparse = given if given is not None else (
+        {} if _has_connector(_json_flag(args, "kv_transfer_config"), "HiSparseConnector") else None)
+    try:
+        raw = json.loads(model.config_json) if model.config_json else {}
+    except ValueError:
+        raw = {}
+    top: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+    out: dict[str, object] = {
+        "self.attention_config.hisparse_config": hisparse,
+        "self.scheduler_config.scheduler_reserve_full_isl": args.get("scheduler_reserve_full_isl") is not False,
+        "self.model_config": True,
+    }
+    if raw:
+        out["hasattr(self.model_config.hf_config, 'index_topk')"] = "index_topk" in top
+    mrv2 = env.get("VLLM_USE_V2_MODEL_RUNNER")
+    try:
+        out["envs.VLLM_USE_V2_MODEL_RUNNER"] = None if mrv2 is None else bool(int(mrv2))
+    except ValueError:
+        pass
+    return out
 
 
 # -- the frames ----------------------------------------------------------------------------------------------
@@ -426,11 +475,12 @@ def _device_ids_frames(args: ResolvedArgs, env: Mapping[str, str]) -> list[dict[
 
 
 def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: Sequence[str], args: ResolvedArgs,
-          layout: Layout, env: Mapping[str, str]) -> Judged:
+          model: ModelSpec, layout: Layout, env: Mapping[str, str]) -> Judged:
     """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
-             **_compilation_values(compilation, version), **_engine_args_values(args, version, env)}
+             **_compilation_values(compilation, version), **_engine_args_values(args, version, env),
+             **_hisparse_values(args, model, env)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = set()
