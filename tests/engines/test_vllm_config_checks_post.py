@@ -31,6 +31,8 @@ class EnvCase(LineCase):
 
     env: tuple[tuple[str, str], ...] = ()
     model_dir: str = ""              # a local model of tests/data/models, read instead of ``model``
+    #: the model's architecture and config.json replaced (a checkpoint no fixture holds)
+    as_checkpoint: tuple[str, str] = ()
 
 
 def judge_with_env(case: EnvCase) -> None:
@@ -38,6 +40,8 @@ def judge_with_env(case: EnvCase) -> None:
     args = resolve(case.line.split(), version)
     assert args.ok, args.errors
     model = load_model(str(MODELS / case.model_dir)) if case.model_dir else model_of(case.model)
+    if case.as_checkpoint:
+        model = replace(model, architectures=(case.as_checkpoint[0],), config_json=case.as_checkpoint[1])
     judged = config_check(args, model, case.layout, version, env=dict(case.env))
     mine = [r for r in judged.refusals if r.rule == case.rule]
     if case.refused is None:
@@ -52,6 +56,9 @@ DUAL_CHUNK = (("VLLM_ATTENTION_BACKEND", "DUAL_CHUNK_FLASH_ATTN"),)
 MODELS = Path(__file__).parent.parent / "data" / "models"
 DSA = "deepseek-v3.2"                # index_topk in its config: a DSA model
 HISPARSE = '-ac {"hisparse_config":{}}'
+LLAVA = "llava-1.5-7b-hf"
+FORK = (("VLLM_WORKER_MULTIPROC_METHOD", "fork"),)
+ENGRAM = ("DeepseekV41ForCausalLM", json.dumps({"engram_layer_ids": [3, 7]}))
 
 CASES = [
     # config.py:3145-3149 (0.8.0, model_post_init); config/compilation.py:971 (0.20.0), :1015-1035 (0.33.0)
@@ -297,6 +304,50 @@ CASES = [
             '--kv-transfer-config {"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":'
             '{"connectors":[{"kv_connector":"HiSparseConnector","kv_role":"kv_both"}]}}', layout(pp=2),
             model_dir=DSA, refused="HiSparse does not support pipeline parallelism."),
+    # config/vllm.py:2064-2098 (0.31.0)
+    EnvCase("vllm.parallel.moonep_limits", "0.31.0", "--all2all-backend moonep --enable-expert-parallel",
+            layout(dp=2), model_dir="qwen3-30b-a3b-fp8", source="vllm/config/vllm.py:2069",
+            refused="The moonep all2all backend currently supports unquantized BF16 models only; got "
+                    "quantization='fp8'."),
+    Case("vllm.parallel.moonep_limits", "0.31.0", "--all2all-backend moonep --enable-expert-parallel --dtype half",
+         layout(dp=2), model="moe", source="vllm/config/vllm.py:2079",
+         refused="The moonep all2all backend currently supports BF16 models only; got dtype=torch.float16."),
+    Case("vllm.parallel.moonep_limits", "0.31.0", "--all2all-backend moonep --enable-expert-parallel --enable-eplb",
+         layout(dp=2), model="moe", refused="The moonep all2all backend does not support EPLB yet"),
+    Case("vllm.parallel.moonep_limits", "0.31.0", "--all2all-backend moonep --enable-expert-parallel "
+         "--expert-placement-strategy round_robin", layout(dp=2), model="moe",
+         refused="Got --expert-placement-strategy 'round_robin'."),
+    Case("vllm.parallel.moonep_limits", "0.31.0", "--all2all-backend moonep --enable-expert-parallel", layout(dp=2),
+         model="moe"),
+    Case("vllm.parallel.moonep_limits", "0.33.0", "--all2all-backend deepep_low_latency --enable-expert-parallel "
+         "--dtype half", layout(dp=2), model="moe"),
+    # config/vllm.py (0.29.0:1136, 0.33.0): a multimodal model's language-only mode runs no encoder to capture
+    EnvCase("vllm.multimodal.language_model_only_encoder_graphs", "0.29.0",
+            '--language-model-only -cc {"cudagraph_mm_encoder":true}', layout(), model_dir=LLAVA,
+            refused="--language-model-only is incompatible with cudagraph_mm_encoder=True",
+            source="vllm/config/vllm.py:1136"),
+    EnvCase("vllm.multimodal.language_model_only_encoder_graphs", "0.29.0", "--language-model-only", layout(),
+            model_dir=LLAVA),
+    Case("vllm.multimodal.language_model_only_encoder_graphs", "0.29.0",
+         '--language-model-only -cc {"cudagraph_mm_encoder":true}', layout()),        # a text model: no mm config
+    # config/vllm.py:1743-1752 (0.33.0); `vllm serve` sets spawn where the environment does not say
+    EnvCase("vllm.multimodal.torch_shm_needs_spawn", "0.33.0", "--mm-tensor-ipc torch_shm", layout(),
+            model_dir=LLAVA, env=FORK, source="vllm/config/vllm.py:1749",
+            refused="torch_shm is known to fail without VLLM_WORKER_MULTIPROC_METHOD set to spawn"),
+    EnvCase("vllm.multimodal.torch_shm_needs_spawn", "0.19.0", "--mm-tensor-ipc torch_shm", layout(),
+            model_dir=LLAVA, env=FORK, source="vllm/config/vllm.py:828",
+            refused="torch_shm is known to fail without VLLM_WORKER_MULTIPROC_METHOD set to spawn"),
+    EnvCase("vllm.multimodal.torch_shm_needs_spawn", "0.33.0", "--mm-tensor-ipc torch_shm", layout(),
+            model_dir=LLAVA),
+    EnvCase("vllm.multimodal.torch_shm_needs_spawn", "0.33.0", "--mm-tensor-ipc torch_shm", layout(), env=FORK),
+    # config/vllm.py:1233-1240 (0.30.0)
+    EnvCase("vllm.parallel.engram_no_dbo", "0.30.0", "--enable-dbo --all2all-backend deepep_low_latency",
+            layout(dp=2), model="moe", as_checkpoint=ENGRAM, source="vllm/config/vllm.py:1239",
+            refused="DeepSeek V4.1 Engram does not support DBO or microbatching."),
+    EnvCase("vllm.parallel.engram_no_dbo", "0.30.0", "--all2all-backend deepep_low_latency", layout(dp=2),
+            model="moe", as_checkpoint=ENGRAM),
+    Case("vllm.parallel.engram_no_dbo", "0.30.0", "--enable-dbo --all2all-backend deepep_low_latency",
+         layout(dp=2), model="moe"),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

@@ -45,6 +45,12 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   without ``index_topk``, or VLLM_USE_V2_MODEL_RUNNER=0 (its FULL-cudagraph and hybrid-KV-manager checks read
   values the engine resolves later, and stay open).
 
+- **the model's config**: ``--all2all-backend moonep`` with a quantized model (the checkpoint's method where vLLM
+  keeps its name, or ``--quantization``), a dtype other than bfloat16, EPLB or a non-linear expert placement (0.31+);
+  on a multimodal model (the release's ``SupportsMultiModal`` facts), ``--language-model-only`` with encoder CUDA
+  graphs (0.29+) and ``--mm-tensor-ipc torch_shm`` where VLLM_WORKER_MULTIPROC_METHOD is set to other than spawn
+  (0.19+; ``vllm serve`` sets spawn where it is unset); DeepSeek V4.1 Engram with microbatching (0.30+).
+
 The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
 ``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
 """
@@ -59,7 +65,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Judged, Layout, RuleBook
+from pytest_gpulayout.refusals import Dtype, Judged, Layout, RuleBook
 
 #: rule id -> what it refuses (merged into ``config_checks.RULES``)
 RULES: Mapping[str, str] = {
@@ -104,6 +110,13 @@ RULES: Mapping[str, str] = {
     "vllm.attention.hisparse_limits": "HiSparse (--attention-config hisparse_config, or a HiSparseConnector) with "
                                       "PP > 1, decode context parallel, --no-scheduler-reserve-full-isl, a model "
                                       "without index_topk, or VLLM_USE_V2_MODEL_RUNNER=0 (VllmConfig, 0.30+)",
+    "vllm.parallel.moonep_limits": "--all2all-backend moonep with a quantized or non-bfloat16 model, --enable-eplb, "
+                                   "or an expert placement other than linear (VllmConfig, 0.31+)",
+    "vllm.multimodal.language_model_only_encoder_graphs": "--language-model-only with --compilation-config "
+                                                          "cudagraph_mm_encoder on a multimodal model (0.29+)",
+    "vllm.multimodal.torch_shm_needs_spawn": "--mm-tensor-ipc torch_shm on a multimodal model with "
+                                             "VLLM_WORKER_MULTIPROC_METHOD set to other than spawn (0.19+)",
+    "vllm.parallel.engram_no_dbo": "DeepSeek V4.1 Engram with --enable-dbo / --ubatch-size > 1 (0.30+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -221,7 +234,7 @@ def _dbo_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) ->
     }
     a2a = _a2a_backend(args, version, env)
     if a2a is not None:
-        out["a2a_backend"] = a2a
+        out["a2a_backend"] = out["self.parallel_config.all2all_backend"] = a2a
     return out
 
 
@@ -288,23 +301,104 @@ def _hisparse_values(args: ResolvedArgs, model: ModelSpec, env: Mapping[str, str
     given = _json_flag(args, "attention_config").get("hisparse_config")
     hisparse = given if given is not None else (
         {} if _has_connector(_json_flag(args, "kv_transfer_config"), "HiSparseConnector") else None)
-    try:
-        raw = json.loads(model.config_json) if model.config_json else {}
-    except ValueError:
-        raw = {}
-    top: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+    top = _raw_config(model)
     out: dict[str, object] = {
         "self.attention_config.hisparse_config": hisparse,
         "self.scheduler_config.scheduler_reserve_full_isl": args.get("scheduler_reserve_full_isl") is not False,
         "self.model_config": True,
     }
-    if raw:
+    if top:
         out["hasattr(self.model_config.hf_config, 'index_topk')"] = "index_topk" in top
     mrv2 = env.get("VLLM_USE_V2_MODEL_RUNNER")
     try:
         out["envs.VLLM_USE_V2_MODEL_RUNNER"] = None if mrv2 is None else bool(int(mrv2))
     except ValueError:
         pass
+    return out
+
+
+# -- the model's config: multimodal, moonep, Engram -----------------------------------------------------------
+
+#: the checkpoint methods vLLM keeps as ``model_config.quantization`` when no --quantization is given (awq / gptq
+#: become their Marlin kernels on a capable GPU, modelopt names its format: not resolved here)
+_KEPT_QUANT_METHODS = frozenset({"fp8", "compressed-tensors", "mxfp4", "bitsandbytes"})
+_TORCH_SHM_CONDITION = ("self.model_config is not None and self.model_config.multimodal_config is not None and "
+                        "(self.model_config.multimodal_config.mm_tensor_ipc == 'torch_shm') and "
+                        "(os.environ.get('VLLM_WORKER_MULTIPROC_METHOD') != 'spawn')")
+_LANGUAGE_ONLY_CONDITION = ("self.model_config is not None and self.model_config.multimodal_config is not None and "
+                            "self.model_config.multimodal_config.language_model_only and "
+                            "self.compilation_config.cudagraph_mm_encoder")
+_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+
+
+def _raw_config(model: ModelSpec) -> Mapping[str, object]:
+    try:
+        raw = json.loads(model.config_json) if model.config_json else {}
+    except ValueError:
+        return {}
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def _multimodal(model: ModelSpec, version: Version) -> bool | None:
+    """Whether ``ModelConfig`` builds a ``multimodal_config`` (the registry's ``SupportsMultiModal``, from the
+    release's interface facts; a vision tower in the checkpoint); None where the class is not known."""
+    from pytest_gpulayout.generation import release_facts
+
+    if model.is_multimodal:
+        return True
+    facts = release_facts("vllm", version, group="interfaces")
+    if facts is None:
+        return None
+    interfaces = facts.data["interfaces"]
+    by_flag = {flag: set(archs) for flag, archs in interfaces["by_flag"].items()}
+    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
+    for arch in model.architectures:
+        if arch in known:
+            return arch in by_flag.get("supports_multimodal", set())
+    return None
+
+
+def _model_values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str],
+                  compilation: Mapping[str, object]) -> dict[str, object]:
+    """The model config's values the moonep (config/vllm.py:2064-2098 in 0.31.0), multimodal (:1743-1752 and the
+    language-model-only check in 0.33.0) and Engram (:1233-1240 in 0.30.0) checks read."""
+    out: dict[str, object] = {"self.model_config": True, "model_config": True,
+                              "model_config.architecture": model.architectures[0] if model.architectures else "",
+                              "self.parallel_config.expert_placement_strategy": args.get(
+                                  "expert_placement_strategy") or "linear",
+                              "self.compilation_config.cudagraph_mm_encoder": bool(
+                                  compilation.get("cudagraph_mm_encoder", False))}
+    given = args.get("quantization")
+    if isinstance(given, str):
+        out["self.model_config.quantization"] = given
+    elif model.quantization is None:
+        out["self.model_config.quantization"] = None
+    elif model.quantization.method in _KEPT_QUANT_METHODS:
+        out["self.model_config.quantization"] = model.quantization.method
+    asked = str(args.get("dtype") or "auto").lower()
+    dtype = _DTYPES.get(asked) or ("bfloat16" if asked == "auto" and model.dtype == "bfloat16" else None)
+    if dtype is not None:
+        out["self.model_config.dtype"] = Dtype(dtype)
+        out["self.model_config is not None and self.model_config.dtype != torch.bfloat16"] = dtype != "bfloat16"
+    # ``vllm serve`` sets VLLM_WORKER_MULTIPROC_METHOD=spawn where the environment leaves it unset
+    # (``cli_env_setup``, entrypoints/utils.py:153-171 in 0.19.0, entrypoints/common/startup.py:131-149 in 0.33.0)
+    method = env.get("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    out["os.environ.get('VLLM_WORKER_MULTIPROC_METHOD')"] = method
+    multimodal = _multimodal(model, version)
+    if multimodal is not None:
+        out["self.model_config.multimodal_config"] = {} if multimodal else None
+        out["self.model_config.multimodal_config.language_model_only"] = bool(args.get("language_model_only"))
+        out["self.model_config.multimodal_config.mm_tensor_ipc"] = args.get("mm_tensor_ipc")
+    else:
+        # an architecture the facts do not know: the checks hold only with their flags, said where they are given
+        if not (args.get("mm_tensor_ipc") == "torch_shm" and method != "spawn"):
+            out[_TORCH_SHM_CONDITION] = False
+        if not (args.get("language_model_only") and compilation.get("cudagraph_mm_encoder")):
+            out[_LANGUAGE_ONLY_CONDITION] = False
+    raw = _raw_config(model)
+    nested = raw.get("text_config")
+    text = nested if isinstance(nested, Mapping) else raw
+    out["getattr(model_config.hf_text_config, 'engram_layer_ids', None)"] = bool(text.get("engram_layer_ids"))
     return out
 
 
@@ -480,7 +574,7 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
              **_compilation_values(compilation, version), **_engine_args_values(args, version, env),
-             **_hisparse_values(args, model, env)}
+             **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = set()
