@@ -348,6 +348,24 @@ CASES = [
             model="moe", as_checkpoint=ENGRAM),
     Case("vllm.parallel.engram_no_dbo", "0.30.0", "--enable-dbo --all2all-backend deepep_low_latency",
          layout(dp=2), model="moe"),
+    # config/vllm.py:849-925 (0.11.1), 2447-2625 (0.33.0): the sizes kept are those up to max_num_batched_tokens
+    # (8192 on an H100 by default)
+    Case("vllm.compilation.capture_sizes_consistency", "0.33.0",
+         '-cc {"cudagraph_capture_sizes":[1,2,4],"max_cudagraph_capture_size":8}', layout(),
+         refused="customized max_cudagraph_capture_size(=8) should be consistent with the max value of "
+                 "cudagraph_capture_sizes(=4)", source="vllm/config/vllm.py:2619"),
+    Case("vllm.compilation.capture_sizes_consistency", "0.33.0",
+         "--cudagraph-capture-sizes 1 2 4 16384 --max-cudagraph-capture-size 16384", layout(),
+         refused="customized max_cudagraph_capture_size(=16384) should be consistent with the max value of "
+                 "cudagraph_capture_sizes(=4)"),
+    Case("vllm.compilation.capture_sizes_consistency", "0.33.0",
+         '-cc {"cudagraph_capture_sizes":[1,2,4],"max_cudagraph_capture_size":4}', layout()),
+    Case("vllm.compilation.capture_sizes_consistency", "0.11.1", '-O {"cudagraph_capture_sizes":[]}', layout(),
+         exception="AssertionError", source="vllm/config/vllm.py:864",
+         refused="cudagraph_capture_sizes should contain at least one element when using cuda graph."),
+    Case("vllm.compilation.capture_sizes_consistency", "0.33.0", '--enforce-eager -cc {"cudagraph_capture_sizes":[]}',
+         layout()),
+    Case("vllm.compilation.capture_sizes_consistency", "0.11.0", '-O {"cudagraph_capture_sizes":[]}', layout()),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

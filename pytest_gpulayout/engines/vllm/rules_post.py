@@ -51,6 +51,9 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   graphs (0.29+) and ``--mm-tensor-ipc torch_shm`` where VLLM_WORKER_MULTIPROC_METHOD is set to other than spawn
   (0.19+; ``vllm serve`` sets spawn where it is unset); DeepSeek V4.1 Engram with microbatching (0.30+).
 
+- **CUDA-graph capture sizes** (``VllmConfig._set_cudagraph_sizes``, 0.11.1+): an empty list, or a
+  max_cudagraph_capture_size other than the largest size kept, where the line leaves CUDA graphs on.
+
 The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
 ``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
 """
@@ -117,6 +120,9 @@ RULES: Mapping[str, str] = {
     "vllm.multimodal.torch_shm_needs_spawn": "--mm-tensor-ipc torch_shm on a multimodal model with "
                                              "VLLM_WORKER_MULTIPROC_METHOD set to other than spawn (0.19+)",
     "vllm.parallel.engram_no_dbo": "DeepSeek V4.1 Engram with --enable-dbo / --ubatch-size > 1 (0.30+)",
+    "vllm.compilation.capture_sizes_consistency": "CUDA-graph capture sizes given empty, or with a "
+                                                  "max_cudagraph_capture_size other than the largest size the "
+                                                  "batch keeps (VllmConfig._set_cudagraph_sizes, 0.11.1+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -314,6 +320,49 @@ def _hisparse_values(args: ResolvedArgs, model: ModelSpec, env: Mapping[str, str
         out["envs.VLLM_USE_V2_MODEL_RUNNER"] = None if mrv2 is None else bool(int(mrv2))
     except ValueError:
         pass
+    return out
+
+
+# -- the CUDA-graph capture sizes ------------------------------------------------------------------------------
+
+_GRAPHS_ON = ("self.model_config is not None and (not self.model_config.enforce_eager) and "
+              "(self.compilation_config.cudagraph_mode != CUDAGraphMode.NONE)")
+
+
+def _capture_size_values(args: ResolvedArgs, layout: Layout, compilation: Mapping[str, object],
+                         base: Mapping[str, object]) -> dict[str, object]:
+    """``VllmConfig._set_cudagraph_sizes`` (config/vllm.py:2447-2625 in 0.33.0, 849-925 in 0.11.1) on the sizes the
+    line gives (``--compilation-config``'s, else ``--cudagraph-capture-sizes`` / ``--cuda-graph-sizes`` and
+    ``--max-cudagraph-capture-size``, which ``create_engine_config`` copies in): CUDA graphs are on where the line
+    leaves the default compilation (no ``--enforce-eager``, no ``-O`` level, mode 3 or unset, a cudagraph_mode other
+    than NONE or unset); the sizes the batch keeps are those up to ``max_num_batched_tokens``. With TP > 1 the
+    sequence-parallel pass (on by default for dense models at -O2 from 0.2x) rounds them: not resolved."""
+    sizes = compilation.get("cudagraph_capture_sizes")
+    for dest in ("cudagraph_capture_sizes", "cuda_graph_sizes"):
+        if sizes is None and args.is_set(dest):
+            sizes = args.get(dest)
+    maximum = compilation.get("max_cudagraph_capture_size")
+    if maximum is None and args.is_set("max_cudagraph_capture_size"):
+        maximum = args.get("max_cudagraph_capture_size")
+    out: dict[str, object] = {"self.compilation_config.cudagraph_capture_sizes": sizes,
+                              "self.compilation_config.max_cudagraph_capture_size": maximum}
+    if sizes is None:
+        out[_GRAPHS_ON] = False            # neither check reads anything else: nothing to resolve
+        return out
+    mode = compilation.get("mode")
+    graph_mode = compilation.get("cudagraph_mode")
+    if bool(args.get("enforce_eager")):
+        out[_GRAPHS_ON] = False
+    elif isinstance(graph_mode, str) and graph_mode.upper() == "NONE":
+        out[_GRAPHS_ON] = False
+    elif not args.is_set("optimization_level") and mode in (None, 3, "VLLM_COMPILE", "vllm_compile") \
+            and compilation.get("level") is None:
+        out[_GRAPHS_ON] = True
+    batched = base.get("max_num_batched_tokens")
+    if isinstance(sizes, list) and all(isinstance(v, int) for v in sizes) and isinstance(batched, int) \
+            and layout.tensor_parallel_size == 1:
+        kept = [v for v in set(sizes) if v <= batched]
+        out["valid_max_size"] = max(kept) if kept else 0
     return out
 
 
@@ -574,7 +623,8 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
              **_compilation_values(compilation, version), **_engine_args_values(args, version, env),
-             **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation)}
+             **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation),
+             **_capture_size_values(args, layout, compilation, base)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = set()
