@@ -423,13 +423,16 @@ def test_0_11_0_reads_the_all2all_backend_from_the_environment() -> None:
                      dp=2)[0]
 
 
-def test_a_deprecated_all2all_variable_that_may_override_the_flag_is_said_not_judged() -> None:
-    """0.14: a set VLLM_ALL2ALL_BACKEND overrides --all2all-backend; which one the engine holds is not guessed."""
-    mine, not_judged = _mine("--enable-dbo --all2all-backend deepep_low_latency", "0.14.0",
-                             "vllm.parallel.dbo_all2all", env={"VLLM_ALL2ALL_BACKEND": "naive"}, model="moe",
-                             dp=2)
-    assert not mine
-    assert any("dbo_all2all" in n and "a2a_backend" in n for n in not_judged)
+@pytest.mark.parametrize(("version", "flag", "variable", "refused"), [
+    ("0.13.0", "", "deepep_low_latency", False),                          # fills an unset flag
+    ("0.13.0", "--all2all-backend naive", "deepep_low_latency", True),    # a given flag wins
+    ("0.14.0", "--all2all-backend deepep_low_latency", "naive", True),    # the variable overrides the flag
+    ("0.16.0", "--all2all-backend deepep_low_latency", "naive", False),   # ignored
+])
+def test_the_deprecated_all2all_variable_by_release(version: str, flag: str, variable: str, refused: bool) -> None:
+    mine, _ = _mine(f"--enable-dbo {flag}", version, "vllm.parallel.dbo_all2all",
+                    env={"VLLM_ALL2ALL_BACKEND": variable}, model="moe", dp=2)
+    assert bool(mine) is refused
 
 
 @pytest.mark.parametrize(("cvd", "refused"), [

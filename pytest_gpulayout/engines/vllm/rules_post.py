@@ -201,25 +201,28 @@ def supports_async(backend: str, version: Version, env: Mapping[str, str]) -> bo
 
 # -- dual-batch overlap ----------------------------------------------------------------------------------------
 
-#: 0.11.0 reads VLLM_ALL2ALL_BACKEND (default allgather_reducescatter); until 0.17 a set VLLM_ALL2ALL_BACKEND
-#: overrides --all2all-backend (config/parallel.py:529-536 in 0.14.0); from 0.19 pplx / naive fall back to
+#: 0.11.0 reads VLLM_ALL2ALL_BACKEND (default allgather_reducescatter); 0.11.1-0.13 fill an unset --all2all-backend
+#: from it (config/parallel.py:466-468 in 0.11.1); 0.14-0.15 let a set VLLM_ALL2ALL_BACKEND override the flag
+#: (config/parallel.py:529-536 in 0.14.0); 0.16 ignores it; from 0.19 pplx / naive fall back to
 #: allgather_reducescatter (config/parallel.py:449-455 in 0.24.0); from 0.14 ``use_ubatching`` is
 #: ``enable_dbo or ubatch_size > 1`` and ``num_ubatches`` ``2 if enable_dbo else ubatch_size``
 A2A_FLAG_SINCE = Version("0.11.1")
-A2A_ENV_IGNORED_SINCE = Version("0.17.0")
+A2A_ENV_OVERRIDES = (Version("0.14.0"), Version("0.16.0"))
 A2A_REMOVED_FALLBACK_SINCE = Version("0.19.0")
 UBATCH_SIZE_SINCE = Version("0.14.0")
 #: the backends microbatching supports on CUDA (config/vllm.py:2193-2197 in 0.33.0)
 DBO_BACKENDS_CUDA = ("deepep_low_latency", "deepep_high_throughput", "nixl_ep")
 
 
-def _a2a_backend(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> str | None:
+def _a2a_backend(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> str:
     from_env = env.get("VLLM_ALL2ALL_BACKEND")
     if version < A2A_FLAG_SINCE:
         return from_env or "allgather_reducescatter"
-    if from_env and version < A2A_ENV_IGNORED_SINCE:
-        return None
     flag = args.get("all2all_backend")
+    if from_env and A2A_ENV_OVERRIDES[0] <= version < A2A_ENV_OVERRIDES[1]:
+        return from_env
+    if not isinstance(flag, str):
+        flag = from_env if from_env and version < A2A_ENV_OVERRIDES[0] else None
     backend = flag if isinstance(flag, str) else "allgather_reducescatter"
     if version >= A2A_REMOVED_FALLBACK_SINCE and backend in ("pplx", "naive"):
         backend = "allgather_reducescatter"
@@ -238,9 +241,7 @@ def _dbo_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) ->
         "', '.join(('--all2all-backend=' + b for b in supported_backends))": ", ".join(
             "--all2all-backend=" + b for b in DBO_BACKENDS_CUDA),
     }
-    a2a = _a2a_backend(args, version, env)
-    if a2a is not None:
-        out["a2a_backend"] = out["self.parallel_config.all2all_backend"] = a2a
+    out["a2a_backend"] = out["self.parallel_config.all2all_backend"] = _a2a_backend(args, version, env)
     return out
 
 
