@@ -1,4 +1,5 @@
-"""vLLM's config-time refusals of compilation options, executor backends and dual-batch overlap (AREA post).
+"""vLLM's config-time refusals of compilation options, executor backends, dual-batch overlap and the other
+``VllmConfig`` / ``ParallelConfig`` / ``EngineArgs`` post-processing checks a command line reaches.
 
 The values here are judged in frames of their own (``judge``): the names the releases' conditions read
 (``self.distributed_executor_backend`` in ``ParallelConfig`` after it resolved the default, ``op`` of a loop over
@@ -10,7 +11,9 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   ``all`` / ``none`` / ``+op`` / ``-op`` (config/compilation.py:485 in 0.11.0, :1015 in 0.33.0), two base modes and
   ``+op`` with ``-op`` (:1023 and :1031 in 0.33.0, from 0.27). vLLM reads ``--compilation-config`` through pydantic
   (``TypeAdapter(CompilationConfig).validate_json``, engine/arg_utils.py:328-333 in 0.20.0), which runs
-  ``__post_init__`` while the parser reads the flag: the line stops there, the parser's error carrying these words.
+  ``__post_init__`` while the parser reads the flag: the line stops there, the parser's error carrying these words
+  (vLLM 0.32's CPU build: ``argument --compilation-config/-cc: 1 validation error for CompilationConfig`` /
+  ``Value error, <the words> [type=value_error, ...]``).
 - **deprecated CUDA-graph flags** (0.10.1-0.11.0): ``use_cudagraph: false`` or ``full_cuda_graph: true`` with a
   ``cudagraph_mode`` (config/compilation.py:447 and :456 in 0.10.1, :469 and :478 in 0.11.0).
 - **the other compilation fields read while the flag is parsed**: a ``mode`` name that is no ``CompilationMode``
@@ -39,18 +42,16 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   0.13-0.14 a set VLLM_ATTENTION_BACKEND fills the latter), ``--enable-flashinfer-autotune`` with
   ``--kernel-config``'s (0.16+), VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN without ``--enforce-eager``
   (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
-  mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read).
-
+  mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read:
+  vLLM prints ``('data_parallel_backend can only be ray or mp, got %s', 'torchrun')``).
 - **HiSparse** (0.30+): with PP > 1, decode context parallel, ``--no-scheduler-reserve-full-isl`` (0.31+), a model
   without ``index_topk``, or VLLM_USE_V2_MODEL_RUNNER=0 (its FULL-cudagraph and hybrid-KV-manager checks read
   values the engine resolves later, and stay open).
-
 - **the model's config**: ``--all2all-backend moonep`` with a quantized model (the checkpoint's method where vLLM
   keeps its name, or ``--quantization``), a dtype other than bfloat16, EPLB or a non-linear expert placement (0.31+);
   on a multimodal model (the release's ``SupportsMultiModal`` facts), ``--language-model-only`` with encoder CUDA
   graphs (0.29+) and ``--mm-tensor-ipc torch_shm`` where VLLM_WORKER_MULTIPROC_METHOD is set to other than spawn
   (0.19+; ``vllm serve`` sets spawn where it is unset); DeepSeek V4.1 Engram with microbatching (0.30+).
-
 - **CUDA-graph capture sizes** (``VllmConfig._set_cudagraph_sizes``, 0.11.1+): an empty list, or a
   max_cudagraph_capture_size other than the largest size kept, where the line leaves CUDA graphs on.
 
