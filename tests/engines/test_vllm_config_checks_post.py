@@ -366,6 +366,30 @@ CASES = [
     Case("vllm.compilation.capture_sizes_consistency", "0.33.0", '--enforce-eager -cc {"cudagraph_capture_sizes":[]}',
          layout()),
     Case("vllm.compilation.capture_sizes_consistency", "0.11.0", '-O {"cudagraph_capture_sizes":[]}', layout()),
+    # config/__init__.py:336-386, 463-478 (0.11.0), 3540-3570, 3635-3643 (0.10.1): an explicit piecewise mode
+    # with level 0-2; the default level (3 under V1) and --enforce-eager (mode NONE) pass
+    Case("vllm.compilation.piecewise_needs_level", "0.11.0", "-O0 -O.cudagraph_mode=PIECEWISE", layout(),
+         exception="AssertionError", source="vllm/config/__init__.py:474",
+         refused="Compilation level should be CompilationLevel.PIECEWISE when cudagraph_mode piecewise cudagraphs "
+                 "is used, cudagraph_mode=CUDAGraphMode.PIECEWISE"),
+    Case("vllm.compilation.piecewise_needs_level", "0.10.1", '-O {"level":2,"cudagraph_mode":"FULL_AND_PIECEWISE"}',
+         layout(), exception="AssertionError", source="vllm/config/__init__.py:3639",
+         refused="cudagraph_mode=CUDAGraphMode.FULL_AND_PIECEWISE"),
+    Case("vllm.compilation.piecewise_needs_level", "0.11.0", "-O.cudagraph_mode=PIECEWISE", layout()),
+    Case("vllm.compilation.piecewise_needs_level", "0.11.0", "--enforce-eager -O0 -O.cudagraph_mode=PIECEWISE",
+         layout()),
+    Case("vllm.compilation.piecewise_needs_level", "0.11.0", "-O0 -O.cudagraph_mode=FULL", layout()),
+    # config.py:4025-4030, 4585-4591 (0.10.0)
+    Case("vllm.compilation.full_cuda_graph_splitting_ops", "0.10.0",
+         f'{M8} -O {{"full_cuda_graph":true,"splitting_ops":["vllm.unified_attention"]}}', layout(),
+         source="vllm/config.py:4319",
+         refused="full_cuda_graph cannot be used together with splitting_ops, as Full CUDA graph will override the "
+                 "splitting_ops: ['vllm.unified_attention']"),
+    Case("vllm.compilation.full_cuda_graph_splitting_ops", "0.10.0",
+         f'{M8} --enforce-eager -O {{"full_cuda_graph":true,"splitting_ops":["vllm.unified_attention"]}}', layout()),
+    Case("vllm.compilation.full_cuda_graph_splitting_ops", "0.10.0", f'{M8} -O {{"full_cuda_graph":true}}', layout()),
+    Case("vllm.compilation.full_cuda_graph_splitting_ops", "0.9.0",
+         f'{M8} -O {{"full_cuda_graph":true,"splitting_ops":["vllm.unified_attention"]}}', layout(cc=(7, 5))),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

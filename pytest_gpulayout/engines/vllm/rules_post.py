@@ -54,6 +54,8 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (0.19+; ``vllm serve`` sets spawn where it is unset); DeepSeek V4.1 Engram with microbatching (0.30+).
 - **CUDA-graph capture sizes** (``VllmConfig._set_cudagraph_sizes``, 0.11.1+): an empty list, or a
   max_cudagraph_capture_size other than the largest size kept, where the line leaves CUDA graphs on.
+- **the compilation level before 0.11.1**: a piecewise cudagraph_mode with a level other than 3 under V1
+  (0.10.1-0.11.0), full_cuda_graph with splitting_ops under V1 without ``--enforce-eager`` (0.9.0-0.10.0).
 
 The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
 ``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
@@ -124,6 +126,10 @@ RULES: Mapping[str, str] = {
     "vllm.compilation.capture_sizes_consistency": "CUDA-graph capture sizes given empty, or with a "
                                                   "max_cudagraph_capture_size other than the largest size the "
                                                   "batch keeps (VllmConfig._set_cudagraph_sizes, 0.11.1+)",
+    "vllm.compilation.piecewise_needs_level": "a piecewise --compilation-config cudagraph_mode with a compilation "
+                                              "level other than 3 (PIECEWISE) under V1 (VllmConfig, 0.10.1-0.11.0)",
+    "vllm.compilation.full_cuda_graph_splitting_ops": "--compilation-config full_cuda_graph with splitting_ops "
+                                                      "under V1 without --enforce-eager (0.9.0-0.10.0)",
 }
 FRAMED = frozenset(RULES)
 
@@ -365,6 +371,48 @@ def _capture_size_values(args: ResolvedArgs, layout: Layout, compilation: Mappin
             and layout.tensor_parallel_size == 1:
         kept = [v for v in set(sizes) if v <= batched]
         out["valid_max_size"] = max(kept) if kept else 0
+    return out
+
+
+# -- the compilation level of 0.9-0.11.0 -----------------------------------------------------------------------
+
+_PIECEWISE_MODES = ("PIECEWISE", "FULL_AND_PIECEWISE")
+
+
+def _level_values(args: ResolvedArgs, layout: Layout, version: Version, env: Mapping[str, str],
+                  compilation: Mapping[str, object]) -> dict[str, object]:
+    """``VllmConfig.__post_init__`` before 0.11.1: under V1 (``defaults.runs_v0``, VLLM_USE_V1) an unset level is
+    PIECEWISE, or NO_COMPILATION with ``--enforce-eager``; an unset cudagraph_mode follows the level (the deprecated
+    flags set NONE / FULL first); ``--enforce-eager`` sets NONE; the CUDA platform sets NONE for DeepEP
+    high-throughput at DP > 1 (config/__init__.py:3540-3570 in 0.10.1, 336-386 in 0.11.0; platforms/cuda.py:186-193
+    in 0.10.1); the assertion follows (:3635-3643 in 0.10.1, 463-478 in 0.11.0). 0.9.0-0.10.0 call
+    ``set_splitting_ops_for_v1`` under V1 without ``--enforce-eager`` (config.py:4585-4591 in 0.10.0)."""
+    from pytest_gpulayout.engines.vllm import defaults
+
+    cc = layout.compute_capability
+    v1 = not defaults.runs_v0(version, compute_capability=cc[0] + cc[1] / 10 if cc else None) and env.get(
+        "VLLM_USE_V1") != "0"
+    eager = bool(args.get("enforce_eager"))
+    level = compilation.get("level")
+    if level is None:
+        level = 3 if v1 and not eager else 0
+    mode = compilation.get("cudagraph_mode")
+    if mode is None and compilation.get("use_cudagraph") is False:
+        mode = "NONE"
+    if mode is None and compilation.get("full_cuda_graph"):
+        mode = "FULL"
+    graph = str(mode).upper() if mode is not None else ("PIECEWISE" if v1 and level == 3 else "NONE")
+    if eager or (env.get("VLLM_ALL2ALL_BACKEND") == "deepep_high_throughput" and layout.data_parallel_size > 1):
+        graph = "NONE"
+    out: dict[str, object] = {
+        "envs.VLLM_USE_V1 and current_platform.is_cuda_alike()": v1,
+        "self.compilation_config.cudagraph_mode.requires_piecewise_compilation()": graph in _PIECEWISE_MODES,
+        "self.compilation_config.cudagraph_mode": f"CUDAGraphMode.{graph}",
+        "self.compilation_config.level": level, "CompilationLevel.PIECEWISE": 3,
+        "self.splitting_ops": compilation.get("splitting_ops") or [],
+    }
+    if not v1 or eager:
+        out["self.splitting_ops and self.full_cuda_graph"] = False      # set_splitting_ops_for_v1 is not called
     return out
 
 
@@ -626,7 +674,8 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
              **_compilation_values(compilation, version), **_engine_args_values(args, version, env),
              **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation),
-             **_capture_size_values(args, layout, compilation, base)}
+             **_capture_size_values(args, layout, compilation, base),
+             **_level_values(args, layout, version, env, compilation)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = set()
