@@ -176,6 +176,13 @@ CASES = [
     Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind --numa-bind-nodes 0 1", layout(tp=2)),
     Case("vllm.parallel.numa_bind_options", "0.33.0", "--numa-bind-cpus 0-3", layout(tp=2),
          refused="numa_bind_nodes and numa_bind_cpus require numa_bind=True."),
+    # config/parallel.py:497-519 (0.33.0), 385-406 (0.20.0): numactl CPU lists
+    Case("vllm.parallel.numa_bind_options", "0.33.0", "--numa-bind --numa-bind-cpus 0-3 4-2", layout(tp=2),
+         refused="numa_bind_cpus ranges must be ascending, but got '4-2'.", source="vllm/config/parallel.py:516"),
+    Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind --numa-bind-cpus 0-3 0,2,x", layout(tp=2),
+         refused="numa_bind_cpus entries must use numactl CPU list syntax, for example '0-3' or '0,2,4-7'.",
+         source="vllm/config/parallel.py:395"),
+    Case("vllm.parallel.numa_bind_options", "0.20.0", "--numa-bind --numa-bind-cpus 0-3,8-15 16", layout(tp=2)),
     # config/compilation.py:853-871 (0.33.0): a mode name, upper-cased, must be a CompilationMode
     Case("vllm.compilation.mode_name", "0.33.0", '-cc {"mode":"fast"}', layout(),
          refused="Invalid compilation mode: fast. Valid modes are: NONE, STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE, "

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
@@ -89,8 +90,9 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.dbo_thresholds": "--dbo-decode-token-threshold / --dbo-prefill-token-threshold below the "
                                     "microbatch count (ParallelConfig, 0.30+)",
     "vllm.parallel.dcp_a2a_needs_dcp": "--dcp-comm-backend a2a at --decode-context-parallel-size 1 (0.18+)",
-    "vllm.parallel.numa_bind_options": "--numa-bind-nodes / --numa-bind-cpus without --numa-bind, or a negative "
-                                       "NUMA node (ParallelConfig, 0.20+)",
+    "vllm.parallel.numa_bind_options": "--numa-bind-nodes / --numa-bind-cpus without --numa-bind, a negative NUMA "
+                                       "node, or a CPU list not in numactl syntax or descending (ParallelConfig, "
+                                       "0.20+)",
     "vllm.compilation.mode_name": "--compilation-config mode naming no CompilationMode (0.11.1+)",
     "vllm.compilation.piecewise_backend": "--compilation-config mode 3 (VLLM_COMPILE) with a backend other than "
                                           "eager / inductor (0.11.1+)",
@@ -518,6 +520,7 @@ def _parallel_values(args: ResolvedArgs, layout: Layout, version: Version, env: 
     max_dp = args.get("elastic_ep_max_dp_size")
     out["self.elastic_ep_max_dp_size"] = max_dp if bool(args.get("enable_elastic_ep")) and isinstance(
         max_dp, int) else layout.data_parallel_size
+    out["for cpuset in value"] = out["for part in cpuset.split(',')"] = False
     # ``_validate_numa_bind_nodes`` returns an unset value before its checks (config/parallel.py:374-381 in 0.20.0)
     nodes = args.get("numa_bind_nodes")
     if nodes is None:
@@ -667,6 +670,32 @@ def _device_ids_frames(args: ResolvedArgs, env: Mapping[str, str]) -> list[dict[
     return [base] + [{**base, "for i in int_ids": True, "i": i} for i in ids]
 
 
+#: ``_NUMACTL_CPUSET_PATTERN`` (config/parallel.py:35 in 0.33.0)
+NUMACTL_CPUSET = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+_NUMA = "vllm.parallel.numa_bind_options"
+
+
+def _numa_cpus_frames(args: ResolvedArgs) -> list[dict[str, object]]:
+    """``ParallelConfig._validate_numa_bind_cpus`` (config/parallel.py:497-519 in 0.33.0), a field validator that
+    returns an unset value first: one frame per entry (``for cpuset in value``) and per range in it (``for part in
+    cpuset.split(',')``, the parts without ``-`` skipped); the rest of the rule is judged in the main frame."""
+    cpus = args.get("numa_bind_cpus")
+    if not isinstance(cpus, list) or not all(isinstance(c, str) for c in cpus):
+        return []
+    frames: list[dict[str, object]] = []
+    for cpuset in cpus:
+        entry: dict[str, object] = {"for cpuset in value": True, "cpuset": cpuset, "value": cpus,
+                                    "_NUMACTL_CPUSET_PATTERN.fullmatch(cpuset)": bool(NUMACTL_CPUSET.fullmatch(cpuset))}
+        frames.append(entry)
+        if not cpuset or not NUMACTL_CPUSET.fullmatch(cpuset):
+            continue
+        for part in cpuset.split(","):
+            if "-" in part:
+                start, end = part.split("-", 1)
+                frames.append({**entry, "for part in cpuset.split(',')": True, "start_str": start, "end_str": end})
+    return frames
+
+
 def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: Sequence[str], args: ResolvedArgs,
           model: ModelSpec, layout: Layout, env: Mapping[str, str]) -> Judged:
     """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
@@ -678,14 +707,15 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
              **_level_values(args, layout, version, env, compilation)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
-    seen: set[tuple[str, str]] = set()
-    for rule, frames in ((_CUSTOM_OPS, _custom_ops_frames(compilation)),
-                         (_COMPILE_SIZES, _compile_sizes_frames(compilation)),
-                         (_DEVICE_IDS, _device_ids_frames(args, env))):
+    seen: set[tuple[str, str]] = {(r.entry, r.message) for r in refusals}
+    for rule, frames, over in ((_CUSTOM_OPS, _custom_ops_frames(compilation), base),
+                               (_COMPILE_SIZES, _compile_sizes_frames(compilation), base),
+                               (_DEVICE_IDS, _device_ids_frames(args, env), base),
+                               (_NUMA, _numa_cpus_frames(args), frame)):
         if rule not in rules:
             continue
         for looped in frames:
-            judged = book.judge(version, {**base, **looped}, rules=[rule])
+            judged = book.judge(version, {**over, **looped}, rules=[rule])
             for r in judged.refusals:
                 if (r.entry, r.message) not in seen:
                     seen.add((r.entry, r.message))
