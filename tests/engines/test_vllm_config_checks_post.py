@@ -397,6 +397,13 @@ CASES = [
     Case("vllm.compilation.full_cuda_graph_splitting_ops", "0.10.0", f'{M8} -O {{"full_cuda_graph":true}}', layout()),
     Case("vllm.compilation.full_cuda_graph_splitting_ops", "0.9.0",
          f'{M8} -O {{"full_cuda_graph":true,"splitting_ops":["vllm.unified_attention"]}}', layout(cc=(7, 5))),
+    # config/vllm.py:1200-1206 (0.13.0), 1519-1525 (0.18.0): _set_compile_ranges runs for every config
+    Case("vllm.compilation.compile_range_points", "0.18.0", '-cc {"compile_ranges_endpoints":[128,0]}', layout(),
+         exception="AssertionError", refused="Invalid compile range endpoint: 0", source="vllm/config/vllm.py:1525"),
+    Case("vllm.compilation.compile_range_points", "0.13.0", '-cc {"compile_ranges_split_points":[-4]}', layout(),
+         exception="AssertionError", refused="Invalid compile range split point: -4",
+         source="vllm/config/vllm.py:1206"),
+    Case("vllm.compilation.compile_range_points", "0.33.0", '-cc {"compile_ranges_endpoints":[128,256]}', layout()),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

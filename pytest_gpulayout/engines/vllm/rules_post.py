@@ -54,6 +54,8 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (0.19+; ``vllm serve`` sets spawn where it is unset); DeepSeek V4.1 Engram with microbatching (0.30+).
 - **CUDA-graph capture sizes** (``VllmConfig._set_cudagraph_sizes``, 0.11.1+): an empty list, or a
   max_cudagraph_capture_size other than the largest size kept, where the line leaves CUDA graphs on.
+- **compile ranges** (``VllmConfig._set_compile_ranges``, every config): a split point (0.13-0.17) or endpoint
+  (0.18+) that is not positive.
 - **the compilation level before 0.11.1**: a piecewise cudagraph_mode with a level other than 3 under V1
   (0.10.1-0.11.0), full_cuda_graph with splitting_ops under V1 without ``--enforce-eager`` (0.9.0-0.10.0).
 
@@ -132,6 +134,8 @@ RULES: Mapping[str, str] = {
                                               "level other than 3 (PIECEWISE) under V1 (VllmConfig, 0.10.1-0.11.0)",
     "vllm.compilation.full_cuda_graph_splitting_ops": "--compilation-config full_cuda_graph with splitting_ops "
                                                       "under V1 without --enforce-eager (0.9.0-0.10.0)",
+    "vllm.compilation.compile_range_points": "--compilation-config compile_ranges_split_points (0.13-0.17) or "
+                                             "compile_ranges_endpoints (0.18+) not all positive",
 }
 FRAMED = frozenset(RULES)
 
@@ -625,7 +629,8 @@ def _compile_sizes_frames(compilation: Mapping[str, object]) -> list[dict[str, o
 _CUSTOM_OPS = "vllm.compilation.custom_ops"
 _COMPILE_SIZES = "vllm.compilation.compile_sizes"
 _DEVICE_IDS = "vllm.parallel.device_ids"
-_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS})
+_RANGE_POINTS = "vllm.compilation.compile_range_points"
+_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS})
 #: ``CompilationMode`` (config/compilation.py:36-43 in 0.11.1, 41-48 in 0.33.0)
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
 #: the deprecated ``level`` stands for ``mode`` when ``mode`` is unset (``if self.mode is None: self.mode =
@@ -670,6 +675,21 @@ def _device_ids_frames(args: ResolvedArgs, env: Mapping[str, str]) -> list[dict[
     return [base] + [{**base, "for i in int_ids": True, "i": i} for i in ids]
 
 
+def _range_point_frames(compilation: Mapping[str, object]) -> list[dict[str, object]]:
+    """``VllmConfig._set_compile_ranges``, which every config runs (config/vllm.py:751 in 0.13.0, 993 in 0.18.0,
+    2104 in 0.33.0): one frame per split point (0.13-0.17) / endpoint (0.18+), both typed ``list[int]``."""
+    base: dict[str, object] = {}
+    lists: dict[str, list[int]] = {}
+    for key in ("compile_ranges_split_points", "compile_ranges_endpoints"):
+        points = compilation.get(key)
+        name = f"compilation_config.{key}"
+        base[name] = points if isinstance(points, list) else None
+        base[f"for x in {name}"] = False
+        if isinstance(points, list):
+            lists[name] = [x for x in points if isinstance(x, int)]
+    return [base] + [{**base, f"for x in {name}": True, "x": x} for name, xs in lists.items() for x in xs]
+
+
 #: ``_NUMACTL_CPUSET_PATTERN`` (config/parallel.py:35 in 0.33.0)
 NUMACTL_CPUSET = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _NUMA = "vllm.parallel.numa_bind_options"
@@ -711,6 +731,7 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     for rule, frames, over in ((_CUSTOM_OPS, _custom_ops_frames(compilation), base),
                                (_COMPILE_SIZES, _compile_sizes_frames(compilation), base),
                                (_DEVICE_IDS, _device_ids_frames(args, env), base),
+                               (_RANGE_POINTS, _range_point_frames(compilation), base),
                                (_NUMA, _numa_cpus_frames(args), frame)):
         if rule not in rules:
             continue
