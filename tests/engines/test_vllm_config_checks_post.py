@@ -404,6 +404,15 @@ CASES = [
          exception="AssertionError", refused="Invalid compile range split point: -4",
          source="vllm/config/vllm.py:1206"),
     Case("vllm.compilation.compile_range_points", "0.33.0", '-cc {"compile_ranges_endpoints":[128,256]}', layout()),
+    # engine/arg_utils.py:2045-2059 (0.20.0), 2807-2819 (0.33.0)
+    Case("vllm.kernel.ir_op_priority_twice", "0.33.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
+         '{"ir_op_priority":{"rms_norm":["native"]}}', layout(), source="vllm/engine/arg_utils.py:2815",
+         refused="Op priority for rms_norm specified via both ir_op_priority and KernelConfig.ir_op_priority, only "
+                 "one allowed at a time."),
+    Case("vllm.kernel.ir_op_priority_twice", "0.20.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
+         '{"ir_op_priority":{"fused_add_rms_norm":["native"]}}', layout()),
+    Case("vllm.kernel.ir_op_priority_twice", "0.20.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
+         '{"ir_op_priority":{"rms_norm":["native"]}}', layout(), refused="Op priority for rms_norm specified via both"),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

@@ -44,6 +44,7 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
   mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read:
   vLLM prints ``('data_parallel_backend can only be ray or mp, got %s', 'torchrun')``).
+- an op's priority given by ``--ir-op-priority`` and by ``--kernel-config``'s ``ir_op_priority`` (0.20+).
 - **HiSparse** (0.30+): with PP > 1, decode context parallel, ``--no-scheduler-reserve-full-isl`` (0.31+), a model
   without ``index_topk``, or VLLM_USE_V2_MODEL_RUNNER=0 (its FULL-cudagraph and hybrid-KV-manager checks read
   values the engine resolves later, and stay open).
@@ -136,6 +137,8 @@ RULES: Mapping[str, str] = {
                                                       "under V1 without --enforce-eager (0.9.0-0.10.0)",
     "vllm.compilation.compile_range_points": "--compilation-config compile_ranges_split_points (0.13-0.17) or "
                                              "compile_ranges_endpoints (0.18+) not all positive",
+    "vllm.kernel.ir_op_priority_twice": "an op's priority given by --ir-op-priority and by --kernel-config's "
+                                        "ir_op_priority (EngineArgs, 0.20+)",
 }
 FRAMED = frozenset(RULES)
 
@@ -630,7 +633,8 @@ _CUSTOM_OPS = "vllm.compilation.custom_ops"
 _COMPILE_SIZES = "vllm.compilation.compile_sizes"
 _DEVICE_IDS = "vllm.parallel.device_ids"
 _RANGE_POINTS = "vllm.compilation.compile_range_points"
-_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS})
+_IR_OP_PRIORITY = "vllm.kernel.ir_op_priority_twice"
+_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS, _IR_OP_PRIORITY})
 #: ``CompilationMode`` (config/compilation.py:36-43 in 0.11.1, 41-48 in 0.33.0)
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
 #: the deprecated ``level`` stands for ``mode`` when ``mode`` is unset (``if self.mode is None: self.mode =
@@ -690,6 +694,19 @@ def _range_point_frames(compilation: Mapping[str, object]) -> list[dict[str, obj
     return [base] + [{**base, f"for x in {name}": True, "x": x} for name, xs in lists.items() for x in xs]
 
 
+def _ir_op_priority_frames(args: ResolvedArgs) -> list[dict[str, object]]:
+    """``create_engine_config`` moves ``--ir-op-priority`` into the kernel config op by op, an empty priority
+    meaning unset (engine/arg_utils.py:2045-2059 in 0.20.0): one frame per op the flag sets."""
+    loop = "for (op_name, op_priority) in asdict(self.ir_op_priority).items()"
+    given = _json_flag(args, "ir_op_priority")
+    kernel = _json_flag(args, "kernel_config").get("ir_op_priority")
+    in_kernel = kernel if isinstance(kernel, Mapping) else {}
+    frames: list[dict[str, object]] = [{loop: False}]
+    frames += [{loop: True, "op_name": op, "getattr(kernel_config.ir_op_priority, op_name)": bool(in_kernel.get(op))}
+               for op, priority in given.items() if priority]
+    return frames
+
+
 #: ``_NUMACTL_CPUSET_PATTERN`` (config/parallel.py:35 in 0.33.0)
 NUMACTL_CPUSET = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _NUMA = "vllm.parallel.numa_bind_options"
@@ -732,6 +749,7 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
                                (_COMPILE_SIZES, _compile_sizes_frames(compilation), base),
                                (_DEVICE_IDS, _device_ids_frames(args, env), base),
                                (_RANGE_POINTS, _range_point_frames(compilation), base),
+                               (_IR_OP_PRIORITY, _ir_op_priority_frames(args), base),
                                (_NUMA, _numa_cpus_frames(args), frame)):
         if rule not in rules:
             continue
