@@ -413,6 +413,14 @@ CASES = [
          '{"ir_op_priority":{"fused_add_rms_norm":["native"]}}', layout()),
     Case("vllm.kernel.ir_op_priority_twice", "0.20.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
          '{"ir_op_priority":{"rms_norm":["native"]}}', layout(), refused="Op priority for rms_norm specified via both"),
+    # engine/arg_utils.py:1672-1680 (0.20.0): Qwen3-Next is IsHybrid in the release's registry
+    EnvCase("vllm.cache.turboquant_hybrid", "0.20.0", "--kv-cache-dtype turboquant_k8v4", layout(),
+            model_dir="qwen3-next-80b-a3b-instruct", exception="NotImplementedError",
+            refused="TurboQuant KV cache is not supported for hybrid (attention + Mamba) models.",
+            source="vllm/engine/arg_utils.py:1677"),
+    Case("vllm.cache.turboquant_hybrid", "0.20.0", "--kv-cache-dtype turboquant_k8v4", layout()),
+    EnvCase("vllm.cache.turboquant_hybrid", "0.20.0", "--kv-cache-dtype fp8", layout(),
+            model_dir="qwen3-next-80b-a3b-instruct"),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

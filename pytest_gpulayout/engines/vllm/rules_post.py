@@ -44,6 +44,7 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
   mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read:
   vLLM prints ``('data_parallel_backend can only be ray or mp, got %s', 'torchrun')``).
+- a ``turboquant_*`` ``--kv-cache-dtype`` on a hybrid model (the class's ``IsHybrid``; 0.20.x).
 - an op's priority given by ``--ir-op-priority`` and by ``--kernel-config``'s ``ir_op_priority`` (0.20+).
 - **HiSparse** (0.30+): with PP > 1, decode context parallel, ``--no-scheduler-reserve-full-isl`` (0.31+), a model
   without ``index_topk``, or VLLM_USE_V2_MODEL_RUNNER=0 (its FULL-cudagraph and hybrid-KV-manager checks read
@@ -139,6 +140,8 @@ RULES: Mapping[str, str] = {
                                              "compile_ranges_endpoints (0.18+) not all positive",
     "vllm.kernel.ir_op_priority_twice": "an op's priority given by --ir-op-priority and by --kernel-config's "
                                         "ir_op_priority (EngineArgs, 0.20+)",
+    "vllm.cache.turboquant_hybrid": "a turboquant_* --kv-cache-dtype on a hybrid (attention + Mamba) model "
+                                    "(EngineArgs, 0.20.x)",
 }
 FRAMED = frozenset(RULES)
 
@@ -447,23 +450,27 @@ def _raw_config(model: ModelSpec) -> Mapping[str, object]:
     return raw if isinstance(raw, Mapping) else {}
 
 
-def _multimodal(model: ModelSpec, version: Version) -> bool | None:
-    """Whether ``ModelConfig`` builds a ``multimodal_config`` (the registry's ``SupportsMultiModal``, from the
-    release's interface facts; a vision tower in the checkpoint); None where the class is not known."""
+def _arch_flag(model: ModelSpec, version: Version, flag: str) -> bool | None:
+    """The registry's interface ``flag`` (``supports_multimodal``, ``is_hybrid``) of the model's class, from the
+    release's interface facts; None where no extracted release at or below knows the class."""
     from pytest_gpulayout.generation import release_facts
 
-    if model.is_multimodal:
-        return True
     facts = release_facts("vllm", version, group="interfaces")
     if facts is None:
         return None
     interfaces = facts.data["interfaces"]
-    by_flag = {flag: set(archs) for flag, archs in interfaces["by_flag"].items()}
+    by_flag = {name: set(archs) for name, archs in interfaces["by_flag"].items()}
     known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
     for arch in model.architectures:
         if arch in known:
-            return arch in by_flag.get("supports_multimodal", set())
+            return arch in by_flag.get(flag, set())
     return None
+
+
+def _multimodal(model: ModelSpec, version: Version) -> bool | None:
+    """Whether ``ModelConfig`` builds a ``multimodal_config``: a vision tower in the checkpoint, or the class's
+    ``SupportsMultiModal``."""
+    return True if model.is_multimodal else _arch_flag(model, version, "supports_multimodal")
 
 
 def _model_values(args: ResolvedArgs, model: ModelSpec, version: Version, env: Mapping[str, str],
@@ -503,6 +510,11 @@ def _model_values(args: ResolvedArgs, model: ModelSpec, version: Version, env: M
             out[_TORCH_SHM_CONDITION] = False
         if not (args.get("language_model_only") and compilation.get("cudagraph_mm_encoder")):
             out[_LANGUAGE_ONLY_CONDITION] = False
+    # ``resolve_kv_cache_dtype_string`` keeps an explicit --kv-cache-dtype (engine/arg_utils.py:1642-1645 in 0.20.0)
+    out["resolved_cache_dtype"] = str(args.get("kv_cache_dtype") or "auto")
+    hybrid = _arch_flag(model, version, "is_hybrid")
+    if hybrid is not None:
+        out["model_config.is_hybrid"] = hybrid
     raw = _raw_config(model)
     nested = raw.get("text_config")
     text = nested if isinstance(nested, Mapping) else raw
