@@ -57,6 +57,7 @@ MODELS = Path(__file__).parent.parent / "data" / "models"
 DSA = "deepseek-v3.2"                # index_topk in its config: a DSA model
 HISPARSE = '-ac {"hisparse_config":{}}'
 LLAVA = "llava-1.5-7b-hf"
+LLAMA4 = "llama-4-scout-17b-16e-instruct"   # attention_chunk_size 8192: chunked local attention
 FORK = (("VLLM_WORKER_MULTIPROC_METHOD", "fork"),)
 ENGRAM = ("DeepseekV41ForCausalLM", json.dumps({"engram_layer_ids": [3, 7]}))
 
@@ -421,6 +422,25 @@ CASES = [
     Case("vllm.cache.turboquant_hybrid", "0.20.0", "--kv-cache-dtype turboquant_k8v4", layout()),
     EnvCase("vllm.cache.turboquant_hybrid", "0.20.0", "--kv-cache-dtype fp8", layout(),
             model_dir="qwen3-next-80b-a3b-instruct"),
+    # config/vllm.py:1259-1310 (0.20.0): Llama 4's chunked local attention turns the hybrid manager off where
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is off (the default in 0.13, on from 0.14); KV events
+    # turn it off in 0.13-0.19
+    EnvCase("vllm.scheduler.hybrid_kv_manager_forced", "0.13.0", "--no-disable-hybrid-kv-cache-manager",
+            layout(tp=8), model_dir=LLAMA4, source="vllm/config/vllm.py:949",
+            refused="Hybrid KV cache manager was explicitly enabled but is not supported in this configuration. "
+                    "Consider omitting the --no-disable-hybrid-kv-cache-manager flag"),
+    EnvCase("vllm.scheduler.hybrid_kv_manager_forced", "0.20.0", "--no-disable-hybrid-kv-cache-manager",
+            layout(tp=8), model_dir=LLAMA4),
+    EnvCase("vllm.scheduler.hybrid_kv_manager_forced", "0.33.0", "--enable-hybrid-kv-cache-manager", layout(tp=8),
+            model_dir=LLAMA4, env=(("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", "0"),),
+            source="vllm/config/vllm.py:2285",
+            refused="Consider omitting the --enable-hybrid-kv-cache-manager flag to let vLLM decide automatically."),
+    Case("vllm.scheduler.hybrid_kv_manager_forced", "0.17.0", '--no-disable-hybrid-kv-cache-manager '
+         '--kv-events-config {"enable_kv_cache_events":true}', layout(),
+         refused="Hybrid KV cache manager was explicitly enabled but is not supported in this configuration."),
+    Case("vllm.scheduler.hybrid_kv_manager_forced", "0.20.0", '--no-disable-hybrid-kv-cache-manager '
+         '--kv-events-config {"enable_kv_cache_events":true}', layout()),
+    EnvCase("vllm.scheduler.hybrid_kv_manager_forced", "0.13.0", "", layout(tp=8), model_dir=LLAMA4),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

@@ -44,6 +44,8 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
   mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read:
   vLLM prints ``('data_parallel_backend can only be ray or mp, got %s', 'torchrun')``).
+- the hybrid KV cache manager asked for where the release turns it off (chunked local attention with
+  VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off, its default in 0.13; KV events in 0.13-0.19).
 - a ``turboquant_*`` ``--kv-cache-dtype`` on a hybrid model (the class's ``IsHybrid``; 0.20.x).
 - an op's priority given by ``--ir-op-priority`` and by ``--kernel-config``'s ``ir_op_priority`` (0.20+).
 - **HiSparse** (0.30+): with PP > 1, decode context parallel, ``--no-scheduler-reserve-full-isl`` (0.31+), a model
@@ -142,6 +144,9 @@ RULES: Mapping[str, str] = {
                                         "ir_op_priority (EngineArgs, 0.20+)",
     "vllm.cache.turboquant_hybrid": "a turboquant_* --kv-cache-dtype on a hybrid (attention + Mamba) model "
                                     "(EngineArgs, 0.20.x)",
+    "vllm.scheduler.hybrid_kv_manager_forced": "the hybrid KV cache manager asked for (--no-disable-hybrid-kv-cache-"
+                                               "manager; --enable-hybrid-kv-cache-manager in 0.33) where the release "
+                                               "turns it off: chunked local attention, KV events (0.13-0.19)",
 }
 FRAMED = frozenset(RULES)
 
@@ -522,6 +527,41 @@ def _model_values(args: ResolvedArgs, model: ModelSpec, version: Version, env: M
     return out
 
 
+# -- the hybrid KV cache manager -------------------------------------------------------------------------------
+
+#: ``if self.kv_events_config is not None: need_disable_hybrid_kv_cache_manager = True`` (config/vllm.py in
+#: 0.13.0-0.19.x; gone in 0.20.0)
+KV_EVENTS_DISABLE_HMA_UNTIL = Version("0.20.0")
+#: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to "0" in 0.13 and "1" from 0.14 (envs.py)
+CHUNKED_LOCAL_HMA_ALLOWED_SINCE = Version("0.14.0")
+
+
+def _hybrid_manager_values(args: ResolvedArgs, model: ModelSpec, version: Version,
+                           env: Mapping[str, str]) -> dict[str, object]:
+    """``need_disable_hybrid_kv_cache_manager`` as ``VllmConfig.__post_init__`` computes it before it reads an
+    explicit ``disable_hybrid_kv_cache_manager=False`` (config/vllm.py:1259-1310 in 0.20.0): CUDA supports the
+    hybrid manager; KV events (0.13-0.19); chunked local attention (``attention_chunk_size``) with an EAGLE drafter,
+    or with VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off (its default in 0.13). The KV-transfer default
+    applies only where the flag is unset. With a drafter and the variable on, whether the drafter is EAGLE is not
+    resolved here."""
+    out: dict[str, object] = {"self.scheduler_config.disable_hybrid_kv_cache_manager": args.get(
+        "disable_hybrid_kv_cache_manager")}
+    need = version < KV_EVENTS_DISABLE_HMA_UNTIL and args.get("kv_events_config") is not None
+    if model.attention_chunk_size is not None:
+        raw = env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE",
+                      "1" if version >= CHUNKED_LOCAL_HMA_ALLOWED_SINCE else "0")
+        try:
+            allowed = bool(int(raw))
+        except ValueError:
+            return out
+        if not allowed:
+            need = True
+        elif args.get("speculative_config") is not None:
+            return out
+    out["need_disable_hybrid_kv_cache_manager"] = need
+    return out
+
+
 # -- the frames ----------------------------------------------------------------------------------------------
 
 def _parallel_values(args: ResolvedArgs, layout: Layout, version: Version, env: Mapping[str, str]) -> dict[str, object]:
@@ -753,7 +793,8 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
              **_compilation_values(compilation, version), **_engine_args_values(args, version, env),
              **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation),
              **_capture_size_values(args, layout, compilation, base),
-             **_level_values(args, layout, version, env, compilation)}
+             **_level_values(args, layout, version, env, compilation),
+             **_hybrid_manager_values(args, model, version, env)}
     plain = book.judge(version, frame, rules=[r for r in rules if r in FRAMED and r not in _LOOPED])
     refusals, not_judged = list(plain.refusals), list(plain.not_judged)
     seen: set[tuple[str, str]] = {(r.entry, r.message) for r in refusals}
