@@ -57,6 +57,7 @@ MODELS = Path(__file__).parent.parent / "data" / "models"
 DSA = "deepseek-v3.2"                # index_topk in its config: a DSA model
 HISPARSE = '-ac {"hisparse_config":{}}'
 LLAVA = "llava-1.5-7b-hf"
+ELASTIC = "--enable-elastic-ep --enable-eplb --enable-expert-parallel"
 LLAMA4 = "llama-4-scout-17b-16e-instruct"   # attention_chunk_size 8192: chunked local attention
 FORK = (("VLLM_WORKER_MULTIPROC_METHOD", "fork"),)
 ENGRAM = ("DeepseekV41ForCausalLM", json.dumps({"engram_layer_ids": [3, 7]}))
@@ -441,6 +442,18 @@ CASES = [
     Case("vllm.scheduler.hybrid_kv_manager_forced", "0.20.0", '--no-disable-hybrid-kv-cache-manager '
          '--kv-events-config {"enable_kv_cache_events":true}', layout()),
     EnvCase("vllm.scheduler.hybrid_kv_manager_forced", "0.13.0", "", layout(tp=8), model_dir=LLAMA4),
+    # config/parallel.py:664-668 (0.17.0), 983-988 (0.33.0, external LB allowed); the LB modes as
+    # create_engine_config hands them (engine/arg_utils.py:1596-1632 in 0.17.0)
+    Case("vllm.parallel.elastic_ep_lb", "0.20.0", f"{ELASTIC} --data-parallel-external-lb --data-parallel-rank 1",
+         layout(dp=4), model="moe", exception="NotImplementedError", source="vllm/config/parallel.py:744",
+         refused="Elastic EP is not compatible with data_parallel_external_lb or data_parallel_hybrid_lb."),
+    Case("vllm.parallel.elastic_ep_lb", "0.33.0", f"{ELASTIC} --data-parallel-external-lb --data-parallel-rank 1",
+         layout(dp=4), model="moe"),
+    Case("vllm.parallel.elastic_ep_lb", "0.33.0", f"{ELASTIC} --data-parallel-hybrid-lb --data-parallel-size-local 2",
+         layout(dp=4), model="moe", exception="NotImplementedError", source="vllm/config/parallel.py:983",
+         refused="Elastic EP is not compatible with data_parallel_hybrid_lb."),
+    Case("vllm.parallel.elastic_ep_lb", "0.20.0", f"{ELASTIC} --data-parallel-hybrid-lb --data-parallel-size-local 4",
+         layout(dp=4), model="moe"),                     # every rank local: no hybrid LB
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

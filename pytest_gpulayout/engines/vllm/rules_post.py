@@ -35,7 +35,8 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   (config/parallel.py:1180-1187 in 0.33.0, from 0.30).
 - **ParallelConfig pairs**: ``--dcp-comm-backend a2a`` without decode context parallel (0.18-0.28),
   ``--numa-bind-nodes`` / ``--numa-bind-cpus`` without ``--numa-bind`` and negative NUMA nodes (0.20+),
-  ``--elastic-ep-max-dp-size`` below the DP size (0.30+).
+  ``--elastic-ep-max-dp-size`` below the DP size (0.30+), elastic EP with external-LB (0.17-0.32) or hybrid-LB
+  data parallel.
 - **--device-ids** (``EngineArgs._resolve_device_ids``, 0.24+): repeated ids, integers mixed with UUIDs, an index
   past the devices the deployment's CUDA_VISIBLE_DEVICES shows.
 - **EngineArgs.create_engine_config**: ``--attention-backend`` with ``--attention-config``'s backend (0.13+; in
@@ -147,6 +148,8 @@ RULES: Mapping[str, str] = {
     "vllm.scheduler.hybrid_kv_manager_forced": "the hybrid KV cache manager asked for (--no-disable-hybrid-kv-cache-"
                                                "manager; --enable-hybrid-kv-cache-manager in 0.33) where the release "
                                                "turns it off: chunked local attention, KV events (0.13-0.19)",
+    "vllm.parallel.elastic_ep_lb": "--enable-elastic-ep with external-LB (0.17-0.32) or hybrid-LB data parallel "
+                                   "(ParallelConfig)",
 }
 FRAMED = frozenset(RULES)
 
@@ -686,7 +689,8 @@ _COMPILE_SIZES = "vllm.compilation.compile_sizes"
 _DEVICE_IDS = "vllm.parallel.device_ids"
 _RANGE_POINTS = "vllm.compilation.compile_range_points"
 _IR_OP_PRIORITY = "vllm.kernel.ir_op_priority_twice"
-_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS, _IR_OP_PRIORITY})
+_ELASTIC_LB = "vllm.parallel.elastic_ep_lb"
+_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS, _IR_OP_PRIORITY, _ELASTIC_LB})
 #: ``CompilationMode`` (config/compilation.py:36-43 in 0.11.1, 41-48 in 0.33.0)
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
 #: the deprecated ``level`` stands for ``mode`` when ``mode`` is unset (``if self.mode is None: self.mode =
@@ -759,6 +763,35 @@ def _ir_op_priority_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     return frames
 
 
+#: ``if self.data_parallel_start_rank is not None and not headless`` infers hybrid LB from 0.28 (engine/arg_utils.py:
+#: 2156 in 0.28.0); before, a truthy start rank (``if self.data_parallel_start_rank and not headless``, :2117 in 0.27.0)
+START_RANK_IS_NOT_NONE_SINCE = Version("0.28.0")
+
+
+def _elastic_lb_frames(args: ResolvedArgs, layout: Layout, version: Version) -> list[dict[str, object]]:
+    """``ParallelConfig``'s ``data_parallel_external_lb`` / ``data_parallel_hybrid_lb`` as ``create_engine_config``
+    hands them (engine/arg_utils.py:1596-1632 in 0.17.0, 2480-2505 in 0.33.0): external LB clears hybrid; with a
+    local size, a start rank infers hybrid (not headless), one local rank turns hybrid into external, all ranks local
+    clear it. The data-parallel launch values are ``config_checks.data_parallel_launch``'s."""
+    from pytest_gpulayout.engines.vllm.config_checks import data_parallel_launch
+
+    launch = data_parallel_launch(args, layout, version)
+    external, hybrid = launch.external_lb, bool(args.get("data_parallel_hybrid_lb"))
+    if external:
+        hybrid = False
+    elif launch.size_local is not None:
+        start = args.get("data_parallel_start_rank")
+        inferred = start is not None if version >= START_RANK_IS_NOT_NONE_SINCE else bool(start)
+        if inferred and not args.get("headless"):
+            hybrid = True
+        if hybrid and launch.size_local == 1:
+            external, hybrid = True, False
+        if launch.size_local == layout.data_parallel_size:
+            hybrid = False
+    return [{"self.enable_elastic_ep": bool(args.get("enable_elastic_ep")), "self.data_parallel_external_lb": external,
+             "self.data_parallel_hybrid_lb": hybrid}]
+
+
 #: ``_NUMACTL_CPUSET_PATTERN`` (config/parallel.py:35 in 0.33.0)
 NUMACTL_CPUSET = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _NUMA = "vllm.parallel.numa_bind_options"
@@ -803,6 +836,7 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
                                (_DEVICE_IDS, _device_ids_frames(args, env), base),
                                (_RANGE_POINTS, _range_point_frames(compilation), base),
                                (_IR_OP_PRIORITY, _ir_op_priority_frames(args), base),
+                               (_ELASTIC_LB, _elastic_lb_frames(args, layout, version), frame),
                                (_NUMA, _numa_cpus_frames(args), frame)):
         if rule not in rules:
             continue
