@@ -454,6 +454,15 @@ CASES = [
          refused="Elastic EP is not compatible with data_parallel_hybrid_lb."),
     Case("vllm.parallel.elastic_ep_lb", "0.20.0", f"{ELASTIC} --data-parallel-hybrid-lb --data-parallel-size-local 4",
          layout(dp=4), model="moe"),                     # every rank local: no hybrid LB
+    # engine/arg_utils.py:1441-1454 (0.9.0): V0 below SM 8.0 (a T4) only
+    Case("vllm.cache.v0_prefix_hash_sha256", "0.9.0", f"{M8} --enable-prefix-caching --prefix-caching-hash-algo "
+         "sha256", layout(cc=(7, 5)), source="vllm/engine/arg_utils.py:1452",
+         refused="sha256 is not supported for prefix caching in V0 engine. Please use 'builtin'."),
+    Case("vllm.cache.v0_prefix_hash_sha256", "0.9.0", f"{M8} --enable-prefix-caching --prefix-caching-hash-algo "
+         "sha256", layout()),
+    Case("vllm.cache.v0_prefix_hash_sha256", "0.8.4", f"{M8} --enable-prefix-caching --prefix-caching-hash-algo "
+         "sha256", layout(cc=(7, 0)), refused="sha256 is not supported for prefix caching in V0 engine."),
+    Case("vllm.cache.v0_prefix_hash_sha256", "0.9.0", f"{M8} --prefix-caching-hash-algo sha256", layout(cc=(7, 5))),
     # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
     Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
          layout(dp=2), model="moe", source="vllm/config/parallel.py:460",

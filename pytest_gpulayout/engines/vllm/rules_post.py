@@ -62,7 +62,8 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
 - **compile ranges** (``VllmConfig._set_compile_ranges``, every config): a split point (0.13-0.17) or endpoint
   (0.18+) that is not positive.
 - **the compilation level before 0.11.1**: a piecewise cudagraph_mode with a level other than 3 under V1
-  (0.10.1-0.11.0), full_cuda_graph with splitting_ops under V1 without ``--enforce-eager`` (0.9.0-0.10.0).
+  (0.10.1-0.11.0), full_cuda_graph with splitting_ops under V1 without ``--enforce-eager`` (0.9.0-0.10.0); and on
+  the V0 engine of 0.8.3-0.10.1, prefix caching with the sha256 hash.
 
 The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
 ``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
@@ -150,6 +151,8 @@ RULES: Mapping[str, str] = {
                                                "turns it off: chunked local attention, KV events (0.13-0.19)",
     "vllm.parallel.elastic_ep_lb": "--enable-elastic-ep with external-LB (0.17-0.32) or hybrid-LB data parallel "
                                    "(ParallelConfig)",
+    "vllm.cache.v0_prefix_hash_sha256": "--enable-prefix-caching with --prefix-caching-hash-algo sha256 on the V0 "
+                                        "engine (0.8.3-0.10.1: below SM 8.0, or VLLM_USE_V1=0)",
 }
 FRAMED = frozenset(RULES)
 
@@ -433,6 +436,10 @@ def _level_values(args: ResolvedArgs, layout: Layout, version: Version, env: Map
     }
     if not v1 or eager:
         out["self.splitting_ops and self.full_cuda_graph"] = False      # set_splitting_ops_for_v1 is not called
+    # ``_set_default_args_v0`` runs only for V0 (engine/arg_utils.py:1005-1006, 1441-1454 in 0.9.0); the flag
+    # as given (``--enable-prefix-caching`` defaults to None there)
+    out["self.enable_prefix_caching"] = bool(args.get("enable_prefix_caching")) and not v1
+    out["self.prefix_caching_hash_algo"] = args.get("prefix_caching_hash_algo")
     return out
 
 
