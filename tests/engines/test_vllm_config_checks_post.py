@@ -252,25 +252,6 @@ CASES = [
     Case("vllm.parallel.elastic_ep_max_dp_size", "0.33.0",
          "--enable-elastic-ep --enable-eplb --enable-expert-parallel --elastic-ep-max-dp-size 8", layout(dp=4),
          model="moe"),
-    # engine/arg_utils.py:1645-1650 (0.13.0), 2726-2732 (0.33.0); from 0.18 "auto" is no backend
-    Case("vllm.attention.backend_twice", "0.33.0", "--attention-backend FLASH_ATTN -ac.backend=FLASHINFER", layout(),
-         refused="attention_backend and attention_config.backend are mutually exclusive",
-         source="vllm/engine/arg_utils.py:2730"),
-    Case("vllm.attention.backend_twice", "0.33.0", "--attention-backend FLASH_ATTN -ac.backend=auto", layout()),
-    Case("vllm.attention.backend_twice", "0.13.0", '--attention-backend FLASH_ATTN --attention-config '
-         '{"backend":"FLASHINFER"}', layout(), refused="attention_backend and attention_config.backend are mutually "
-                                                       "exclusive", source="vllm/engine/arg_utils.py:1648"),
-    Case("vllm.attention.backend_twice", "0.13.0", "--attention-backend FLASH_ATTN", layout()),
-    # engine/arg_utils.py:1739-1746 (0.16.0), 2790-2797 (0.33.0)
-    Case("vllm.kernel.flashinfer_autotune_twice", "0.16.0",
-         '--enable-flashinfer-autotune --kernel-config {"enable_flashinfer_autotune":false}', layout(),
-         refused="enable_flashinfer_autotune and kernel_config.enable_flashinfer_autotune are mutually exclusive",
-         source="vllm/engine/arg_utils.py:1743"),
-    Case("vllm.kernel.flashinfer_autotune_twice", "0.33.0",
-         '--no-enable-flashinfer-autotune --kernel-config {"enable_flashinfer_autotune":true}', layout(),
-         refused="enable_flashinfer_autotune and kernel_config.enable_flashinfer_autotune are mutually exclusive",
-         source="vllm/engine/arg_utils.py:2792"),
-    Case("vllm.kernel.flashinfer_autotune_twice", "0.33.0", "--enable-flashinfer-autotune", layout()),
     # engine/arg_utils.py:2378-2381 (0.33.0), 1073-1075 (0.10.0): `vllm serve --headless`
     Case("vllm.parallel.hybrid_lb_headless", "0.33.0", "--headless --data-parallel-hybrid-lb "
          "--data-parallel-size-local 2", layout(dp=4), model="moe", exception="AssertionError",
@@ -406,15 +387,6 @@ CASES = [
          exception="AssertionError", refused="Invalid compile range split point: -4",
          source="vllm/config/vllm.py:1206"),
     Case("vllm.compilation.compile_range_points", "0.33.0", '-cc {"compile_ranges_endpoints":[128,256]}', layout()),
-    # engine/arg_utils.py:2045-2059 (0.20.0), 2807-2819 (0.33.0)
-    Case("vllm.kernel.ir_op_priority_twice", "0.33.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
-         '{"ir_op_priority":{"rms_norm":["native"]}}', layout(), source="vllm/engine/arg_utils.py:2815",
-         refused="Op priority for rms_norm specified via both ir_op_priority and KernelConfig.ir_op_priority, only "
-                 "one allowed at a time."),
-    Case("vllm.kernel.ir_op_priority_twice", "0.20.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
-         '{"ir_op_priority":{"fused_add_rms_norm":["native"]}}', layout()),
-    Case("vllm.kernel.ir_op_priority_twice", "0.20.0", '--ir-op-priority {"rms_norm":["vllm_c"]} --kernel-config '
-         '{"ir_op_priority":{"rms_norm":["native"]}}', layout(), refused="Op priority for rms_norm specified via both"),
     # engine/arg_utils.py:1672-1680 (0.20.0): Qwen3-Next is IsHybrid in the release's registry
     EnvCase("vllm.cache.turboquant_hybrid", "0.20.0", "--kv-cache-dtype turboquant_k8v4", layout(),
             model_dir="qwen3-next-80b-a3b-instruct", exception="NotImplementedError",
@@ -463,12 +435,6 @@ CASES = [
     Case("vllm.cache.v0_prefix_hash_sha256", "0.8.4", f"{M8} --enable-prefix-caching --prefix-caching-hash-algo "
          "sha256", layout(cc=(7, 0)), refused="sha256 is not supported for prefix caching in V0 engine."),
     Case("vllm.cache.v0_prefix_hash_sha256", "0.9.0", f"{M8} --prefix-caching-hash-algo sha256", layout(cc=(7, 5))),
-    # config/parallel.py:458-463 (0.20.0), 583-589 (0.33.0): the check moved to _validate_parallel_config in 0.11.1
-    Case("vllm.parallel.redundant_experts_need_eplb", "0.20.0", "--eplb-config.num_redundant_experts=2",
-         layout(dp=2), model="moe", source="vllm/config/parallel.py:460",
-         refused="num_redundant_experts is set to 2 but EPLB is not enabled. Either enable EPLB or unset"),
-    Case("vllm.parallel.redundant_experts_need_eplb", "0.33.0",
-         "--eplb-config.num_redundant_experts=2 --enable-eplb --enable-expert-parallel", layout(dp=2), model="moe"),
 ]
 
 
@@ -483,7 +449,7 @@ def test_the_release_refuses_the_line_in_its_own_words(case: LineCase) -> None:
 def test_every_rule_of_the_area_has_a_refusing_and_an_accepted_case() -> None:
     refusing = {c.rule for c in CASES if c.refused is not None}
     accepted = {c.rule for c in CASES if c.refused is None}
-    assert refusing == accepted == set(rules_post.RULES) | {"vllm.parallel.redundant_experts_need_eplb"}
+    assert refusing == accepted == set(rules_post.RULES)
 
 
 def _mine(line: str, version: str, rule: str, *, env: dict[str, str] | None = None, model: str = "dense",
@@ -545,12 +511,6 @@ def test_device_ids_index_the_devices_cuda_visible_devices_shows(cvd: str | None
             assert not mine
         else:
             assert mine and mine[0].endswith(f'"{refused}" (vllm/engine/arg_utils.py:{line})')
-
-
-def test_0_13_and_0_14_take_the_attention_backend_variable_as_the_attention_config_backend() -> None:
-    env = {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
-    assert _mine("--attention-backend FLASH_ATTN", "0.14.0", "vllm.attention.backend_twice", env=env)[0]
-    assert not _mine("--attention-backend FLASH_ATTN", "0.15.0", "vllm.attention.backend_twice", env=env)[0]
 
 
 def test_the_executor_backend_a_deployment_leaves_unset() -> None:

@@ -77,7 +77,7 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.fault_tolerance_needs_external_lb": "--enable-fault-tolerance without external-LB data "
                                                        "parallel (0.27+)",
     "vllm.parallel.redundant_experts_need_eplb": "redundant experts without --enable-eplb, or a negative count "
-                                                 "(ParallelConfig, 0.9.2+)",
+                                                 "(ParallelConfig, 0.9.2-0.11.0)",
     "vllm.mamba.stochastic_rounding": "--enable-mamba-cache-stochastic-rounding with the triton backend off "
                                       "SM 10.x (MambaConfig), or without --mamba-ssm-cache-dtype float16 "
                                       "(VllmConfig, 0.20+)",

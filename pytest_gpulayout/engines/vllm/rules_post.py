@@ -39,16 +39,13 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
   data parallel.
 - **--device-ids** (``EngineArgs._resolve_device_ids``, 0.24+): repeated ids, integers mixed with UUIDs, an index
   past the devices the deployment's CUDA_VISIBLE_DEVICES shows.
-- **EngineArgs.create_engine_config**: ``--attention-backend`` with ``--attention-config``'s backend (0.13+; in
-  0.13-0.14 a set VLLM_ATTENTION_BACKEND fills the latter), ``--enable-flashinfer-autotune`` with
-  ``--kernel-config``'s (0.16+), VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN without ``--enforce-eager``
+- **EngineArgs.create_engine_config**: VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN without ``--enforce-eager``
   (0.9.0-0.10.2), ``--data-parallel-hybrid-lb`` with ``--headless`` and a ``--data-parallel-backend`` other than
   mp / ray without ``--data-parallel-address`` (an assertion whose message, a tuple, the ledger does not read:
   vLLM prints ``('data_parallel_backend can only be ray or mp, got %s', 'torchrun')``).
 - the hybrid KV cache manager asked for where the release turns it off (chunked local attention with
   VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off, its default in 0.13; KV events in 0.13-0.19).
 - a ``turboquant_*`` ``--kv-cache-dtype`` on a hybrid model (the class's ``IsHybrid``; 0.20.x).
-- an op's priority given by ``--ir-op-priority`` and by ``--kernel-config``'s ``ir_op_priority`` (0.20+).
 - **HiSparse** (0.30+): with PP > 1, decode context parallel, ``--no-scheduler-reserve-full-isl`` (0.31+), a model
   without ``index_topk``, or VLLM_USE_V2_MODEL_RUNNER=0 (its FULL-cudagraph and hybrid-KV-manager checks read
   values the engine resolves later, and stay open).
@@ -64,9 +61,6 @@ distributed_executor_backend`` is the flag as ``EngineArgs`` holds it.
 - **the compilation level before 0.11.1**: a piecewise cudagraph_mode with a level other than 3 under V1
   (0.10.1-0.11.0), full_cuda_graph with splitting_ops under V1 without ``--enforce-eager`` (0.9.0-0.10.0); and on
   the V0 engine of 0.8.3-0.10.1, prefix caching with the sha256 hash.
-
-The redundant-experts check that 0.11.1 moved to ``ParallelConfig._validate_parallel_config`` is answered by
-``config_checks``' ``vllm.parallel.redundant_experts_need_eplb`` (its values are the shared namespace's).
 """
 
 from __future__ import annotations
@@ -114,10 +108,6 @@ RULES: Mapping[str, str] = {
                                 "devices CUDA_VISIBLE_DEVICES shows (EngineArgs, 0.24+)",
     "vllm.parallel.elastic_ep_max_dp_size": "--elastic-ep-max-dp-size below --data-parallel-size with elastic EP "
                                             "(ParallelConfig, 0.30+)",
-    "vllm.attention.backend_twice": "--attention-backend with --attention-config's backend (or, 0.13-0.14, "
-                                    "VLLM_ATTENTION_BACKEND) (EngineArgs, 0.13+)",
-    "vllm.kernel.flashinfer_autotune_twice": "--enable-flashinfer-autotune with --kernel-config's "
-                                             "enable_flashinfer_autotune (EngineArgs, 0.16+)",
     "vllm.attention.dual_chunk_needs_eager": "VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN without --enforce-eager "
                                              "(EngineArgs, 0.9.0-0.10.2)",
     "vllm.parallel.hybrid_lb_headless": "--data-parallel-hybrid-lb with --headless (EngineArgs, 0.10+)",
@@ -142,8 +132,6 @@ RULES: Mapping[str, str] = {
                                                       "under V1 without --enforce-eager (0.9.0-0.10.0)",
     "vllm.compilation.compile_range_points": "--compilation-config compile_ranges_split_points (0.13-0.17) or "
                                              "compile_ranges_endpoints (0.18+) not all positive",
-    "vllm.kernel.ir_op_priority_twice": "an op's priority given by --ir-op-priority and by --kernel-config's "
-                                        "ir_op_priority (EngineArgs, 0.20+)",
     "vllm.cache.turboquant_hybrid": "a turboquant_* --kv-cache-dtype on a hybrid (attention + Mamba) model "
                                     "(EngineArgs, 0.20.x)",
     "vllm.scheduler.hybrid_kv_manager_forced": "the hybrid KV cache manager asked for (--no-disable-hybrid-kv-cache-"
@@ -277,38 +265,16 @@ def _dbo_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) ->
 
 # -- EngineArgs.create_engine_config ---------------------------------------------------------------------------
 
-#: ``AttentionConfig.__post_init__`` takes a set VLLM_ATTENTION_BACKEND as its backend in 0.13-0.14
-#: (``_set_from_env_if_set("backend", "VLLM_ATTENTION_BACKEND")``, config/attention.py:92-93 in 0.13.0); from 0.18
-#: ``validate_backend_before`` reads ``auto`` as None; from 0.27 the MSA aliases select MiniMax's decode kernel and
-#: leave the backend None (config/attention.py:172-181 in 0.33.0)
-ATTENTION_ENV_BACKEND = (Version("0.13.0"), Version("0.15.0"))
-ATTENTION_AUTO_SINCE = Version("0.18.0")
-ATTENTION_MSA_ALIASES_SINCE = Version("0.27.0")
-_MSA_ALIASES = ("CUTLASS_MSA", "TRITON_MSA")
-
-
 def _json_flag(args: ResolvedArgs, dest: str) -> Mapping[str, object]:
     value = args.get(dest)
     return value if isinstance(value, Mapping) else {}
 
 
-def _engine_args_values(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
-    """``create_engine_config``'s reads of flags given twice (engine/arg_utils.py:2726-2736, 2790-2797 in 0.33.0),
-    the dual-chunk attention backend (:1009-1020 in 0.9.0), ``headless`` (``vllm serve --headless`` calls
-    ``create_engine_config(headless=True)``; :1074 in 0.10.0, :2380 in 0.33.0) and the DP address (:2539-2550)."""
-    backend = _json_flag(args, "attention_config").get("backend")
-    if ATTENTION_ENV_BACKEND[0] <= version < ATTENTION_ENV_BACKEND[1] and env.get("VLLM_ATTENTION_BACKEND"):
-        backend = env["VLLM_ATTENTION_BACKEND"]
-    if isinstance(backend, str) and (
-            (version >= ATTENTION_AUTO_SINCE and backend.lower() == "auto")
-            or (version >= ATTENTION_MSA_ALIASES_SINCE and backend.upper() in _MSA_ALIASES)):
-        backend = None
+def _engine_args_values(args: ResolvedArgs) -> dict[str, object]:
+    """``create_engine_config``'s reads of the dual-chunk attention backend (engine/arg_utils.py:1009-1020 in
+    0.9.0), ``headless`` (``vllm serve --headless`` calls ``create_engine_config(headless=True)``; :1074 in 0.10.0,
+    :2380 in 0.33.0) and the DP address (:2539-2550 in 0.33.0)."""
     return {
-        "self.attention_backend": args.get("attention_backend"),
-        "attention_config.backend": backend,
-        "self.enable_flashinfer_autotune": args.get("enable_flashinfer_autotune"),
-        "kernel_config.enable_flashinfer_autotune": _json_flag(args, "kernel_config").get("enable_flashinfer_autotune"),
-        "envs.VLLM_ATTENTION_BACKEND": env.get("VLLM_ATTENTION_BACKEND"),
         "STR_DUAL_CHUNK_FLASH_ATTN_VAL": "DUAL_CHUNK_FLASH_ATTN",
         "self.enforce_eager": bool(args.get("enforce_eager")),
         "headless": bool(args.get("headless")),
@@ -695,9 +661,8 @@ _CUSTOM_OPS = "vllm.compilation.custom_ops"
 _COMPILE_SIZES = "vllm.compilation.compile_sizes"
 _DEVICE_IDS = "vllm.parallel.device_ids"
 _RANGE_POINTS = "vllm.compilation.compile_range_points"
-_IR_OP_PRIORITY = "vllm.kernel.ir_op_priority_twice"
 _ELASTIC_LB = "vllm.parallel.elastic_ep_lb"
-_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS, _IR_OP_PRIORITY, _ELASTIC_LB})
+_LOOPED = frozenset({_CUSTOM_OPS, _COMPILE_SIZES, _DEVICE_IDS, _RANGE_POINTS, _ELASTIC_LB})
 #: ``CompilationMode`` (config/compilation.py:36-43 in 0.11.1, 41-48 in 0.33.0)
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
 #: the deprecated ``level`` stands for ``mode`` when ``mode`` is unset (``if self.mode is None: self.mode =
@@ -755,19 +720,6 @@ def _range_point_frames(compilation: Mapping[str, object]) -> list[dict[str, obj
         if isinstance(points, list):
             lists[name] = [x for x in points if isinstance(x, int)]
     return [base] + [{**base, f"for x in {name}": True, "x": x} for name, xs in lists.items() for x in xs]
-
-
-def _ir_op_priority_frames(args: ResolvedArgs) -> list[dict[str, object]]:
-    """``create_engine_config`` moves ``--ir-op-priority`` into the kernel config op by op, an empty priority
-    meaning unset (engine/arg_utils.py:2045-2059 in 0.20.0): one frame per op the flag sets."""
-    loop = "for (op_name, op_priority) in asdict(self.ir_op_priority).items()"
-    given = _json_flag(args, "ir_op_priority")
-    kernel = _json_flag(args, "kernel_config").get("ir_op_priority")
-    in_kernel = kernel if isinstance(kernel, Mapping) else {}
-    frames: list[dict[str, object]] = [{loop: False}]
-    frames += [{loop: True, "op_name": op, "getattr(kernel_config.ir_op_priority, op_name)": bool(in_kernel.get(op))}
-               for op, priority in given.items() if priority]
-    return frames
 
 
 #: ``if self.data_parallel_start_rank is not None and not headless`` infers hybrid LB from 0.28 (engine/arg_utils.py:
@@ -830,7 +782,8 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
     """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
-             **_compilation_values(compilation, version), **_engine_args_values(args, version, env),
+             **_compilation_values(compilation, version), **_engine_args_values(args),
+             "envs.VLLM_ATTENTION_BACKEND": env.get("VLLM_ATTENTION_BACKEND"),
              **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation),
              **_capture_size_values(args, layout, compilation, base),
              **_level_values(args, layout, version, env, compilation),
@@ -842,7 +795,6 @@ def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: S
                                (_COMPILE_SIZES, _compile_sizes_frames(compilation), base),
                                (_DEVICE_IDS, _device_ids_frames(args, env), base),
                                (_RANGE_POINTS, _range_point_frames(compilation), base),
-                               (_IR_OP_PRIORITY, _ir_op_priority_frames(args), base),
                                (_ELASTIC_LB, _elastic_lb_frames(args, layout, version), frame),
                                (_NUMA, _numa_cpus_frames(args), frame)):
         if rule not in rules:
