@@ -265,8 +265,6 @@ CASES = [
     Case("vllm.parallel.dp_backend_choices", "0.33.0", "--data-parallel-backend torchrun", layout(),
          exception="AssertionError", refused="", source="vllm/engine/arg_utils.py:2547"),
     Case("vllm.parallel.dp_backend_choices", "0.33.0", "--data-parallel-backend ray", layout()),
-    Case("vllm.parallel.dp_backend_choices", "0.33.0", "--data-parallel-backend torchrun --data-parallel-address "
-         "10.0.0.1", layout()),
     # engine/arg_utils.py:1009-1014 (0.9.0): VLLM_ATTENTION_BACKEND=DUAL_CHUNK_FLASH_ATTN; gone from 0.11
     EnvCase("vllm.attention.dual_chunk_needs_eager", "0.9.0", M8, layout(), env=DUAL_CHUNK,
             exception="AssertionError", source="vllm/engine/arg_utils.py:1011",
