@@ -78,6 +78,9 @@ class Module:
         self.tree = src.tree(member)
         self.assigns: dict[str, ast.expr] = {}
         self.imports: dict[str, tuple[str, str]] = {}
+        #: the module's ``IntEnum`` classes and their members' values (pydantic takes a member's value, or its
+        #: digits as a string in lax mode, and refuses anything else with ``enum``)
+        self.int_enums: dict[str, list[int]] = {}
         for node in self.tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 self.assigns[node.targets[0].id] = node.value
@@ -86,6 +89,11 @@ class Module:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 for a in node.names:
                     self.imports[a.asname or a.name] = (node.module, a.name)
+            elif isinstance(node, ast.ClassDef) and any(_name(b) == "IntEnum" for b in node.bases):
+                values = [stmt.value.value for stmt in node.body if isinstance(stmt, ast.Assign)
+                          and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, int)]
+                if values:
+                    self.int_enums[node.name] = values
 
 
 class Reader:
@@ -99,6 +107,17 @@ class Reader:
         if member not in self._mods:
             self._mods[member] = Module(self.src, member)
         return self._mods[member]
+
+    def int_enum(self, mod: Module, name: str, depth: int = 0) -> list[int] | None:
+        """The member values of the ``IntEnum`` ``name`` names in ``mod`` (or the vLLM module it imports it from)."""
+        if name in mod.int_enums:
+            return mod.int_enums[name]
+        if name in mod.imports and depth < 4:
+            module, orig = mod.imports[name]
+            member = self.src.module_file(module) if module.startswith("vllm") else None
+            if member:
+                return self.int_enum(self.module(member), orig, depth + 1)
+        return None
 
     def lookup(self, mod: Module, name: str, depth: int = 0) -> tuple[Module, ast.expr] | None:
         """The expression ``name`` is bound to at the top of ``mod`` or of the vLLM module it imports it from."""
@@ -203,6 +222,8 @@ def annotation(r: Reader, mod: Module, node: ast.expr, classes: set[str], depth:
         return {"type": name}
     if name in classes:
         return {"type": name, "class": name}
+    if isinstance(node, ast.Name) and (members := r.int_enum(mod, node.id)) is not None:
+        return {"type": "IntEnum", "enum": members}
     if isinstance(node, ast.Name) and (hit := r.lookup(mod, node.id)) is not None:
         value = hit[1]
         if isinstance(value, ast.Call) and _name(value.func) in ("TypeAliasType", "NewType") and len(value.args) > 1:
@@ -312,7 +333,7 @@ def classes_of(r: Reader) -> dict[str, dict[str, Any]]:
                 _field_bounds(r, mod, stmt.value, c)
             c["line"] = stmt.lineno
             # a field pydantic holds to nothing this table reads: its name only (the extra-keys check needs it)
-            fields[stmt.target.id] = c if any(k in c for k in (*BOUNDS, "literal", "class", "open")) else {}
+            fields[stmt.target.id] = c if any(k in c for k in (*BOUNDS, "literal", "enum", "class", "open")) else {}
         return fields
 
     for name, (mod, node, forbid) in sorted(found.items()):
@@ -495,7 +516,7 @@ def unpack(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def constrained(record: dict[str, Any]) -> int:
     """How many fields of a release's classes pydantic holds to a bound or a Literal."""
     return sum(1 for c in record["classes"].values() for f in c["fields"].values()
-               if "open" not in f and ("literal" in f or any(b in f for b in BOUNDS)))
+               if "open" not in f and ("literal" in f or "enum" in f or any(b in f for b in BOUNDS)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,7 +210,9 @@ class Types:
             except json.JSONDecodeError as e:
                 if lambda_rule:
                     raise
-                raise argparse.ArgumentTypeError(f"1 validation error for {name}: invalid JSON: {e.msg}") from e
+                raise argparse.ArgumentTypeError(
+                    f"1 validation error for {name}\n  Invalid JSON: {_jiter_words(e)} at line {e.lineno} column "
+                    f"{e.colno} [type=json_invalid, input_value={_pydantic_repr(val)}, input_type=str]") from e
             if not isinstance(data, dict):
                 if lambda_rule:
                     raise TypeError(f"{name}() argument after ** must be a mapping")
@@ -220,9 +222,13 @@ class Types:
             if extra and (forbid or lambda_rule):
                 if lambda_rule:
                     raise TypeError(f"{name}.__init__() got an unexpected keyword argument '{extra[0]}'")
+                # pydantic 2's words for a dataclass given a key it does not declare (``TypeAdapter(cls).
+                # validate_json`` in engine/arg_utils.py ``parse_dataclass``: ``repr(ValidationError)``)
                 raise argparse.ArgumentTypeError(
-                    f"{len(extra)} validation error{'s' if len(extra) > 1 else ''} for {name}: "
-                    + "; ".join(f"{k}: Extra inputs are not permitted" for k in extra))
+                    f"{len(extra)} validation error{'s' if len(extra) > 1 else ''} for {name}\n"
+                    + "\n".join(f"{k}\n  Unexpected keyword argument [type=unexpected_keyword_argument, "
+                                f"input_value={_pydantic_repr(data[k])}, input_type={type(data[k]).__name__}]"
+                                for k in extra))
             return data
 
         return _named("<lambda>", parse_dataclass) if lambda_rule else parse_dataclass
@@ -237,3 +243,25 @@ class Types:
             return _named("<lambda>", lambda s: [int(p) if p.isdigit() else p
                                                  for p in (x.strip() for x in s.split(","))])
         return _named("<lambda>", lambda s: s)
+
+
+def _pydantic_repr(value: object) -> str:
+    """An input value as pydantic 2 shows it in an error (Python's repr, cut to 50 characters with ``...``)."""
+    text = repr(value)
+    return text if len(text) <= 50 else f"{text[:24]}...{text[-23:]}"
+
+
+#: Python's JSON errors in the words of pydantic's own JSON reader (jiter), which ``TypeAdapter.validate_json``
+#: uses: ``{'a': 1}`` is "key must be a string" there, "Expecting property name enclosed in double quotes" here
+_JITER = {
+    "Expecting property name enclosed in double quotes": "key must be a string",
+    "Expecting value": "expected value",
+    "Expecting ':' delimiter": "expected `:`",
+    "Extra data": "trailing characters",
+    "Unterminated string starting at": "EOF while parsing a string",
+}
+
+
+def _jiter_words(e: json.JSONDecodeError) -> str:
+    """``e`` as jiter words it where the two readers fail alike; else Python's own words (said as such)."""
+    return _JITER.get(e.msg, f"{e.msg} (Python's words; vLLM's JSON reader words it otherwise)")

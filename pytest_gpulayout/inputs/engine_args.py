@@ -265,7 +265,10 @@ class ResolvedArgs:
         """The release's refusal and this project's hints, one line (empty when accepted)."""
         if not self.errors:
             return ""
-        return "; ".join([self.errors[0].splitlines()[0], *self.hints])
+        # a multi-line refusal (pydantic's validation error, field by field) is one line, its lines joined
+        first = " ".join(line.strip() for line in self.errors[0].splitlines() if line.strip()
+                         and not line.strip().startswith("For further information visit"))
+        return "; ".join([first, *self.hints])
 
     def get(self, dest: str, default: object = None) -> object:
         """The value of ``dest`` (its release default when not given; ``default`` when the release has none)."""

@@ -16,6 +16,7 @@ from packaging.version import Version
 from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_model import CASES as MODEL_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
+from test_vllm_config_checks_post import CASES as POST_CASES
 from test_vllm_config_checks_small import CASES as SMALL_CASES
 from test_vllm_config_checks_speculative import CASES as SPECULATIVE_CASES
 
@@ -216,11 +217,12 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refusing_case() -> None:
-    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``
-    and ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
-    small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``."""
-    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES)
-                if c.refused is not None}
+    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``,
+    ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
+    small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``,
+    the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``."""
+    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES,
+                                 *POST_CASES) if c.refused is not None}
     assert refusing == set(RULES)
 
 

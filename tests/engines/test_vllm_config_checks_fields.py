@@ -146,6 +146,14 @@ CASES = [
     # config/scheduler.py:51 (0.11.1) max_num_partial_prefills ge=1, before SchedulerConfig's own checks
     Case("0.11.1", "--max-num-partial-prefills 0", "1 validation error for SchedulerConfig\n"
          "max_num_partial_prefills\n  " + GE1, "vllm/config/scheduler.py:51"),
+    # config/vllm.py:124-136 / :427 (0.32.0): optimization_level is an OptimizationLevel (IntEnum 0-3), the
+    # parser's --optimization-level a str; -O7, or 0.11's dotted -O.backend=... (now "-O" + a level), is refused
+    Case("0.32.0", "-O7", "1 validation error for VllmConfig\noptimization_level\n  Input should be 0, 1, 2 or 3 "
+         "[type=enum, input_value='7', input_type=str]", "vllm/config/vllm.py:427"),
+    Case("0.32.0", "-O.backend=eager", "optimization_level\n  Input should be 0, 1, 2 or 3 [type=enum, "
+         "input_value='.backend=eager', input_type=str]"),
+    Case("0.32.0", "-O3"),
+    Case("0.32.0", "-O 1"),
 ]
 
 
@@ -252,7 +260,7 @@ def test_the_table_unpacks_and_counts() -> None:
     table = rules_fields.releases()
     assert min(table, key=Version) == "0.11.0" and "0.33.0" in table
     assert config_fields.constrained(table["0.11.0"]) == 19
-    assert config_fields.constrained(table["0.32.0"]) == 154
+    assert config_fields.constrained(table["0.32.0"]) == 156   # with OptimizationLevel and CompilationMode (IntEnum)
     assert table == config_fields.unpack(json.loads(rules_fields.TABLE.read_text()))
 
 
@@ -319,3 +327,20 @@ def test_the_tool_on_a_release_of_its_own(tmp_path: Path) -> None:
     assert a["fields"]["r"]["open"] == "union of int, str" and a["fields"]["s"] == {}
     assert got["flags"] == {"n": [["A", "n", ["self.on"]]], "m": [["A", "m", ["self.on"]]], "p": [["A", "p"]]}
     assert got["reassigned"] == []      # ``self.n = 2`` fills a None only
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("{'mode':3}", "1 validation error for CompilationConfig\n  Invalid JSON: key must be a string at line 1 column 2 "
+                   "[type=json_invalid, input_value=\"{'mode':3}\", input_type=str]"),
+    ('{"level":3}', "1 validation error for CompilationConfig\nlevel\n  Unexpected keyword argument "
+                    "[type=unexpected_keyword_argument, input_value=3, input_type=int]"),
+])
+def test_a_json_config_the_parser_builds_is_refused_in_pydantics_words(value: str, words: str) -> None:
+    """``--compilation-config`` is ``TypeAdapter(CompilationConfig).validate_json`` in 0.32's parser
+    (engine/arg_utils.py:363-368): its refusal is pydantic's, read with pydantic's own JSON reader (jiter: "key
+    must be a string", not Python's "Expecting property name enclosed in double quotes"), as the CPU vLLM 0.32
+    prints it."""
+    args = resolve(["Qwen/Qwen3-8B", "--compilation-config", value], Version("0.32.0"))
+    assert not args.ok
+    assert args.errors[0] == f"vllm serve: error: argument --compilation-config/-cc: {words}"
+    assert "\n" not in args.refusal()   # one line in the finding, pydantic's lines joined

@@ -29,7 +29,14 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.vllm import defaults, rules_fields, rules_model, rules_small, rules_speculative
+from pytest_gpulayout.engines.vllm import (
+    defaults,
+    rules_fields,
+    rules_model,
+    rules_post,
+    rules_small,
+    rules_speculative,
+)
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -204,6 +211,8 @@ RULES: Mapping[str, str] = {
                                                    "processor cache on (0.19-0.26; from 0.27 the pooling runner only)",
     "vllm.multimodal.torch_shm_ipc_parallel": "--mm-tensor-ipc torch_shm on a multimodal model at TP x PP x DP > 1 "
                                               "(0.19+)",
+    # -- post: compilation options, executor backends, dual-batch overlap (judged in rules_post's frames)
+    **rules_post.RULES,
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -636,7 +645,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
     framed = (_ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _SPECULATIVE_RULES | rules_small.FRAMED | _MAX_LEN_RULES
-              | {_DEPRECATED_QUANT_RULE})
+              | {_DEPRECATED_QUANT_RULE} | rules_post.FRAMED)
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
@@ -650,7 +659,9 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
                               rules=[r for r in active if r in _MAX_LEN_RULES])
     in_model = book().judge(version, rules_model.deprecated_frame(args, model, version, values),
                             rules=[r for r in active if r == _DEPRECATED_QUANT_RULE])
-    parts = (judged, in_engine_args, in_parallel, in_spec, in_max_len, in_model, *small)
+    in_post = rules_post.judge(book(), version, values, [r for r in active if r in rules_post.FRAMED], args, model,
+                               layout, env or {})
+    parts = (judged, in_engine_args, in_parallel, in_spec, in_max_len, in_model, in_post, *small)
     return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
         Judged(tuple(r for j in parts for r in j.refusals),
                tuple(notes) + tuple(dict.fromkeys(n for j in parts for n in j.not_judged))),

@@ -39,6 +39,7 @@ Before 0.11 (plain dataclasses) nothing is validated: the rule is not in force.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
@@ -151,6 +152,17 @@ def field_error(loc: str, spec: Mapping[str, Any], value: object) -> FieldError 
     line = int(spec.get("line", 0))
     if value is None or "open" in spec:
         return None
+    if "enum" in spec:  # an IntEnum (``OptimizationLevel``): a member's value, or its digits as a string (lax)
+        members = [int(m) for m in spec["enum"]]
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return None
+        if isinstance(value, int) and value in members:
+            return None
+        if isinstance(value, str) and re.fullmatch(r"-?\d+", value) and int(value) in members:
+            return None
+        shown = [str(m) for m in members]
+        words = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+        return FieldError(loc, f"Input should be {words}", "enum", value, line)
     if "literal" in spec:
         choices = list(spec["literal"])
         if isinstance(value, bool) or not isinstance(value, (str, int)):
