@@ -22,7 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang import rules_parallel2
+from pytest_gpulayout.engines.sglang import rules_cache, rules_parallel2
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -51,6 +51,8 @@ RULES: Mapping[str, str] = {
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
     # -- parallel2
     **rules_parallel2.RULES,
+    # -- cache
+    **rules_cache.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -152,6 +154,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     elif bool(ns["enable_eplb"]):
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
     ns.update(rules_parallel2.values(args, model, layout, version, {}))
+    ns.update(rules_cache.values(args, model, layout, version, {}))
     return ns, notes
 
 
@@ -162,6 +165,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
     rules, framed = rules_parallel2.in_force(rules, args, model)
+    rules = rules_cache.in_force(rules, args, layout)
     judged = book().judge(version, values, rules=rules)
     return Judged(judged.refusals, tuple(notes) + tuple(framed) + judged.not_judged)
 
