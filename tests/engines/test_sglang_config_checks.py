@@ -16,7 +16,7 @@ import pytest
 from packaging.version import Version
 
 from pytest_gpulayout.cli import main
-from pytest_gpulayout.engines.sglang import rules_parallel2
+from pytest_gpulayout.engines.sglang import rules_cache, rules_parallel2
 from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import RULES, config_check
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
@@ -125,6 +125,7 @@ def test_every_rule_has_a_refusing_case() -> None:
     by_words = {"sglang.llama4.attention_backend", "sglang.olmo2.flashinfer", "sglang.priority_scheduling",
                 "sglang.worker_counts", "sglang.npu_only_flags", "sglang.pdmux"}   # LINE_CASES, the Olmo test
     by_module = set(rules_parallel2.RULES)   # tests/engines/test_sglang_config_checks_parallel2.py
+    by_module |= set(rules_cache.RULES)      # tests/engines/test_sglang_config_checks_cache.py
     assert {c.rule for c in CASES if c.refused is not None} | by_words | by_module == set(RULES)
 
 

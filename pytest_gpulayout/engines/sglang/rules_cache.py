@@ -154,7 +154,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
 
 
 def _grpc(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
-    """``grpc_port``, ``legacy_grpc`` and ``native_grpc`` as ``_handle_deprecated_args`` sets them (module docstring)."""
+    """``grpc_port``, ``legacy_grpc`` and ``native_grpc`` as ``_handle_deprecated_args`` sets them (see the module)."""
     port = _value(args, "port", 30000)
     env_port = _int_env(env, "SGLANG_GRPC_PORT")
     legacy = _flag(args, "smg_grpc_mode") or _flag(args, "grpc_mode")

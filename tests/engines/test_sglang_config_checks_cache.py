@@ -1,0 +1,209 @@
+"""SGLang's SSL / HTTP2, watermark, pipeline, prefill-only KV cache, unified memory pool and gRPC refusals by release
+(``engines/sglang/rules_cache.py``): each line is parsed by the release's own parser tables, judged by the release's
+conditions, and refused in its words at its file:line; each refusal has an accepted neighbour (the line without the
+conflict, or a release without the check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from packaging.version import Version
+
+from pytest_gpulayout.engines.sglang import rules_cache
+from pytest_gpulayout.engines.sglang.cli import resolve
+from pytest_gpulayout.engines.sglang.config_checks import config_check
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.refusals import Judged, Layout, load_ledger
+
+DENSE = "Qwen/Qwen3-8B"
+
+
+def on(tp: int = 8, pp: int = 1) -> Layout:
+    return Layout(tp, pp, 1, (9, 0), "NVIDIA H100 80GB HBM3", 81559)
+
+
+def judge(version: str, words: str, layout: Layout | None = None) -> Judged:
+    line = resolve(["--model-path", "m", *words.split()], Version(version))
+    assert line.ok, line.errors
+    return config_check(line, load_model(DENSE), layout or on(), Version(version))
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    version: str
+    words: str
+    layout: Layout | None = None
+    refused: str | None = None            # the release's words; None: the release accepts the line
+    source: str = ""                      # file:line where it refuses
+    exception: str = "ValueError"
+
+
+SA = "sglang/srt/server_args.py"
+SH = "sglang/srt/arg_groups/serving_hook.py"
+VH = "sglang/srt/arg_groups/validation_hook.py"
+KH = "sglang/srt/arg_groups/kv_cache_hook.py"
+PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
+
+CASES = [
+    # SSL: the key and the certificate go together; the CA bundle, the key password and the refresh need both
+    Case("sglang.ssl.files", "0.5.23", "--ssl-keyfile k.pem",
+         refused="--ssl-keyfile requires --ssl-certfile to be specified as well.", source=f"{SH}:51"),
+    Case("sglang.ssl.files", "0.5.14", "--ssl-ca-certs ca.pem",
+         refused="--ssl-ca-certs has no effect without --ssl-certfile and --ssl-keyfile.", source=f"{SA}:2660"),
+    Case("sglang.ssl.files", "0.5.23", "--enable-ssl-refresh",
+         refused="--enable-ssl-refresh requires --ssl-certfile and --ssl-keyfile to be specified.",
+         source=f"{SH}:84"),
+    Case("sglang.ssl.files", "0.5.23", "--ssl-keyfile k.pem --ssl-certfile c.pem --enable-ssl-refresh"),
+    Case("sglang.ssl.files", "0.5.14", "--ssl-keyfile k.pem --ssl-certfile c.pem --ssl-ca-certs ca.pem"),
+    Case("sglang.ssl.files", "0.5.12", "--ssl-keyfile k.pem --ssl-certfile c.pem"),
+    # HTTP/2: the stream and window ranges, no SSL refresh, (to 0.5.13) one tokenizer worker
+    Case("sglang.http2", "0.5.20", "--enable-http2 --http2-max-concurrent-streams 0",
+         refused="--http2-max-concurrent-streams must be between 1 and 4294967295.", source=f"{SH}:77"),
+    Case("sglang.http2", "0.5.20", "--enable-http2 --http2-initial-connection-window-size 512",
+         refused="--http2-initial-connection-window-size must be between 1024 and 2147483647."),
+    Case("sglang.http2", "0.5.20", "--enable-http2 --http2-max-concurrent-streams 100"),
+    Case("sglang.http2", "0.5.20", "--http2-max-concurrent-streams 0"),      # without --enable-http2
+    Case("sglang.http2", "0.5.12", "--enable-http2 --tokenizer-worker-num 2",
+         refused="--enable-http2 does not yet support --tokenizer-worker-num > 1.", source=f"{SA}:1089"),
+    Case("sglang.http2", "0.5.14", "--enable-http2 --tokenizer-worker-num 2"),
+    Case("sglang.http2", "0.5.23", "--enable-http2 --enable-ssl-refresh --ssl-keyfile k.pem --ssl-certfile c.pem",
+         refused="--enable-ssl-refresh is not supported with --enable-http2.", source=f"{SH}:116"),
+    Case("sglang.http2", "0.5.23", "--enable-http-worker-reuseport",
+         refused="--enable-http-worker-reuseport requires --tokenizer-worker-num > 1", source=f"{SH}:91"),
+    Case("sglang.http2", "0.5.23", "--enable-http-worker-reuseport --tokenizer-worker-num 4"),
+    # watermarks (0.5.22+): the config needs the flag; the flag refuses a custom logit processor, PD, a diffusion LLM
+    Case("sglang.watermark.needs_enable", "0.5.23", "--watermark-config {}",
+         refused="--watermark-config requires --enable-watermark", source=f"{VH}:37"),
+    Case("sglang.watermark.needs_enable", "0.5.22", "--watermark-config {}",
+         refused="--watermark-config requires --enable-watermark", source=f"{VH}:36"),
+    Case("sglang.watermark.needs_enable", "0.5.23", "--watermark-config {} --enable-watermark"),
+    Case("sglang.watermark.conflicts", "0.5.23", "--enable-watermark --enable-custom-logit-processor",
+         refused="--enable-watermark is incompatible with --enable-custom-logit-processor", source=f"{VH}:75"),
+    Case("sglang.watermark.conflicts", "0.5.22", "--enable-watermark --disaggregation-mode prefill",
+         refused="--enable-watermark is not supported with PD disaggregation", source=f"{VH}:88"),
+    Case("sglang.watermark.conflicts", "0.5.23", "--enable-watermark"),
+    Case("sglang.watermark.conflicts", "0.5.23", "--enable-custom-logit-processor"),
+    # --min-free-slots-delay with pipeline parallelism (0.5.21+)
+    Case("sglang.pp.min_free_slots_delay", "0.5.23", "--min-free-slots-delay 4", on(tp=4, pp=2),
+         refused="--min-free-slots-delay is not supported with pipeline parallelism", source=f"{VH}:165",
+         exception="AssertionError"),
+    Case("sglang.pp.min_free_slots_delay", "0.5.21", "--min-free-slots-delay 4", on(tp=4, pp=2),
+         refused="--min-free-slots-delay is not supported with pipeline parallelism", source=f"{VH}:83",
+         exception="AssertionError"),
+    Case("sglang.pp.min_free_slots_delay", "0.5.23", "--min-free-slots-delay 4"),
+    Case("sglang.pp.min_free_slots_delay", "0.5.23", "", on(tp=4, pp=2)),
+    # --prefill-only-disable-kv-cache: an embedding server, one chunk, no radix cache, no FP4 / MXFP8 KV, no CP
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", "--prefill-only-disable-kv-cache",
+         refused="--prefill-only-disable-kv-cache currently requires --is-embedding.", source=f"{KH}:880"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", "--prefill-only-disable-kv-cache --is-embedding",
+         refused="--prefill-only-disable-kv-cache requires --chunked-prefill-size=-1", source=f"{KH}:905"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", PREFILL_ONLY),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", f"{PREFILL_ONLY} --kv-cache-dtype mxfp8",
+         refused="does not currently support --kv-cache-dtype=mxfp8"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", f"{PREFILL_ONLY} --attn-cp-size 2",
+         refused="is incompatible with --attn-cp-size > 1"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.12", f"{PREFILL_ONLY} --kv-cache-dtype fp4_e2m1",
+         refused="does not currently support --kv-cache-dtype=fp4_e2m1", source=f"{SA}:3373"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.12", PREFILL_ONLY),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", "--is-embedding"),
+    # --enable-unified-memory (0.5.15+): DCP to 0.5.19, two-batch overlap from 0.5.20, LMCache, PD
+    Case("sglang.unified_memory.flags", "0.5.16", "--enable-unified-memory --dcp-size 2",
+         refused="--enable-unified-memory is not yet compatible with decode context parallelism",
+         source=f"{SA}:6840", exception="AssertionError"),
+    Case("sglang.unified_memory.flags", "0.5.20", "--enable-unified-memory --dcp-size 2"),
+    Case("sglang.unified_memory.flags", "0.5.23", "--enable-unified-memory --enable-two-batch-overlap",
+         refused="--enable-unified-memory does not support --enable-two-batch-overlap", source=f"{KH}:653",
+         exception="AssertionError"),
+    Case("sglang.unified_memory.flags", "0.5.19", "--enable-unified-memory --enable-two-batch-overlap"),
+    Case("sglang.unified_memory.flags", "0.5.23", "--enable-unified-memory --enable-lmcache",
+         refused="--enable-unified-memory is not yet compatible with --enable-lmcache", source=f"{KH}:658",
+         exception="AssertionError"),
+    Case("sglang.unified_memory.flags", "0.5.16", "--enable-unified-memory --disaggregation-mode prefill",
+         refused="--enable-unified-memory is not yet compatible with PD disaggregation.", exception="AssertionError"),
+    Case("sglang.unified_memory.flags", "0.5.23", "--enable-unified-memory"),
+    Case("sglang.unified_memory.flags", "0.5.23", "--enable-two-batch-overlap --enable-lmcache"),
+    # gRPC ports: 0.5.11 - 0.5.15 derive one from --port whether gRPC is used or not
+    Case("sglang.grpc.port", "0.5.14", "--port 56000",
+         refused="SGLANG_GRPC_PORT (66000) must be between 1 and 65535", source=f"{SA}:2767"),
+    Case("sglang.grpc.port", "0.5.14", "--port 30000"),
+    Case("sglang.grpc.port", "0.5.16", "--port 56000"),                         # only with the legacy SMG mode
+    Case("sglang.grpc.port", "0.5.16", "--port 56000 --smg-grpc-mode",
+         refused="--grpc-port / SGLANG_GRPC_PORT (66000) must be between 1 and 65535", source=f"{SA}:3331"),
+    Case("sglang.grpc.port", "0.5.23", "--grpc-response-timeout-secs 0",
+         refused="--grpc-response-timeout-secs must be positive", source=f"{SH}:379"),
+    Case("sglang.grpc.port", "0.5.23", "--grpc-response-timeout-secs 30"),
+    # the native gRPC server (0.5.16+) and the sidecar it runs
+    Case("sglang.grpc.native", "0.5.23", "--grpc-port 50051 --tokenizer-worker-num 2",
+         refused="Native gRPC does not yet support --tokenizer-worker-num > 1.", source=f"{SH}:424"),
+    Case("sglang.grpc.native", "0.5.23", "--grpc-port 50051 --api-key secret",
+         refused="--grpc-port is incompatible with --api-key/--admin-api-key", source=f"{SH}:429"),
+    Case("sglang.grpc.native", "0.5.23", "--grpc-port 50051 --tokenizer-worker-num 2 --smg-grpc-mode"),
+    Case("sglang.grpc.native", "0.5.23", "--sidecar router", refused="--sidecar requires --grpc-port or "
+         "SGLANG_GRPC_PORT.", source=f"{SH}:411"),
+    Case("sglang.grpc.native", "0.5.23", "--sidecar router --grpc-port 50051"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.rule}-{c.version}-{c.words or 'defaults'}")
+def test_each_release_refuses_in_its_own_words(case: Case) -> None:
+    judged = judge(case.version, case.words, case.layout)
+    mine = [r for r in judged.refusals if r.rule == case.rule]
+    if case.refused is None:
+        assert not mine, [r.text("SGLang") for r in mine]
+        return
+    assert mine, (judged.refusals, judged.not_judged)
+    r = next((r for r in mine if case.refused in r.message), mine[0])
+    assert case.refused in r.message, [x.message for x in mine]
+    assert (r.exception, r.release) == (case.exception, case.version)
+    if case.source:
+        assert r.source == case.source
+
+
+def test_every_rule_of_the_module_has_a_refusing_and_an_accepted_case() -> None:
+    refused = {c.rule for c in CASES if c.refused is not None}
+    accepted = {c.rule for c in CASES if c.refused is None}
+    assert refused == accepted == set(rules_cache.RULES)
+
+
+def test_a_file_on_the_serving_host_is_named_not_guessed() -> None:
+    """Whether --ssl-keyfile's file exists is the serving host's to say (os.path.isfile): a complete pair is not
+    refused, and the file checks are named as not judged."""
+    judged = judge("0.5.23", "--ssl-keyfile k.pem --ssl-certfile c.pem")
+    assert not [r for r in judged.refusals if r.rule == "sglang.ssl.files"]
+    assert any("os.path.isfile(cfg.ssl_keyfile)" in n for n in judged.not_judged)
+
+
+def test_the_watermark_settings_of_a_config_are_not_guessed() -> None:
+    """With --watermark-config the settings are the file's (handle_watermark_config): not judged; without it they are
+    the fields' defaults, which pass and leave nothing unsaid."""
+    plain = judge("0.5.23", "--enable-watermark")
+    assert not [n for n in plain.not_judged if "watermark" in n]
+    configured = judge("0.5.23", "--enable-watermark --watermark-config {}")
+    assert any("watermark_context_window" in n for n in configured.not_judged)
+
+
+def test_the_environment_gives_the_grpc_port() -> None:
+    """SGLANG_GRPC_PORT is read where --grpc-port is not given (0.5.16 server_args.py l.3318-3320)."""
+    line = resolve(["--model-path", "m", "--sidecar", "router"], Version("0.5.23"))
+    ns = rules_cache.values(line, load_model(DENSE), on(), Version("0.5.23"), {"SGLANG_GRPC_PORT": "50051"})
+    assert (ns["grpc_port"], ns["native_grpc"]) == (50051, True)
+    ns = rules_cache.values(line, load_model(DENSE), on(), Version("0.5.14"), {})
+    assert ns["grpc_port"] == 40000   # --port 30000 + 10000
+
+
+def test_the_pipeline_overlap_assert_is_answered_unreachable() -> None:
+    ledger = load_ledger("sglang")
+    overlap = [e for e in ledger.entries if e.function == "check_pipeline_parallel_compat"
+               and e.template.startswith("Pipeline parallelism is not compatible with overlap schedule")]
+    assert overlap
+    assert all((c := ledger.classify(e)) is not None and c.verdict.value == "unreachable" for e in overlap)
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.14", "0.5.16", "0.5.19", "0.5.22", "0.5.23"])
+def test_the_release_defaults_refuse_nothing_of_this_module(version: str) -> None:
+    judged = judge(version, "")
+    assert not [r for r in judged.refusals if r.rule in rules_cache.RULES]
+    assert not [n for n in judged.not_judged if any(f"({rule})" in n for rule in rules_cache.RULES)]
