@@ -20,14 +20,23 @@ from pytest_gpulayout.refusals import Judged, Layout, load_ledger
 DENSE = "Qwen/Qwen3-8B"
 
 
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+MLA = "deepseek-ai/DeepSeek-V3"
+DSA = "deepseek-ai/DeepSeek-V3.2"
+
+
 def on(tp: int = 8, pp: int = 1) -> Layout:
     return Layout(tp, pp, 1, (9, 0), "NVIDIA H100 80GB HBM3", 81559)
 
 
-def judge(version: str, words: str, layout: Layout | None = None) -> Judged:
+def blackwell(tp: int = 8) -> Layout:
+    return Layout(tp, 1, 1, (10, 0), "NVIDIA B200", 183359)
+
+
+def judge(version: str, words: str, layout: Layout | None = None, model: str = DENSE) -> Judged:
     line = resolve(["--model-path", "m", *words.split()], Version(version))
     assert line.ok, line.errors
-    return config_check(line, load_model(DENSE), layout or on(), Version(version))
+    return config_check(line, load_model(model), layout or on(), Version(version))
 
 
 @dataclass(frozen=True)
@@ -39,12 +48,15 @@ class Case:
     refused: str | None = None            # the release's words; None: the release accepts the line
     source: str = ""                      # file:line where it refuses
     exception: str = "ValueError"
+    model: str = DENSE
 
 
 SA = "sglang/srt/server_args.py"
 SH = "sglang/srt/arg_groups/serving_hook.py"
 VH = "sglang/srt/arg_groups/validation_hook.py"
 KH = "sglang/srt/arg_groups/kv_cache_hook.py"
+LH = "sglang/srt/arg_groups/layernorm_sp_hook.py"
+OV = "sglang/srt/arg_groups/overrides.py"
 PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
 
 CASES = [
@@ -144,12 +156,64 @@ CASES = [
     Case("sglang.grpc.native", "0.5.23", "--sidecar router", refused="--sidecar requires --grpc-port or "
          "SGLANG_GRPC_PORT.", source=f"{SH}:411"),
     Case("sglang.grpc.native", "0.5.23", "--sidecar router --grpc-port 50051"),
+    # LayerNorm SP (0.5.19+): Qwen3 (and from 0.5.23 Muse Spark) only, TP > 1, no attention DP, (0.5.22+) no PP
+    Case("sglang.layernorm_sp", "0.5.23", "--enable-layernorm-sp", model=LLAMA,
+         refused="--enable-layernorm-sp is only supported for ['MuseSparkForConditionalGeneration', "
+                 "'Qwen3ForCausalLM']; got LlamaForCausalLM.", source=f"{LH}:131"),
+    Case("sglang.layernorm_sp", "0.5.19", "--enable-layernorm-sp", model=LLAMA,
+         refused="--enable-layernorm-sp is only supported for ['Qwen3ForCausalLM']; got LlamaForCausalLM.",
+         source=f"{LH}:43"),
+    Case("sglang.layernorm_sp", "0.5.23", "--enable-layernorm-sp"),
+    Case("sglang.layernorm_sp", "0.5.23", "", model=LLAMA),
+    Case("sglang.layernorm_sp", "0.5.23", "--enable-layernorm-sp", on(tp=1),
+         refused="--enable-layernorm-sp requires tp_size > 1", source=f"{LH}:136"),
+    Case("sglang.layernorm_sp", "0.5.19", "--enable-layernorm-sp --enable-dp-attention --dp-size 2",
+         refused="--enable-layernorm-sp is not compatible with --enable-dp-attention", source=f"{LH}:53"),
+    Case("sglang.layernorm_sp", "0.5.23", "--enable-layernorm-sp --attn-dp-size 2",
+         refused="--enable-layernorm-sp is not compatible with attention DP", source=f"{LH}:173"),
+    Case("sglang.layernorm_sp", "0.5.22", "--enable-layernorm-sp", on(tp=4, pp=2),
+         refused="--enable-layernorm-sp is not compatible with pipeline parallelism", source=f"{LH}:68"),
+    Case("sglang.layernorm_sp", "0.5.21", "--enable-layernorm-sp", on(tp=4, pp=2)),   # before the PP check
+    Case("sglang.layernorm_sp.megamoe", "0.5.23", "--enable-megamoe-for-layernorm-sp",
+         refused="--enable-megamoe-for-layernorm-sp requires --enable-layernorm-sp.", source=f"{LH}:25"),
+    Case("sglang.layernorm_sp.megamoe", "0.5.23", "--enable-layernorm-sp"),
+    # the page-major KV layout needs the unified memory pool (0.5.19+)
+    Case("sglang.page_major_kv_layout", "0.5.23", "--enable-page-major-kv-layout",
+         refused="--enable-page-major-kv-layout without --enable-unified-memory is temporarily unsupported",
+         source=f"{KH}:783", exception="AssertionError"),
+    Case("sglang.page_major_kv_layout", "0.5.19", "--enable-page-major-kv-layout",
+         refused="--enable-page-major-kv-layout without --enable-unified-memory is temporarily unsupported",
+         source=f"{KH}:297", exception="AssertionError"),
+    Case("sglang.page_major_kv_layout", "0.5.23", "--enable-page-major-kv-layout --enable-unified-memory"),
+    Case("sglang.page_major_kv_layout", "0.5.17", "--enable-page-major-kv-layout"),   # before the assert
+    # FP4 KV cache: nvfp4 on Blackwell only (0.5.16+), no unified memory (0.5.21+)
+    Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype nvfp4",
+         refused="--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120.", source=f"{KH}:128",
+         exception="RuntimeError"),
+    Case("sglang.kv4.platform", "0.5.16", "--kv-cache-dtype nvfp4",
+         refused="--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120.", source=f"{SA}:5089",
+         exception="RuntimeError"),
+    Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype nvfp4", blackwell()),
+    Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype fp4_mx_block16"),
+    Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype fp4_mx_block16 --enable-unified-memory",
+         refused="FP4 KV cache does not yet support --enable-unified-memory", source=f"{KH}:133"),
+    Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype fp8_e4m3 --enable-unified-memory"),
+    # TRT-LLM MLA: Blackwell, and a KV cache dtype it reads (0.5.15+)
+    Case("sglang.trtllm_mla.platform", "0.5.16", "--attention-backend trtllm_mla", model=MLA,
+         refused="TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x).", source=f"{OV}:1758"),
+    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend trtllm_mla", model=MLA,
+         refused="TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x)."),
+    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend trtllm_mla", blackwell(), model=MLA),
+    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend trtllm_mla --kv-cache-dtype fp8_e5m2",
+         blackwell(), model=MLA, refused="TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, "
+         "or auto.", source=f"{OV}:1215"),
+    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend flashinfer", model=MLA),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.rule}-{c.version}-{c.words or 'defaults'}")
 def test_each_release_refuses_in_its_own_words(case: Case) -> None:
-    judged = judge(case.version, case.words, case.layout)
+    judged = judge(case.version, case.words, case.layout, case.model)
     mine = [r for r in judged.refusals if r.rule == case.rule]
     if case.refused is None:
         assert not mine, [r.text("SGLang") for r in mine]
@@ -202,8 +266,18 @@ def test_the_pipeline_overlap_assert_is_answered_unreachable() -> None:
     assert all((c := ledger.classify(e)) is not None and c.verdict.value == "unreachable" for e in overlap)
 
 
+def test_the_kv_cache_dtype_deepseek_sparse_attention_sets_is_not_guessed() -> None:
+    """DeepSeek V3.2 (DSA) has its KV cache dtype set by SGLang before the TRT-LLM MLA check reads it (``bf16`` becomes
+    ``bfloat16``; overrides.py _dsa_kv_cache_dtype_default): not judged, and named."""
+    judged = judge("0.5.23", "--attention-backend trtllm_mla --kv-cache-dtype bf16", blackwell(), DSA)
+    assert not [r for r in judged.refusals if r.rule == "sglang.trtllm_mla.platform"]
+    assert any("TRT-LLM MLA" in n for n in judged.not_judged)
+
+
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.14", "0.5.16", "0.5.19", "0.5.22", "0.5.23"])
-def test_the_release_defaults_refuse_nothing_of_this_module(version: str) -> None:
-    judged = judge(version, "")
+@pytest.mark.parametrize("model", [DENSE, LLAMA, MLA])
+@pytest.mark.parametrize("layout", [on(), blackwell()], ids=["h100", "b200"])
+def test_the_release_defaults_refuse_nothing_of_this_module(version: str, model: str, layout: Layout) -> None:
+    judged = judge(version, "", layout, model)
     assert not [r for r in judged.refusals if r.rule in rules_cache.RULES]
     assert not [n for n in judged.not_judged if any(f"({rule})" in n for rule in rules_cache.RULES)]

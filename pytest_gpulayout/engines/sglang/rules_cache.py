@@ -43,6 +43,26 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   mode) refuses ``--use-ray``, ``--encoder-only``, ``--tokenizer-worker-num`` > 1 and an API key, and
   ``--sidecar`` needs the native server. ``SGLANG_GRPC_WORKER_THREADS`` defaults to 4 (0.5.16 ``environ.py`` l.883).
   From 0.5.21 ``--grpc-response-timeout-secs`` must be positive.
+* LayerNorm sequence parallelism (0.5.19+, ``arg_groups/layernorm_sp_hook.py``; ``handle_layernorm_sp`` returns
+  without ``--enable-layernorm-sp``, 0.5.23 l.114-121): ``validate_layernorm_sp`` refuses an architecture outside
+  ``layers/layernorm_sp.py SP_SUPPORTED_ARCHITECTURES`` (``Qwen3ForCausalLM``; 0.5.23 also Muse Spark, l.53-54),
+  TP 1, attention DP and (0.5.22+) PP; 0.5.23 refuses ``--enable-megamoe-for-layernorm-sp`` without
+  ``--enable-layernorm-sp`` (l.117-120) or off Muse Spark (l.128-129). The Muse Spark checks (EP, quantization,
+  MoE backends, ``SGLANG_MOE_NVFP4_DISPATCH``) are not modelled.
+* Page-major KV layout (0.5.19+, ``kv_cache_hook.py handle_page_major_kv_layout``, 0.5.23 l.770-789): returns
+  without ``--enable-page-major-kv-layout`` (``--enable-unified-memory`` sets it) and asserts unified memory.
+* FP4 KV cache (``handle_kv4_compatibility``, returns unless ``--kv-cache-dtype`` is ``nvfp4`` / ``fp4_mx_block16``,
+  0.5.23 l.117-118; 0.5.16 ``server_args.py`` l.5078): ``nvfp4`` needs SM100 or SM120 (0.5.16+, 0.5.23 l.124-131:
+  ``is_sm100`` / ``is_sm120`` = ``utils/common.py _check_cuda_device_version`` on the compute capability's major
+  with CUDA 12.8, which any build that runs on Blackwell has); FP4 refuses ``--enable-unified-memory`` (0.5.21+,
+  l.132-137). The backend checks after them read the attention backends SGLang resolves: not modelled.
+* TRT-LLM MLA (0.5.15+, ``overrides.py _mla_kv_cache_dtype_checks``, run from the attention-backend step, 0.5.23
+  ``attention_hook.py`` l.190): ``--attention-backend`` / ``--decode-attention-backend trtllm_mla`` needs Blackwell
+  (``is_blackwell``: majors 10 - 12) and a KV cache dtype of fp8_e4m3, bf16 or auto (to 0.5.20 also fp4_e2m1).
+  Judged only where the line names a backend (else SGLang picks one, not resolved here), and not for DeepSeek's
+  sparse-attention (DSA) models or DeepSeek V4, whose KV cache dtype SGLang sets first (0.5.23 ``overrides.py
+  _dsa_kv_cache_dtype_default`` l.491-547: ``auto`` becomes ``bfloat16`` below SM100, ``bf16`` is spelled
+  ``bfloat16``; ``_deepseek_v4_kv_cache_dtype`` l.894-913).
 
 The environment is the deployment's (``env``; unset: the release's default).
 """
@@ -76,12 +96,36 @@ RULES: Mapping[str, str] = {
                         "--grpc-response-timeout-secs",
     "sglang.grpc.native": "--sidecar without the native gRPC server, or the native gRPC server (--grpc-port) with "
                           "--use-ray, --encoder-only, several tokenizer workers or an API key (0.5.16+)",
+    "sglang.layernorm_sp": "--enable-layernorm-sp with a model it does not support, TP 1, attention DP or PP "
+                           "(0.5.19+)",
+    "sglang.layernorm_sp.megamoe": "--enable-megamoe-for-layernorm-sp without --enable-layernorm-sp (0.5.23)",
+    "sglang.page_major_kv_layout": "--enable-page-major-kv-layout without --enable-unified-memory (0.5.19+)",
+    "sglang.kv4.platform": "--kv-cache-dtype nvfp4 off Blackwell SM100 / SM120 (0.5.16+), or an FP4 KV cache with "
+                           "--enable-unified-memory (0.5.21+)",
+    "sglang.trtllm_mla.platform": "the trtllm_mla attention backend off Blackwell or with a KV cache dtype it does not "
+                                  "support (0.5.15+)",
 }
 
 WATERMARK_CONFLICTS = "sglang.watermark.conflicts"
 PP_RULE = "sglang.pp.min_free_slots_delay"
 PREFILL_ONLY_RULE = "sglang.prefill_only_disable_kv_cache"
 UNIFIED_RULE = "sglang.unified_memory.flags"
+LAYERNORM_SP_RULE = "sglang.layernorm_sp"
+PAGE_MAJOR_RULE = "sglang.page_major_kv_layout"
+KV4_RULE = "sglang.kv4.platform"
+TRTLLM_MLA_RULE = "sglang.trtllm_mla.platform"
+#: ``handle_kv4_compatibility`` returns for any other dtype (0.5.23 ``kv_cache_hook.py`` l.117)
+FP4_KV_DTYPES = frozenset({"nvfp4", "fp4_mx_block16"})
+#: ``layers/layernorm_sp.py``: the architectures LayerNorm SP supports, by the release that first lists them
+SP_SUPPORTED_ARCHITECTURES: tuple[tuple[Version, frozenset[str]], ...] = (
+    (Version("0.5.19"), frozenset({"Qwen3ForCausalLM"})),
+    (Version("0.5.23"), frozenset({"Qwen3ForCausalLM", "MuseSparkForConditionalGeneration"})),
+)
+MUSE_SP_ARCHITECTURES = frozenset({"MuseSparkForConditionalGeneration"})
+DEEPSEEK_V4 = "DeepseekV4ForCausalLM"
+#: compute-capability majors of ``utils/common.py`` ``is_sm100_supported`` / ``is_sm120_supported`` /
+#: ``is_blackwell_supported`` (each also needs CUDA >= 12.8, which a build that runs on those GPUs has)
+SM100_MAJORS, SM120_MAJORS, BLACKWELL_MAJORS = (10,), (12,), (10, 11, 12)
 
 #: 0.5.11 - 0.5.15 derive ``grpc_port`` from ``--port`` whether or not gRPC is used (0.5.14 ``server_args.py``
 #: l.2761-2764); 0.5.16 only with the legacy SMG mode
@@ -150,7 +194,35 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     # ``envs.SGLANG_RUST_SERVER.get()``: an EnvBool, off unless the deployment sets it
     ns["envs.SGLANG_RUST_SERVER.get"] = env.get("SGLANG_RUST_SERVER", "").strip().lower() in ("1", "true", "yes")
     ns.update(_grpc(args, version, env))
+    ns.update(_layernorm_sp(args, model, version))
+    ns["enable_page_major_kv_layout"] = _flag(args, "enable_page_major_kv_layout")
+    ns.update(_platform(layout))
+    ns["decode_attention_backend"] = args.get("decode_attention_backend")
     return ns
+
+
+def _platform(layout: Layout) -> dict[str, object]:
+    """The GPU-generation probes the FP4 and TRT-LLM MLA checks read (``get_platform().is_sm100`` from 0.5.19,
+    ``is_sm100_supported()`` before), from the lowest compute capability; unknown: left out (not judged)."""
+    cc = layout.compute_capability
+    if cc is None:
+        return {}
+    major = cc[0]
+    sm100, sm120, blackwell = major in SM100_MAJORS, major in SM120_MAJORS, major in BLACKWELL_MAJORS
+    return {"is_sm100": sm100, "is_sm100_supported": sm100, "is_sm120": sm120, "is_sm120_supported": sm120,
+            "is_blackwell": blackwell, "is_blackwell_supported": blackwell}
+
+
+def _layernorm_sp(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
+    """``validate_layernorm_sp``'s arguments: the model's first architecture and the release's supported set."""
+    architecture = model.architectures[0] if model.architectures else None
+    supported = next((archs for since, archs in reversed(SP_SUPPORTED_ARCHITECTURES) if version >= since),
+                     frozenset())
+    use_megamoe = _flag(args, "enable_megamoe_for_layernorm_sp")
+    return {"enable_layernorm_sp": _flag(args, "enable_layernorm_sp"), "use_megamoe": use_megamoe,
+            "enable_megamoe_for_layernorm_sp": use_megamoe, "architecture": architecture,
+            "SP_SUPPORTED_ARCHITECTURES": supported,
+            "is_muse_spark_architecture": architecture in MUSE_SP_ARCHITECTURES}
 
 
 def _grpc(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[str, object]:
@@ -172,10 +244,14 @@ def _grpc(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[
             "grpc_worker_threads": GRPC_WORKER_THREADS_DEFAULT if threads is None else threads}
 
 
-def in_force(rules: Sequence[str], args: ResolvedArgs, layout: Layout) -> list[str]:
+def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout: Layout) -> tuple[list[str],
+                                                                                               list[str]]:
     """``rules`` less those whose function returns before its checks for this line: the watermark conflicts without
-    ``--enable-watermark``, the PP check without PP, the prefill-only and unified-memory checks without their flag."""
+    ``--enable-watermark``, the PP check without PP, the prefill-only, unified-memory, LayerNorm SP and page-major
+    checks without their flag, the FP4 ones without an FP4 KV cache; and the TRT-LLM MLA one where the line names no
+    attention backend (SGLang's own pick is not resolved here); and why in words where the line gives the flags."""
     drop: set[str] = set()
+    notes: list[str] = []
     if not _flag(args, "enable_watermark"):
         drop.add(WATERMARK_CONFLICTS)
     if layout.pipeline_parallel_size <= 1:
@@ -184,4 +260,17 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, layout: Layout) -> list[s
         drop.add(PREFILL_ONLY_RULE)
     if not _flag(args, "enable_unified_memory"):
         drop.add(UNIFIED_RULE)
-    return [r for r in rules if r not in drop]
+    if not _flag(args, "enable_layernorm_sp"):
+        drop.add(LAYERNORM_SP_RULE)
+    if not _flag(args, "enable_page_major_kv_layout"):
+        drop.add(PAGE_MAJOR_RULE)
+    if args.get("kv_cache_dtype") not in FP4_KV_DTYPES:
+        drop.add(KV4_RULE)
+    arch = model.architectures[0] if model.architectures else ""
+    if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
+        drop.add(TRTLLM_MLA_RULE)
+    elif model.is_sparse_mla or arch == DEEPSEEK_V4:
+        drop.add(TRTLLM_MLA_RULE)
+        notes.append("the KV cache dtype SGLang sets for DeepSeek's sparse attention / V4 (arg_groups/overrides.py "
+                     "_dsa_kv_cache_dtype_default) is not resolved: the TRT-LLM MLA checks are not judged")
+    return [r for r in rules if r not in drop], notes
