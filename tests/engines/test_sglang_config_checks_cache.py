@@ -57,6 +57,8 @@ VH = "sglang/srt/arg_groups/validation_hook.py"
 KH = "sglang/srt/arg_groups/kv_cache_hook.py"
 LH = "sglang/srt/arg_groups/layernorm_sp_hook.py"
 OV = "sglang/srt/arg_groups/overrides.py"
+HH = "sglang/srt/arg_groups/hicache_hook.py"
+HS = "sglang/srt/arg_groups/hisparse_hook.py"
 PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
 
 CASES = [
@@ -208,6 +210,53 @@ CASES = [
          blackwell(), model=MLA, refused="TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, "
          "or auto.", source=f"{OV}:1215"),
     Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend flashinfer", model=MLA),
+    # the unified-cache external linker (0.5.20+) and the Mooncake linker's MLA dedup (0.5.21+)
+    Case("sglang.hicache.external_linker", "0.5.23",
+         "--enable-unified-cache-external-linker --enable-hierarchical-cache",
+         refused="--enable-unified-cache-external-linker and --enable-hierarchical-cache are mutually exclusive.",
+         source=f"{HH}:51"),
+    Case("sglang.hicache.external_linker", "0.5.20",
+         "--enable-unified-cache-external-linker --enable-hierarchical-cache",
+         refused="--enable-unified-cache-external-linker and --enable-hierarchical-cache are mutually exclusive.",
+         source=f"{HH}:28"),
+    Case("sglang.hicache.external_linker", "0.5.23", "--enable-unified-cache-external-linker --disable-radix-cache",
+         refused="--enable-unified-cache-external-linker requires the default UnifiedRadixCache", source=f"{HH}:46"),
+    Case("sglang.hicache.external_linker", "0.5.23", "--enable-unified-cache-external-linker"),
+    Case("sglang.hicache.external_linker", "0.5.23", "--enable-linker-mla-dedup",
+         refused="--enable-linker-mla-dedup requires the Mooncake linker.", source=f"{HH}:43"),
+    Case("sglang.hicache.external_linker", "0.5.23",
+         "--enable-linker-mla-dedup --enable-unified-cache-external-linker"),
+    Case("sglang.hicache.host_memory_fraction", "0.5.23", "--hicache-host-memory-fraction 1.5",
+         refused="--hicache-host-memory-fraction must be in (0, 1].", source=f"{HH}:117"),
+    Case("sglang.hicache.host_memory_fraction", "0.5.21", "--hicache-host-memory-fraction 0",
+         refused="--hicache-host-memory-fraction must be in (0, 1].", source=f"{HH}:98"),
+    Case("sglang.hicache.host_memory_fraction", "0.5.23", "--hicache-host-memory-fraction 1"),
+    # hierarchical cache with decode context parallelism (0.5.17+)
+    Case("sglang.hicache.dcp", "0.5.17", "--enable-hierarchical-cache --dcp-size 2 --enable-lmcache", model=MLA,
+         refused="--enable-lmcache with --dcp-size > 1 is not supported", source=f"{SA}:7179",
+         exception="NotImplementedError"),
+    Case("sglang.hicache.dcp", "0.5.23", "--enable-hierarchical-cache --dcp-size 2",
+         refused="HiCache with --dcp-size > 1 is only supported for MLA models", source=f"{HH}:158",
+         exception="NotImplementedError"),
+    Case("sglang.hicache.dcp", "0.5.22", "--enable-hierarchical-cache --dcp-size 2 --hicache-storage-backend file",
+         model=MLA, refused="--hicache-storage-backend (L3) with --dcp-size > 1 is not supported yet",
+         exception="NotImplementedError"),
+    Case("sglang.hicache.dcp", "0.5.23", "--enable-hierarchical-cache --dcp-size 2", model=MLA),
+    Case("sglang.hicache.dcp", "0.5.23", "--enable-hierarchical-cache"),
+    # HiSparse: DeepSeek DSA / V4 / MiniMax M3 only, without the radix cache, (0.5.22+) without mixed chunks
+    Case("sglang.hisparse", "0.5.23", "--enable-hisparse --disable-radix-cache",
+         refused="--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models",
+         source=f"{HS}:104", exception="AssertionError"),
+    Case("sglang.hisparse", "0.5.12", "--enable-hisparse --disable-radix-cache",
+         refused="--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models",
+         source=f"{HS}:61", exception="AssertionError"),
+    Case("sglang.hisparse", "0.5.23", "--enable-hisparse", model=DSA,
+         refused="Hierarchical sparse attention currently requires --disable-radix-cache.", source=f"{HS}:109",
+         exception="AssertionError"),
+    Case("sglang.hisparse", "0.5.23", "--enable-hisparse --disable-radix-cache", model=DSA),
+    Case("sglang.hisparse", "0.5.23", "--enable-hisparse --disable-radix-cache --enable-mixed-chunk", model=DSA,
+         refused="--enable-hisparse does not support --enable-mixed-chunk yet.", source=f"{HS}:84"),
+    Case("sglang.hisparse", "0.5.21", "--enable-hisparse --disable-radix-cache --enable-mixed-chunk", model=DSA),
 ]
 
 
@@ -264,6 +313,14 @@ def test_the_pipeline_overlap_assert_is_answered_unreachable() -> None:
                and e.template.startswith("Pipeline parallelism is not compatible with overlap schedule")]
     assert overlap
     assert all((c := ledger.classify(e)) is not None and c.verdict.value == "unreachable" for e in overlap)
+
+
+def test_a_radix_cache_sglang_turns_off_itself_is_not_guessed() -> None:
+    """A PD decode worker has its radix cache turned off by SGLang first (pd_disaggregation_hook.py): HiSparse's
+    radix-cache assert is not judged for it."""
+    judged = judge("0.5.23", "--enable-hisparse --disaggregation-mode decode", model=DSA)
+    assert not [r for r in judged.refusals if "radix" in r.message]
+    assert any("disable_radix_cache" in n for n in judged.not_judged)
 
 
 def test_the_kv_cache_dtype_deepseek_sparse_attention_sets_is_not_guessed() -> None:

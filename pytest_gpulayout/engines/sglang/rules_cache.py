@@ -63,6 +63,21 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   sparse-attention (DSA) models or DeepSeek V4, whose KV cache dtype SGLang sets first (0.5.23 ``overrides.py
   _dsa_kv_cache_dtype_default`` l.491-547: ``auto`` becomes ``bfloat16`` below SM100, ``bf16`` is spelled
   ``bfloat16``; ``_deepseek_v4_kv_cache_dtype`` l.894-913).
+* Hierarchical cache (``arg_groups/hicache_hook.py``): the unified-cache external linker (0.5.20+) refuses
+  ``--enable-hierarchical-cache`` and ``--hicache-storage-backend`` and (0.5.23) a disabled radix cache or a
+  ``--radix-cache-backend``, and ``--enable-linker-mla-dedup`` needs the Mooncake linker (0.5.21+, 0.5.23 l.39-60);
+  ``--hicache-host-memory-fraction`` must be in (0, 1] (0.5.21+, ``handle_hicache_ratio_default`` l.115-116); with
+  ``--enable-hierarchical-cache`` and ``--dcp-size`` > 1 (``resolve_hicache_dcp_compatibility`` returns otherwise,
+  0.5.23 l.131-133; 0.5.17 ``server_args.py`` l.7162) an L3 ``--hicache-storage-backend`` (to 0.5.22; from 0.5.23
+  with ``--hicache-host-memory-mode buffer_only``), LMCache, HiSparse and a non-MLA model are refused.
+* HiSparse (0.5.12+, ``arg_groups/hisparse_hook.py validate_hisparse``, returns without ``--enable-hisparse``):
+  only DeepSeek's sparse-attention (DSA) models, DeepSeek V4 and (0.5.21+) MiniMax M3 (``configs/model_config.py
+  is_deepseek_dsa``: an architecture of its list with ``index_topk`` in the config), with ``--disable-radix-cache``;
+  0.5.22+ refuses ``--enable-mixed-chunk`` (``validate_hisparse_feature_combos``). The KV dtype and DSA backend
+  checks read what SGLang resolves for the model: not modelled.
+* ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
+  a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
+  (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
 
 The environment is the deployment's (``env``; unset: the release's default).
 """
@@ -104,6 +119,13 @@ RULES: Mapping[str, str] = {
                            "--enable-unified-memory (0.5.21+)",
     "sglang.trtllm_mla.platform": "the trtllm_mla attention backend off Blackwell or with a KV cache dtype it does not "
                                   "support (0.5.15+)",
+    "sglang.hicache.external_linker": "--enable-unified-cache-external-linker with hierarchical cache, a storage "
+                                      "backend or no radix cache, or --enable-linker-mla-dedup without it (0.5.20+)",
+    "sglang.hicache.host_memory_fraction": "--hicache-host-memory-fraction outside (0, 1] (0.5.21+)",
+    "sglang.hicache.dcp": "--enable-hierarchical-cache with --dcp-size > 1 beside an L3 storage backend, LMCache, "
+                          "HiSparse or a non-MLA model (0.5.17+)",
+    "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix cache, "
+                       "or (0.5.22+) with --enable-mixed-chunk",
 }
 
 WATERMARK_CONFLICTS = "sglang.watermark.conflicts"
@@ -114,6 +136,14 @@ LAYERNORM_SP_RULE = "sglang.layernorm_sp"
 PAGE_MAJOR_RULE = "sglang.page_major_kv_layout"
 KV4_RULE = "sglang.kv4.platform"
 TRTLLM_MLA_RULE = "sglang.trtllm_mla.platform"
+HICACHE_DCP_RULE = "sglang.hicache.dcp"
+HISPARSE_RULE = "sglang.hisparse"
+#: ``configs/model_config.py``: the architectures ``is_deepseek_v4`` / ``is_minimax_sparse`` (0.5.21+) name
+DEEPSEEK_V4_ARCHS = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
+MINIMAX_SPARSE_ARCHS = frozenset({"MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"})
+#: architectures every release's ``is_deepseek_dsa`` / ``is_deepseek_nsa`` lists (0.5.12 ``configs/model_config.py``
+#: l.102-114); a model with ``index_topk`` and another architecture is not judged
+DSA_ARCHS = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
 #: ``handle_kv4_compatibility`` returns for any other dtype (0.5.23 ``kv_cache_hook.py`` l.117)
 FP4_KV_DTYPES = frozenset({"nvfp4", "fp4_mx_block16"})
 #: ``layers/layernorm_sp.py``: the architectures LayerNorm SP supports, by the release that first lists them
@@ -173,9 +203,11 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             "ssl_keyfile", "ssl_certfile", "ssl_ca_certs", "ssl_keyfile_password", "http2_max_concurrent_streams",
             "http2_initial_connection_window_size", "watermark_config", "sampling_backend", "dllm_algorithm",
             "min_free_slots_delay", "kv_cache_dtype", "chunked_prefill_size", "sidecar", "sidecar_args",
-            "api_key", "admin_api_key", "grpc_response_timeout_secs")
+            "api_key", "admin_api_key", "grpc_response_timeout_secs", "hicache_storage_backend",
+            "hicache_host_memory_mode", "hicache_host_memory_fraction", "unified_cache_external_linker_backend",
+            "unified_cache_external_linker_config", "radix_cache_backend")
         if dest in args.values}
-    for dest in ("enable_ssl_refresh", "enable_http2", "enable_http_worker_reuseport", "enable_watermark",
+    for dest in ("enable_linker_mla_dedup", "enable_mixed_chunk", "enable_ssl_refresh", "enable_http2", "enable_http_worker_reuseport", "enable_watermark",
                  "enable_custom_logit_processor", "prefill_only_disable_kv_cache", "is_embedding",
                  "disable_radix_cache", "enable_hisparse", "enable_unified_memory", "enable_hierarchical_cache",
                  "enable_two_batch_overlap", "enable_unified_cache_external_linker", "use_ray", "encoder_only",
@@ -198,6 +230,29 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     ns["enable_page_major_kv_layout"] = _flag(args, "enable_page_major_kv_layout")
     ns.update(_platform(layout))
     ns["decode_attention_backend"] = args.get("decode_attention_backend")
+    # handle_hicache's / handle_hicache_ratio_default's locals (0.5.23 hicache_hook.py l.26, l.114)
+    ns["config"] = args.get("unified_cache_external_linker_config")
+    ns["fraction"] = args.get("hicache_host_memory_fraction")
+    if _radix_rewritten(args):
+        del ns["disable_radix_cache"]
+    ns.update(_sparse_models(model))
+    return ns
+
+
+def _radix_rewritten(args: ResolvedArgs) -> bool:
+    """Whether SGLang may turn the radix cache off itself before a check reads it (see the module)."""
+    return (args.get("disaggregation_mode") == "decode" or _flag(args, "enable_deterministic_inference")
+            or _flag(args, "enable_mis"))
+
+
+def _sparse_models(model: ModelSpec) -> dict[str, object]:
+    """``validate_hisparse``'s model tests: ``is_deepseek_dsa(hf_config)`` (0.5.12 ``is_deepseek_nsa``), the V4 and
+    MiniMax M3 ones; a model with ``index_topk`` outside the architectures every release lists is left out."""
+    arch = model.architectures[0] if model.architectures else ""
+    ns: dict[str, object] = {"is_v4_hisparse": arch in DEEPSEEK_V4_ARCHS, "is_m3_hisparse": arch in MINIMAX_SPARSE_ARCHS,
+                             "use_mla_backend": model.is_mla}
+    if model.index_head_dim is None or arch in DSA_ARCHS:
+        ns["is_deepseek_dsa"] = ns["is_deepseek_nsa"] = model.index_head_dim is not None
     return ns
 
 
@@ -266,6 +321,11 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(PAGE_MAJOR_RULE)
     if args.get("kv_cache_dtype") not in FP4_KV_DTYPES:
         drop.add(KV4_RULE)
+    dcp = args.get("dcp_size")
+    if not (_flag(args, "enable_hierarchical_cache") and isinstance(dcp, int) and dcp > 1):
+        drop.add(HICACHE_DCP_RULE)
+    if not _flag(args, "enable_hisparse"):
+        drop.add(HISPARSE_RULE)
     arch = model.architectures[0] if model.architectures else ""
     if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
         drop.add(TRTLLM_MLA_RULE)
