@@ -124,8 +124,8 @@ RULES: Mapping[str, str] = {
     "sglang.hicache.host_memory_fraction": "--hicache-host-memory-fraction outside (0, 1] (0.5.21+)",
     "sglang.hicache.dcp": "--enable-hierarchical-cache with --dcp-size > 1 beside an L3 storage backend, LMCache, "
                           "HiSparse or a non-MLA model (0.5.17+)",
-    "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix cache, "
-                       "or (0.5.22+) with --enable-mixed-chunk",
+    "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
+                       "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
 
 WATERMARK_CONFLICTS = "sglang.watermark.conflicts"
@@ -207,7 +207,8 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             "hicache_host_memory_mode", "hicache_host_memory_fraction", "unified_cache_external_linker_backend",
             "unified_cache_external_linker_config", "radix_cache_backend")
         if dest in args.values}
-    for dest in ("enable_linker_mla_dedup", "enable_mixed_chunk", "enable_ssl_refresh", "enable_http2", "enable_http_worker_reuseport", "enable_watermark",
+    for dest in ("enable_linker_mla_dedup", "enable_mixed_chunk", "enable_ssl_refresh", "enable_http2",
+                 "enable_http_worker_reuseport", "enable_watermark",
                  "enable_custom_logit_processor", "prefill_only_disable_kv_cache", "is_embedding",
                  "disable_radix_cache", "enable_hisparse", "enable_unified_memory", "enable_hierarchical_cache",
                  "enable_two_batch_overlap", "enable_unified_cache_external_linker", "use_ray", "encoder_only",
@@ -249,8 +250,8 @@ def _sparse_models(model: ModelSpec) -> dict[str, object]:
     """``validate_hisparse``'s model tests: ``is_deepseek_dsa(hf_config)`` (0.5.12 ``is_deepseek_nsa``), the V4 and
     MiniMax M3 ones; a model with ``index_topk`` outside the architectures every release lists is left out."""
     arch = model.architectures[0] if model.architectures else ""
-    ns: dict[str, object] = {"is_v4_hisparse": arch in DEEPSEEK_V4_ARCHS, "is_m3_hisparse": arch in MINIMAX_SPARSE_ARCHS,
-                             "use_mla_backend": model.is_mla}
+    ns: dict[str, object] = {"is_v4_hisparse": arch in DEEPSEEK_V4_ARCHS,
+                             "is_m3_hisparse": arch in MINIMAX_SPARSE_ARCHS, "use_mla_backend": model.is_mla}
     if model.index_head_dim is None or arch in DSA_ARCHS:
         ns["is_deepseek_dsa"] = ns["is_deepseek_nsa"] = model.index_head_dim is not None
     return ns
