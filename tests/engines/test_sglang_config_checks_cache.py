@@ -59,6 +59,7 @@ LH = "sglang/srt/arg_groups/layernorm_sp_hook.py"
 OV = "sglang/srt/arg_groups/overrides.py"
 HH = "sglang/srt/arg_groups/hicache_hook.py"
 HS = "sglang/srt/arg_groups/hisparse_hook.py"
+MB = "sglang/srt/arg_groups/mamba_hook.py"
 PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
 
 CASES = [
@@ -257,6 +258,22 @@ CASES = [
     Case("sglang.hisparse", "0.5.23", "--enable-hisparse --disable-radix-cache --enable-mixed-chunk", model=DSA,
          refused="--enable-hisparse does not support --enable-mixed-chunk yet.", source=f"{HS}:84"),
     Case("sglang.hisparse", "0.5.21", "--enable-hisparse --disable-radix-cache --enable-mixed-chunk", model=DSA),
+    # the Mamba backend's flags, read for every model (0.5.15+)
+    Case("sglang.mamba.backend_flags", "0.5.23", "--enable-mamba-cache-stochastic-rounding",
+         refused="Stochastic rounding for the Mamba SSM cache requires --mamba-ssm-dtype float16, got None.",
+         source=f"{MB}:32"),
+    Case("sglang.mamba.backend_flags", "0.5.23", "--enable-mamba-cache-stochastic-rounding --mamba-ssm-dtype float16",
+         refused="Stochastic rounding for the Mamba SSM cache with --mamba-backend triton requires SM100",
+         source=f"{MB}:45"),
+    Case("sglang.mamba.backend_flags", "0.5.23", "--enable-mamba-cache-stochastic-rounding --mamba-ssm-dtype float16",
+         blackwell()),
+    Case("sglang.mamba.backend_flags", "0.5.15", "--mamba-cache-philox-rounds -1",
+         refused="--mamba-cache-philox-rounds must be non-negative.", source=f"{SA}:4590"),
+    Case("sglang.mamba.backend_flags", "0.5.15", "--mamba-cache-philox-rounds 2"),
+    Case("sglang.mamba.backend_flags", "0.5.17", "--mamba-max-states-per-path 0",
+         refused="--mamba-max-states-per-path must be -1 (unlimited) or a positive integer, got 0.",
+         source=f"{SA}:5956"),
+    Case("sglang.mamba.backend_flags", "0.5.23", "--mamba-max-states-per-path 4"),
 ]
 
 
@@ -321,6 +338,12 @@ def test_a_radix_cache_sglang_turns_off_itself_is_not_guessed() -> None:
     judged = judge("0.5.23", "--enable-hisparse --disaggregation-mode decode", model=DSA)
     assert not [r for r in judged.refusals if "radix" in r.message]
     assert any("disable_radix_cache" in n for n in judged.not_judged)
+
+
+def test_whether_flashinfer_mamba_imports_is_not_guessed() -> None:
+    judged = judge("0.5.23", "--mamba-backend flashinfer")
+    assert not [r for r in judged.refusals if r.rule == "sglang.mamba.backend_flags"]
+    assert any("has_flashinfer" in n for n in judged.not_judged)
 
 
 def test_the_kv_cache_dtype_deepseek_sparse_attention_sets_is_not_guessed() -> None:

@@ -75,6 +75,13 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   is_deepseek_dsa``: an architecture of its list with ``index_topk`` in the config), with ``--disable-radix-cache``;
   0.5.22+ refuses ``--enable-mixed-chunk`` (``validate_hisparse_feature_combos``). The KV dtype and DSA backend
   checks read what SGLang resolves for the model: not modelled.
+* Mamba backend flags (0.5.15+, ``ServerArgs._handle_mamba_backend``; from 0.5.19 ``arg_groups/mamba_hook.py
+  handle_mamba_backend``, 0.5.23 l.19-72, run for every model): ``--mamba-cache-philox-rounds`` >= 0,
+  ``--mamba-max-states-per-path`` -1 or positive (0.5.17+), and ``--enable-mamba-cache-stochastic-rounding`` needs
+  ``--mamba-ssm-dtype float16`` (the line's: nothing sets it before, 0.5.23 ``pipeline.py`` l.239 runs this before
+  ``handle_linear_attn_backend``) and, with the triton ``--mamba-backend`` (the default), SM100. Whether FlashInfer's
+  mamba module imports (``--mamba-backend flashinfer``, checked from 0.5.9)
+  is the image's: not judged.
 * ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
   a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
   (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
@@ -124,6 +131,9 @@ RULES: Mapping[str, str] = {
     "sglang.hicache.host_memory_fraction": "--hicache-host-memory-fraction outside (0, 1] (0.5.21+)",
     "sglang.hicache.dcp": "--enable-hierarchical-cache with --dcp-size > 1 beside an L3 storage backend, LMCache, "
                           "HiSparse or a non-MLA model (0.5.17+)",
+    "sglang.mamba.backend_flags": "a negative --mamba-cache-philox-rounds, a --mamba-max-states-per-path of 0 or below "
+                                  "-1, or --enable-mamba-cache-stochastic-rounding without float16 SSM state or (with "
+                                  "the triton backend) off SM100 (0.5.15+)",
     "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
                        "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
@@ -205,10 +215,11 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             "min_free_slots_delay", "kv_cache_dtype", "chunked_prefill_size", "sidecar", "sidecar_args",
             "api_key", "admin_api_key", "grpc_response_timeout_secs", "hicache_storage_backend",
             "hicache_host_memory_mode", "hicache_host_memory_fraction", "unified_cache_external_linker_backend",
-            "unified_cache_external_linker_config", "radix_cache_backend")
+            "unified_cache_external_linker_config", "radix_cache_backend", "mamba_cache_philox_rounds",
+            "mamba_max_states_per_path", "mamba_ssm_dtype", "mamba_backend")
         if dest in args.values}
-    for dest in ("enable_linker_mla_dedup", "enable_mixed_chunk", "enable_ssl_refresh", "enable_http2",
-                 "enable_http_worker_reuseport", "enable_watermark",
+    for dest in ("enable_mamba_cache_stochastic_rounding", "enable_linker_mla_dedup", "enable_mixed_chunk",
+                 "enable_ssl_refresh", "enable_http2", "enable_http_worker_reuseport", "enable_watermark",
                  "enable_custom_logit_processor", "prefill_only_disable_kv_cache", "is_embedding",
                  "disable_radix_cache", "enable_hisparse", "enable_unified_memory", "enable_hierarchical_cache",
                  "enable_two_batch_overlap", "enable_unified_cache_external_linker", "use_ray", "encoder_only",
