@@ -274,6 +274,21 @@ CASES = [
          refused="--mamba-max-states-per-path must be -1 (unlimited) or a positive integer, got 0.",
          source=f"{SA}:5956"),
     Case("sglang.mamba.backend_flags", "0.5.23", "--mamba-max-states-per-path 4"),
+    # deterministic inference's attention backend, where the line names it (0.5.3 - 0.5.14)
+    Case("sglang.deterministic.attention_backend", "0.5.3", "--enable-deterministic-inference "
+         "--attention-backend torch_native", refused="Currently only ['flashinfer', 'fa3', 'triton'] attention "
+         "backends are supported for deterministic inference.", source=f"{SA}:1265"),
+    Case("sglang.deterministic.attention_backend", "0.5.10", "--enable-deterministic-inference "
+         "--attention-backend flashmla", model=MLA, refused="but you explicitly specified 'flashmla'.",
+         source=f"{SA}:3481"),
+    Case("sglang.deterministic.attention_backend", "0.5.14", "--enable-deterministic-inference "
+         "--attention-backend flashinfer", model=MLA, refused="Currently only ['fa3', 'triton', 'ascend'] attention "
+         "backends are supported for deterministic inference with DeepSeek models. But you're using flashinfer.",
+         source=f"{SA}:6030"),
+    Case("sglang.deterministic.attention_backend", "0.5.14", "--enable-deterministic-inference "
+         "--attention-backend flashinfer"),
+    Case("sglang.deterministic.attention_backend", "0.5.14", "--enable-deterministic-inference", model=MLA),
+    Case("sglang.deterministic.attention_backend", "0.5.14", "--attention-backend torch_native"),
 ]
 
 

@@ -82,6 +82,13 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   ``handle_linear_attn_backend``) and, with the triton ``--mamba-backend`` (the default), SM100. Whether FlashInfer's
   mamba module imports (``--mamba-backend flashinfer``, checked from 0.5.9)
   is the image's: not judged.
+* Deterministic inference's attention backend (0.5.3 - 0.5.14, ``ServerArgs._handle_deterministic_inference``;
+  ``--rl-on-policy-target`` turns it on, 0.5.14 l.5957-5961): an ``--attention-backend`` outside
+  ``DETERMINISTIC_ATTENTION_BACKEND_CHOICES`` (flashinfer, fa3, triton; 0.5.13+ also ascend) is refused (0.5.14
+  l.6021-6026), and for a DeepSeek model one other than fa3 / triton (0.5.4.post1+, l.6028-6033). Judged only where
+  the line names the backend: unnamed, the release picks an allowed one (0.5.12+, l.6004-6019) or, before 0.5.12,
+  checks the one ``_handle_attention_backend_compatibility`` picked first (0.5.11 l.849 before l.900), which is not
+  resolved here. From 0.5.15 the check reads the resolved backends: not modelled.
 * ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
   a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
   (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
@@ -134,6 +141,8 @@ RULES: Mapping[str, str] = {
     "sglang.mamba.backend_flags": "a negative --mamba-cache-philox-rounds, a --mamba-max-states-per-path of 0 or below "
                                   "-1, or --enable-mamba-cache-stochastic-rounding without float16 SSM state or (with "
                                   "the triton backend) off SM100 (0.5.15+)",
+    "sglang.deterministic.attention_backend": "--enable-deterministic-inference with an --attention-backend it does "
+                                              "not support (for DeepSeek: other than fa3 / triton) (0.5.3 - 0.5.14)",
     "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
                        "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
@@ -147,6 +156,18 @@ PAGE_MAJOR_RULE = "sglang.page_major_kv_layout"
 KV4_RULE = "sglang.kv4.platform"
 TRTLLM_MLA_RULE = "sglang.trtllm_mla.platform"
 HICACHE_DCP_RULE = "sglang.hicache.dcp"
+DETERMINISTIC_RULE = "sglang.deterministic.attention_backend"
+#: ``server_args.py`` ``DETERMINISTIC_ATTENTION_BACKEND_CHOICES`` / ``RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND``
+#: by the release that first holds the value (0.5.3 l.~150; ascend from 0.5.13)
+DETERMINISTIC_BACKENDS: tuple[tuple[Version, list[str], list[str]], ...] = (
+    (Version("0.5.3"), ["flashinfer", "fa3", "triton"], ["fa3", "triton"]),
+    (Version("0.5.13"), ["flashinfer", "fa3", "triton", "ascend"], ["fa3", "triton", "ascend"]),
+)
+#: the architectures ``_handle_deterministic_inference`` calls DeepSeek (0.5.4.post1 l.1683-1687; 0.5.10 adds
+#: MistralLarge3 / Pixtral / GlmMoeDsa): the first three in every release, the others left out (not judged)
+DEEPSEEK_DETERMINISTIC = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
+DEEPSEEK_DETERMINISTIC_LATER = frozenset({"MistralLarge3ForCausalLM", "PixtralForConditionalGeneration",
+                                          "GlmMoeDsaForCausalLM"})
 HISPARSE_RULE = "sglang.hisparse"
 #: ``configs/model_config.py``: the architectures ``is_deepseek_v4`` / ``is_minimax_sparse`` (0.5.21+) name
 DEEPSEEK_V4_ARCHS = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
@@ -218,6 +239,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             "unified_cache_external_linker_config", "radix_cache_backend", "mamba_cache_philox_rounds",
             "mamba_max_states_per_path", "mamba_ssm_dtype", "mamba_backend")
         if dest in args.values}
+    ns["enable_deterministic_inference"] = _deterministic_on(args)
     for dest in ("enable_mamba_cache_stochastic_rounding", "enable_linker_mla_dedup", "enable_mixed_chunk",
                  "enable_ssl_refresh", "enable_http2", "enable_http_worker_reuseport", "enable_watermark",
                  "enable_custom_logit_processor", "prefill_only_disable_kv_cache", "is_embedding",
@@ -248,7 +270,25 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if _radix_rewritten(args):
         del ns["disable_radix_cache"]
     ns.update(_sparse_models(model))
+    ns.update(_deterministic(args, model, version))
     return ns
+
+
+def _deterministic(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
+    """``_handle_deterministic_inference``'s flag, its backend lists and its ``is_deepseek_model`` local."""
+    arch = model.architectures[0] if model.architectures else ""
+    ns: dict[str, object] = {}
+    for since, choices, radix in DETERMINISTIC_BACKENDS:
+        if version >= since:
+            ns["DETERMINISTIC_ATTENTION_BACKEND_CHOICES"] = choices
+            ns["RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND"] = radix
+    if arch not in DEEPSEEK_DETERMINISTIC_LATER:
+        ns["is_deepseek_model"] = arch in DEEPSEEK_DETERMINISTIC
+    return ns
+
+
+def _deterministic_on(args: ResolvedArgs) -> bool:
+    return _flag(args, "enable_deterministic_inference") or args.get("rl_on_policy_target") is not None
 
 
 def _radix_rewritten(args: ResolvedArgs) -> bool:
@@ -338,6 +378,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(HICACHE_DCP_RULE)
     if not _flag(args, "enable_hisparse"):
         drop.add(HISPARSE_RULE)
+    if not (_deterministic_on(args) and args.get("attention_backend") is not None):
+        drop.add(DETERMINISTIC_RULE)
     arch = model.architectures[0] if model.architectures else ""
     if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
         drop.add(TRTLLM_MLA_RULE)
