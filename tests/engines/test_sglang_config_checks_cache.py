@@ -6,7 +6,7 @@ conflict, or a release without the check).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from packaging.version import Version
@@ -15,6 +15,7 @@ from pytest_gpulayout.engines.sglang import rules_cache
 from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import config_check
 from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, load_ledger
 
 DENSE = "Qwen/Qwen3-8B"
@@ -23,6 +24,13 @@ DENSE = "Qwen/Qwen3-8B"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 MLA = "deepseek-ai/DeepSeek-V3"
 DSA = "deepseek-ai/DeepSeek-V3.2"
+IQUEST = "IQuestQ1ForCausalLM"        # no checkpoint of it in the fixtures: Qwen3-8B's shapes under its architecture
+
+
+def model_of(name: str) -> ModelSpec:
+    if name == IQUEST:
+        return replace(load_model(DENSE), architectures=(IQUEST,))
+    return load_model(name)
 
 
 def on(tp: int = 8, pp: int = 1) -> Layout:
@@ -36,7 +44,7 @@ def blackwell(tp: int = 8) -> Layout:
 def judge(version: str, words: str, layout: Layout | None = None, model: str = DENSE) -> Judged:
     line = resolve(["--model-path", "m", *words.split()], Version(version))
     assert line.ok, line.errors
-    return config_check(line, load_model(model), layout or on(), Version(version))
+    return config_check(line, model_of(model), layout or on(), Version(version))
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ OV = "sglang/srt/arg_groups/overrides.py"
 HH = "sglang/srt/arg_groups/hicache_hook.py"
 HS = "sglang/srt/arg_groups/hisparse_hook.py"
 MB = "sglang/srt/arg_groups/mamba_hook.py"
+IQ = "sglang/srt/arg_groups/model_overrides/iquest_q1.py"
 PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
 
 CASES = [
@@ -289,6 +298,21 @@ CASES = [
          "--attention-backend flashinfer"),
     Case("sglang.deterministic.attention_backend", "0.5.14", "--enable-deterministic-inference", model=MLA),
     Case("sglang.deterministic.attention_backend", "0.5.14", "--attention-backend torch_native"),
+    # IQuest Q1's model override (0.5.21+): FA3 only, no context parallelism, attention DP or PP
+    Case("sglang.iquest_q1", "0.5.23", "--attention-backend flashinfer", model=IQUEST,
+         refused="IQuestQ1 applies its attention sink from the softmax LSE and requires FA3 attention",
+         source=f"{IQ}:20"),
+    Case("sglang.iquest_q1", "0.5.23", "--attention-backend fa3", model=IQUEST),
+    Case("sglang.iquest_q1", "0.5.23", "--attention-backend flashinfer"),              # another model
+    Case("sglang.iquest_q1", "0.5.20", "--attention-backend flashinfer", model=IQUEST),  # before the override
+    Case("sglang.iquest_q1", "0.5.21", "--enable-dp-attention --dp-size 2", model=IQUEST,
+         refused="IQuest Q1 does not support DP attention.", source=f"{IQ}:37"),
+    Case("sglang.iquest_q1", "0.5.23", "--attn-dp-size 2", model=IQUEST,
+         refused="IQuest Q1 does not support DP attention.", source=f"{IQ}:38"),
+    Case("sglang.iquest_q1", "0.5.23", "", on(tp=4, pp=2), model=IQUEST,
+         refused="IQuest Q1 does not support pipeline parallelism.", source=f"{IQ}:40"),
+    Case("sglang.iquest_q1", "0.5.23", "--attn-cp-size 2", model=IQUEST,
+         refused="IQuestQ1 does not support context parallelism.", source=f"{IQ}:30"),
 ]
 
 
@@ -333,9 +357,9 @@ def test_the_watermark_settings_of_a_config_are_not_guessed() -> None:
 def test_the_environment_gives_the_grpc_port() -> None:
     """SGLANG_GRPC_PORT is read where --grpc-port is not given (0.5.16 server_args.py l.3318-3320)."""
     line = resolve(["--model-path", "m", "--sidecar", "router"], Version("0.5.23"))
-    ns = rules_cache.values(line, load_model(DENSE), on(), Version("0.5.23"), {"SGLANG_GRPC_PORT": "50051"})
+    ns = rules_cache.values(line, model_of(DENSE), on(), Version("0.5.23"), {"SGLANG_GRPC_PORT": "50051"})
     assert (ns["grpc_port"], ns["native_grpc"]) == (50051, True)
-    ns = rules_cache.values(line, load_model(DENSE), on(), Version("0.5.14"), {})
+    ns = rules_cache.values(line, model_of(DENSE), on(), Version("0.5.14"), {})
     assert ns["grpc_port"] == 40000   # --port 30000 + 10000
 
 
@@ -370,7 +394,7 @@ def test_the_kv_cache_dtype_deepseek_sparse_attention_sets_is_not_guessed() -> N
 
 
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.14", "0.5.16", "0.5.19", "0.5.22", "0.5.23"])
-@pytest.mark.parametrize("model", [DENSE, LLAMA, MLA])
+@pytest.mark.parametrize("model", [DENSE, LLAMA, MLA, IQUEST])
 @pytest.mark.parametrize("layout", [on(), blackwell()], ids=["h100", "b200"])
 def test_the_release_defaults_refuse_nothing_of_this_module(version: str, model: str, layout: Layout) -> None:
     judged = judge(version, "", layout, model)

@@ -89,6 +89,13 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   the line names the backend: unnamed, the release picks an allowed one (0.5.12+, l.6004-6019) or, before 0.5.12,
   checks the one ``_handle_attention_backend_compatibility`` picked first (0.5.11 l.849 before l.900), which is not
   resolved here. From 0.5.15 the check reads the resolved backends: not modelled.
+* IQuest Q1 (0.5.21+, ``arg_groups/model_overrides/iquest_q1.py _iquest_q1_overrides``, registered for
+  ``IQuestQ1ForCausalLM`` / ``IQuestQ1MTP``, 0.5.23 l.11-40): any attention backend the line names other than fa3,
+  context parallelism (``--attn-cp-size`` / ``--dcp-size`` > 1, ``--enable-prefill-cp``), attention DP and PP are
+  refused; it runs in the model-specific step, before ``handle_attention_backend_compatibility`` picks a backend
+  (0.5.23 ``pipeline.py`` l.222 / l.235), so the backends are the line's. Its speculative checks wait on speculative
+  decoding. MiniMax M3's (``minimax_m3.py``) all read the quantization SGLang resolves for the checkpoint
+  (``quant_resolved == 'minimax_m3_nvfp4'``): not modelled.
 * ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
   a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
   (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
@@ -143,6 +150,8 @@ RULES: Mapping[str, str] = {
                                   "the triton backend) off SM100 (0.5.15+)",
     "sglang.deterministic.attention_backend": "--enable-deterministic-inference with an --attention-backend it does "
                                               "not support (for DeepSeek: other than fa3 / triton) (0.5.3 - 0.5.14)",
+    "sglang.iquest_q1": "an IQuest Q1 model with a non-FA3 attention backend, context parallelism, attention DP or PP "
+                        "(0.5.21+)",
     "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
                        "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
@@ -157,6 +166,11 @@ KV4_RULE = "sglang.kv4.platform"
 TRTLLM_MLA_RULE = "sglang.trtllm_mla.platform"
 HICACHE_DCP_RULE = "sglang.hicache.dcp"
 DETERMINISTIC_RULE = "sglang.deterministic.attention_backend"
+IQUEST_RULE = "sglang.iquest_q1"
+#: ``_register_for("IQuestQ1ForCausalLM", "IQuestQ1MTP")`` (0.5.23 ``model_overrides/iquest_q1.py`` l.11)
+IQUEST_ARCHS = frozenset({"IQuestQ1ForCausalLM", "IQuestQ1MTP"})
+#: the backend test of ``_iquest_q1_overrides`` as the ledger holds it (a generator: given as its value)
+IQUEST_BACKENDS_TEST = "any((backend not in (None, 'fa3') for backend in requested))"
 #: ``server_args.py`` ``DETERMINISTIC_ATTENTION_BACKEND_CHOICES`` / ``RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND``
 #: by the release that first holds the value (0.5.3 l.~150; ascend from 0.5.13)
 DETERMINISTIC_BACKENDS: tuple[tuple[Version, list[str], list[str]], ...] = (
@@ -271,6 +285,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         del ns["disable_radix_cache"]
     ns.update(_sparse_models(model))
     ns.update(_deterministic(args, model, version))
+    requested = (args.get("attention_backend"), args.get("prefill_attention_backend"),
+                 args.get("decode_attention_backend"))
+    ns[IQUEST_BACKENDS_TEST] = any(backend not in (None, "fa3") for backend in requested)
     return ns
 
 
@@ -380,6 +397,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(HISPARSE_RULE)
     if not (_deterministic_on(args) and args.get("attention_backend") is not None):
         drop.add(DETERMINISTIC_RULE)
+    if not model.architectures or model.architectures[0] not in IQUEST_ARCHS:
+        drop.add(IQUEST_RULE)
     arch = model.architectures[0] if model.architectures else ""
     if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
         drop.add(TRTLLM_MLA_RULE)
