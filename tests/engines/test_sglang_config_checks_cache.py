@@ -69,6 +69,7 @@ HH = "sglang/srt/arg_groups/hicache_hook.py"
 HS = "sglang/srt/arg_groups/hisparse_hook.py"
 MB = "sglang/srt/arg_groups/mamba_hook.py"
 IQ = "sglang/srt/arg_groups/model_overrides/iquest_q1.py"
+SP = "sglang/srt/arg_groups/speculative_hook.py"
 PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
 
 CASES = [
@@ -313,6 +314,18 @@ CASES = [
          refused="IQuest Q1 does not support pipeline parallelism.", source=f"{IQ}:40"),
     Case("sglang.iquest_q1", "0.5.23", "--attn-cp-size 2", model=IQUEST,
          refused="IQuestQ1 does not support context parallelism.", source=f"{IQ}:30"),
+    # NGRAM speculative decoding: no attention DP; an external corpus needs a SAM budget (its default is 0)
+    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c.txt",
+         refused="--speculative-ngram-external-sam-budget must be positive when "
+                 "--speculative-ngram-external-corpus-path is set.", source=f"{SP}:1333"),
+    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c.txt "
+         "--speculative-ngram-external-sam-budget 4"),
+    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM --attn-dp-size 2",
+         refused="Currently ngram speculative decoding does not support dp attention.", source=f"{SP}:1369"),
+    Case("sglang.ngram", "0.5.14", "--speculative-algorithm NGRAM --enable-dp-attention --dp-size 2",
+         refused="Currently ngram speculative decoding does not support dp attention.", source=f"{SP}:468"),
+    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM"),
+    Case("sglang.ngram", "0.5.23", "--attn-dp-size 2"),
 ]
 
 

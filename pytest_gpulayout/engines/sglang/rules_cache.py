@@ -96,6 +96,11 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   (0.5.23 ``pipeline.py`` l.222 / l.235), so the backends are the line's. Its speculative checks wait on speculative
   decoding. MiniMax M3's (``minimax_m3.py``) all read the quantization SGLang resolves for the checkpoint
   (``quant_resolved == 'minimax_m3_nvfp4'``): not modelled.
+* NGRAM speculative decoding (0.5.13+, ``arg_groups/speculative_hook.py _handle_ngram``, run for
+  ``--speculative-algorithm NGRAM``, 0.5.23 ``speculative/spec_info.py`` l.265-266): with
+  ``--speculative-ngram-external-corpus-path`` the SAM budget (default 0) and the corpus token cap must be positive
+  (0.5.23 l.1331-1341), and attention DP is refused (l.1367-1370). It also sets ``max_running_requests`` to 48 when
+  unset (l.1294-1299), a value the memory checks read.
 * ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
   a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
   (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
@@ -152,6 +157,8 @@ RULES: Mapping[str, str] = {
                                               "not support (for DeepSeek: other than fa3 / triton) (0.5.3 - 0.5.14)",
     "sglang.iquest_q1": "an IQuest Q1 model with a non-FA3 attention backend, context parallelism, attention DP or PP "
                         "(0.5.21+)",
+    "sglang.ngram": "--speculative-algorithm NGRAM with attention DP, or an external corpus without a positive SAM "
+                    "budget / token cap (0.5.13+)",
     "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
                        "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
@@ -167,6 +174,7 @@ TRTLLM_MLA_RULE = "sglang.trtllm_mla.platform"
 HICACHE_DCP_RULE = "sglang.hicache.dcp"
 DETERMINISTIC_RULE = "sglang.deterministic.attention_backend"
 IQUEST_RULE = "sglang.iquest_q1"
+NGRAM_RULE = "sglang.ngram"
 #: ``_register_for("IQuestQ1ForCausalLM", "IQuestQ1MTP")`` (0.5.23 ``model_overrides/iquest_q1.py`` l.11)
 IQUEST_ARCHS = frozenset({"IQuestQ1ForCausalLM", "IQuestQ1MTP"})
 #: the backend test of ``_iquest_q1_overrides`` as the ledger holds it (a generator: given as its value)
@@ -251,7 +259,8 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             "api_key", "admin_api_key", "grpc_response_timeout_secs", "hicache_storage_backend",
             "hicache_host_memory_mode", "hicache_host_memory_fraction", "unified_cache_external_linker_backend",
             "unified_cache_external_linker_config", "radix_cache_backend", "mamba_cache_philox_rounds",
-            "mamba_max_states_per_path", "mamba_ssm_dtype", "mamba_backend")
+            "mamba_max_states_per_path", "mamba_ssm_dtype", "mamba_backend", "speculative_ngram_external_corpus_path",
+            "speculative_ngram_external_sam_budget", "speculative_ngram_external_corpus_max_tokens")
         if dest in args.values}
     ns["enable_deterministic_inference"] = _deterministic_on(args)
     for dest in ("enable_mamba_cache_stochastic_rounding", "enable_linker_mla_dedup", "enable_mixed_chunk",
@@ -399,6 +408,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(DETERMINISTIC_RULE)
     if not model.architectures or model.architectures[0] not in IQUEST_ARCHS:
         drop.add(IQUEST_RULE)
+    if str(args.get("speculative_algorithm")).upper() != "NGRAM":
+        drop.add(NGRAM_RULE)
     arch = model.architectures[0] if model.architectures else ""
     if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
         drop.add(TRTLLM_MLA_RULE)
