@@ -326,6 +326,36 @@ CASES = [
          refused="Currently ngram speculative decoding does not support dp attention.", source=f"{SP}:468"),
     Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM"),
     Case("sglang.ngram", "0.5.23", "--attn-dp-size 2"),
+    # aux hidden-state capture without a draft (0.5.23)
+    Case("sglang.aux_hidden_states.needs_enable", "0.5.23", "--return-aux-hidden-state-layer-ids 1 2",
+         refused="--return-aux-hidden-state-layer-ids requires --enable-return-aux-hidden-states.",
+         source=f"{VH}:707"),
+    Case("sglang.aux_hidden_states.needs_enable", "0.5.23", "--return-aux-hidden-state-layer-ids 1 2 "
+         "--enable-return-aux-hidden-states --speculative-algorithm DFLASH"),
+    Case("sglang.aux_hidden_states", "0.5.23", "--enable-return-aux-hidden-states",
+         refused="--enable-return-aux-hidden-states needs --speculative-algorithm EAGLE3, DFLASH or DSPARK to name "
+                 "the capture convention, got None.", source=f"{VH}:714"),
+    Case("sglang.aux_hidden_states", "0.5.23", "--enable-return-aux-hidden-states --speculative-algorithm EAGLE3"),
+    Case("sglang.aux_hidden_states", "0.5.23", "--enable-return-aux-hidden-states --speculative-algorithm DFLASH",
+         refused="--enable-return-aux-hidden-states with DFLASH requires --return-aux-hidden-state-layer-ids.",
+         source=f"{VH}:731"),
+    Case("sglang.aux_hidden_states", "0.5.23", "--enable-return-aux-hidden-states --speculative-algorithm DFLASH "
+         "--return-aux-hidden-state-layer-ids 3 3",
+         refused="--return-aux-hidden-state-layer-ids must not repeat a layer, got [3, 3].", source=f"{VH}:744"),
+    Case("sglang.aux_hidden_states", "0.5.23", "--enable-return-aux-hidden-states --speculative-algorithm DFLASH "
+         "--return-aux-hidden-state-layer-ids -1 3",
+         refused="--return-aux-hidden-state-layer-ids must be non-negative, got [-1, 3].", source=f"{VH}:739"),
+    Case("sglang.aux_hidden_states", "0.5.23", "--enable-return-aux-hidden-states --speculative-algorithm EAGLE3",
+         on(tp=4, pp=2), refused="--enable-return-aux-hidden-states only supports pp_size == 1",
+         source=f"{VH}:725"),
+    # --disable-fast-image-processor against --image-processor-backend (0.5.18+)
+    Case("sglang.image_processor", "0.5.18", "--disable-fast-image-processor --image-processor-backend torchvision",
+         refused="--disable-fast-image-processor conflicts with --image-processor-backend=torchvision.",
+         source=f"{SA}:4128"),
+    Case("sglang.image_processor", "0.5.23", "--disable-fast-image-processor --image-processor-backend torchvision",
+         refused="--disable-fast-image-processor conflicts with --image-processor-backend=torchvision."),
+    Case("sglang.image_processor", "0.5.23", "--disable-fast-image-processor --image-processor-backend pil"),
+    Case("sglang.image_processor", "0.5.23", "--disable-fast-image-processor"),
 ]
 
 

@@ -101,6 +101,13 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   ``--speculative-ngram-external-corpus-path`` the SAM budget (default 0) and the corpus token cap must be positive
   (0.5.23 l.1331-1341), and attention DP is refused (l.1367-1370). It also sets ``max_running_requests`` to 48 when
   unset (l.1294-1299), a value the memory checks read.
+* Aux hidden-state capture (0.5.23, ``validation_hook.py handle_aux_hidden_state_capture`` l.697-748, run early in
+  the pipeline, l.94, so the values are the line's): ``--return-aux-hidden-state-layer-ids`` needs
+  ``--enable-return-aux-hidden-states``, which needs ``--speculative-algorithm`` EAGLE3 / DFLASH / DSPARK (here only
+  the capture convention's name), no draft model path, PP 1, and layer ids (except EAGLE3) that are non-negative and
+  distinct.
+* ``--disable-fast-image-processor`` (0.5.18+, ``handle_deprecated_args``, 0.5.23 ``serving_hook.py`` l.256-261)
+  conflicts with an ``--image-processor-backend`` other than auto / pil.
 * ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
   a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
   (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
@@ -159,6 +166,12 @@ RULES: Mapping[str, str] = {
                         "(0.5.21+)",
     "sglang.ngram": "--speculative-algorithm NGRAM with attention DP, or an external corpus without a positive SAM "
                     "budget / token cap (0.5.13+)",
+    "sglang.aux_hidden_states.needs_enable": "--return-aux-hidden-state-layer-ids without "
+                                             "--enable-return-aux-hidden-states (0.5.23)",
+    "sglang.aux_hidden_states": "--enable-return-aux-hidden-states without its capture convention, with a draft "
+                                "model, PP or bad layer ids (0.5.23)",
+    "sglang.image_processor": "--disable-fast-image-processor with an --image-processor-backend other than auto / pil "
+                              "(0.5.18+)",
     "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
                        "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
@@ -175,6 +188,9 @@ HICACHE_DCP_RULE = "sglang.hicache.dcp"
 DETERMINISTIC_RULE = "sglang.deterministic.attention_backend"
 IQUEST_RULE = "sglang.iquest_q1"
 NGRAM_RULE = "sglang.ngram"
+AUX_RULE = "sglang.aux_hidden_states"
+#: ``validation_hook.py`` l.694 (0.5.23)
+AUX_HIDDEN_STATE_CAPTURE_METHODS = ("EAGLE3", "DFLASH", "DSPARK")
 #: ``_register_for("IQuestQ1ForCausalLM", "IQuestQ1MTP")`` (0.5.23 ``model_overrides/iquest_q1.py`` l.11)
 IQUEST_ARCHS = frozenset({"IQuestQ1ForCausalLM", "IQuestQ1MTP"})
 #: the backend test of ``_iquest_q1_overrides`` as the ledger holds it (a generator: given as its value)
@@ -294,6 +310,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         del ns["disable_radix_cache"]
     ns.update(_sparse_models(model))
     ns.update(_deterministic(args, model, version))
+    ns.update(_aux_hidden_states(args))
+    ns["disable_fast_image_processor"] = _flag(args, "disable_fast_image_processor")
+    ns["image_processor_backend"] = args.get("image_processor_backend")
     requested = (args.get("attention_backend"), args.get("prefill_attention_backend"),
                  args.get("decode_attention_backend"))
     ns[IQUEST_BACKENDS_TEST] = any(backend not in (None, "fa3") for backend in requested)
@@ -310,6 +329,27 @@ def _deterministic(args: ResolvedArgs, model: ModelSpec, version: Version) -> di
             ns["RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND"] = radix
     if arch not in DEEPSEEK_DETERMINISTIC_LATER:
         ns["is_deepseek_model"] = arch in DEEPSEEK_DETERMINISTIC
+    return ns
+
+
+def _aux_hidden_states(args: ResolvedArgs) -> dict[str, object]:
+    """``handle_aux_hidden_state_capture``'s flag, ``method`` and ``layer_ids`` locals; its two generator / set
+    tests are given as their values (the evaluator applies neither)."""
+    layer_ids = args.get("return_aux_hidden_state_layer_ids")
+    spec = args.get("speculative_algorithm")
+    ns: dict[str, object] = {
+        "enable_return_aux_hidden_states": _flag(args, "enable_return_aux_hidden_states"),
+        "return_aux_hidden_state_layer_ids": layer_ids, "layer_ids": layer_ids,
+        "method": str(spec or "").upper(), "_AUX_HIDDEN_STATE_CAPTURE_METHODS": AUX_HIDDEN_STATE_CAPTURE_METHODS,
+        "speculative_draft_model_path": args.get("speculative_draft_model_path"),
+    }
+    # the message's ``{cfg.speculative_algorithm!r}``, by its full text: the line's, read before any resolution
+    ns["cfg.speculative_algorithm"] = spec
+    if isinstance(layer_ids, list):
+        ns["list(layer_ids)"] = list(layer_ids)
+        ns["any((layer_id < 0 for layer_id in layer_ids))"] = any(
+            isinstance(i, int) and i < 0 for i in layer_ids)
+        ns["len(set(layer_ids)) != len(layer_ids)"] = len(set(layer_ids)) != len(layer_ids)
     return ns
 
 
@@ -410,6 +450,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(IQUEST_RULE)
     if str(args.get("speculative_algorithm")).upper() != "NGRAM":
         drop.add(NGRAM_RULE)
+    if not _flag(args, "enable_return_aux_hidden_states"):
+        drop.add(AUX_RULE)
     arch = model.architectures[0] if model.architectures else ""
     if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
         drop.add(TRTLLM_MLA_RULE)
