@@ -134,6 +134,12 @@ CASES = [
          refused="does not currently support --kv-cache-dtype=fp4_e2m1", source=f"{SA}:3373"),
     Case("sglang.prefill_only_disable_kv_cache", "0.5.12", PREFILL_ONLY),
     Case("sglang.prefill_only_disable_kv_cache", "0.5.23", "--is-embedding"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", f"{PREFILL_ONLY} --attention-backend flashinfer",
+         refused="--prefill-only-disable-kv-cache currently requires the FA prefill backend (fa3/fa4), but got "
+                 "prefill backend 'flashinfer'.", source=f"{KH}:344"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.14", f"{PREFILL_ONLY} --prefill-attention-backend triton",
+         refused="but got prefill backend 'triton'.", source=f"{SA}:5514"),
+    Case("sglang.prefill_only_disable_kv_cache", "0.5.23", f"{PREFILL_ONLY} --attention-backend fa3"),
     # --enable-unified-memory (0.5.15+): DCP to 0.5.19, two-batch overlap from 0.5.20, LMCache, PD
     Case("sglang.unified_memory.flags", "0.5.16", "--enable-unified-memory --dcp-size 2",
          refused="--enable-unified-memory is not yet compatible with decode context parallelism",

@@ -28,7 +28,11 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   without the flag; runs before the memory defaults and the model's capability adjustments (0.5.23 ``pipeline.py``
   l.170, 0.5.18 ``server_args.py`` l.3649 before l.3677), so the values are the line's: it needs ``--is-embedding``,
   ``--chunked-prefill-size -1`` and ``--disable-radix-cache``, and refuses an FP4 / MXFP8 ``--kv-cache-dtype``,
-  ``--attn-cp-size`` > 1, prefill context parallelism and ``--enable-hisparse``.
+  ``--attn-cp-size`` > 1, prefill context parallelism and ``--enable-hisparse``. After the backends settle,
+  ``handle_prefill_only_disable_kv_cache`` (0.5.23 l.321-348) needs an fa3 / fa4 prefill backend
+  (``attention_backends_of``: ``--prefill-attention-backend``, else ``--attention-backend``): judged where the line
+  names one and no ``--enable-mis`` rewrites it (``attention_hook.py handle_multi_item_scoring``); unnamed, SGLang
+  picks one, not resolved here.
 * ``--enable-unified-memory`` (0.5.15+, ``ServerArgs._handle_unified_memory_pool``; from 0.5.19 ``kv_cache_hook.py
   handle_unified_memory_pool``, 0.5.23 l.528-720): returns without the flag; the flag-level asserts: PD
   disaggregation (0.5.15 - 0.5.17 at all; from 0.5.18 with PP or ``--enable-hisparse``), hierarchical cache / LMCache
@@ -78,8 +82,8 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
 * Mamba backend flags (0.5.15+, ``ServerArgs._handle_mamba_backend``; from 0.5.19 ``arg_groups/mamba_hook.py
   handle_mamba_backend``, 0.5.23 l.19-72, run for every model): ``--mamba-cache-philox-rounds`` >= 0,
   ``--mamba-max-states-per-path`` -1 or positive (0.5.17+), and ``--enable-mamba-cache-stochastic-rounding`` needs
-  ``--mamba-ssm-dtype float16`` (the line's: nothing sets it before, 0.5.23 ``pipeline.py`` l.239 runs this before
-  ``handle_linear_attn_backend``) and, with the triton ``--mamba-backend`` (the default), SM100. Whether FlashInfer's
+  ``--mamba-ssm-dtype float16`` (the line's: nothing sets it before, 0.5.23 ``pipeline.py`` l.251 runs this before
+  ``handle_linear_attn_backend``, l.253) and, with the triton ``--mamba-backend`` (the default), SM100. Whether FlashInfer's
   mamba module imports (``--mamba-backend flashinfer``, checked from 0.5.9)
   is the image's: not judged.
 * Deterministic inference's attention backend (0.5.3 - 0.5.14, ``ServerArgs._handle_deterministic_inference``;
@@ -93,7 +97,7 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   ``IQuestQ1ForCausalLM`` / ``IQuestQ1MTP``, 0.5.23 l.11-40): any attention backend the line names other than fa3,
   context parallelism (``--attn-cp-size`` / ``--dcp-size`` > 1, ``--enable-prefill-cp``), attention DP and PP are
   refused; it runs in the model-specific step, before ``handle_attention_backend_compatibility`` picks a backend
-  (0.5.23 ``pipeline.py`` l.222 / l.235), so the backends are the line's. Its speculative checks wait on speculative
+  (0.5.23 ``pipeline.py`` l.225 / l.242), so the backends are the line's. Its speculative checks wait on speculative
   decoding. MiniMax M3's (``minimax_m3.py``) all read the quantization SGLang resolves for the checkpoint
   (``quant_resolved == 'minimax_m3_nvfp4'``): not modelled.
 * NGRAM speculative decoding (0.5.13+, ``arg_groups/speculative_hook.py _handle_ngram``, run for
@@ -310,6 +314,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         del ns["disable_radix_cache"]
     ns.update(_sparse_models(model))
     ns.update(_deterministic(args, model, version))
+    prefill_backend = args.get("prefill_attention_backend") or args.get("attention_backend")
+    if prefill_backend is not None and not _flag(args, "enable_mis"):
+        ns["prefill_backend"] = prefill_backend   # handle_prefill_only_disable_kv_cache's local
     ns.update(_aux_hidden_states(args))
     ns["disable_fast_image_processor"] = _flag(args, "disable_fast_image_processor")
     ns["image_processor_backend"] = args.get("image_processor_backend")
