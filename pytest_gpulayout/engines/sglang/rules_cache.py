@@ -83,9 +83,8 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   handle_mamba_backend``, 0.5.23 l.19-72, run for every model): ``--mamba-cache-philox-rounds`` >= 0,
   ``--mamba-max-states-per-path`` -1 or positive (0.5.17+), and ``--enable-mamba-cache-stochastic-rounding`` needs
   ``--mamba-ssm-dtype float16`` (the line's: nothing sets it before, 0.5.23 ``pipeline.py`` l.251 runs this before
-  ``handle_linear_attn_backend``, l.253) and, with the triton ``--mamba-backend`` (the default), SM100. Whether FlashInfer's
-  mamba module imports (``--mamba-backend flashinfer``, checked from 0.5.9)
-  is the image's: not judged.
+  ``handle_linear_attn_backend``, l.253) and, with the triton ``--mamba-backend`` (the default), SM100. Whether
+  FlashInfer's mamba module imports (``--mamba-backend flashinfer``, checked from 0.5.9) is the image's: not judged.
 * Deterministic inference's attention backend (0.5.3 - 0.5.14, ``ServerArgs._handle_deterministic_inference``;
   ``--rl-on-policy-target`` turns it on, 0.5.14 l.5957-5961): an ``--attention-backend`` outside
   ``DETERMINISTIC_ATTENTION_BACKEND_CHOICES`` (flashinfer, fa3, triton; 0.5.13+ also ascend) is refused (0.5.14
