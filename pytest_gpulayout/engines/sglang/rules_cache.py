@@ -37,8 +37,9 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   handle_unified_memory_pool``, 0.5.23 l.528-720): returns without the flag; the flag-level asserts: PD
   disaggregation (0.5.15 - 0.5.17 at all; from 0.5.18 with PP or ``--enable-hisparse``), hierarchical cache / LMCache
   (0.5.15 - 0.5.20; LMCache alone from 0.5.21), ``--dcp-size`` > 1 (0.5.15 - 0.5.19), two-batch overlap (0.5.20+)
-  and ``--enable-unified-cache-external-linker`` (0.5.22+). A ``--dllm-algorithm`` turns LMCache off first
-  (0.5.23 ``dllm_hook.py`` l.81): with it that check is not judged.
+  and ``--enable-unified-cache-external-linker`` (0.5.22+). The flags are the line's: the one hook that turns
+  hierarchical cache / LMCache off, a diffusion LLM's (``dllm_hook.py``), runs after it (0.5.23 ``pipeline.py``
+  l.338 before l.342; 0.5.15 ``server_args.py`` l.2794 before l.2797).
 * gRPC and the sidecar (``ServerArgs._handle_deprecated_args``; from 0.5.19 ``serving_hook.py
   handle_deprecated_args``): 0.5.11 - 0.5.15 always set ``grpc_port`` to ``SGLANG_GRPC_PORT``, else ``--port`` +
   10000, and refuse it outside 1 .. 65535 (0.5.14 ``server_args.py`` l.2761-2768: ``--port 60000`` refuses). From
@@ -290,8 +291,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
                  "smg_grpc_mode", "grpc_mode"):
         ns[dest] = _flag(args, dest)
     ns["enable_prefill_context_parallel"] = _flag(args, "enable_prefill_context_parallel")
-    if args.get("dllm_algorithm") is None:  # a diffusion LLM turns LMCache off first (dllm_hook.py)
-        ns["enable_lmcache"] = _flag(args, "enable_lmcache")
+    ns["enable_lmcache"] = _flag(args, "enable_lmcache")
     ns["BUILT_IN_SAMPLING_BACKENDS"] = BUILT_IN_SAMPLING_BACKENDS
     ns["MAX_WATERMARK_CONTEXT_WINDOW"] = MAX_WATERMARK_CONTEXT_WINDOW
     if args.get("watermark_config") is None:
