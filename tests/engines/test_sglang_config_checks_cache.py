@@ -7,6 +7,7 @@ conflict, or a release without the check).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -24,6 +25,7 @@ DENSE = "Qwen/Qwen3-8B"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 MLA = "deepseek-ai/DeepSeek-V3"
 DSA = "deepseek-ai/DeepSeek-V3.2"
+HYBRID = str(Path(__file__).parents[1] / "data" / "models" / "qwen3-next-80b-a3b-instruct")
 IQUEST = "IQuestQ1ForCausalLM"        # no checkpoint of it in the fixtures: Qwen3-8B's shapes under its architecture
 
 
@@ -290,6 +292,16 @@ CASES = [
          refused="--mamba-max-states-per-path must be -1 (unlimited) or a positive integer, got 0.",
          source=f"{SA}:5956"),
     Case("sglang.mamba.backend_flags", "0.5.23", "--mamba-max-states-per-path 4"),
+    # an explicit extra-buffer Mamba strategy on a model without Mamba state (0.5.21+)
+    Case("sglang.mamba.strategy_needs_state", "0.5.23", "--mamba-radix-cache-strategy extra_buffer",
+         refused="--mamba-radix-cache-strategy extra_buffer needs mamba state, got Qwen3ForCausalLM.",
+         source="sglang/srt/arg_groups/model_hook.py:1063"),
+    Case("sglang.mamba.strategy_needs_state", "0.5.21", "--mamba-radix-cache-strategy extra_buffer_lazy",
+         refused="--mamba-radix-cache-strategy extra_buffer_lazy needs mamba state, got Qwen3ForCausalLM.",
+         source="sglang/srt/arg_groups/model_hook.py:951"),
+    Case("sglang.mamba.strategy_needs_state", "0.5.23", "--mamba-radix-cache-strategy extra_buffer "
+         "--disable-radix-cache"),
+    Case("sglang.mamba.strategy_needs_state", "0.5.20", "--mamba-radix-cache-strategy extra_buffer"),
     # deterministic inference's attention backend, where the line names it (0.5.3 - 0.5.14)
     Case("sglang.deterministic.attention_backend", "0.5.3", "--enable-deterministic-inference "
          "--attention-backend torch_native", refused="Currently only ['flashinfer', 'fa3', 'triton'] attention "
@@ -426,6 +438,16 @@ def test_a_radix_cache_sglang_turns_off_itself_is_not_guessed() -> None:
     judged = judge("0.5.23", "--enable-hisparse --disaggregation-mode decode", model=DSA)
     assert not [r for r in judged.refusals if "radix" in r.message]
     assert any("disable_radix_cache" in n for n in judged.not_judged)
+
+
+def test_a_hybrid_models_mamba_strategy_is_not_guessed() -> None:
+    """Whether a hybrid model uses the Mamba radix cache is SGLang's to resolve (overrides.py
+    _mamba_radix_cache_resolution): not judged, and named; its default strategy leaves nothing unsaid."""
+    judged = judge("0.5.23", "--mamba-radix-cache-strategy extra_buffer", model=HYBRID)
+    assert not [r for r in judged.refusals if r.rule == "sglang.mamba.strategy_needs_state"]
+    assert any("uses_mamba_radix_cache" in n for n in judged.not_judged)
+    assert not [n for n in judge("0.5.23", "", model=HYBRID).not_judged
+                if any(f"({rule})" in n for rule in rules_cache.RULES)]
 
 
 def test_whether_flashinfer_mamba_imports_is_not_guessed() -> None:

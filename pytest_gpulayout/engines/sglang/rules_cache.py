@@ -112,6 +112,12 @@ they read as each release resolves them (``config_checks.py`` judges them; ``in_
   distinct.
 * ``--disable-fast-image-processor`` (0.5.18+, ``handle_deprecated_args``, 0.5.23 ``serving_hook.py`` l.256-261)
   conflicts with an ``--image-processor-backend`` other than auto / pil.
+* An explicit Mamba radix-cache strategy on a model without Mamba state (0.5.21+, ``model_hook.py
+  handle_mamba_radix_cache``, called for every model at the end of the model-specific step, 0.5.23 l.737 / l.1048-1066):
+  ``--mamba-radix-cache-strategy extra_buffer`` / ``extra_buffer_lazy`` with the radix cache on
+  (``mamba_extra_buffer_of``, ``model_override_base.py`` l.260-265) is refused where the model uses no Mamba radix
+  cache: one without linear-attention state outside ``overrides.py _MAMBA_RADIX_CACHE_ARCHS``; a hybrid model is not
+  judged.
 * ``disable_radix_cache`` is the line's, except where SGLang turns the radix cache off itself before a check reads it:
   a PD decode worker (0.5.23 ``pd_disaggregation_hook.py`` l.121-126), ``--enable-deterministic-inference``
   (``attention_hook.py`` l.655-662) and ``--enable-mis`` (l.556-562); there it is not judged.
@@ -176,6 +182,8 @@ RULES: Mapping[str, str] = {
                                 "model, PP or bad layer ids (0.5.23)",
     "sglang.image_processor": "--disable-fast-image-processor with an --image-processor-backend other than auto / pil "
                               "(0.5.18+)",
+    "sglang.mamba.strategy_needs_state": "--mamba-radix-cache-strategy extra_buffer(_lazy) on a model without Mamba "
+                                         "state (0.5.21+)",
     "sglang.hisparse": "--enable-hisparse with a model other than DeepSeek DSA / V4 / MiniMax M3, with the radix "
                        "cache, or (0.5.22+) with --enable-mixed-chunk",
 }
@@ -193,6 +201,9 @@ DETERMINISTIC_RULE = "sglang.deterministic.attention_backend"
 IQUEST_RULE = "sglang.iquest_q1"
 NGRAM_RULE = "sglang.ngram"
 AUX_RULE = "sglang.aux_hidden_states"
+#: ``mamba_extra_buffer_of``'s strategies (0.5.23 ``model_override_base.py`` l.262-265)
+MAMBA_EXTRA_BUFFER_STRATEGIES = ("extra_buffer", "extra_buffer_lazy")
+MAMBA_STATE_RULE = "sglang.mamba.strategy_needs_state"
 #: ``validation_hook.py`` l.694 (0.5.23)
 AUX_HIDDEN_STATE_CAPTURE_METHODS = ("EAGLE3", "DFLASH", "DSPARK")
 #: ``_register_for("IQuestQ1ForCausalLM", "IQuestQ1MTP")`` (0.5.23 ``model_overrides/iquest_q1.py`` l.11)
@@ -317,6 +328,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if prefill_backend is not None and not _flag(args, "enable_mis"):
         ns["prefill_backend"] = prefill_backend   # handle_prefill_only_disable_kv_cache's local
     ns.update(_aux_hidden_states(args))
+    ns.update(_mamba_strategy(args, model))
     ns["disable_fast_image_processor"] = _flag(args, "disable_fast_image_processor")
     ns["image_processor_backend"] = args.get("image_processor_backend")
     requested = (args.get("attention_backend"), args.get("prefill_attention_backend"),
@@ -356,6 +368,21 @@ def _aux_hidden_states(args: ResolvedArgs) -> dict[str, object]:
         ns["any((layer_id < 0 for layer_id in layer_ids))"] = any(
             isinstance(i, int) and i < 0 for i in layer_ids)
         ns["len(set(layer_ids)) != len(layer_ids)"] = len(set(layer_ids)) != len(layer_ids)
+    return ns
+
+
+def _mamba_strategy(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
+    """``handle_mamba_radix_cache``'s ``view.uses_mamba_radix_cache`` (False for a model without linear-attention
+    state; a hybrid one is left out) and ``mamba_extra_buffer_of(view)`` (left out where SGLang may turn the radix
+    cache off itself)."""
+    ns: dict[str, object] = {}
+    if model.linear_state is None:
+        ns["uses_mamba_radix_cache"] = False
+    if not _radix_rewritten(args):
+        ns["mamba_extra_buffer_of"] = (not _flag(args, "disable_radix_cache")
+                                       and args.get("mamba_radix_cache_strategy") in MAMBA_EXTRA_BUFFER_STRATEGIES)
+    ns["mamba_radix_cache_strategy"] = args.get("mamba_radix_cache_strategy")
+    ns["hf_config.architectures[0]"] = model.architectures[0] if model.architectures else None
     return ns
 
 
@@ -458,6 +485,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(NGRAM_RULE)
     if not _flag(args, "enable_return_aux_hidden_states"):
         drop.add(AUX_RULE)
+    if args.get("mamba_radix_cache_strategy") not in MAMBA_EXTRA_BUFFER_STRATEGIES:
+        drop.add(MAMBA_STATE_RULE)   # the entry needs an extra-buffer strategy (auto resolves per model)
     arch = model.architectures[0] if model.architectures else ""
     if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
         drop.add(TRTLLM_MLA_RULE)
