@@ -1,5 +1,8 @@
-"""SGLang's serving-frontend, watermark, pipeline, prefill-only KV cache and unified memory pool refusals, the values
-they read as each release resolves them (``config_checks.py`` judges them; ``in_force`` says which it does not).
+"""SGLang's cache, Mamba, serving-frontend and remaining argument refusals (SSL / HTTP2, gRPC, watermarks, PP, the
+prefill-only KV cache, the unified memory pool and page-major layout, FP4 KV / TRT-LLM MLA platforms, hierarchical
+cache, HiSparse, LayerNorm SP, the Mamba flags, deterministic inference, IQuest Q1, NGRAM, aux hidden states), the
+values they read as each release resolves them (``config_checks.py`` judges them; ``in_force`` says which it does
+not).
 
 * SSL (``ServerArgs._handle_ssl_validation`` 0.5.10 - 0.5.18 ``server_args.py``; from 0.5.19
   ``arg_groups/serving_hook.py handle_ssl_validation``, 0.5.23 l.47-110): ``--ssl-keyfile`` and ``--ssl-certfile``
