@@ -66,12 +66,10 @@ SH = "sglang/srt/arg_groups/serving_hook.py"
 VH = "sglang/srt/arg_groups/validation_hook.py"
 KH = "sglang/srt/arg_groups/kv_cache_hook.py"
 LH = "sglang/srt/arg_groups/layernorm_sp_hook.py"
-OV = "sglang/srt/arg_groups/overrides.py"
 HH = "sglang/srt/arg_groups/hicache_hook.py"
 HS = "sglang/srt/arg_groups/hisparse_hook.py"
 MB = "sglang/srt/arg_groups/mamba_hook.py"
 IQ = "sglang/srt/arg_groups/model_overrides/iquest_q1.py"
-SP = "sglang/srt/arg_groups/speculative_hook.py"
 PREFILL_ONLY = "--prefill-only-disable-kv-cache --is-embedding --chunked-prefill-size -1 --disable-radix-cache"
 
 CASES = [
@@ -219,16 +217,6 @@ CASES = [
     Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype fp4_mx_block16 --enable-unified-memory",
          refused="FP4 KV cache does not yet support --enable-unified-memory", source=f"{KH}:133"),
     Case("sglang.kv4.platform", "0.5.23", "--kv-cache-dtype fp8_e4m3 --enable-unified-memory"),
-    # TRT-LLM MLA: Blackwell, and a KV cache dtype it reads (0.5.15+)
-    Case("sglang.trtllm_mla.platform", "0.5.16", "--attention-backend trtllm_mla", model=MLA,
-         refused="TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x).", source=f"{OV}:1758"),
-    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend trtllm_mla", model=MLA,
-         refused="TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x)."),
-    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend trtllm_mla", blackwell(), model=MLA),
-    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend trtllm_mla --kv-cache-dtype fp8_e5m2",
-         blackwell(), model=MLA, refused="TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, "
-         "or auto.", source=f"{OV}:1215"),
-    Case("sglang.trtllm_mla.platform", "0.5.23", "--attention-backend flashinfer", model=MLA),
     # the unified-cache external linker (0.5.20+) and the Mooncake linker's MLA dedup (0.5.21+)
     Case("sglang.hicache.external_linker", "0.5.23",
          "--enable-unified-cache-external-linker --enable-hierarchical-cache",
@@ -332,18 +320,6 @@ CASES = [
          refused="IQuest Q1 does not support pipeline parallelism.", source=f"{IQ}:40"),
     Case("sglang.iquest_q1", "0.5.23", "--attn-cp-size 2", model=IQUEST,
          refused="IQuestQ1 does not support context parallelism.", source=f"{IQ}:30"),
-    # NGRAM speculative decoding: no attention DP; an external corpus needs a SAM budget (its default is 0)
-    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c.txt",
-         refused="--speculative-ngram-external-sam-budget must be positive when "
-                 "--speculative-ngram-external-corpus-path is set.", source=f"{SP}:1333"),
-    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM --speculative-ngram-external-corpus-path c.txt "
-         "--speculative-ngram-external-sam-budget 4"),
-    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM --attn-dp-size 2",
-         refused="Currently ngram speculative decoding does not support dp attention.", source=f"{SP}:1369"),
-    Case("sglang.ngram", "0.5.14", "--speculative-algorithm NGRAM --enable-dp-attention --dp-size 2",
-         refused="Currently ngram speculative decoding does not support dp attention.", source=f"{SP}:468"),
-    Case("sglang.ngram", "0.5.23", "--speculative-algorithm NGRAM"),
-    Case("sglang.ngram", "0.5.23", "--attn-dp-size 2"),
     # aux hidden-state capture without a draft (0.5.23)
     Case("sglang.aux_hidden_states.needs_enable", "0.5.23", "--return-aux-hidden-state-layer-ids 1 2",
          refused="--return-aux-hidden-state-layer-ids requires --enable-return-aux-hidden-states.",
@@ -454,14 +430,6 @@ def test_whether_flashinfer_mamba_imports_is_not_guessed() -> None:
     judged = judge("0.5.23", "--mamba-backend flashinfer")
     assert not [r for r in judged.refusals if r.rule == "sglang.mamba.backend_flags"]
     assert any("has_flashinfer" in n for n in judged.not_judged)
-
-
-def test_the_kv_cache_dtype_deepseek_sparse_attention_sets_is_not_guessed() -> None:
-    """DeepSeek V3.2 (DSA) has its KV cache dtype set by SGLang before the TRT-LLM MLA check reads it (``bf16`` becomes
-    ``bfloat16``; overrides.py _dsa_kv_cache_dtype_default): not judged, and named."""
-    judged = judge("0.5.23", "--attention-backend trtllm_mla --kv-cache-dtype bf16", blackwell(), DSA)
-    assert not [r for r in judged.refusals if r.rule == "sglang.trtllm_mla.platform"]
-    assert any("TRT-LLM MLA" in n for n in judged.not_judged)
 
 
 @pytest.mark.parametrize("version", ["0.5.10", "0.5.14", "0.5.16", "0.5.19", "0.5.22", "0.5.23"])

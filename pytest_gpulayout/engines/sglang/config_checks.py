@@ -165,9 +165,9 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
     rules, framed = rules_parallel2.in_force(rules, args, model)
-    rules, cached = rules_cache.in_force(rules, args, model, layout)
+    rules = rules_cache.in_force(rules, args, model, layout)
     judged = book().judge(version, values, rules=rules)
-    return Judged(judged.refusals, tuple(notes) + tuple(framed) + tuple(cached) + judged.not_judged)
+    return Judged(judged.refusals, tuple(notes) + tuple(framed) + judged.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:

@@ -1,6 +1,6 @@
 """SGLang's cache, Mamba, serving-frontend and remaining argument refusals (SSL / HTTP2, gRPC, watermarks, PP, the
-prefill-only KV cache, the unified memory pool and page-major layout, FP4 KV / TRT-LLM MLA platforms, hierarchical
-cache, HiSparse, LayerNorm SP, the Mamba flags, deterministic inference, IQuest Q1, NGRAM, aux hidden states), the
+prefill-only KV cache, the unified memory pool and page-major layout, the FP4 KV cache's platform, hierarchical
+cache, HiSparse, LayerNorm SP, the Mamba flags, deterministic inference, IQuest Q1, aux hidden states), the
 values they read as each release resolves them (``config_checks.py`` judges them; ``in_force`` says which it does
 not).
 
@@ -64,13 +64,6 @@ not).
   ``is_sm100`` / ``is_sm120`` = ``utils/common.py _check_cuda_device_version`` on the compute capability's major
   with CUDA 12.8, which any build that runs on Blackwell has); FP4 refuses ``--enable-unified-memory`` (0.5.21+,
   l.132-137). The backend checks after them read the attention backends SGLang resolves: not modelled.
-* TRT-LLM MLA (0.5.15+, ``overrides.py _mla_kv_cache_dtype_checks``, run from the attention-backend step, 0.5.23
-  ``attention_hook.py`` l.190): ``--attention-backend`` / ``--decode-attention-backend trtllm_mla`` needs Blackwell
-  (``is_blackwell``: majors 10 - 12) and a KV cache dtype of fp8_e4m3, bf16 or auto (to 0.5.20 also fp4_e2m1).
-  Judged only where the line names a backend (else SGLang picks one, not resolved here), and not for DeepSeek's
-  sparse-attention (DSA) models or DeepSeek V4, whose KV cache dtype SGLang sets first (0.5.23 ``overrides.py
-  _dsa_kv_cache_dtype_default`` l.491-547: ``auto`` becomes ``bfloat16`` below SM100, ``bf16`` is spelled
-  ``bfloat16``; ``_deepseek_v4_kv_cache_dtype`` l.894-913).
 * Hierarchical cache (``arg_groups/hicache_hook.py``): the unified-cache external linker (0.5.20+) refuses
   ``--enable-hierarchical-cache`` and ``--hicache-storage-backend`` and (0.5.23) a disabled radix cache or a
   ``--radix-cache-backend``, and ``--enable-linker-mla-dedup`` needs the Mooncake linker (0.5.21+, 0.5.23 l.39-60);
@@ -103,11 +96,6 @@ not).
   (0.5.23 ``pipeline.py`` l.225 / l.242), so the backends are the line's. Its speculative checks wait on speculative
   decoding. MiniMax M3's (``minimax_m3.py``) all read the quantization SGLang resolves for the checkpoint
   (``quant_resolved == 'minimax_m3_nvfp4'``): not modelled.
-* NGRAM speculative decoding (0.5.13+, ``arg_groups/speculative_hook.py _handle_ngram``, run for
-  ``--speculative-algorithm NGRAM``, 0.5.23 ``speculative/spec_info.py`` l.265-266): with
-  ``--speculative-ngram-external-corpus-path`` the SAM budget (default 0) and the corpus token cap must be positive
-  (0.5.23 l.1331-1341), and attention DP is refused (l.1367-1370). It also sets ``max_running_requests`` to 48 when
-  unset (l.1294-1299), a value the memory checks read.
 * Aux hidden-state capture (0.5.23, ``validation_hook.py handle_aux_hidden_state_capture`` l.697-748, run early in
   the pipeline, l.94, so the values are the line's): ``--return-aux-hidden-state-layer-ids`` needs
   ``--enable-return-aux-hidden-states``, which needs ``--speculative-algorithm`` EAGLE3 / DFLASH / DSPARK (here only
@@ -163,8 +151,6 @@ RULES: Mapping[str, str] = {
     "sglang.page_major_kv_layout": "--enable-page-major-kv-layout without --enable-unified-memory (0.5.19+)",
     "sglang.kv4.platform": "--kv-cache-dtype nvfp4 off Blackwell SM100 / SM120 (0.5.16+), or an FP4 KV cache with "
                            "--enable-unified-memory (0.5.21+)",
-    "sglang.trtllm_mla.platform": "the trtllm_mla attention backend off Blackwell or with a KV cache dtype it does not "
-                                  "support (0.5.15+)",
     "sglang.hicache.external_linker": "--enable-unified-cache-external-linker with hierarchical cache, a storage "
                                       "backend or no radix cache, or --enable-linker-mla-dedup without it (0.5.20+)",
     "sglang.hicache.host_memory_fraction": "--hicache-host-memory-fraction outside (0, 1] (0.5.21+)",
@@ -177,8 +163,6 @@ RULES: Mapping[str, str] = {
                                               "not support (for DeepSeek: other than fa3 / triton) (0.5.3 - 0.5.14)",
     "sglang.iquest_q1": "an IQuest Q1 model with a non-FA3 attention backend, context parallelism, attention DP or PP "
                         "(0.5.21+)",
-    "sglang.ngram": "--speculative-algorithm NGRAM with attention DP, or an external corpus without a positive SAM "
-                    "budget / token cap (0.5.13+)",
     "sglang.aux_hidden_states.needs_enable": "--return-aux-hidden-state-layer-ids without "
                                              "--enable-return-aux-hidden-states (0.5.23)",
     "sglang.aux_hidden_states": "--enable-return-aux-hidden-states without its capture convention, with a draft "
@@ -198,11 +182,9 @@ UNIFIED_RULE = "sglang.unified_memory.flags"
 LAYERNORM_SP_RULE = "sglang.layernorm_sp"
 PAGE_MAJOR_RULE = "sglang.page_major_kv_layout"
 KV4_RULE = "sglang.kv4.platform"
-TRTLLM_MLA_RULE = "sglang.trtllm_mla.platform"
 HICACHE_DCP_RULE = "sglang.hicache.dcp"
 DETERMINISTIC_RULE = "sglang.deterministic.attention_backend"
 IQUEST_RULE = "sglang.iquest_q1"
-NGRAM_RULE = "sglang.ngram"
 AUX_RULE = "sglang.aux_hidden_states"
 #: ``mamba_extra_buffer_of``'s strategies (0.5.23 ``model_override_base.py`` l.262-265)
 MAMBA_EXTRA_BUFFER_STRATEGIES = ("extra_buffer", "extra_buffer_lazy")
@@ -239,10 +221,9 @@ SP_SUPPORTED_ARCHITECTURES: tuple[tuple[Version, frozenset[str]], ...] = (
     (Version("0.5.23"), frozenset({"Qwen3ForCausalLM", "MuseSparkForConditionalGeneration"})),
 )
 MUSE_SP_ARCHITECTURES = frozenset({"MuseSparkForConditionalGeneration"})
-DEEPSEEK_V4 = "DeepseekV4ForCausalLM"
-#: compute-capability majors of ``utils/common.py`` ``is_sm100_supported`` / ``is_sm120_supported`` /
-#: ``is_blackwell_supported`` (each also needs CUDA >= 12.8, which a build that runs on those GPUs has)
-SM100_MAJORS, SM120_MAJORS, BLACKWELL_MAJORS = (10,), (12,), (10, 11, 12)
+#: compute-capability majors of ``utils/common.py`` ``is_sm100_supported`` / ``is_sm120_supported`` (each also needs
+#: CUDA >= 12.8, which a build that runs on those GPUs has)
+SM100_MAJORS, SM120_MAJORS = (10,), (12,)
 
 #: 0.5.11 - 0.5.15 derive ``grpc_port`` from ``--port`` whether or not gRPC is used (0.5.14 ``server_args.py``
 #: l.2761-2764); 0.5.16 only with the legacy SMG mode
@@ -293,8 +274,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
             "api_key", "admin_api_key", "grpc_response_timeout_secs", "hicache_storage_backend",
             "hicache_host_memory_mode", "hicache_host_memory_fraction", "unified_cache_external_linker_backend",
             "unified_cache_external_linker_config", "radix_cache_backend", "mamba_cache_philox_rounds",
-            "mamba_max_states_per_path", "mamba_ssm_dtype", "mamba_backend", "speculative_ngram_external_corpus_path",
-            "speculative_ngram_external_sam_budget", "speculative_ngram_external_corpus_max_tokens")
+            "mamba_max_states_per_path", "mamba_ssm_dtype", "mamba_backend")
         if dest in args.values}
     ns["enable_deterministic_inference"] = _deterministic_on(args)
     for dest in ("enable_mamba_cache_stochastic_rounding", "enable_linker_mla_dedup", "enable_mixed_chunk",
@@ -319,7 +299,6 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     ns.update(_layernorm_sp(args, model, version))
     ns["enable_page_major_kv_layout"] = _flag(args, "enable_page_major_kv_layout")
     ns.update(_platform(layout))
-    ns["decode_attention_backend"] = args.get("decode_attention_backend")
     # handle_hicache's / handle_hicache_ratio_default's locals (0.5.23 hicache_hook.py l.26, l.114)
     ns["config"] = args.get("unified_cache_external_linker_config")
     ns["fraction"] = args.get("hicache_host_memory_fraction")
@@ -411,15 +390,14 @@ def _sparse_models(model: ModelSpec) -> dict[str, object]:
 
 
 def _platform(layout: Layout) -> dict[str, object]:
-    """The GPU-generation probes the FP4 and TRT-LLM MLA checks read (``get_platform().is_sm100`` from 0.5.19,
+    """The GPU-generation probes the FP4 and Mamba checks read (``get_platform().is_sm100`` from 0.5.19,
     ``is_sm100_supported()`` before), from the lowest compute capability; unknown: left out (not judged)."""
     cc = layout.compute_capability
     if cc is None:
         return {}
     major = cc[0]
-    sm100, sm120, blackwell = major in SM100_MAJORS, major in SM120_MAJORS, major in BLACKWELL_MAJORS
-    return {"is_sm100": sm100, "is_sm100_supported": sm100, "is_sm120": sm120, "is_sm120_supported": sm120,
-            "is_blackwell": blackwell, "is_blackwell_supported": blackwell}
+    sm100, sm120 = major in SM100_MAJORS, major in SM120_MAJORS
+    return {"is_sm100": sm100, "is_sm100_supported": sm100, "is_sm120": sm120, "is_sm120_supported": sm120}
 
 
 def _layernorm_sp(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
@@ -453,14 +431,13 @@ def _grpc(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[
             "grpc_worker_threads": GRPC_WORKER_THREADS_DEFAULT if threads is None else threads}
 
 
-def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout: Layout) -> tuple[list[str],
-                                                                                               list[str]]:
-    """``rules`` less those whose function returns before its checks for this line: the watermark conflicts without
-    ``--enable-watermark``, the PP check without PP, the prefill-only, unified-memory, LayerNorm SP and page-major
-    checks without their flag, the FP4 ones without an FP4 KV cache; and the TRT-LLM MLA one where the line names no
-    attention backend (SGLang's own pick is not resolved here); and why in words where the line gives the flags."""
+def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout: Layout) -> list[str]:
+    """``rules`` less those whose function returns before its checks for this line (or that SGLang reaches only for
+    another model or flag): the watermark conflicts without ``--enable-watermark``, the PP check without PP, the
+    prefill-only, unified-memory, LayerNorm SP, page-major, HiSparse, aux-capture checks without their flag, the FP4
+    ones without an FP4 KV cache, HiCache's DCP ones without both, deterministic inference's without a named backend,
+    IQuest Q1's for other models, the Mamba-state one without an extra-buffer strategy."""
     drop: set[str] = set()
-    notes: list[str] = []
     if not _flag(args, "enable_watermark"):
         drop.add(WATERMARK_CONFLICTS)
     if layout.pipeline_parallel_size <= 1:
@@ -484,17 +461,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
         drop.add(DETERMINISTIC_RULE)
     if not model.architectures or model.architectures[0] not in IQUEST_ARCHS:
         drop.add(IQUEST_RULE)
-    if str(args.get("speculative_algorithm")).upper() != "NGRAM":
-        drop.add(NGRAM_RULE)
     if not _flag(args, "enable_return_aux_hidden_states"):
         drop.add(AUX_RULE)
     if args.get("mamba_radix_cache_strategy") not in MAMBA_EXTRA_BUFFER_STRATEGIES:
         drop.add(MAMBA_STATE_RULE)   # the entry needs an extra-buffer strategy (auto resolves per model)
-    arch = model.architectures[0] if model.architectures else ""
-    if args.get("attention_backend") is None and args.get("decode_attention_backend") is None:
-        drop.add(TRTLLM_MLA_RULE)
-    elif model.is_sparse_mla or arch == DEEPSEEK_V4:
-        drop.add(TRTLLM_MLA_RULE)
-        notes.append("the KV cache dtype SGLang sets for DeepSeek's sparse attention / V4 (arg_groups/overrides.py "
-                     "_dsa_kv_cache_dtype_default) is not resolved: the TRT-LLM MLA checks are not judged")
-    return [r for r in rules if r not in drop], notes
+    return [r for r in rules if r not in drop]
