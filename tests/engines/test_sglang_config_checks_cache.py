@@ -1,8 +1,9 @@
-"""SGLang's cache, Mamba, serving-frontend and remaining argument refusals by release (``engines/sglang/rules_cache.py``:
-SSL / HTTP2, gRPC, watermarks, PP, the prefill-only KV cache, unified memory, page-major layout, FP4 KV, hierarchical
-cache, HiSparse, LayerNorm SP, Mamba, deterministic inference, IQuest Q1, aux hidden states): each line is parsed by the release's own parser tables, judged by the release's
-conditions, and refused in its words at its file:line; each refusal has an accepted neighbour (the line without the
-conflict, or a release without the check).
+"""SGLang's cache, Mamba, serving-frontend and remaining argument refusals by release
+(``engines/sglang/rules_cache.py``: SSL / HTTP2, gRPC, watermarks, PP, the prefill-only KV cache, unified memory,
+page-major layout, FP4 KV, hierarchical cache, HiSparse, LayerNorm SP, Mamba, deterministic inference, IQuest Q1, aux
+hidden states): each line is parsed by the release's own parser tables, judged by the release's conditions, and
+refused in its words at its file:line; each refusal has an accepted neighbour (the line without the conflict, or a
+release without the check).
 """
 
 from __future__ import annotations
