@@ -22,7 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang import rules_model, rules_parallel2, rules_spec
+from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_parallel2, rules_spec
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -55,6 +55,8 @@ RULES: Mapping[str, str] = {
     **rules_model.RULES,
     # -- spec
     **rules_spec.RULES,
+    # -- cache
+    **rules_cache.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -159,6 +161,7 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
         notes.append(f"the expert-parallel size --moe-a2a-backend {a2a} sets is not resolved")
     ns.update(rules_parallel2.values(args, model, layout, version, {}))
     ns.update(rules_spec.values(args, model, layout, version, listed))
+    ns.update(rules_cache.values(args, model, layout, version, {}))
     return ns, notes
 
 
@@ -170,6 +173,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     rules = [r for r in RULES if r not in rules_model.RULES and (
         r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values))]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
+    rules = rules_cache.in_force(rules, args, model, layout)
     judged = rules_spec.judge(book(), version, values, rules, args, model)
     # the model rules in their own frame: their ``attention_backend`` is None where the line sets none
     framed = rules_model.frame(args, model, layout, book().ledger.listed(version) or version)
