@@ -222,6 +222,9 @@ def _check_pool(s: Subject) -> Finding:
     if knobs.not_modelled or knobs.env_not_modelled:
         data = replace(data, not_modelled=knobs.not_modelled + knobs.env_not_modelled)
         extra.append(knobs.not_modelled_note())
+    uncounted = tuple(dict.fromkeys(u for q in preds for u in q.uncounted))
+    if uncounted:  # the engine takes more out of the pool than is counted: the figure is an upper bound
+        extra.append(f"Upper bound: not counted, {'; '.join(uncounted)}.")
     notes = (" " + " ".join(extra)) if extra else ""
     head = f"predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
@@ -249,6 +252,9 @@ def _check_pool(s: Subject) -> Finding:
                       data)
     met = [t for t in (dep.require.kv_tokens and f"require.kv_tokens {dep.require.kv_tokens:,}",
                        dep.require.concurrency and f"require.concurrency {dep.require.concurrency}") if t]
+    if uncounted:  # met only by a pool that leaves memory out: never a silent pass
+        return warned(CHECK, f"{head}{conc}: meets {' and '.join(met)} only as an upper bound, without "
+                      f"{'; '.join(uncounted)}; confirm with the startup check (--gpulayout-launch).{notes}", data)
     return passed(CHECK, f"{head}{conc}: meets {' and '.join(met)}.{notes}", data)
 
 
