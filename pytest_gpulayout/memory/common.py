@@ -19,8 +19,8 @@ from pytest_gpulayout.memory.replica import MemoryUnknown, RankBudgets, Replica
 
 if TYPE_CHECKING:
     from pytest_gpulayout.host import Host
-    from pytest_gpulayout.memory.draft import DraftMemory
     from pytest_gpulayout.knobs import LaunchKnobs
+    from pytest_gpulayout.memory.draft import DraftMemory
     from pytest_gpulayout.model.spec import ModelSpec
 
 __all__ = ["FractionAnswer", "MemoryEngine", "MemoryUnknown", "RankBudgets", "Replica", "engine_version",

@@ -1,4 +1,4 @@
-"""What a speculative-decoding draft takes of each rank's memory, as the engine counts it (``MemoryEngine.draft_memory``).
+"""What a speculative-decoding draft takes of each rank's memory, as the engine counts it (``draft_memory``).
 
 Engine-neutral: the engine says how much of the draft sits inside the budget its KV pool is sized from (vLLM: the
 draft's weights are loaded before the profile run and its attention layers join the KV cache spec, so both come out

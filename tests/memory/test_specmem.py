@@ -160,7 +160,8 @@ def test_the_draft_sits_on_the_last_pipeline_stage() -> None:
     p = _pool(evaluate(d, _machine(2), load_model(LLAMA))["kv_pool"])
     b = _pool(evaluate(base, _machine(2), load_model(LLAMA))["kv_pool"])
     assert p.weights_bytes_by_stage[0] == b.weights_bytes_by_stage[0]
-    assert p.kv_bytes_per_token_by_stage == (b.kv_bytes_per_token_by_stage[0], b.kv_bytes_per_token_by_stage[1] + DRAFT_KV)
+    first, last = b.kv_bytes_per_token_by_stage
+    assert p.kv_bytes_per_token_by_stage == (first, last + DRAFT_KV)
     # PP 2: the embedding is the draft's own (eagle.py shares it only where the PP world is 1)
     assert p.weights_bytes_by_stage[1] - b.weights_bytes_by_stage[1] == EAGLE_LAYER_BYTES + EMBED_BYTES
 

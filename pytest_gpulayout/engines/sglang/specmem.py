@@ -59,7 +59,7 @@ def speculative_reserve_mib(version: Version, algorithm: str | None) -> float:
 
 
 def speculative_draft(args: ResolvedArgs, version: Version) -> SpecDraft | None:
-    """``--speculative-algorithm`` and ``--speculative-draft-model-path`` as the line gives them (None: no algorithm)."""
+    """``--speculative-algorithm`` and ``--speculative-draft-model-path`` as the line gives them (None: none given)."""
     if not args.is_set("speculative_algorithm"):
         return None
     algorithm = args.get("speculative_algorithm")

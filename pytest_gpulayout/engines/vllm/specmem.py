@@ -305,7 +305,8 @@ def _mtp(engine: MemoryEngine, model: ModelSpec, *, version: Version, tp: int, r
     if _last_stage_mixed(model, ranges, tp):
         uncounted = (f"the MTP layers' KV cache beside the hybrid KV cache groups of {model.name}",)
         per_token = 0
-    note = (f"Speculative decoding ({method}): vLLM {version} loads {model.name}'s {n} MTP layer{'s' if n != 1 else ''} "
+    layers = f"{n} MTP layer{'s' if n != 1 else ''}"
+    note = (f"Speculative decoding ({method}): vLLM {version} loads {model.name}'s {layers} "
             f"(num_nextn_predict_layers), which it skips without speculative decoding, and caches them beside the "
             f"target's: {weights_b / GIB:.2f} GiB of weights and {per_token:,} B/token on each rank of the last stage "
             f"counted (the embedding {'loaded' if embed else 'shared with the target'}, the shared head "
