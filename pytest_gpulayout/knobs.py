@@ -41,7 +41,8 @@ class SpecDraft:
     ``ngram`` ...; SGLang ``EAGLE`` / ``EAGLE3`` / ``NEXTN`` / ``STANDALONE`` / ``NGRAM``), "" where the draft's
     own config tells it; ``ref``: the draft model as the line names it ("" none: n-gram, or MTP from the target's
     checkpoint); ``model``: the draft read, ``unread``: why it could not be; ``tensor_parallel_size``: the draft's
-    TP where the line sets one; ``why``: what of the options could not be read."""
+    TP where the line sets one; ``why``: what of the options could not be read; ``kv_cache_dtype``: the draft's own
+    cache dtype (vLLM 0.28+ ``speculative_config.kv_cache_dtype``)."""
 
     method: str
     ref: str = ""
@@ -49,6 +50,8 @@ class SpecDraft:
     unread: str = ""
     tensor_parallel_size: int | None = None
     why: str = ""
+    #: the draft's own KV cache dtype where the line sets one the release reads ("": the target's)
+    kv_cache_dtype: str = ""
 
 
 @dataclass(frozen=True)

@@ -206,3 +206,13 @@ def test_sglang_eagle_lowers_the_default_pool_and_keeps_the_draft_out_of_it() ->
     # a fraction given on the line is the line's: nothing is lowered
     given = _check(LLAMA, [*line, "--mem-fraction-static", "0.8"], version="0.5.6", engine="sglang")
     assert _pool(given).memory_fraction == 0.8
+
+
+def test_the_drafts_own_kv_cache_dtype_from_0_28() -> None:
+    """0.28+ reads ``speculative_config.kv_cache_dtype`` for the draft's layers (llm_base_proposer.py L1311-1316):
+    an fp8 draft cache is half the bf16 one; 0.27 has no such key, and its draft caches in the target's dtype."""
+    line = _spec(method="eagle", model=str(EAGLE), num_speculative_tokens=3, kv_cache_dtype="fp8")
+    for version, draft_kv in (("0.28.0", DRAFT_KV // 2), ("0.27.0", DRAFT_KV)):
+        base = _pool(_check(LLAMA, [], version=version))
+        p = _pool(_check(LLAMA, line, version=version))
+        assert p.kv_bytes_per_token_per_rank == base.kv_bytes_per_token_per_rank + draft_kv

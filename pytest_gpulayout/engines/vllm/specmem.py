@@ -73,6 +73,9 @@ EAGLE_METHODS = frozenset({"eagle", "eagle3"})
 SHARE_BY_SHAPE_SINCE = Version("0.9.0")      # 0.9.2 eagle.py L343-366
 EAGLE3_LM_HEAD_BY_SHAPE_SINCE = Version("0.11.0")  # 0.11.0 eagle.py L886-902
 SHARE_BY_CHECKPOINT_SINCE = Version("0.11.1")  # 0.11.1 eagle.py L1010-1060
+#: ``speculative_config.kv_cache_dtype``: the draft's layers cache in it (0.28.0 ``config/speculative.py`` L126,
+#: ``v1/spec_decode/llm_base_proposer.py`` L1311-1316; 0.33.0 ``_DRAFT_VLLM_CONFIG_OVERRIDES`` L396-402)
+DRAFT_KV_DTYPE_SINCE = Version("0.28.0")
 #: the MTP layers' ``shared_head.head`` is the target's lm_head from 0.16 (0.16.0 eagle.py L1521)
 MTP_HEAD_SHARED_SINCE = Version("0.16.0")
 #: where each era's sharing is read, for the note
@@ -102,7 +105,9 @@ def speculative_draft(args: ResolvedArgs, version: Version) -> SpecDraft | None:
     if method in NO_DRAFT_METHODS or _is_mtp(method, version):
         ref = ""  # an n-gram proposer has no model; MTP drafts with the target's own layers
     dtp = given.get("draft_tensor_parallel_size")
-    return SpecDraft(method=method, ref=ref, tensor_parallel_size=dtp if isinstance(dtp, int) and dtp > 0 else None)
+    dtype = given.get("kv_cache_dtype") if version >= DRAFT_KV_DTYPE_SINCE else None
+    return SpecDraft(method=method, ref=ref, tensor_parallel_size=dtp if isinstance(dtp, int) and dtp > 0 else None,
+                     kv_cache_dtype=dtype if isinstance(dtype, str) else "")
 
 
 def _is_mtp(method: str, version: Version) -> bool:
@@ -162,7 +167,8 @@ def draft_memory(engine: MemoryEngine, model: ModelSpec, *, knobs: LaunchKnobs, 
         return DraftMemory(notes=(f"Speculative decoding by {method}: no draft model, so nothing beside the target "
                                   f"comes out of the pool.",))
     if _is_mtp(method, version):
-        return _mtp(engine, model, version=version, tp=tp, ranges=ranges, kv_cache_dtype=kv_cache_dtype, dp=dp,
+        return _mtp(engine, model, version=version, tp=tp, ranges=ranges,
+                    kv_cache_dtype=d.kv_cache_dtype or kv_cache_dtype, dp=dp,
                     enable_expert_parallel=enable_expert_parallel, method=method)
     if d.model is None:
         what = f"the draft model {d.ref}'s" if d.ref else "the draft model's"
@@ -177,7 +183,7 @@ def draft_memory(engine: MemoryEngine, model: ModelSpec, *, knobs: LaunchKnobs, 
     weights, shared, assumed = _draft_weights(draft, model, engine=engine, version=version, tp=dtp, pp=stages,
                                               method=method)
     layers = draft.kv_layers
-    per_token = layers * kv_layer_bytes_per_token(draft, tp=dtp, kv_cache_dtype=kv_cache_dtype)
+    per_token = layers * kv_layer_bytes_per_token(draft, tp=dtp, kv_cache_dtype=d.kv_cache_dtype or kv_cache_dtype)
     uncounted: tuple[str, ...] = ()
     if _last_stage_mixed(model, ranges, tp):
         uncounted = (f"the draft {d.ref}'s KV cache beside the hybrid KV cache groups of {model.name}",)
