@@ -10,7 +10,11 @@ requirement it meets only so is never a silent pass.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+
+from pytest_gpulayout.model import weights as W
+from pytest_gpulayout.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -35,3 +39,41 @@ def plus(base: tuple[int, ...], extra: tuple[int, ...]) -> tuple[int, ...]:
     if len(extra) != len(base):
         raise ValueError(f"draft figures for {len(extra)} stages, the target has {len(base)}")
     return tuple(b + e for b, e in zip(base, extra, strict=True))
+
+
+def config_int(model: ModelSpec, key: str) -> int | None:
+    """A top-level integer of the model's ``config.json`` the spec does not keep (EAGLE-3's ``draft_vocab_size``)."""
+    if not model.config_json:
+        return None
+    try:
+        got = json.loads(model.config_json).get(key)
+    except (ValueError, AttributeError):
+        return None
+    return got if isinstance(got, int) and not isinstance(got, bool) else None
+
+
+def head_vocab(draft: ModelSpec) -> int:
+    """The rows of a draft's lm_head: EAGLE-3's ``draft_vocab_size`` where its config has one, else its vocabulary."""
+    return config_int(draft, "draft_vocab_size") or draft.vocab_size
+
+
+def eagle_extra_bytes(draft: ModelSpec, *, eagle3: bool, tp: int, precision: W.Precision) -> float:
+    """What an EAGLE head holds beside a decoder layer of its config: the ``fc`` that folds the target's hidden
+    states in (a plain / replicated linear, whole on every rank: 2 x hidden wide for EAGLE, 3 x for EAGLE-3) and, for
+    EAGLE-3, a QKV projection that reads 2 x hidden (vLLM ``models/llama_eagle.py`` / ``llama_eagle3.py``, SGLang
+    ``models/llama_eagle.py`` / ``llama_eagle3.py``)."""
+    h = draft.hidden_size
+    if not eagle3:
+        return 2 * h * h * precision("mlp")
+    q = -(-draft.num_attention_heads // tp) * draft.head_dim
+    kv = 2 * max(1, draft.num_key_value_heads // tp) * draft.head_dim
+    return (3 * h * h + h * (q + kv)) * precision("attn")
+
+
+def mtp_layer_bytes(model: ModelSpec, *, sharding: W.Sharding, precision: W.Precision) -> float:
+    """One multi-token-prediction layer of ``model`` on one rank (DeepSeek-V3 style, ``num_nextn_predict_layers``):
+    a decoder layer like its last, ``eh_proj`` (2 x hidden -> hidden, a plain linear: whole on every rank) and its
+    ``enorm`` / ``hnorm`` / final norm; its embedding and head are counted by the caller, by the engine's sharing."""
+    h = model.hidden_size
+    one = W.layer_bytes(model, model.num_hidden_layers - 1, sharding=sharding, precision=precision)
+    return one + 2 * h * h * precision("mlp") + 3 * h * precision("norm")

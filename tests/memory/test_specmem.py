@@ -216,3 +216,35 @@ def test_the_drafts_own_kv_cache_dtype_from_0_28() -> None:
         base = _pool(_check(LLAMA, [], version=version))
         p = _pool(_check(LLAMA, line, version=version))
         assert p.kv_bytes_per_token_per_rank == base.kv_bytes_per_token_per_rank + draft_kv
+
+
+def test_sglang_from_0_5_14_counts_the_draft_in_the_pool() -> None:
+    """0.5.14 loads the draft before sizing the pool and scales the cell by (1 + draft layers / layers)
+    (pool_configurator.py L129-145): EAGLE-LLaMA3's one layer over Llama-3.1-8B's 32 adds 1/32 of the cell, and its
+    weights (the head built whole: layer, fc, embedding, lm_head) come out of the budget; 0.5.13 keeps it in the slack
+    and lowers the default fraction by 4 GiB instead."""
+    line = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", str(EAGLE),
+            "--mem-fraction-static", "0.85"]
+    base = _pool(_check(LLAMA, ["--mem-fraction-static", "0.85"], version="0.5.23", engine="sglang"))
+    f = _check(LLAMA, line, version="0.5.23", engine="sglang")
+    p = _pool(f)
+    assert p.kv_bytes_per_token_per_rank == int(131_072 * (1 + 1 / 32)) == 131_072 + 4_096
+    assert p.weights_bytes_per_rank - base.weights_bytes_per_rank == EAGLE_LAYER_BYTES + 2 * EMBED_BYTES
+    assert p.kv_tokens == (base.kv_budget_bytes_per_rank - EAGLE_LAYER_BYTES - 2 * EMBED_BYTES) // (131_072 + 4_096)
+    assert "scales the cell size" in f.message
+    old_base = _pool(_check(LLAMA, ["--mem-fraction-static", "0.85"], version="0.5.13", engine="sglang"))
+    old = _pool(_check(LLAMA, line, version="0.5.13", engine="sglang"))
+    assert old.kv_tokens == old_base.kv_tokens  # a fraction given: the draft sits in the slack
+
+
+def test_sglang_nextn_without_a_draft_path_uses_the_targets_mtp_layer() -> None:
+    """NEXTN on DeepSeek-V3 drafts with the target's checkpoint (speculative_hook.py L290-306): one more 576-wide
+    latent per token over 61 layers, and the MTP layer with the embedding and head it builds (129,280 / 8 rows x
+    7,168 x 2 bytes each) on every rank."""
+    args = ["--mem-fraction-static", "0.88"]
+    base = _pool(_check("deepseek-ai/DeepSeek-V3", args, version="0.5.23", engine="sglang", tp=8, total=H200))
+    line = [*args, "--speculative-algorithm", "NEXTN"]
+    p = _pool(_check("deepseek-ai/DeepSeek-V3", line, version="0.5.23", engine="sglang", tp=8, total=H200))
+    assert p.kv_bytes_per_token_per_rank == int(61 * 1152 * (1 + 1 / 61)) == 62 * 1152
+    draft = p.weights_bytes_per_rank - base.weights_bytes_per_rank
+    assert draft > 2 * 129_280 // 8 * 7_168 * 2 and p.kv_tokens < base.kv_tokens

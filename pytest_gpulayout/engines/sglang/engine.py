@@ -442,8 +442,9 @@ class SglangMemory:
     def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
                      ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
                      enable_expert_parallel: bool) -> DraftMemory:
-        """The draft worker sits in the slack, not in the pool (``specmem.py``)."""
-        return specmem.draft_memory(knobs, version)
+        """The draft worker in the slack (to 0.5.13) or in the pool (0.5.14+) (``specmem.py``)."""
+        return specmem.draft_memory(self, model, knobs=knobs, version=version, tp=tp, ranges=ranges,
+                                    kv_cache_dtype=kv_cache_dtype, dp=dp, enable_expert_parallel=enable_expert_parallel)
 
 
 class SglangRules:

@@ -19,15 +19,32 @@ Read in the wheels (``sglang-<v>/``):
   graphs", 0.5.10 L1316-1322, 0.5.13 L1628-1634); 0.5.14 on, no speculative term (0.5.14 ``server_args.py``
   L3278-3312, 0.5.23 ``arg_groups/memory_hook.py`` L296-316). Before 0.4.8 the default is the TP table this model
   reads (``engine.memory_defaults``); 0.4.7's speculative term is not read.
+* From 0.5.14 the draft is counted in the pool instead (sgl-project/sglang#23862, "Fix --mem-fraction-static not
+  accounting for EAGLE draft model KV cache"): the draft's weights are loaded before the target's pool is profiled
+  (``model_executor/model_runner_kv_cache_mixin.py _profile_available_bytes`` L85-119: "Loaded weights (target +
+  draft)"), and for EAGLE / EAGLE3 / NEXTN / STANDALONE the target's cell size is scaled to hold the draft's layers
+  too, ``int(cell x (1 + draft_layers / layers))`` (``pool_configurator.py`` L129-145), ``draft_layers`` the draft
+  config's ``num_nextn_predict_layers``, else its layer count (``model_runner.py`` L435-455); NEXTN on DeepSeek /
+  GLM-4.5 / ... drafts with the target's own checkpoint when no draft path is given
+  (``arg_groups/speculative_hook.py`` L290-306). The draft's embedding and lm_head are built before they are
+  swapped for the target's and are still resident when the pool is sized (sgl-project/sglang#36452), so they count.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from packaging.version import Version
 
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
-from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory
+from pytest_gpulayout.machine.facts import GIB
+from pytest_gpulayout.memory.common import MemoryEngine
+from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory, eagle_extra_bytes, head_vocab, mtp_layer_bytes
+from pytest_gpulayout.memory.kv import kv_layer_bytes_per_token
+from pytest_gpulayout.memory.weights import expert_sharding, weight_bytes_by_stage
+from pytest_gpulayout.model import weights as W
+from pytest_gpulayout.model.spec import NO_KV, ModelSpec
 
 #: the flags whose effect on the checks this module models (the default fraction; the draft's place in the slack)
 SPEC_FLAGS = frozenset({
@@ -45,6 +62,11 @@ SPEC_RESERVE: tuple[tuple[Version, dict[str, float], float, bool], ...] = (
 )
 #: the first release whose default fraction this model reads the speculative term of
 SPEC_RESERVE_SINCE = SPEC_RESERVE[0][0]
+#: the release from which the draft's weights and layers are counted in the target's pool (sglang#23862)
+POOL_COUNTS_DRAFT_SINCE = Version("0.5.14")
+#: the algorithms whose draft the 0.5.14+ cell size counts (``spec_info.py is_eagle`` / ``is_standalone``; NEXTN is
+#: EAGLE by then)
+COUNTED_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 
 
 def speculative_reserve_mib(version: Version, algorithm: str | None) -> float:
@@ -69,13 +91,21 @@ def speculative_draft(args: ResolvedArgs, version: Version) -> SpecDraft | None:
     return SpecDraft(method=algorithm.upper(), ref=path if isinstance(path, str) else "")
 
 
-def draft_memory(knobs: LaunchKnobs, version: Version) -> DraftMemory:
-    """Nothing out of the pool (the module docstring); the note says where the draft's memory comes from."""
+def draft_memory(engine: MemoryEngine, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
+                 ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
+                 enable_expert_parallel: bool) -> DraftMemory:
+    """Before 0.5.14 nothing out of the pool, the note says where the draft's memory comes from; from 0.5.14 the
+    draft's weights and layers, as the release counts them (the module docstring)."""
     d = knobs.draft
     if d is None:
         return NO_DRAFT
     if d.method == "NGRAM":
         return DraftMemory(notes=("Speculative decoding by NGRAM: no draft model, nothing beside the target.",))
+    if version >= POOL_COUNTS_DRAFT_SINCE:
+        if d.method not in COUNTED_ALGORITHMS:
+            return DraftMemory(uncounted=(f"the {d.method} draft's weights and KV cache (not modelled)",))
+        return _in_pool(engine, model, d, knobs=knobs, version=version, tp=tp, ranges=ranges,
+                        kv_cache_dtype=kv_cache_dtype, dp=dp, enable_expert_parallel=enable_expert_parallel)
     draft = f"the draft {d.ref}" if d.ref else "the draft"
     if d.ref and d.model is None:
         draft += f" (not read: {d.unread})"
@@ -84,3 +114,49 @@ def draft_memory(knobs: LaunchKnobs, version: Version) -> DraftMemory:
         f"weights, KV pool (the target's token count plus a draft/verify headroom, model_runner.py "
         f"draft_runner_cache_size) and CUDA graphs out of the (1 - mem_fraction_static) slack, not out of the pool; "
         f"whether they fit the slack is what a launch measures.",))
+
+
+def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: LaunchKnobs, version: Version, tp: int,
+             ranges: tuple[range, ...], kv_cache_dtype: str, dp: int, enable_expert_parallel: bool) -> DraftMemory:
+    """0.5.14+: the draft's weights on every rank and its layers in the target's cell size."""
+    if d.ref and d.model is None:
+        return DraftMemory(uncounted=(f"the draft model {d.ref}'s weights and KV cache ({d.unread})",))
+    own = d.model is None  # no draft path: the target's own MTP layers (speculative_hook.py L290-306)
+    draft = model if d.model is None else dataclasses.replace(d.model, served_dtype=model.served_dtype or model.dtype)
+    mtp = draft.num_nextn_predict_layers
+    if own and not mtp:
+        return DraftMemory(uncounted=(f"the {d.method} draft's weights and KV cache (no draft model path, and "
+                                      f"{model.name} declares no num_nextn_predict_layers)",))
+    layers = mtp or draft.num_hidden_layers
+    sharding = expert_sharding(draft, engine=engine, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+    if tp == 1 and sharding.whole:
+        sharding = W.Sharding()
+    prec = W.Precision(draft, dtype_bytes=draft.served_dtype_bytes, expert_scale=engine.expert_scale(draft))
+    if mtp:  # a NextN draft: its MTP layers, with the embedding and head it builds
+        weights = mtp * mtp_layer_bytes(draft, sharding=sharding, precision=prec)
+        weights += W.embedding_bytes(draft, sharding=sharding, precision=prec)
+        weights += W.lm_head_bytes(draft, sharding=sharding, precision=prec)
+        weights_b = round(weights * W.measured_ratio(draft))
+    else:
+        weights_b = weight_bytes_by_stage(dataclasses.replace(draft, weight_bytes_measured=None), tp=tp, pp=1,
+                                          engine=engine)[0]
+        weights_b += round(eagle_extra_bytes(draft, eagle3=d.method == "EAGLE3", tp=tp, precision=prec))
+        if not draft.tie_word_embeddings and head_vocab(draft) != draft.vocab_size:
+            full = W.lm_head_bytes(draft, sharding=sharding, precision=prec)
+            weights_b -= round(full * (1 - head_vocab(draft) / draft.vocab_size))
+    attn_tp = max(1, tp // max(1, knobs.attention_dp))
+    per_layer = kv_layer_bytes_per_token(model, tp=attn_tp, kv_cache_dtype=kv_cache_dtype)
+    extra: list[int] = []
+    for r in ranges:
+        n = sum(1 for i in r if model.layer_kinds[i] != NO_KV)
+        cell = per_layer * n
+        extra.append(int(cell * (1 + layers / n)) - cell if n else 0)
+    stages = len(ranges)
+    weights_by_stage = (weights_b,) * stages  # the draft worker runs on every rank of the world
+    name = model.name if own else draft.name
+    note = (f"Speculative decoding ({d.method}, draft {name}{' MTP layers' if own else ''}): SGLang {version} loads "
+            f"the draft before it sizes the pool and scales the cell size by (1 + {layers} / layers) "
+            f"(model_runner_kv_cache_mixin.py _profile_available_bytes, pool_configurator.py): {weights_b / GIB:.2f} "
+            f"GiB of draft weights and {max(extra):,} B/token per rank counted, the draft's embedding and lm_head "
+            f"included (built before they are swapped for the target's).")
+    return DraftMemory(weights_by_stage=weights_by_stage, kv_by_stage=tuple(extra), notes=(note,))

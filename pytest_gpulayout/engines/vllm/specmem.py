@@ -52,7 +52,8 @@ from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryEngine
-from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory
+from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory, eagle_extra_bytes, mtp_layer_bytes
+from pytest_gpulayout.memory.draft import head_vocab as draft_head_vocab
 from pytest_gpulayout.memory.kv import kv_layer_bytes_per_token
 from pytest_gpulayout.memory.weights import expert_sharding, weight_bytes_by_stage
 from pytest_gpulayout.model import weights as W
@@ -127,17 +128,6 @@ def _method_of_draft(draft: ModelSpec) -> str:
     if "eagle" in names:
         return "eagle"
     return "draft_model"
-
-
-def _config_int(model: ModelSpec, key: str) -> int | None:
-    """A top-level integer of the draft's ``config.json`` the spec does not keep (EAGLE-3's ``draft_vocab_size``)."""
-    if not model.config_json:
-        return None
-    try:
-        got = json.loads(model.config_json).get(key)
-    except (ValueError, AttributeError):
-        return None
-    return got if isinstance(got, int) and not isinstance(got, bool) else None
 
 
 def _last_stage_mixed(model: ModelSpec, ranges: tuple[range, ...], tp: int) -> bool:
@@ -224,18 +214,6 @@ def checkpoint_names(draft: ModelSpec) -> frozenset[str] | None:
         return None
 
 
-def _eagle_extra(draft: ModelSpec, method: str, tp: int, prec: W.Precision) -> float:
-    """What an EAGLE head holds beside a decoder layer of its config: the ``fc`` that folds the target's hidden
-    states in (``nn.Linear`` / ``ReplicatedLinear``, whole on every rank: 2 x hidden wide for EAGLE, 3 x for
-    EAGLE-3) and, for EAGLE-3, a QKV projection that reads 2 x hidden (``models/llama_eagle3.py``)."""
-    h = draft.hidden_size
-    if method == "eagle":
-        return 2 * h * h * prec("mlp")
-    q = -(-draft.num_attention_heads // tp) * draft.head_dim
-    kv = 2 * max(1, draft.num_key_value_heads // tp) * draft.head_dim
-    return (3 * h * h + h * (q + kv)) * prec("attn")
-
-
 def _draft_weights(draft: ModelSpec, target: ModelSpec, *, engine: MemoryEngine, version: Version, tp: int, pp: int,
                    method: str) -> tuple[int, tuple[str, ...], str]:
     """(bytes of the draft on one rank, what of it is the target's, what is assumed) by the release's sharing."""
@@ -245,9 +223,10 @@ def _draft_weights(draft: ModelSpec, target: ModelSpec, *, engine: MemoryEngine,
     built = dataclasses.replace(draft, weight_bytes_measured=None)
     sharding = W.Sharding() if tp == 1 else W.Sharding(tp=tp, expert_tp=tp)
     prec = W.Precision(built, dtype_bytes=built.served_dtype_bytes)
-    total = weight_bytes_by_stage(built, tp=tp, pp=1, engine=engine)[0] + round(_eagle_extra(built, method, tp, prec))
+    total = weight_bytes_by_stage(built, tp=tp, pp=1, engine=engine)[0]
+    total += round(eagle_extra_bytes(built, eagle3=method == "eagle3", tp=tp, precision=prec))
     embed = round(W.embedding_bytes(built, sharding=sharding, precision=prec))
-    head_vocab = _config_int(built, "draft_vocab_size") or built.vocab_size
+    head_vocab = draft_head_vocab(built)
     full_head = W.lm_head_bytes(built, sharding=sharding, precision=prec)
     head = 0 if built.tie_word_embeddings else round(full_head * head_vocab / built.vocab_size)
     total -= round(full_head) - head if not built.tie_word_embeddings else 0  # EAGLE-3: draft_vocab_size rows
@@ -294,10 +273,7 @@ def _mtp(engine: MemoryEngine, model: ModelSpec, *, version: Version, tp: int, r
     if tp == 1 and sharding.whole:
         sharding = W.Sharding()
     prec = W.Precision(model, dtype_bytes=model.served_dtype_bytes, expert_scale=engine.expert_scale(model))
-    h = model.hidden_size
-    one = W.layer_bytes(model, model.num_hidden_layers - 1, sharding=sharding, precision=prec)
-    one += 2 * h * h * prec("mlp")      # eh_proj, nn.Linear: whole on every rank
-    one += 3 * h * prec("norm")         # enorm, hnorm, shared_head.norm
+    one = mtp_layer_bytes(model, sharding=sharding, precision=prec)
     head = version < MTP_HEAD_SHARED_SINCE
     if head:
         one += W.lm_head_bytes(model, sharding=sharding, precision=prec)
