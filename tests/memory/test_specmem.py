@@ -248,3 +248,14 @@ def test_sglang_nextn_without_a_draft_path_uses_the_targets_mtp_layer() -> None:
     assert p.kv_bytes_per_token_per_rank == int(61 * 1152 * (1 + 1 / 61)) == 62 * 1152
     draft = p.weights_bytes_per_rank - base.weights_bytes_per_rank
     assert draft > 2 * 129_280 // 8 * 7_168 * 2 and p.kv_tokens < base.kv_tokens
+
+
+def test_v0_loads_an_eagle_draft_whole() -> None:
+    """0.8.2 has no V1 EAGLE proposer (v1/spec_decode/ holds ngram_proposer.py alone): V0's proposer worker loads the
+    head as a model of its own, ``fc``, embedding and lm_head included; its layer caches beside the target's
+    (``split_num_cache_blocks_evenly``)."""
+    base = _pool(_check(LLAMA, [], version="0.8.2"))
+    line = _spec(method="eagle", model=str(EAGLE), num_speculative_tokens=3)
+    p = _pool(_check(LLAMA, line, version="0.8.2"))
+    assert p.weights_bytes_per_rank - base.weights_bytes_per_rank == EAGLE_LAYER_BYTES + 2 * EMBED_BYTES
+    assert p.kv_bytes_per_token_per_rank == base.kv_bytes_per_token_per_rank + DRAFT_KV

@@ -70,6 +70,10 @@ SPEC_FLAGS = frozenset({
 #: methods that propose without a draft model
 NO_DRAFT_METHODS = frozenset({"ngram", "ngram_gpu", "suffix"})
 EAGLE_METHODS = frozenset({"eagle", "eagle3"})
+#: V1's EAGLE proposer (``v1/spec_decode/eagle.py``) first ships in 0.8.3 (0.8.0-0.8.2 have ``ngram_proposer.py``
+#: alone, and ``_is_v1_supported_oracle`` falls back to V0 for the other methods: 0.8.5 ``engine/arg_utils.py``
+#: L1423-1440); V0's proposer worker loads the draft as a model of its own
+V1_SPEC_SINCE = Version("0.8.3")
 #: the eras of ``EagleProposer.load_model``'s sharing (see the module docstring)
 SHARE_BY_SHAPE_SINCE = Version("0.9.0")      # 0.9.2 eagle.py L343-366
 EAGLE3_LM_HEAD_BY_SHAPE_SINCE = Version("0.11.0")  # 0.11.0 eagle.py L886-902
@@ -219,6 +223,11 @@ def _draft_weights(draft: ModelSpec, target: ModelSpec, *, engine: MemoryEngine,
     """(bytes of the draft on one rank, what of it is the target's, what is assumed) by the release's sharing."""
     if method == "draft_model":  # a model of its own: nothing shared (draft_model.py L115-122)
         return weight_bytes_by_stage(draft, tp=tp, pp=1, engine=engine)[0], (), ""
+    if version < V1_SPEC_SINCE:  # V0's proposer worker loads the draft as a model of its own
+        prec0 = W.Precision(draft, dtype_bytes=draft.served_dtype_bytes)
+        whole = weight_bytes_by_stage(draft, tp=tp, pp=1, engine=engine)[0]
+        whole += round(eagle_extra_bytes(draft, eagle3=method == "eagle3", tp=tp, precision=prec0))
+        return whole, (), "V0's proposer worker loads it whole (spec_decode/spec_decode_worker.py; sharing not read)"
     # an EAGLE head is built whole from its config, then the shared parts are swapped for the target's
     built = dataclasses.replace(draft, weight_bytes_measured=None)
     sharding = W.Sharding() if tp == 1 else W.Sharding(tp=tp, expert_tp=tp)
