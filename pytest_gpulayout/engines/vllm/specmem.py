@@ -16,14 +16,17 @@ Read in the wheels (``vllm-<v>/``):
   0.9.2 ``config.py``, L299 in 0.11.0, L1418 in 0.33.0), its TP the target's unless ``draft_tensor_parallel_size``
   says otherwise.
 * What an EAGLE draft shares with the target (``EagleProposer.load_model``), so that it is not counted twice:
-  0.8.x (0.8.5 ``eagle.py`` L238-249): ``eagle`` takes the target's lm_head; ``eagle3`` its embedding only where the
-  checkpoint lacks one (not read here: counted). 0.9.0-0.10.x (0.9.2 ``eagle.py`` L343-366): the embedding where PP is
-  1 and its shape is the target's; the lm_head for ``eagle`` (never for ``eagle3``). 0.11.0 (``eagle.py`` L854-902):
-  the same, and ``eagle3``'s lm_head where its shape (``draft_vocab_size``) is the target's. From 0.11.1
-  (``has_own_embed_tokens`` / ``has_own_lm_head``, 0.11.1 ``eagle.py`` L1010-1060; 0.33.0
-  ``v1/spec_decode/llm_base_proposer.py`` L1418-1558): whichever the checkpoint lacks or holds identical to the
-  target's; where the draft's checkpoint was measured its size says what it holds, else both are counted as loaded
-  and the note says so. ``draft_model`` drafts share nothing (0.33.0 ``v1/spec_decode/draft_model.py`` L115-122).
+  0.8.0-0.8.2 have no V1 EAGLE proposer (``v1/spec_decode/`` holds ``ngram_proposer.py`` alone) and fall back to V0,
+  whose proposer worker loads the draft whole. 0.8.3-0.8.5 (0.8.5 ``eagle.py`` L238-249): ``eagle`` takes the target's
+  lm_head; ``eagle3`` its embedding only where the checkpoint lacks one (not read here: counted). 0.9.0-0.10.x (0.9.2
+  ``eagle.py`` L343-366): the embedding where PP is 1 and its shape is the target's; the lm_head for ``eagle`` (never
+  for ``eagle3``). 0.11.0 (``eagle.py`` L854-902): the same, and ``eagle3``'s lm_head where its shape
+  (``draft_vocab_size``) is the target's. From 0.11.1 (``has_own_embed_tokens`` / ``has_own_lm_head``, set from the
+  checkpoint's tensor names: 0.11.1 ``eagle.py`` L1010-1060, ``models/utils.py`` L860-877; 0.33.0
+  ``v1/spec_decode/llm_base_proposer.py`` L1418-1558): whichever the checkpoint lacks, or holds identical to the
+  target's; the names are read from the draft's weight map or safetensors headers where they are here, else both are
+  counted as loaded and the note says so. ``draft_model`` drafts share nothing (0.33.0 ``v1/spec_decode/draft_model.py``
+  L115-122).
 * MTP (``method: mtp`` and the release's aliases, ``deepseek_mtp``, ...) drafts with the target checkpoint's own
   ``num_nextn_predict_layers`` layers, which the target's loader skips without speculative decoding
   (``model/weights.py mtp_bytes``): each a full decoder layer, ``eh_proj`` (``nn.Linear``, whole on every rank), its
@@ -33,9 +36,10 @@ Read in the wheels (``vllm-<v>/``):
 * ``ngram`` / ``ngram_gpu`` / ``suffix`` propose from the prompt and the output so far: no draft model, no draft
   memory (``v1/spec_decode/ngram_proposer.py``, ``suffix_decoding.py``).
 
-What is not counted is said (``DraftMemory.uncounted``): a draft that could not be read, a method whose draft is not
-modelled here (medusa, mlp_speculator, dflash, custom proposers), the draft's KV beside a stage whose layers form
-hybrid KV cache groups (``kv_groups.py``).
+Not counted beside the weights and KV: the draft's own activation peak in the profile run and its CUDA graphs (small
+next to its weights; the startup check measures them). What else is not counted is said (``DraftMemory.uncounted``):
+a draft that could not be read, a method whose draft is not modelled here (medusa, mlp_speculator, dflash, custom
+proposers), the draft's KV beside a stage whose layers form hybrid KV cache groups (``kv_groups.py``).
 """
 
 from __future__ import annotations
