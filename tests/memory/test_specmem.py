@@ -259,3 +259,16 @@ def test_v0_loads_an_eagle_draft_whole() -> None:
     p = _pool(_check(LLAMA, line, version="0.8.2"))
     assert p.weights_bytes_per_rank - base.weights_bytes_per_rank == EAGLE_LAYER_BYTES + 2 * EMBED_BYTES
     assert p.kv_bytes_per_token_per_rank == base.kv_bytes_per_token_per_rank + DRAFT_KV
+
+
+def test_sglang_standalone_scales_the_cell_by_the_drafts_layer_count() -> None:
+    """STANDALONE drafts with a model of its own; 0.5.14+ still scales the target's cell by its layer count, as if
+    its layers were the target's (pool_configurator.py L129-145: "Assumes draft and target share the same per-layer
+    KV size"): a 2-layer draft over 32 layers adds 2/32 of the cell, whatever its own heads."""
+    draft = MODELS / "tiny-llama-2l"
+    line = ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", str(draft),
+            "--mem-fraction-static", "0.85"]
+    base = _pool(_check(LLAMA, ["--mem-fraction-static", "0.85"], version="0.5.23", engine="sglang"))
+    p = _pool(_check(LLAMA, line, version="0.5.23", engine="sglang"))
+    assert p.kv_bytes_per_token_per_rank == int(131_072 * (1 + 2 / 32))
+    assert p.weights_bytes_per_rank > base.weights_bytes_per_rank

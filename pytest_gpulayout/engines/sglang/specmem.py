@@ -36,6 +36,7 @@ import dataclasses
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang.budget import SGLANG_HYBRID_SWA_ARCHS
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
 from pytest_gpulayout.machine.facts import GIB
@@ -137,7 +138,9 @@ def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: Lau
         weights += W.embedding_bytes(draft, sharding=sharding, precision=prec)
         weights += W.lm_head_bytes(draft, sharding=sharding, precision=prec)
         weights_b = round(weights * W.measured_ratio(draft))
-    else:
+    elif d.method == "STANDALONE":  # a model of its own, loaded as its checkpoint holds it
+        weights_b = weight_bytes_by_stage(draft, tp=tp, pp=1, engine=engine)[0]
+    else:  # an EAGLE head, built whole from its config
         weights_b = weight_bytes_by_stage(dataclasses.replace(draft, weight_bytes_measured=None), tp=tp, pp=1,
                                           engine=engine)[0]
         weights_b += round(eagle_extra_bytes(draft, eagle3=d.method == "EAGLE3", tp=tp, precision=prec))
@@ -152,6 +155,10 @@ def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: Lau
         cell = per_layer * n
         extra.append(int(cell * (1 + layers / n)) - cell if n else 0)
     stages = len(ranges)
+    uncounted: tuple[str, ...] = ()
+    if set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS and model.sliding_layers:
+        # the hybrid SWA pool's cell is its own (budget._ranks): the draft's layers are not added to it here
+        uncounted, extra = (f"the draft's layers in the hybrid SWA cell of {model.name}",), [0] * stages
     weights_by_stage = (weights_b,) * stages  # the draft worker runs on every rank of the world
     name = model.name if own else draft.name
     note = (f"Speculative decoding ({d.method}, draft {name}{' MTP layers' if own else ''}): SGLang {version} loads "
@@ -159,4 +166,5 @@ def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: Lau
             f"(model_runner_kv_cache_mixin.py _profile_available_bytes, pool_configurator.py): {weights_b / GIB:.2f} "
             f"GiB of draft weights and {max(extra):,} B/token per rank counted, the draft's embedding and lm_head "
             f"included (built before they are swapped for the target's).")
-    return DraftMemory(weights_by_stage=weights_by_stage, kv_by_stage=tuple(extra), notes=(note,))
+    return DraftMemory(weights_by_stage=weights_by_stage, kv_by_stage=tuple(extra), notes=(note,),
+                       uncounted=uncounted)
