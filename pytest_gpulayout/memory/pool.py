@@ -81,6 +81,8 @@ class PoolPrediction:
     #: what of the memory the engine takes out of the pool is not counted (a speculative draft that could not be
     #: read, ``memory/draft.py``): the pool is then an upper bound, and ``kv_pool`` never passes on it silently
     uncounted: tuple[str, ...] = ()
+    #: what may stop the engine starting that the pool does not show (``RankBudgets.cautions``)
+    cautions: tuple[str, ...] = ()
 
     @property
     def fits_one_request(self) -> bool | None:
@@ -240,7 +242,7 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
         block_size=block,
         max_model_len=max_len, max_concurrency=concurrency, limiting_gpu=gpus[limiting_rank].index,
         sliding_layers=model.sliding_layers, kv_layers=model.kv_layers, notes=tuple(notes),
-        uncounted=draft.uncounted,
+        uncounted=draft.uncounted, cautions=tuple(ranks.cautions),
     )
 
 

@@ -225,6 +225,7 @@ def _check_pool(s: Subject) -> Finding:
     uncounted = tuple(dict.fromkeys(u for q in preds for u in q.uncounted))
     if uncounted:  # the engine takes more out of the pool than is counted: the figure is an upper bound
         extra.append(f"Upper bound: not counted, {'; '.join(uncounted)}.")
+    cautions = tuple(dict.fromkeys(c for q in preds for c in q.cautions))  # it may not start: never a silent pass
     notes = (" " + " ".join(extra)) if extra else ""
     head = f"predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
@@ -247,6 +248,8 @@ def _check_pool(s: Subject) -> Finding:
         return warned(CHECK, f"{head}{conc}: meets " + " and ".join(tight) + f" with under {TIGHT_MARGIN:.0%} to "
                       f"spare; the prediction is an estimate: confirm with the startup check "
                       f"(--gpulayout-launch).{notes}", data)
+    if cautions:
+        return warned(CHECK, f"{head}{conc}; but {' '.join(cautions)}{notes}", data)
     if not (dep.require.kv_tokens or dep.require.concurrency):
         return passed(CHECK, f"{head}{conc}; no requirement set (require.kv_tokens / require.concurrency).{notes}",
                       data)

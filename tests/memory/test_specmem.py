@@ -272,3 +272,20 @@ def test_sglang_standalone_scales_the_cell_by_the_drafts_layer_count() -> None:
     p = _pool(_check(LLAMA, line, version="0.5.23", engine="sglang"))
     assert p.kv_bytes_per_token_per_rank == int(131_072 * (1 + 2 / 32))
     assert p.weights_bytes_per_rank > base.weights_bytes_per_rank
+
+
+def test_sglang_before_0_5_14_warns_when_the_draft_does_not_fit_the_slack() -> None:
+    """0.5.6 builds the draft after the pool, from ``pre x (1 - mem_fraction_static)``: at 0.95 the EAGLE head's
+    weights and its KV pool of the target's token count (plus the headroom of 3 steps x topk 1 + 4 draft tokens for
+    ``min(max(tokens / 8,192 x 512, 2,048), 4,096)`` requests, model_runner.py L1676-1718) exceed the slack, so the
+    pool's verdict warns; at 0.85 they fit and it passes."""
+    spec = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", str(EAGLE),
+            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    tight = _check(LLAMA, [*spec, "--mem-fraction-static", "0.95"], version="0.5.6", engine="sglang")
+    assert tight.status is Status.WARN and "likely to run out of memory at launch" in tight.message
+    p = _pool(tight)
+    reqs = min(max(int(p.kv_tokens / 8192 * 512), 2048), 4096)
+    pool = p.kv_tokens + reqs * (3 * 1 + 4) + 100
+    assert f"a KV pool of {pool:,} tokens x 4,096 B" in tight.message
+    roomy = _check(LLAMA, [*spec, "--mem-fraction-static", "0.85"], version="0.5.6", engine="sglang")
+    assert roomy.status is Status.PASS and not _pool(roomy).cautions

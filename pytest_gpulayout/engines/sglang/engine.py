@@ -435,9 +435,13 @@ class SglangMemory:
     def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
                      enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
                      gpu_total_mib: int, notes: list[str]) -> RankBudgets:
-        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
-                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
+        out = budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                                  enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+                                  max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
+        # before 0.5.14 the draft worker is built after the pool, from the slack: whether it fits (specmem.py)
+        out.cautions.extend(specmem.slack_cautions(self, r, out, knobs=knobs, dp=dp,
+                                                   enable_expert_parallel=enable_expert_parallel))
+        return out
 
     def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
                      ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,

@@ -36,13 +36,14 @@ import dataclasses
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang.budget import SGLANG_HYBRID_SWA_ARCHS
+from pytest_gpulayout.engines.sglang.budget import SGLANG_HYBRID_SWA_ARCHS, free_before_load
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
 from pytest_gpulayout.machine.facts import GIB
 from pytest_gpulayout.memory.common import MemoryEngine
 from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory, eagle_extra_bytes, head_vocab, mtp_layer_bytes
 from pytest_gpulayout.memory.kv import kv_layer_bytes_per_token
+from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.weights import expert_sharding, weight_bytes_by_stage
 from pytest_gpulayout.model import weights as W
 from pytest_gpulayout.model.spec import NO_KV, ModelSpec
@@ -114,7 +115,8 @@ def draft_memory(engine: MemoryEngine, model: ModelSpec, *, knobs: LaunchKnobs, 
         f"Speculative decoding ({d.method}): SGLang {version} sizes the target's pool first and builds {draft}'s "
         f"weights, KV pool (the target's token count plus a draft/verify headroom, model_runner.py "
         f"draft_runner_cache_size) and CUDA graphs out of the (1 - mem_fraction_static) slack, not out of the pool; "
-        f"whether they fit the slack is what a launch measures.",))
+        f"a draft that alone exceeds the slack is warned of; whether it fits beside activations and CUDA graphs is "
+        f"what a launch measures.",))
 
 
 def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: LaunchKnobs, version: Version, tp: int,
@@ -129,24 +131,7 @@ def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: Lau
         return DraftMemory(uncounted=(f"the {d.method} draft's weights and KV cache (no draft model path, and "
                                       f"{model.name} declares no num_nextn_predict_layers)",))
     layers = mtp or draft.num_hidden_layers
-    sharding = expert_sharding(draft, engine=engine, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
-    if tp == 1 and sharding.whole:
-        sharding = W.Sharding()
-    prec = W.Precision(draft, dtype_bytes=draft.served_dtype_bytes, expert_scale=engine.expert_scale(draft))
-    if mtp:  # a NextN draft: its MTP layers, with the embedding and head it builds
-        weights = mtp * mtp_layer_bytes(draft, sharding=sharding, precision=prec)
-        weights += W.embedding_bytes(draft, sharding=sharding, precision=prec)
-        weights += W.lm_head_bytes(draft, sharding=sharding, precision=prec)
-        weights_b = round(weights * W.measured_ratio(draft))
-    elif d.method == "STANDALONE":  # a model of its own, loaded as its checkpoint holds it
-        weights_b = weight_bytes_by_stage(draft, tp=tp, pp=1, engine=engine)[0]
-    else:  # an EAGLE head, built whole from its config
-        weights_b = weight_bytes_by_stage(dataclasses.replace(draft, weight_bytes_measured=None), tp=tp, pp=1,
-                                          engine=engine)[0]
-        weights_b += round(eagle_extra_bytes(draft, eagle3=d.method == "EAGLE3", tp=tp, precision=prec))
-        if not draft.tie_word_embeddings and head_vocab(draft) != draft.vocab_size:
-            full = W.lm_head_bytes(draft, sharding=sharding, precision=prec)
-            weights_b -= round(full * (1 - head_vocab(draft) / draft.vocab_size))
+    weights_b = _draft_weights(engine, draft, d.method, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
     attn_tp = max(1, tp // max(1, knobs.attention_dp))
     per_layer = kv_layer_bytes_per_token(model, tp=attn_tp, kv_cache_dtype=kv_cache_dtype)
     extra: list[int] = []
@@ -168,3 +153,78 @@ def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: Lau
             f"included (built before they are swapped for the target's).")
     return DraftMemory(weights_by_stage=weights_by_stage, kv_by_stage=tuple(extra), notes=(note,),
                        uncounted=uncounted)
+
+
+def _draft_of(model: ModelSpec, d: SpecDraft) -> ModelSpec | None:
+    """The draft as SGLang builds it: the model read (in the target's dtype), or the target's own MTP layers where no
+    draft path is given; None where neither."""
+    if d.model is not None:
+        return dataclasses.replace(d.model, served_dtype=model.served_dtype or model.dtype)
+    return model if not d.ref and model.num_nextn_predict_layers else None
+
+
+def _draft_weights(engine: MemoryEngine, draft: ModelSpec, method: str, *, tp: int, dp: int,
+                   enable_expert_parallel: bool) -> int:
+    """The draft worker's weights on one rank: a NextN draft's MTP layers with the embedding and head it builds; a
+    STANDALONE model as its checkpoint loads; an EAGLE head built whole from its config (``fc`` included, EAGLE-3's
+    lm_head at ``draft_vocab_size`` rows)."""
+    mtp = draft.num_nextn_predict_layers
+    sharding = expert_sharding(draft, engine=engine, tp=tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+    if tp == 1 and sharding.whole:
+        sharding = W.Sharding()
+    prec = W.Precision(draft, dtype_bytes=draft.served_dtype_bytes, expert_scale=engine.expert_scale(draft))
+    if mtp:
+        weights = mtp * mtp_layer_bytes(draft, sharding=sharding, precision=prec)
+        weights += W.embedding_bytes(draft, sharding=sharding, precision=prec)
+        weights += W.lm_head_bytes(draft, sharding=sharding, precision=prec)
+        return round(weights * W.measured_ratio(draft))
+    if method == "STANDALONE":
+        return weight_bytes_by_stage(draft, tp=tp, pp=1, engine=engine)[0]
+    out = weight_bytes_by_stage(dataclasses.replace(draft, weight_bytes_measured=None), tp=tp, pp=1, engine=engine)[0]
+    out += round(eagle_extra_bytes(draft, eagle3=method == "EAGLE3", tp=tp, precision=prec))
+    if not draft.tie_word_embeddings and head_vocab(draft) != draft.vocab_size:
+        full = W.lm_head_bytes(draft, sharding=sharding, precision=prec)
+        out -= round(full * (1 - head_vocab(draft) / draft.vocab_size))
+    return out
+
+
+def _given_int(knobs: LaunchKnobs, flag: str) -> int | None:
+    raw = knobs.given.get(flag)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def slack_cautions(engine: MemoryEngine, r: Replica, out: RankBudgets, *, knobs: LaunchKnobs, dp: int,
+                   enable_expert_parallel: bool) -> list[str]:
+    """Before 0.5.14, whether the draft worker fits the slack it is allocated from after the target's pool (the
+    module docstring): its weights and a KV pool of the target's token count (plus the draft / verify headroom where
+    the line sets the speculative sizes) against ``pre x (1 - mem_fraction_static)``, before any activation or CUDA
+    graph. A sentence where it does not (sgl-project/sglang#23862: "causing OOM at launch"); none where it does."""
+    d = knobs.draft
+    if d is None or r.version >= POOL_COUNTS_DRAFT_SINCE or d.method not in COUNTED_ALGORITHMS:
+        return []
+    draft = _draft_of(r.model, d)
+    tokens = [t for t in out.tokens if t is not None]
+    if draft is None or not tokens:
+        return []
+    pool = min(tokens)
+    steps, topk = _given_int(knobs, "--speculative-num-steps"), _given_int(knobs, "--speculative-eagle-topk")
+    verify = _given_int(knobs, "--speculative-num-draft-tokens")
+    if steps is not None and topk is not None and verify is not None and r.max_model_len:
+        reqs = _given_int(knobs, "--max-running-requests") or min(max(int(pool / r.max_model_len * 512), 2048), 4096)
+        pool += reqs * (steps * topk + verify) + 100  # draft_runner_cache_size (0.5.6 model_runner.py L1696-1718)
+    attn_tp = max(1, r.tp // max(1, knobs.attention_dp))
+    layers = draft.num_nextn_predict_layers or draft.num_hidden_layers
+    cell = layers * kv_layer_bytes_per_token(draft, tp=attn_tp, kv_cache_dtype=r.kv_cache_dtype)
+    weights = _draft_weights(engine, draft, d.method, tp=r.tp, dp=dp, enable_expert_parallel=enable_expert_parallel)
+    need = weights + pool * cell
+    slack = free_before_load(r) * (1 - r.fraction)
+    if need <= slack:
+        return []
+    return [f"SGLang {r.version} builds the {d.method} draft after the pool, out of the (1 - mem_fraction_static) "
+            f"slack of {slack / GIB:.2f} GiB, and the draft alone needs {need / GIB:.2f} GiB ({weights / GIB:.2f} "
+            f"GiB of weights, a KV pool of {pool:,} tokens x {cell:,} B), before activations and CUDA graphs: it is "
+            f"likely to run out of memory at launch (sgl-project/sglang#23862). Lower --mem-fraction-static to leave "
+            f"room for it."]
