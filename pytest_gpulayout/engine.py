@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.version import InvalidVersion, Version
@@ -28,7 +29,7 @@ from pytest_gpulayout.findings import Finding
 from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.inputs.config_file import in_container, reader
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.knobs import LaunchKnobs, Serving
+from pytest_gpulayout.knobs import LaunchKnobs, Serving, SpecDraft
 from pytest_gpulayout.machine.facts import Machine
 from pytest_gpulayout.machine.stand_in import per_node
 from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
@@ -262,6 +263,11 @@ class EngineRules(Protocol):
         """``model`` as the release serves it with ``args`` and the launch's variables ``env`` on those GPUs (vLLM:
         its config overrides, the dtype it resolves, a float32 fallback's weight bytes); the model unchanged where
         nothing differs."""
+        ...
+
+    def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
+        """The speculative decoding ``args`` ask of the release, and the draft model it names (unread: ``resolve``
+        reads it the way the target is read); None where the line asks for none or the engine has none modelled."""
         ...
 
 
@@ -577,11 +583,26 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
         dep = engine.cli.as_run(dep, args, version)
         if dep.attention_data_parallel_size != knobs.attention_dp:
             knobs = replace(knobs, attention_dp=dep.attention_data_parallel_size)
+    if args.ok:  # a speculative draft, read the way the target is (``memory/draft.py`` counts it)
+        knobs = replace(knobs, draft=read_draft(engine.rules.speculative_draft(args, version), dep.base_dir))
     machine = per_node(dep, machine)  # a multi-node artifact: one copy of the machine per node
     served: ModelSpec | ModelMissing = (ModelMissing(model) if isinstance(model, InputError) else
                                         engine.rules.as_served(model, args, layout_of(dep, machine), version,
                                                                 env=env))
     return Subject(dep, machine, served, host, engine, version, source, knobs, args)
+
+
+def read_draft(draft: SpecDraft | None, base_dir: Path | None) -> SpecDraft | None:
+    """``draft`` with its model read the way a manifest's ``model:`` is (``model/load.py``: a path against the
+    manifest's folder, the model map, the Hugging Face cache, the catalog, the Hub), or why it could not be."""
+    if draft is None or not draft.ref:
+        return draft
+    from pytest_gpulayout.model.load import load_model  # the loader reads files: imported where it is used
+
+    try:
+        return replace(draft, model=load_model(draft.ref, base_dir))
+    except InputError as err:
+        return replace(draft, unread=str(err))
 
 
 def layout_of(dep: Deployment, machine: Machine) -> Layout:

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_gpulayout.errors import InputError
+from pytest_gpulayout.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,29 @@ class Serving:
 
     image: str = ""
     engine_here: bool = False
+
+
+@dataclass(frozen=True)
+class SpecDraft:
+    """Speculative decoding as the release receives it from the line (``EngineRules.speculative_draft``), and the
+    draft model read the way the target is (``engine.resolve``): what the memory model counts of it
+    (``MemoryEngine.draft_memory``).
+
+    ``method``: the method as the release ends with it (vLLM ``eagle`` / ``eagle3`` / ``mtp`` / ``draft_model`` /
+    ``ngram`` ...; SGLang ``EAGLE`` / ``EAGLE3`` / ``NEXTN`` / ``STANDALONE`` / ``NGRAM``), "" where the draft's
+    own config tells it; ``ref``: the draft model as the line names it ("" none: n-gram, or MTP from the target's
+    checkpoint); ``model``: the draft read, ``unread``: why it could not be; ``tensor_parallel_size``: the draft's
+    TP where the line sets one; ``why``: what of the options could not be read; ``kv_cache_dtype``: the draft's own
+    cache dtype (vLLM 0.28+ ``speculative_config.kv_cache_dtype``)."""
+
+    method: str
+    ref: str = ""
+    model: ModelSpec | None = None
+    unread: str = ""
+    tensor_parallel_size: int | None = None
+    why: str = ""
+    #: the draft's own KV cache dtype where the line sets one the release reads ("": the target's)
+    kv_cache_dtype: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +81,8 @@ class LaunchKnobs:
     #: where the engine runs, as the deployment says it (``Serving``): the facts of its environment (which
     #: libraries it has) come from there, never from the machine the check runs on
     serving: Serving = field(default_factory=lambda: Serving())
+    #: speculative decoding as the line asks for it, the draft read (``SpecDraft``; None: none asked for)
+    draft: SpecDraft | None = None
     #: flags given that the checks do not model, as written
     not_modelled: tuple[str, ...] = ()
     #: variables set that choose a kernel or a budget the checks do not model (the engine's list)
@@ -67,7 +93,7 @@ class LaunchKnobs:
         """The modelled settings that differ from the defaults, as ``name=value`` (for messages)."""
         out = []
         for f in fields(self):
-            if f.name in ("env", "not_modelled", "env_not_modelled", "given", "typed", "serving"):
+            if f.name in ("env", "not_modelled", "env_not_modelled", "given", "typed", "serving", "draft"):
                 continue
             value = getattr(self, f.name)
             if value not in (None, False) and not (f.name == "attention_dp" and value == 1):

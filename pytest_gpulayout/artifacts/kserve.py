@@ -141,8 +141,9 @@ def _additional_args(text: str) -> list[str]:
 
 def _speculative(spec: Mapping[str, Any]) -> list[str]:
     """``spec.speculativeDecoding``: the controller serves a draft model beside the target (its weights and KV on
-    the same GPUs), which vLLM takes as ``--speculative-config``. Passed on so the pool prediction names it as
-    not modelled rather than predicting the target alone."""
+    the same GPUs), which vLLM takes as ``--speculative-config``. Passed on so the pool prediction counts the draft
+    (``engines/vllm/specmem.py``), or names it as not counted where it cannot be read, rather than predicting the
+    target alone."""
     sd = spec.get("speculativeDecoding")
     if not isinstance(sd, Mapping):
         return []

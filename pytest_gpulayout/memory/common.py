@@ -20,6 +20,7 @@ from pytest_gpulayout.memory.replica import MemoryUnknown, RankBudgets, Replica
 if TYPE_CHECKING:
     from pytest_gpulayout.host import Host
     from pytest_gpulayout.knobs import LaunchKnobs
+    from pytest_gpulayout.memory.draft import DraftMemory
     from pytest_gpulayout.model.spec import ModelSpec
 
 __all__ = ["FractionAnswer", "MemoryEngine", "MemoryUnknown", "RankBudgets", "Replica", "engine_version",
@@ -79,6 +80,13 @@ class MemoryEngine(Protocol):
                      enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
                      gpu_total_mib: int, notes: list[str]) -> RankBudgets:
         """Each rank's KV budget, the tokens it alone could hold and its reserve, the engine's way."""
+        ...
+
+    def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
+                     ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
+                     enable_expert_parallel: bool) -> DraftMemory:
+        """What the line's speculative draft (``knobs.draft``) takes out of the KV budget, per stage
+        (``memory/draft.py``); ``NO_DRAFT`` where there is none or the engine keeps it outside the budget."""
         ...
 
 

@@ -29,6 +29,7 @@ from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, Gpu, Machine
 from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
 from pytest_gpulayout.memory.communicators import TpLink, tp_link
+from pytest_gpulayout.memory.draft import plus
 from pytest_gpulayout.memory.kv import kv_bytes_per_token_by_stage
 from pytest_gpulayout.memory.replica import Replica, need_memory
 from pytest_gpulayout.memory.reserves import default_fraction_answer
@@ -77,6 +78,11 @@ class PoolPrediction:
     sliding_layers: int
     kv_layers: int
     notes: tuple[str, ...] = ()
+    #: what of the memory the engine takes out of the pool is not counted (a speculative draft that could not be
+    #: read, ``memory/draft.py``): the pool is then an upper bound, and ``kv_pool`` never passes on it silently
+    uncounted: tuple[str, ...] = ()
+    #: what may stop the engine starting that the pool does not show (``RankBudgets.cautions``)
+    cautions: tuple[str, ...] = ()
 
     @property
     def fits_one_request(self) -> bool | None:
@@ -163,6 +169,11 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
                                        pp_layer_partition=pp_layer_partition, version=version,
                                        attention_dp=k.attention_dp,
                                        dp_lm_head="--enable-dp-lm-head" in k.given)  # SGLang's flag only
+    # a speculative draft's weights and KV, where the engine sizes the pool with them (``memory/draft.py``)
+    draft = e.draft_memory(model, knobs=k, version=version, tp=tp, ranges=tuple(ranges), kv_cache_dtype=kv_cache_dtype,
+                           dp=dp, enable_expert_parallel=enable_expert_parallel)
+    kv_by_stage, w_by_stage = plus(kv_by_stage, draft.kv_by_stage), plus(w_by_stage, draft.weights_by_stage)
+    notes.extend(draft.notes)
     replica = Replica(model=model, version=version, tp=tp, pp=pp, gpus=tuple(gpus), fraction=fraction,
                        kv_cache_dtype=kv_cache_dtype, max_model_len=max_len, ranges=tuple(ranges),
                        kv_by_stage=tuple(kv_by_stage), w_by_stage=tuple(w_by_stage), link=link)
@@ -231,6 +242,7 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
         block_size=block,
         max_model_len=max_len, max_concurrency=concurrency, limiting_gpu=gpus[limiting_rank].index,
         sliding_layers=model.sliding_layers, kv_layers=model.kv_layers, notes=tuple(notes),
+        uncounted=draft.uncounted, cautions=tuple(ranks.cautions),
     )
 
 

@@ -68,3 +68,6 @@ class RankBudgets:
     reserve_why: str = ""
     concurrency: float | None = None
     concurrency_note: str = ""
+    #: what may stop the engine starting that the pool does not show (sentences; a speculative draft that does not
+    #: fit where the engine puts it): ``kv_pool`` never passes silently on them
+    cautions: list[str] = field(default_factory=list)

@@ -222,6 +222,10 @@ def _check_pool(s: Subject) -> Finding:
     if knobs.not_modelled or knobs.env_not_modelled:
         data = replace(data, not_modelled=knobs.not_modelled + knobs.env_not_modelled)
         extra.append(knobs.not_modelled_note())
+    uncounted = tuple(dict.fromkeys(u for q in preds for u in q.uncounted))
+    if uncounted:  # the engine takes more out of the pool than is counted: the figure is an upper bound
+        extra.append(f"Upper bound: not counted, {'; '.join(uncounted)}.")
+    cautions = tuple(dict.fromkeys(c for q in preds for c in q.cautions))  # it may not start: never a silent pass
     notes = (" " + " ".join(extra)) if extra else ""
     head = f"predicted KV pool {tokens[smallest]:,} tokens{rep} ({basis})"
     if tokens[smallest] <= 0:
@@ -244,11 +248,16 @@ def _check_pool(s: Subject) -> Finding:
         return warned(CHECK, f"{head}{conc}: meets " + " and ".join(tight) + f" with under {TIGHT_MARGIN:.0%} to "
                       f"spare; the prediction is an estimate: confirm with the startup check "
                       f"(--gpulayout-launch).{notes}", data)
+    if cautions:
+        return warned(CHECK, f"{head}{conc}; but {' '.join(cautions)}{notes}", data)
     if not (dep.require.kv_tokens or dep.require.concurrency):
         return passed(CHECK, f"{head}{conc}; no requirement set (require.kv_tokens / require.concurrency).{notes}",
                       data)
     met = [t for t in (dep.require.kv_tokens and f"require.kv_tokens {dep.require.kv_tokens:,}",
                        dep.require.concurrency and f"require.concurrency {dep.require.concurrency}") if t]
+    if uncounted:  # met only by a pool that leaves memory out: never a silent pass
+        return warned(CHECK, f"{head}{conc}: meets {' and '.join(met)} only as an upper bound, without "
+                      f"{'; '.join(uncounted)}; confirm with the startup check (--gpulayout-launch).{notes}", data)
     return passed(CHECK, f"{head}{conc}: meets {' and '.join(met)}.{notes}", data)
 
 

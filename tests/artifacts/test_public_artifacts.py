@@ -275,11 +275,12 @@ def test_an_llm_inference_service_passes_its_additional_args_and_its_draft_model
         capsys: pytest.CaptureFixture[str]) -> None:
     """KServe's controller ends ``vllm serve`` with ``${VLLM_ADDITIONAL_ARGS}``: the 8,192-token context and the 0.9
     fraction there are what the pool is predicted with (not vLLM's defaults), and the draft model of
-    ``spec.speculativeDecoding`` is named as not modelled rather than left out of a pool that passes."""
+    ``spec.speculativeDecoding``, which cannot be read here, is named as not counted: the pool is an upper bound."""
     code, data = check(capsys, PUBLIC / "kserve-llmisvc-a100-draft-target.yaml")
     kv = finding(data, "LLMInferenceService/llama8b-draft-target-a100/main", "kv_pool")
     assert "full 8,192-token requests" in kv["message"] and "memory_fraction 0.9" in kv["message"]
-    assert "max_num_seqs=32" in kv["message"] and "Not modelled: --speculative-config" in kv["message"]
+    assert "max_num_seqs=32" in kv["message"] and "Not modelled: --speculative-config" not in kv["message"]
+    assert "Upper bound: not counted, the draft model meta-llama/Llama-3.2-1B-Instruct's weights" in kv["message"]
     # sixteen DP ranks over a leader and a worker pod of 8 GPUs: placed per node, RDMA requested
     code, data = check(capsys, PUBLIC / "kserve-llmisvc-dp-ep-multi-qwen.yaml")
     dep = "LLMInferenceService/qwen3-coder-30b-a3b-instruct/main"

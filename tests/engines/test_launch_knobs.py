@@ -45,10 +45,10 @@ def test_kv_cache_memory_bytes_replaces_the_profiled_budget_from_0_10_2():
 
 
 def test_a_flag_the_checks_do_not_model_is_named():
-    f, facts = _pool(dep(tp=1, max_model_len=8192, launch=Launch(args=("--speculative-config", "{}",
+    f, facts = _pool(dep(tp=1, max_model_len=8192, launch=Launch(args=("--kv-transfer-config", "{}",
                                                                        "--trust-remote-code"))))
-    assert facts.not_modelled == ("--speculative-config",)          # a neutral flag is not listed
-    assert "Not modelled: --speculative-config on the engine's command line" in f.message
+    assert facts.not_modelled == ("--kv-transfer-config",)          # a neutral flag is not listed
+    assert "Not modelled: --kv-transfer-config on the engine's command line" in f.message
     assert "startup check" in f.message
 
 

@@ -23,8 +23,9 @@ from pytest_gpulayout.engines.llamacpp.log import StartupLogWatcher
 from pytest_gpulayout.errors import InputError
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
 from pytest_gpulayout.memory.common import MemoryUnknown
+from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.refusals import Judged, Layout
@@ -111,6 +112,12 @@ class LlamaCppMemory:
                      gpu_total_mib: int, notes: list[str]) -> RankBudgets:
         raise MemoryUnknown("llama.cpp's pool is sized by its own checks from the GGUF (engines/llamacpp/memory.py)")
 
+    def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
+                     ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
+                     enable_expert_parallel: bool) -> DraftMemory:
+        """No speculative draft is modelled for llama.cpp."""
+        return NO_DRAFT
+
 
 class LlamaCppRules:
     """What the checks ask of it: the checks it answers differently, its refusals in its words, its shard,
@@ -152,6 +159,10 @@ class LlamaCppRules:
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:
         return model  # the GGUF's own tensor types
+
+    def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
+        """Its speculative decoding is not modelled."""
+        return None
 
 
 class LlamaCppPlanning:

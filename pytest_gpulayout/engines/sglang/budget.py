@@ -54,18 +54,23 @@ def runner_vlm_factor(version: Version) -> float:
     return 1.0
 
 
+def free_before_load(r: Replica) -> float:
+    """``pre``: the world's least free memory after the CUDA context and the communicators (bytes)."""
+    frees_known = need_memory(r.gpus, "memory_free_mib", "free memory", "sglang")
+    context = SGLANG_CONTEXT_GIB + communicator_gib(tp=r.tp, world=r.tp * r.pp, link=r.link)
+    return min(frees_known) * MIB - context * GIB
+
+
 def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> RankBudgets:
     """SGLang, per rank: ``(pre - weights - load overhead) - pre x (1 - fraction)`` over the cell size,
     ``pre`` the world's least free memory after the context and the communicators (their size by
     the TP group's interconnect, ``memory/communicators.py``); hybrid SWA models count their sliding
     layers at ``swa_full_tokens_ratio``."""
     model, tp = r.model, r.tp
-    frees_known = need_memory(r.gpus, "memory_free_mib", "free memory", "sglang")
-    context = SGLANG_CONTEXT_GIB + communicator_gib(tp=tp, world=tp * r.pp, link=r.link)
     if tp * r.pp > 1:
         notes.append(f"SGLang measures free memory after its communicators are set up; "
                      f"{describe_communicators(tp=tp, world=tp * r.pp, link=r.link)}.")
-    pre = min(frees_known) * MIB - context * GIB
+    pre = free_before_load(r)
     fraction = r.fraction
     served_mm = model.is_multimodal and serves_multimodal(r.version, model, (knobs or LaunchKnobs()).given) is None
     vlm = runner_vlm_factor(r.version) if served_mm else 1.0

@@ -30,7 +30,16 @@ from pytest_gpulayout.engine import (
     parse_version,
     with_line_keys,
 )
-from pytest_gpulayout.engines.sglang import budget, cli, config_checks, divisibility, generation, launch, parallel
+from pytest_gpulayout.engines.sglang import (
+    budget,
+    cli,
+    config_checks,
+    divisibility,
+    generation,
+    launch,
+    parallel,
+    specmem,
+)
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
 from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal, vision_tower_factor
 from pytest_gpulayout.engines.sglang.pool_flags import POOL_FLAGS, given_int
@@ -42,8 +51,9 @@ from pytest_gpulayout.engines.sglang.prefill_graphs import (
 )
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, read_knobs
+from pytest_gpulayout.knobs import KnobFlag, LaunchKnobs, SpecDraft, read_knobs
 from pytest_gpulayout.machine.facts import GIB_MIB
+from pytest_gpulayout.memory.draft import DraftMemory
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_to_last_stages
 from pytest_gpulayout.refusals import Judged, Layout
@@ -131,7 +141,7 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
 def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, is_mla: bool = False,
                     enforce_eager: bool = False, chunked_prefill_size: int | None = None,
                     cuda_graph_max_bs: int | None = None, prefill_graphs: bool = True, attention_dp: int = 0,
-                    max_prefill_tokens: int | None = None) -> MemoryDefaults:
+                    max_prefill_tokens: int | None = None, speculative: str | None = None) -> MemoryDefaults:
     """SGLang's default ``mem_fraction_static`` for ``version``, read release by release:
 
     * 0.4.3.post4 - 0.4.5.post2: the TP table (>= 16: 0.79, >= 8: 0.81, >= 4: 0.85, >= 2: 0.87, 0.88).
@@ -160,8 +170,9 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
     before the 10 GiB floor, on the chunk as given (``_handle_data_parallelism`` divides it by the DP size only
     afterwards). 0.4.6 - 0.5.2 have no DP term.
 
-    Speculative decoding is not modelled here (the callers name it as not modelled); the vision-tower factor is
-    applied by ``SglangEngine.default_memory_fraction``.
+    ``speculative`` (``--speculative-algorithm``) adds the release's speculative term (``specmem.SPEC_RESERVE``: 2,
+    4 or 6 GiB, from 0.4.8 to 0.5.13.post1); the vision-tower factor is applied by
+    ``SglangEngine.default_memory_fraction``.
     """
     g = float(gpu_mem_mib)
     world = tp * pp
@@ -189,6 +200,8 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
     chunk, max_bs = chunk_and_graph_defaults(v, g, tp)
     chunk = chunked_prefill_size or chunk
     max_bs = cuda_graph_max_bs or max_bs
+    spec = specmem.speculative_reserve_mib(v, speculative)
+    spec_why = f", {spec:.0f} of them for {speculative} speculative decoding" if spec else ""
     if v < Version("0.5.3"):
         if g < 35 * GIB_MIB:
             reserved = (2.8 + world / 10) * GIB_MIB
@@ -198,9 +211,10 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
             reserved = (12 + world / 2) * GIB_MIB
         else:
             reserved = 32 * GIB_MIB
+        reserved += spec
         f = round((g - reserved) / g, 3)
         return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - "
-                              f"{reserved:.0f} MiB reserved for TP x PP = {world}) / {g:.0f} MiB")
+                              f"{reserved:.0f} MiB reserved for TP x PP = {world}{spec_why}) / {g:.0f} MiB")
     assert max_bs is not None
     graphs = not (enforce_eager and v >= Version("0.5.15"))
     activation = max(chunk, 2048) if chunk > 0 else max(max_prefill_tokens or DEFAULT_MAX_PREFILL_TOKENS, 2048)
@@ -216,12 +230,14 @@ def memory_defaults(version: Version, gpu_mem_mib: float, *, tp: int, pp: int, i
         reserved += 1.5 * 1024 if is_mla else len(prefill_graph_sizes(chunk)) * 8
     if g > 60 * GIB_MIB:
         reserved = max(reserved, 10 * GIB_MIB)
+    reserved += spec  # after the floor (0.5.6 server_args.py L848-853)
     f = round((g - reserved) / g, 3)
     kept = "" if prefill_graphs or v < PREFILL_GRAPHS_DEFAULT_FROM else ", no prefill CUDA graphs for this model"
     if attention_dp > 0:
         kept += f", attention DP {attention_dp} x decode batch {max_bs}"
     if chunk <= 0:
         kept += f", chunked prefill off: {activation:,} prefill tokens"
+    kept += spec_why
     return MemoryDefaults(f, chunk, max_bs, f"SGLang {v} default mem_fraction_static: ({g:.0f} - {reserved:.0f} "
                           f"MiB reserved for activations and CUDA graphs{kept}) / {g:.0f} MiB")
 
@@ -335,7 +351,10 @@ class SglangCommandLine:
               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``knob_flags(version)``, ``ENV_KNOBS``)."""
         args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
-        return read_knobs(args, env, flags=knob_flags(version), neutral=NEUTRAL_FLAGS, value_flags=VALUE_FLAGS,
+        # speculative decoding: the default fraction's term and the draft's place in the slack (specmem.py)
+        neutral = NEUTRAL_FLAGS | (specmem.SPEC_FLAGS if version is None or version >= specmem.SPEC_RESERVE_SINCE
+                                   else frozenset())
+        return read_knobs(args, env, flags=knob_flags(version), neutral=neutral, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
 
     def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
@@ -395,7 +414,8 @@ class SglangMemory:
                                    enforce_eager=k.enforce_eager, chunked_prefill_size=k.chunked_prefill_size,
                                    cuda_graph_max_bs=k.cuda_graph_max_bs, prefill_graphs=prefill_graphs,
                                    attention_dp=dp_reserve_groups(version, k),
-                                   max_prefill_tokens=given_int(k.given, "--max-prefill-tokens"))
+                                   max_prefill_tokens=given_int(k.given, "--max-prefill-tokens"),
+                                   speculative=k.draft.method if k.draft is not None else None)
         d = sized(off is None)
         f, why = d.mem_fraction_static, d.why
         # said only where the graphs would have been counted (not with PP > 1 or --disable-cuda-graph)
@@ -415,9 +435,20 @@ class SglangMemory:
     def rank_budgets(self, r: Replica, *, knobs: LaunchKnobs, host: Host, dp: int, enable_expert_parallel: bool,
                      enforce_eager: bool, max_num_batched_tokens: int | None, max_num_seqs: int | None,
                      gpu_total_mib: int, notes: list[str]) -> RankBudgets:
-        return budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
-                                   enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
-                                   max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
+        out = budget.rank_budgets(r, knobs=knobs, host=host, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                                  enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
+                                  max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
+        # before 0.5.14 the draft worker is built after the pool, from the slack: whether it fits (specmem.py)
+        out.cautions.extend(specmem.slack_cautions(self, r, out, knobs=knobs, dp=dp,
+                                                   enable_expert_parallel=enable_expert_parallel))
+        return out
+
+    def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
+                     ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
+                     enable_expert_parallel: bool) -> DraftMemory:
+        """The draft worker in the slack (to 0.5.13) or in the pool (0.5.14+) (``specmem.py``)."""
+        return specmem.draft_memory(self, model, knobs=knobs, version=version, tp=tp, ranges=ranges,
+                                    kv_cache_dtype=kv_cache_dtype, dp=dp, enable_expert_parallel=enable_expert_parallel)
 
 
 class SglangRules:
@@ -458,6 +489,10 @@ class SglangRules:
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:
         return model  # its dtype resolution is not extracted (the checkpoint's is assumed)
+
+    def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
+        """``--speculative-algorithm`` and its draft (``specmem.py``)."""
+        return specmem.speculative_draft(args, version)
 
 
 class SglangPlanning:

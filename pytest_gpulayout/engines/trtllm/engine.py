@@ -30,7 +30,8 @@ from pytest_gpulayout.engines.trtllm.checks import OVERRIDES
 from pytest_gpulayout.engines.trtllm.defaults import LATEST_KNOWN, SEQ_LEN_LOWERED_TEXT, default_fraction
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.knobs import LaunchKnobs
+from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
+from pytest_gpulayout.memory.draft import NO_DRAFT, DraftMemory
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.refusals import Judged, Layout
 from pytest_gpulayout.shards import ShardRules, WidthProblem
@@ -138,6 +139,12 @@ class TrtLlmMemory:
                                    enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens,
                                    max_num_seqs=max_num_seqs, gpu_total_mib=gpu_total_mib, notes=notes)
 
+    def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
+                     ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
+                     enable_expert_parallel: bool) -> DraftMemory:
+        """No speculative draft is modelled for TensorRT-LLM."""
+        return NO_DRAFT
+
 
 class TrtLlmRules:
     """What the checks ask of it: the checks it answers differently, its refusals in its words, its shard,
@@ -186,6 +193,10 @@ class TrtLlmRules:
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:
         return model
+
+    def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
+        """Its speculative decoding is not modelled."""
+        return None
 
 
 class TrtLlmPlanning:

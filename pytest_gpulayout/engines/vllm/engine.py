@@ -28,13 +28,14 @@ from pytest_gpulayout.engine import (
     parse_version,
     with_line_keys,
 )
-from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch
+from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch, specmem
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
 from pytest_gpulayout.engines.vllm.served import served_model
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.knobs import LaunchKnobs, read_knobs
+from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft, read_knobs
+from pytest_gpulayout.memory.draft import DraftMemory
 from pytest_gpulayout.memory.replica import RankBudgets, Replica
 from pytest_gpulayout.memory.stages import remainder_before_last, remainder_on_last
 from pytest_gpulayout.refusals import Judged, Layout
@@ -101,7 +102,7 @@ class VllmCommandLine:
               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         """What ``args`` and ``env`` change for the checks (``KNOB_FLAGS``, ``ENV_KNOBS``)."""
         args = self.parse_args(args, version).canonical_args()  # every spelling the release takes, by its name
-        known = NEUTRAL_FLAGS | READ_FROM_ARGS
+        known = NEUTRAL_FLAGS | READ_FROM_ARGS | specmem.SPEC_FLAGS  # the draft: specmem.draft_memory
         k = read_knobs(args, env, flags=KNOB_FLAGS, neutral=known, value_flags=VALUE_FLAGS, env_knobs=ENV_KNOBS,
                        env_not_modelled=ENV_NOT_MODELLED, typed=typed)
         # a dotted JSON key (``--hf-overrides.num_hidden_layers``) is its flag's: modelled where the flag is
@@ -160,6 +161,13 @@ class VllmMemory:
                                    max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                                    gpu_total_mib=gpu_total_mib, notes=notes)
 
+    def draft_memory(self, model: ModelSpec, *, knobs: LaunchKnobs, version: Version, tp: int,
+                     ranges: tuple[range, ...], kv_cache_dtype: str, dp: int,
+                     enable_expert_parallel: bool) -> DraftMemory:
+        """The draft's weights and KV inside the pool's budget (``specmem.py``)."""
+        return specmem.draft_memory(self, model, knobs=knobs, version=version, tp=tp, ranges=ranges,
+                                    kv_cache_dtype=kv_cache_dtype, dp=dp, enable_expert_parallel=enable_expert_parallel)
+
 
 class VllmRules:
     """What the checks ask of it: the checks it answers differently, its refusals in its words, its shard,
@@ -207,6 +215,10 @@ class VllmRules:
         parallel on a dense model: ``JUDGED_BY_HEADS``), so one cause fails one check."""
         judged = config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env)
         return Judged(tuple(r for r in judged.refusals if r.rule not in JUDGED_BY_HEADS), judged.not_judged)
+
+    def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
+        """``--speculative-config`` (and the flags that fill it) as the release ends with it (``specmem.py``)."""
+        return specmem.speculative_draft(args, version)
 
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:
