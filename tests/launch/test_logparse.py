@@ -88,6 +88,12 @@ REAL: dict[str, dict[str, Any]] = {
     "sglang/013.txt": dict(engine="sglang", kv_tokens=46611, kv_tokens_all=(46611,) * 4, max_concurrency=0.36,
                            max_concurrency_len=131072, weights_gib=15.54, available_kv_gib=2.84),
     "sglang/015.txt": dict(engine="sglang", kv_tokens=91749, weights_gib=27.57, available_kv_gib=14.0),
+    # attention DP (--tp 8 --dp 8 --enable-dp-attention; --tp 16 --dp 16 over two nodes): one pool per rank, the
+    # MLA cell unchanged (sgl-project/sglang#7055, #6017)
+    "sglang/401.txt": dict(engine="sglang", kv_tokens=1_230_416, max_concurrency=7.51, max_concurrency_len=163840,
+                           available_kv_gib=80.53),
+    "sglang/402.txt": dict(engine="sglang", kv_tokens=161_488, kv_tokens_all=(161_488,) * 4, weights_gib=105.59,
+                           available_kv_gib=10.57),
     # held-out logs (added after the rules, tests/data/calibration/ledger.json): what each paste says
     "vllm/101.txt": dict(engine="vllm", kv_tokens=42_656, max_concurrency=1.3, max_concurrency_len=32768,
                          available_kv_gib=6.51, error_kind=None),
