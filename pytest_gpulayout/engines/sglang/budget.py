@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang.hybrid_swa import hybrid_swa
 from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal
 from pytest_gpulayout.engines.sglang.pool_flags import apply, pool_flags
 from pytest_gpulayout.host import Host
@@ -79,8 +80,12 @@ def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> Ra
         notes.append(f"SGLang {r.version} reduces mem_fraction_static for a multimodal model: "
                      f"{r.fraction:g} x {vlm:g} = {fraction:.3f} (model_executor/model_runner.py).")
     overhead = (SGLANG_LOAD_OVERHEAD_GIB + (SGLANG_LOAD_OVERHEAD_TP_GIB if tp > 1 else 0)) * GIB
-    hybrid = bool(set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS) and model.sliding_layers > 0
     k = knobs or LaunchKnobs()
+    caps = [g.compute_capability for g in r.gpus]
+    decided = hybrid_swa(r.version, model, k.given, None if None in caps else min(c for c in caps if c))
+    hybrid = decided.on
+    if decided.why:
+        notes.append(decided.why + ".")
     attn_tp = max(1, tp // max(1, k.attention_dp))
     per_layer = kv_layer_bytes_per_token(model, tp=attn_tp, kv_cache_dtype=r.kv_cache_dtype)
     kinds = model.layer_kinds
