@@ -22,7 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_parallel2, rules_spec
+from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_model2, rules_parallel2, rules_spec
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -57,6 +57,8 @@ RULES: Mapping[str, str] = {
     **rules_spec.RULES,
     # -- cache
     **rules_cache.RULES,
+    # -- model2 (the rest of the model-specific adjustments: engines/sglang/rules_model2.py)
+    **rules_model2.RULES,
 }
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
@@ -170,7 +172,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
-    rules = [r for r in RULES if r not in rules_model.RULES and (
+    rules = [r for r in RULES if r not in rules_model.RULES and r not in rules_model2.RULES and (
         r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values))]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
     rules = rules_cache.in_force(rules, args, model, layout)
@@ -178,8 +180,12 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     # the model rules in their own frame: their ``attention_backend`` is None where the line sets none
     framed = rules_model.frame(args, model, layout, book().ledger.listed(version) or version)
     in_frame = book().judge(version, {**values, **framed.values}, rules=framed.rules)
-    return Judged(judged.refusals + in_frame.refusals,
-                  tuple(notes) + tuple(parallel_notes) + framed.notes + judged.not_judged + in_frame.not_judged)
+    judged = Judged(judged.refusals + in_frame.refusals,
+                    tuple(notes) + tuple(parallel_notes) + framed.notes + judged.not_judged + in_frame.not_judged)
+    # the rest of the model-specific adjustments, in a frame of their own (engines/sglang/rules_model2.py)
+    framed2 = rules_model2.frame(args, model, layout, book().ledger.listed(version) or version)
+    in_frame2 = book().judge(version, {**values, **framed2.values}, rules=framed2.rules)
+    return Judged(judged.refusals + in_frame2.refusals, judged.not_judged + framed2.notes + in_frame2.not_judged)
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:
