@@ -32,6 +32,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.vllm import (
     defaults,
     rules_fields,
+    rules_hybrid,
     rules_model,
     rules_post,
     rules_small,
@@ -213,6 +214,8 @@ RULES: Mapping[str, str] = {
                                               "(0.19+)",
     # -- post: compilation options, executor backends, dual-batch overlap (judged in rules_post's frames)
     **rules_post.RULES,
+    # -- hybrid: Mamba / hybrid-model and pooling options (judged in rules_hybrid's frames)
+    **rules_hybrid.RULES,
 }
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
@@ -645,7 +648,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
     framed = (_ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _SPECULATIVE_RULES | rules_small.FRAMED | _MAX_LEN_RULES
-              | {_DEPRECATED_QUANT_RULE} | rules_post.FRAMED)
+              | {_DEPRECATED_QUANT_RULE} | rules_post.FRAMED | rules_hybrid.FRAMED)
     judged = book().judge(version, values, rules=[r for r in active if r not in framed])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
@@ -661,7 +664,8 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
                             rules=[r for r in active if r == _DEPRECATED_QUANT_RULE])
     in_post = rules_post.judge(book(), version, values, [r for r in active if r in rules_post.FRAMED], args, model,
                                layout, env or {})
-    parts = (judged, in_engine_args, in_parallel, in_spec, in_max_len, in_model, in_post, *small)
+    parts = (judged, in_engine_args, in_parallel, in_spec, in_max_len, in_model, in_post, *small,
+             rules_hybrid.judge(book(), version, values, active, args))
     return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
         Judged(tuple(r for j in parts for r in j.refusals),
                tuple(notes) + tuple(dict.fromkeys(n for j in parts for n in j.not_judged))),
