@@ -13,6 +13,7 @@ from types import MappingProxyType
 import pytest
 from builders import llama
 from packaging.version import Version
+from test_vllm_config_checks_hybrid import CASES as HYBRID_CASES
 from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_model import CASES as MODEL_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
@@ -220,9 +221,10 @@ def test_every_rule_has_a_refusing_case() -> None:
     """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``,
     ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
     small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``,
-    the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``."""
+    the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``, the pooler / Mamba ones in
+    ``test_vllm_config_checks_hybrid.py``."""
     refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES,
-                                 *POST_CASES) if c.refused is not None}
+                                 *POST_CASES, *HYBRID_CASES) if c.refused is not None}
     assert refusing == set(RULES)
 
 
