@@ -50,8 +50,11 @@ from packaging.version import Version
 TOOLS = Path(__file__).resolve().parent
 REPO_ROOT = TOOLS.parent
 sys.path.insert(0, str(TOOLS))
+sys.path.insert(0, str(REPO_ROOT))
 
 from flags_source import Sources  # noqa: E402
+
+from pytest_gpulayout.engines.vllm.rules_fields import unpack  # noqa: E402
 
 OUT = REPO_ROOT / "pytest_gpulayout" / "engines" / "vllm" / "fields" / "config_fields.json"
 FIRST = Version("0.11.0")
@@ -482,34 +485,6 @@ def _class_diff(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
         out["fields"] = fields
     if dropped:
         out["fields_drop"] = dropped
-    return out
-
-
-def _class_apply(before: dict[str, Any], diff: dict[str, Any]) -> dict[str, Any]:
-    if not diff.get("diff"):
-        return diff
-    fields = {**before["fields"], **diff.get("fields", {})}
-    return {**{k: diff.get(k, before[k]) for k in ("at", "forbid", "before")},
-            "fields": {k: v for k, v in fields.items() if k not in diff.get("fields_drop", ())}}
-
-
-def unpack(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The packed file back as one full record per release (``pack``'s inverse)."""
-    out: dict[str, dict[str, Any]] = {}
-    cur: dict[str, Any] = {}
-    for entry in data["releases"]:
-        if not cur:
-            cur = {k: entry[k] for k in ("classes", "flags", "reassigned", "json")}
-        else:
-            cur = dict(cur)
-            for key in ("classes", "flags", "json"):
-                given = entry.get(key, {})
-                if key == "classes":
-                    given = {k: _class_apply(cur[key][k], v) if k in cur[key] else v for k, v in given.items()}
-                merged = {**cur[key], **given}
-                cur[key] = {k: v for k, v in merged.items() if k not in entry.get(f"{key}_drop", ())}
-            cur["reassigned"] = entry.get("reassigned", cur["reassigned"])
-        out[entry["version"]] = cur
     return out
 
 

@@ -96,8 +96,9 @@ def _class_apply(before: Mapping[str, Any], diff: Mapping[str, Any]) -> Mapping[
             "fields": {k: v for k, v in fields.items() if k not in diff.get("fields_drop", ())}}
 
 
-def _unpack(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The packed table as one full record per release (``tools/config_fields.py unpack``)."""
+def unpack(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The packed table as one full record per release (the inverse of ``tools/config_fields.py pack``, which
+    checks its output with this)."""
     out: dict[str, dict[str, Any]] = {}
     cur: dict[str, Any] = {}
     for entry in data["releases"]:
@@ -118,7 +119,7 @@ def _unpack(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 @cache
 def releases() -> dict[str, dict[str, Any]]:
-    return _unpack(json.loads(TABLE.read_text()))
+    return unpack(json.loads(TABLE.read_text()))
 
 
 def listed(version: Version) -> str | None:
