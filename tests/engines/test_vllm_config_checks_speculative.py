@@ -15,7 +15,7 @@ import shlex
 
 import pytest
 from packaging.version import Version
-from vllm_line_cases import LineCase, case_id, layout
+from vllm_line_cases import LineCase, case_id, judge, layout
 
 from pytest_gpulayout.cli import main
 from pytest_gpulayout.engines.vllm import rules_speculative
@@ -246,29 +246,9 @@ CASES = [
 ]
 
 
-def judge(case: LineCase) -> None:
-    """The line parsed by ``case.version``'s parser and judged: refused by ``case.rule`` in the release's words, or
-    not refused by it."""
-    version = Version(case.version)
-    args = resolve(case.line.split(), version)
-    assert args.ok, args.errors
-    judged = config_check(args, model_of(case.model), case.layout, version)
-    mine = [r for r in judged.refusals if r.rule == case.rule]
-    if case.refused is None:
-        assert not mine, [r.text("vLLM") for r in mine]
-        return
-    assert mine, (judged.refusals, judged.not_judged)
-    r = mine[0]
-    assert case.refused in r.message
-    assert r.exception == case.exception
-    if case.source:
-        assert r.source == case.source
-    assert r.text("vLLM").startswith(f"vLLM {case.version} raises {case.exception}")
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_the_release_refuses_the_speculative_line_in_its_own_words(case: LineCase) -> None:
-    judge(case)
+    judge(case, model_of)
 
 
 def test_every_speculative_rule_has_a_refusing_and_an_accepted_case() -> None:
