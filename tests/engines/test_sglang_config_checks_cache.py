@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from sglang_line_cases import assert_verdict
 
 from pytest_gpulayout.engines.sglang import rules_cache
 from pytest_gpulayout.engines.sglang.cli import resolve
@@ -357,17 +358,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.rule}-{c.version}-{c.words or 'defaults'}")
 def test_each_release_refuses_in_its_own_words(case: Case) -> None:
-    judged = judge(case.version, case.words, case.layout, case.model)
-    mine = [r for r in judged.refusals if r.rule == case.rule]
-    if case.refused is None:
-        assert not mine, [r.text("SGLang") for r in mine]
-        return
-    assert mine, (judged.refusals, judged.not_judged)
-    r = next((r for r in mine if case.refused in r.message), mine[0])
-    assert case.refused in r.message, [x.message for x in mine]
-    assert (r.exception, r.release) == (case.exception, case.version)
-    if case.source:
-        assert r.source == case.source
+    assert_verdict(judge(case.version, case.words, case.layout, case.model), case.rule, case.refused,
+                   exception=case.exception, version=case.version, source=case.source)
 
 
 def test_every_rule_of_the_module_has_a_refusing_and_an_accepted_case() -> None:
