@@ -33,12 +33,11 @@ SGLANG_CONTEXT_GIB = 0.24
 #: 0.06 GiB for Qwen3-14B at TP=1, 0.29 GiB for QwQ-32B at TP=4 in public startup logs.
 SGLANG_LOAD_OVERHEAD_GIB = 0.1
 SGLANG_LOAD_OVERHEAD_TP_GIB = 0.2
-#: SGLang's hybrid SWA pool (gpt-oss, Llama 4): SWA layers get ``swa_full_tokens_ratio`` (0.8)
-#: tokens per full-attention token (``model_runner.set_num_token_hybrid``).
+#: SGLang's hybrid SWA pool (gpt-oss, Llama 4; which release gives it: ``hybrid_swa.py``): SWA layers get
+#: ``swa_full_tokens_ratio`` (0.8) tokens per full-attention token (``model_runner.set_num_token_hybrid``).
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
 #: Why SGLang reserves nothing next to the weights and the pool.
 SGLANG_RESERVE_WHY = "SGLang keeps activations and CUDA graphs in the (1 - mem_fraction_static) slack"
-SGLANG_HYBRID_SWA_ARCHS = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration"})
 #: SGLang's model runner shrinks ``mem_fraction_static`` for every multimodal model, given or default
 #: ("Automatically reduce --mem-fraction-static to ... because this is a multimodal model",
 #: ``model_executor/model_runner.py``): x 0.95 in 0.4.3.post4, x 0.90 in 0.4.6 (0.4.7-0.4.8 not

@@ -36,7 +36,8 @@ import dataclasses
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.sglang.budget import SGLANG_HYBRID_SWA_ARCHS, free_before_load
+from pytest_gpulayout.engines.sglang.budget import free_before_load
+from pytest_gpulayout.engines.sglang.hybrid_swa import MODELLED as HYBRID_SWA_ARCHS
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft
 from pytest_gpulayout.machine.facts import GIB
@@ -141,7 +142,7 @@ def _in_pool(engine: MemoryEngine, model: ModelSpec, d: SpecDraft, *, knobs: Lau
         extra.append(int(cell * (1 + layers / n)) - cell if n else 0)
     stages = len(ranges)
     uncounted: tuple[str, ...] = ()
-    if set(model.architectures) & SGLANG_HYBRID_SWA_ARCHS and model.sliding_layers:
+    if set(model.architectures) & HYBRID_SWA_ARCHS and model.sliding_layers:
         # the hybrid SWA pool's cell is its own (budget._ranks): the draft's layers are not added to it here
         uncounted, extra = (f"the draft's layers in the hybrid SWA cell of {model.name}",), [0] * stages
     weights_by_stage = (weights_b,) * stages  # the draft worker runs on every rank of the world
