@@ -22,6 +22,7 @@ from functools import cache
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
 from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_model2, rules_parallel2, rules_spec
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
@@ -29,7 +30,8 @@ from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_le
 
 DISPLAY = "SGLang"
 
-RULES: Mapping[str, str] = {
+#: rule id -> what it refuses, for the rules judged over the shared namespace (``namespace``)
+_SHARED: Mapping[str, str] = {
     "sglang.dp_attention.dp_size": "--enable-dp-attention with --dp-size 1 (before 0.5.2)",
     "sglang.dp_attention.tp_divisible": "attention DP whose size does not divide --tp-size",
     "sglang.attn_dp.size": "--attn-dp-size below 1, or with DP replicas (--dp-size > 1) beside it (0.5.22+)",
@@ -49,17 +51,15 @@ RULES: Mapping[str, str] = {
                             "out of range",
     "sglang.npu_only_flags": "--model-impl mindspore or --enable-quant-communications on CUDA (Ascend NPU only)",
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
-    # -- parallel2
-    **rules_parallel2.RULES,
-    # -- model (attention backends against the GPU, the KV cache dtype and the model: engines/sglang/rules_model.py)
-    **rules_model.RULES,
-    # -- spec
-    **rules_spec.RULES,
-    # -- cache
-    **rules_cache.RULES,
-    # -- model2 (the rest of the model-specific adjustments: engines/sglang/rules_model2.py)
-    **rules_model2.RULES,
 }
+
+#: the rule areas (``engines/areas.py``), in the order their refusals are said: context parallelism, all-to-all,
+#: elastic EP, DWDP and KV-cache sharding; speculative decoding, LoRA, PD disaggregation and metric buckets; SSL,
+#: HiCache, unified memory, Mamba and the other cache options; attention backends against the GPU, the KV cache
+#: dtype and the model; the rest of the model-specific adjustments
+AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2)
+#: every rule: the ones judged over the shared namespace (above), then each area's
+RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
 #: The flags the rules above read as the line gives them, else as the release's parser defaults them: none is
 #: rewritten by SGLang's post-processing before its check reads it (``check_server_args`` runs last; the
@@ -172,20 +172,13 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
-    rules = [r for r in RULES if r not in rules_model.RULES and r not in rules_model2.RULES and (
-        r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values))]
+    rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
     rules = rules_cache.in_force(rules, args, model, layout)
-    judged = rules_spec.judge(book(), version, values, rules, args, model)
-    # the model rules in their own frame: their ``attention_backend`` is None where the line sets none
-    framed = rules_model.frame(args, model, layout, book().ledger.listed(version) or version)
-    in_frame = book().judge(version, {**values, **framed.values}, rules=framed.rules)
-    judged = Judged(judged.refusals + in_frame.refusals,
-                    tuple(notes) + tuple(parallel_notes) + framed.notes + judged.not_judged + in_frame.not_judged)
-    # the rest of the model-specific adjustments, in a frame of their own (engines/sglang/rules_model2.py)
-    framed2 = rules_model2.frame(args, model, layout, book().ledger.listed(version) or version)
-    in_frame2 = book().judge(version, {**values, **framed2.values}, rules=framed2.rules)
-    return Judged(judged.refusals + in_frame2.refusals, judged.not_judged + framed2.notes + in_frame2.not_judged)
+    ask = Ask(book(), version, book().ledger.listed(version) or version, values, tuple(rules), args, model, layout,
+              {})
+    shared = ask.judge({}, _SHARED)
+    return combine((shared, *judge_areas(AREAS, ask)), (*notes, *parallel_notes))
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:

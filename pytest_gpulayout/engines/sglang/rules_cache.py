@@ -122,9 +122,10 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
 
 #: the rules of this module (``config_checks.RULES``, block ``# -- cache``)
 RULES: Mapping[str, str] = {
@@ -466,3 +467,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
     if args.get("mamba_radix_cache_strategy") not in MAMBA_EXTRA_BUFFER_STRATEGIES:
         drop.add(MAMBA_STATE_RULE)   # the entry needs an extra-buffer strategy (auto resolves per model)
     return [r for r in rules if r not in drop]
+
+
+def judge(ask: Ask) -> Judged:
+    """The rules of this module in force (``in_force``), over the shared namespace (``values`` adds to it)."""
+    return ask.judge({}, RULES)

@@ -63,9 +63,10 @@ from typing import TypeVar
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
 
 RULES: Mapping[str, str] = {
     "sglang.attention.gpu_arch": "an attention backend (TRT-LLM MLA / MHA, tokenspeed MLA, CuteDSL MLA) the GPU "
@@ -497,3 +498,10 @@ def _lmcache_values(args: ResolvedArgs) -> dict[str, object]:
     if "enable_lmcache" in out and args.is_set("disable_radix_cache") and args.get("disable_radix_cache"):
         out["disable_radix_cache"] = True
     return out
+
+
+def judge(ask: Ask) -> Judged:
+    """The rules ``frame`` names, in that frame over the shared namespace, and what it could not resolve."""
+    framed = frame(ask.args, ask.model, ask.layout, ask.listed)
+    in_frame = ask.book.judge(ask.version, {**ask.values, **framed.values}, rules=framed.rules)
+    return Judged(in_frame.refusals, framed.notes + in_frame.not_judged)

@@ -30,10 +30,11 @@ from collections.abc import Mapping
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.engines.sglang.rules_model import Frame
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
 
 RULES: Mapping[str, str] = {
     "sglang.dsa_cache_layer_split.needs_dsa": "--enable-dsa-cache-layer-split with a model that is not DeepSeek "
@@ -145,3 +146,10 @@ def frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version)
     if arch in BY_ARCH["sglang.intern_s2.parallel"]:
         values.update(_intern_s2_values(args, layout))
     return Frame(values, tuple(rules), tuple(notes))
+
+
+def judge(ask: Ask) -> Judged:
+    """The rules ``frame`` names, in that frame over the shared namespace, and what it could not resolve."""
+    framed = frame(ask.args, ask.model, ask.layout, ask.listed)
+    in_frame = ask.book.judge(ask.version, {**ask.values, **framed.values}, rules=framed.rules)
+    return Judged(in_frame.refusals, framed.notes + in_frame.not_judged)

@@ -52,9 +52,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
 
 #: the rules of this module (``config_checks.RULES``, block ``# -- parallel2``)
 RULES: Mapping[str, str] = {
@@ -224,3 +225,8 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec,
         notes.append("--dwdp-size sets moe_dp_size and ep_size itself (arg_groups/parallel_hook.py handle_dwdp): "
                      "the MoE data-parallel checks are not judged")
     return [r for r in rules if r not in drop], notes
+
+
+def judge(ask: Ask) -> Judged:
+    """The rules of this module in force (``in_force``), over the shared namespace (``values`` adds to it)."""
+    return ask.judge({}, RULES)

@@ -64,6 +64,7 @@ from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook
@@ -465,14 +466,12 @@ def _lora_word_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     return frames
 
 
-def judge(book: RuleBook, version: Version, values: Mapping[str, object], rules: Sequence[str],
-          args: ResolvedArgs, model: ModelSpec) -> Judged:
-    """``book.judge`` over the shared namespace for ``rules`` less this module's rules not in force for the line
-    (``judged_here``), then this module's frames (``judge_frames``); what was left out, in words, with the
-    entries not judged."""
-    listed = book.ledger.listed(version) or version
-    shared = book.judge(version, values, rules=[r for r in rules if judged_here(r, values, model, listed)])
-    framed = judge_frames(book, version, args, values)
+def judge(ask: Ask) -> Judged:
+    """This module's rules in force for the line (``judged_here``) over the shared namespace, then its frames
+    (``judge_frames``); what was left out, in words, with the entries not judged."""
+    values, listed = ask.values, ask.listed
+    shared = ask.judge({}, [r for r in ask.among(RULES) if judged_here(r, values, ask.model, listed)])
+    framed = judge_frames(ask.book, ask.version, ask.args, values)
     return Judged(shared.refusals + framed.refusals,
                   promoted_note(values, listed) + shared.not_judged + framed.not_judged)
 

@@ -29,6 +29,7 @@ from functools import cache
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
 from pytest_gpulayout.engines.vllm import (
     defaults,
     rules_fields,
@@ -46,8 +47,9 @@ from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_le
 
 DISPLAY = "vLLM"
 
-#: rule id -> what it refuses. Each is the id ``config_classes.yaml`` gives the ledger entries it decides.
-RULES: Mapping[str, str] = {
+#: rule id -> what it refuses, for the rules judged over the shared namespace (``namespace``). Each is the id
+#: ``config_classes.yaml`` gives the ledger entries it decides.
+_SHARED: Mapping[str, str] = {
     "vllm.scheduler.batched_below_max_len":
         "chunked prefill off and max_num_batched_tokens below max_model_len (SchedulerConfig)",
     "vllm.scheduler.batched_below_seqs": "max_num_batched_tokens below max_num_seqs (SchedulerConfig)",
@@ -103,98 +105,8 @@ RULES: Mapping[str, str] = {
     "vllm.parallel.hc_sp_needs_pp1": "--enable-hc-sp at TP > 1 with PP > 1 (ModelConfig, 0.32+)",
     "vllm.parallel.pcp_limits": "--prefill-context-parallel-size > 1 on 0.12.0, or with DP > 1 (0.26-0.29) "
                                 "(ParallelConfig)",
-    # -- speculative
-    "vllm.speculative.ngram_lookup": "ngram's prompt_lookup_min / prompt_lookup_max below 1, or min above max "
-                                     "(--ngram-prompt-lookup-min/max in 0.8.0-0.8.1; SpeculativeConfig)",
-    "vllm.speculative.tokens_without_model": "num_speculative_tokens without a draft model for a method that needs "
-                                             "one (before 0.11: a target other than DeepSeek-V3 / MiMo / ...; "
-                                             "custom_class without its module path) (SpeculativeConfig)",
-    "vllm.speculative.num_tokens": "num_speculative_tokens not given where nothing gives it (SpeculativeConfig)",
-    "vllm.speculative.num_tokens_positive": "num_speculative_tokens not above zero (SpeculativeConfig, before 0.11.1)",
-    "vllm.speculative.draft_tp": "a draft_tensor_parallel_size other than 1 or the target's TP (SpeculativeConfig)",
-    "vllm.speculative.tensor_parallel_size_key": "tensor_parallel_size given in --speculative-config (0.15+)",
-    "vllm.speculative.disable_by_batch_size": "disable_by_batch_size below 2 (SpeculativeConfig, before 0.11.1)",
-    "vllm.speculative.eagle3_target": "EAGLE-3 (and extract_hidden_states / dflash) on a target model type the "
-                                      "release does not list (SpeculativeConfig, 0.8.5-0.21)",
-    "vllm.speculative.multi_step": "speculative decoding with --num-scheduler-steps > 1 (0.8.0-0.10.0)",
-    "vllm.speculative.async_scheduling": "--async-scheduling with speculative decoding (0.10.0-0.11.0), or with a "
-                                         "method that is not EAGLE / MTP kind (VllmConfig, 0.11.1-0.32)",
-    "vllm.speculative.draft_model_unsupported": "method draft_model (EngineArgs._check_feature_supported, "
-                                                "0.11.1-0.14.1)",
-    "vllm.speculative.spec_flags_twice": "--spec-method / --spec-model / --spec-tokens with the same key of "
-                                         "--speculative-config (0.22+)",
-    "vllm.speculative.mtp_target": "method mtp (or an MTP alias) without a draft on a target whose own config "
-                                   "the release makes no MTP draft of (SpeculativeConfig, 0.11+)",
-    "vllm.speculative.kv_sharing_fast_prefill": "--kv-sharing-fast-prefill with an EAGLE / MTP kind of method "
-                                                "(VllmConfig, 0.10.2+)",
-    "vllm.speculative.async_padded_drafter": "--async-scheduling with disable_padded_drafter_batch (VllmConfig, "
-                                             "0.11.1-0.32)",
-    "vllm.speculative.lora_batch": "--enable-lora with max_num_batched_tokens below max_num_seqs x "
-                                   "(num_speculative_tokens + 1) (EngineArgs.create_engine_config, 0.11.1+)",
-    "vllm.speculative.metrics_without_speculative": "--per-request-spec-decode-metrics without speculative decoding "
-                                                    "(VllmConfig, 0.29+)",
-    # -- small (engines/vllm/rules_small.py)
-    "vllm.lora.value_ranges": "with --enable-lora, a --max-lora-rank or --lora-extra-vocab-size outside the "
-                              "release's choices, --max-loras below 1, or --max-cpu-loras below --max-loras",
-    "vllm.lora.cpu_offload": "--enable-lora with --cpu-offload-gb > 0 (0.8.0-0.8.2; on the V0 engine to 0.11.0)",
-    "vllm.lora.long_lora_v1": "--enable-lora with --long-lora-scaling-factors on the V1 engine (0.8.4-0.9.2)",
-    "vllm.lora.model_support": "--enable-lora on a model class without SupportsLoRA (0.33)",
-    "vllm.lora.mega_moe_backend": "--enable-lora with a MegaMoE --moe-backend (0.33)",
     "vllm.lora.default_mm_loras_text_model": "--default-mm-loras on a model that is not multimodal (0.10+)",
-    "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
-    "vllm.lora.adaptive_verification": "--enable-lora with the speculative config's adaptive verification (0.29+)",
-    "vllm.lora.prompt_adapter_limits": "--enable-prompt-adapter without --max-prompt-adapter-token, or with "
-                                       "--max-prompt-adapters below 1 (0.8.0-0.9.2)",
-    "vllm.lora.qlora_bitsandbytes": "a QLoRA adapter without BitsAndBytes quantization; before 0.8.2 also "
-                                    "BitsAndBytes quantization and load format one without the other",
-    "vllm.tokenizer_pool.options": "a tokenizer pool (--tokenizer-pool-size > 0) of a type other than ray, or "
-                                   "whose extra config is not a JSON object (0.8.0-0.8.4)",
-    "vllm.structured_outputs.guided_backend": "a --guided-decoding-backend the engine's DecodingConfig does not "
-                                              "list (0.8.x)",
-    "vllm.structured_outputs.backend_options": "disable_any_whitespace with a backend other than xgrammar / "
-                                               "guidance, or disable_additional_properties without guidance",
-    "vllm.structured_outputs.reasoning_parser": "a --structured-outputs-config reasoning_parser the release does "
-                                                "not register (0.11.1-0.12.0)",
-    "vllm.kv_transfer.connector_role": "--kv-transfer-config with a kv_connector and no kv_role, or (before 0.9) "
-                                       "a kv_role outside kv_producer / kv_consumer / kv_both",
-    "vllm.kv_transfer.hidden_states_chunked_prefill": "the ExampleHiddenStatesConnector with chunked prefill on "
-                                                      "(0.22-0.23)",
-    "vllm.kv_transfer.expandable_segments": "a KV connector with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                                            "and no cuMem allocator (sleep mode in 0.21) (0.21+)",
-    "vllm.ec_transfer.connector_role": "--ec-transfer-config with an ec_connector and no ec_role (0.11.1+)",
-    "vllm.observability.detailed_trace_modules": "a --collect-detailed-traces module outside model / worker / all "
-                                                 "(0.8.x)",
-    "vllm.observability.detailed_traces_need_endpoint": "--collect-detailed-traces without --otlp-traces-endpoint "
-                                                        "(0.11.1+)",
-    "vllm.profiler.options": "--profiler-config options of another profiler than the one chosen (torch / proton), "
-                             "the chosen one without its directory, or Proton data and output formats that "
-                             "conflict (ProfilerConfig, 0.13+)",
-    "vllm.attention.options": "--attention-config with the removed use_cudnn_prefill (0.21), a backend_per_kind "
-                              "kind KV caches lack (0.26+), or an indexer option against indexer_kv_dtype",
-    "vllm.engram.options": "--engram-config's dp_shared_memory / use_thp without cpu_offload, dp_shared_memory "
-                           "at DP 1, with elastic EP or a load format other than auto / safetensors / pt (0.30+)",
-    "vllm.engram.model_support": "--engram-config on a model without n-gram embedding layers (0.30+)",
-    "vllm.attention.backend_twice": "--attention-backend with --attention-config's backend (0.13+)",
-    "vllm.kernel.flashinfer_autotune_twice": "--enable-flashinfer-autotune with --kernel-config's "
-                                             "enable_flashinfer_autotune (0.16+)",
-    "vllm.kernel.ir_op_priority_twice": "an op's --ir-op-priority with the same op of --kernel-config's "
-                                        "ir_op_priority (0.20+)",
-    "vllm.kernel.ir_op_priority_strings": "an op priority of --ir-op-priority / --kernel-config listing a "
-                                          "non-string (0.20+)",
-    "vllm.kv_transfer.offloading_size": "--kv-offloading-backend without --kv-offloading-size (0.11.1-0.13.0)",
-    "vllm.ec_transfer.manager_needs_cls": "--ec-manager-config's manager_config without encoder_cache_manager_cls "
-                                          "(0.28+)",
-    "vllm.offload.prefetch_options": "prefetch weight offload with --offload-num-in-group above "
-                                     "--offload-group-size, or --offload-prefetch-step 0 (0.17+)",
-    "vllm.watermark.key_bits": "a --watermark-config key above 64 bits (0.30+)",
-    "vllm.observability.histogram_bool_bounds": "a boolean bound in --custom-histogram-buckets (0.32+)",
-    "vllm.observability.histogram_buckets": "--custom-histogram-buckets with an unknown family, an empty list, a "
-                                            "bound not finite and positive, or bounds not increasing (0.32+)",
     # -- model
-    "vllm.model.max_len_above_derived": "--max-model-len above the length the release derives from the model's "
-                                        "config, without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (_get_and_verify_max_len)",
-    "vllm.model.disable_sliding_window_unsupported": "--disable-sliding-window on a model with a scaled RoPE, or "
-                                                     "with a length only model_max_length allows (0.8.0-0.11.2)",
     "vllm.model.quantization_mismatch": "--quantization other than the checkpoint's quantization_config method, "
                                         "where no override of the release claims the checkpoint for it",
     "vllm.model.mm_flags_text_only": "--limit-mm-per-prompt / --mm-processor-kwargs / --disable-mm-preprocessor-"
@@ -202,8 +114,6 @@ RULES: Mapping[str, str] = {
     "vllm.multimodal.processor_flags": "on a multimodal model, --mm-shm-cache-max-object-size-mb without "
                                        "--mm-processor-cache-type shm, or the FP8 encoder scale paths without "
                                        "--mm-encoder-attn-dtype fp8 or both given (MultiModalConfig, 0.11.1+)",
-    "vllm.model.quantization_deprecated": "a deprecated quantization method (the flag's or the checkpoint's) "
-                                          "without --allow-deprecated-quantization (0.14+)",
     "vllm.model.external_launcher_needs_seed": "--distributed-executor-backend external_launcher without --seed "
                                                "(0.8.3-0.8.5, and 0.9.0-0.11.0 with VLLM_USE_V1=0)",
     "vllm.cache.kv_cache_dtype_unknown": "a --kv-cache-dtype outside the release's KV_CACHE_DTYPES (CacheConfig, "
@@ -212,11 +122,15 @@ RULES: Mapping[str, str] = {
                                                    "processor cache on (0.19-0.26; from 0.27 the pooling runner only)",
     "vllm.multimodal.torch_shm_ipc_parallel": "--mm-tensor-ipc torch_shm on a multimodal model at TP x PP x DP > 1 "
                                               "(0.19+)",
-    # -- post: compilation options, executor backends, dual-batch overlap (judged in rules_post's frames)
-    **rules_post.RULES,
-    # -- hybrid: Mamba / hybrid-model and pooling options (judged in rules_hybrid's frames)
-    **rules_hybrid.RULES,
 }
+
+#: the rule areas (``engines/areas.py``), each judged in frames of its own, in the order their refusals are said:
+#: speculative decoding; the model's length and deprecated quantization; compilation options, executor backends
+#: and dual-batch overlap; LoRA, structured outputs, connectors, observability and the other small configs;
+#: Mamba / hybrid-model and pooling options
+AREAS: tuple[Area, ...] = (rules_speculative, rules_model, rules_post, rules_small, rules_hybrid)
+#: every rule: the ones judged over the shared namespace (above), then each area's
+RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
 #: the condition of the call that reaches a rule's function, where its own ``if`` chain does not say it
 #: (``ModelConfig.verify_with_parallel_config`` calls ``_verify_with_expert_parallelism`` only under
@@ -231,12 +145,7 @@ _SCHEDULER_GIVEN = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_pr
 #: ``parallel_config_frame``
 _ENGINE_ARGS_RULES = frozenset({"vllm.parallel.nnodes_options", "vllm.parallel.external_lb_options"})
 _PARALLEL_CONFIG_RULES = frozenset({"vllm.parallel.dp_rank_range", "vllm.parallel.external_lb_needs_dp"})
-#: ``_get_and_verify_max_len``'s ``max_model_len`` is the length the line gives (None: not given), where the shared
-#: namespace holds the length the scheduler sees; see ``rules_model.frame``
-_MAX_LEN_RULES = frozenset({"vllm.model.max_len_above_derived", "vllm.model.disable_sliding_window_unsupported"})
-#: ``self.quantization`` at the deprecation check is the method the override loop settled on, not the flag the
-#: mismatch check compares; see ``rules_model.deprecated_frame``
-_DEPRECATED_QUANT_RULE = "vllm.model.quantization_deprecated"
+_FRAMED_HERE = _ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES
 #: ``create_engine_config``'s world size counts PCP from 0.30 (engine/arg_utils.py:2399-2404 in 0.33.0, 2075-2082 in
 #: 0.28.0); from 0.31 a given --data-parallel-rank is kept where --nnodes would infer one (:2425-2434 in 0.33.0;
 #: 0.20.0's :1753-1754 overwrites it)
@@ -244,9 +153,6 @@ PCP_IN_DP_WORLD_SINCE = Version("0.30.0")
 GIVEN_DP_RANK_KEPT_SINCE = Version("0.31.0")
 #: the rule that reads the devices the engine sees: judged only where the deployment says them (``Layout.devices``)
 _DEVICES_RULE = "vllm.parallel.world_above_devices"
-#: the speculative decoding rules, judged in a frame of their own (``rules_speculative``: ``self.method`` and
-#: ``self.model`` are SpeculativeConfig's there), only where the line sets speculative decoding
-_SPECULATIVE_RULES = frozenset(r for r in RULES if r.startswith("vllm.speculative."))
 
 
 @cache
@@ -647,54 +553,17 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
         # max_num_seqs, and at least max_model_len without chunked prefill): nothing to judge, nothing to say
         active = [r for r in active if r not in _SCHEDULER_RULES]
         notes = [n for n in notes if not n.startswith("the scheduler's defaults")]
-    framed = (_ENGINE_ARGS_RULES | _PARALLEL_CONFIG_RULES | _SPECULATIVE_RULES | rules_small.FRAMED | _MAX_LEN_RULES
-              | {_DEPRECATED_QUANT_RULE} | rules_post.FRAMED | rules_hybrid.FRAMED)
-    judged = book().judge(version, values, rules=[r for r in active if r not in framed])
+    judged = book().judge(version, values, rules=[r for r in active if r in _SHARED and r not in _FRAMED_HERE])
     launch = data_parallel_launch(args, layout, version)
     in_engine_args = book().judge(version, {**values, **engine_args_frame(launch, args)},
                                   rules=[r for r in active if r in _ENGINE_ARGS_RULES])
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
-    in_spec = _speculative_check(args, model, layout, version, values, active, env)
-    small = [book().judge(version, {**values, **frame}, rules=[r for r in active if r in rules])
-             for rules, frame in rules_small.frames(args, model, layout, version, env or {})]
-    in_max_len = book().judge(version, {**values, **rules_model.frame(args, values, version)},
-                              rules=[r for r in active if r in _MAX_LEN_RULES])
-    in_model = book().judge(version, rules_model.deprecated_frame(args, model, version, values),
-                            rules=[r for r in active if r == _DEPRECATED_QUANT_RULE])
-    in_post = rules_post.judge(book(), version, values, [r for r in active if r in rules_post.FRAMED], args, model,
-                               layout, env or {})
-    parts = (judged, in_engine_args, in_parallel, in_spec, in_max_len, in_model, in_post, *small,
-             rules_hybrid.judge(book(), version, values, active, args))
+    ask = Ask(book(), version, book().ledger.listed(version) or version, values, tuple(active), args, model, layout,
+              env or {})
     return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
-        Judged(tuple(r for j in parts for r in j.refusals),
-               tuple(notes) + tuple(dict.fromkeys(n for j in parts for n in j.not_judged))),
+        combine((judged, in_engine_args, in_parallel, *judge_areas(AREAS, ask)), notes),
         rules_fields.check(args, version, values), _functions())
-
-
-def _speculative_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
-                       values: Mapping[str, object], active: list[str], env: Mapping[str, str] | None) -> Judged:
-    """The ``vllm.speculative.*`` rules, each in its frame (``rules_speculative.frame``), and what of the line's
-    speculative options they did not judge; nothing where the line sets no speculative decoding."""
-    common = rules_speculative.values(args, model, layout, version, env)
-    notes = rules_speculative.notes(args, version)
-    if not common:
-        if rules_speculative.speculative(args, version).given is not None:
-            return Judged((), notes)
-        alone = [r for r in active if r in rules_speculative.WITHOUT_SPECULATIVE]
-        return book().judge(version, {**values, **rules_speculative.values_without(args)}, rules=alone)
-    rules = [r for r in active if r in _SPECULATIVE_RULES]
-    if not rules_speculative.judged(args, version):
-        rules = [r for r in rules if r in rules_speculative.BEFORE_CONFIG]
-    refusals: list[Refusal] = []
-    not_judged: list[str] = list(notes)
-    for rule in rules:
-        if rule in rules_speculative.NEEDS_TOKENS and common.get("self.num_speculative_tokens", 0) is None:
-            continue
-        one = book().judge(version, {**values, **rules_speculative.frame(rule, common)}, rules=[rule])
-        refusals += one.refusals
-        not_judged += one.not_judged
-    return Judged(tuple(refusals), tuple(not_judged))
 
 
 def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,

@@ -31,12 +31,11 @@ Three configs, each judged in a frame of its own (their entries read ``self.back
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from packaging.version import Version
-
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
-from pytest_gpulayout.refusals import Judged, Refusal, RuleBook
+from pytest_gpulayout.refusals import Judged, Refusal
 
 POOLER_OPTIONS = "vllm.pooler.options"
 SSU_ALGORITHM_BACKEND = "vllm.mamba.ssu_algorithm_backend"
@@ -127,9 +126,9 @@ def block_size_frame(args: ResolvedArgs, base: Mapping[str, object]) -> dict[str
     return out
 
 
-def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: Sequence[str],
-          args: ResolvedArgs) -> Judged:
-    """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
+def judge(ask: Ask) -> Judged:
+    """The rules of this module in force, each in its frame over the shared namespace."""
+    book, version, base, rules, args = ask.book, ask.version, ask.values, ask.active, ask.args
     refusals: list[Refusal] = []
     not_judged: list[str] = []
     for rule, frame in ((POOLER_OPTIONS, pooler_frame(args)), (SSU_ALGORITHM_BACKEND, ssu_frame(args)),

@@ -47,12 +47,24 @@ from typing import Any
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.families import TYPE_DEFAULTS, text_model_type
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
 
 #: the keys ``_get_and_verify_max_len`` (``derive_max_model_len_and_key`` from 0.14) reads, in its order
+#: rule id -> what it refuses: the rules this area judges in frames of its own (``judge``); the other model rules read
+#: the shared namespace (``values``) and are listed in ``config_checks.RULES``
+RULES: Mapping[str, str] = {
+    "vllm.model.max_len_above_derived": "--max-model-len above the length the release derives from the model's "
+                                        "config, without VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (_get_and_verify_max_len)",
+    "vllm.model.disable_sliding_window_unsupported": "--disable-sliding-window on a model with a scaled RoPE, or "
+                                                     "with a length only model_max_length allows (0.8.0-0.11.2)",
+    "vllm.model.quantization_deprecated": "a deprecated quantization method (the flag's or the checkpoint's) "
+                                          "without --allow-deprecated-quantization (0.14+)",
+}
+
 LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 #: a truthy ``model_max_length`` replaces the smallest key (0.8.3 ``config.py``)
@@ -624,3 +636,19 @@ def ipc_values(args: ResolvedArgs, layout: Layout, flags: Mapping[str, object]) 
     elif flags and args.get("model_impl", "auto") != "transformers":
         out["self.multimodal_config"] = True if flags.get("supports_multimodal") else None
     return out
+
+
+MAX_LEN_RULES = frozenset({"vllm.model.max_len_above_derived", "vllm.model.disable_sliding_window_unsupported"})
+DEPRECATED_QUANT_RULE = "vllm.model.quantization_deprecated"
+
+
+def judge(ask: Ask) -> Judged:
+    """``_get_and_verify_max_len``'s rules in ``frame`` (its ``max_model_len`` is the length the line gives, where
+    the shared namespace holds the length the scheduler sees), then the deprecation check in ``deprecated_frame``
+    (its ``self.quantization`` is the method the override loop settled on, not the flag the mismatch check
+    compares)."""
+    in_max_len = ask.judge(frame(ask.args, ask.values, ask.version), MAX_LEN_RULES)
+    deprecated = ask.among([DEPRECATED_QUANT_RULE])
+    in_model = ask.book.judge(ask.version, deprecated_frame(ask.args, ask.model, ask.version, ask.values),
+                              rules=deprecated) if deprecated else Judged()
+    return combine((in_max_len, in_model))

@@ -68,13 +68,14 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Dtype, Judged, Layout, RuleBook
+from pytest_gpulayout.refusals import Dtype, Judged, Layout
 
 #: rule id -> what it refuses (merged into ``config_checks.RULES``)
 RULES: Mapping[str, str] = {
@@ -777,9 +778,11 @@ def _numa_cpus_frames(args: ResolvedArgs) -> list[dict[str, object]]:
     return frames
 
 
-def judge(book: RuleBook, version: Version, base: Mapping[str, object], rules: Sequence[str], args: ResolvedArgs,
-          model: ModelSpec, layout: Layout, env: Mapping[str, str]) -> Judged:
-    """The rules of this module among ``rules``, each in its frame over ``base`` (the shared namespace)."""
+def judge(ask: Ask) -> Judged:
+    """The rules of this module in force, each in its frame over the shared namespace."""
+    book, version, base, args, model, layout, env = (ask.book, ask.version, ask.values, ask.args, ask.model,
+                                                      ask.layout, ask.env)
+    rules = ask.among(FRAMED)
     compilation = compilation_config(args)
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
              **_compilation_values(compilation, version), **_engine_args_values(args),

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.engines.vllm import defaults
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
 
 # -- the rules of this module ----------------------------------------------------------------------------------
 
@@ -104,6 +105,65 @@ QLORA_RULES = frozenset({QLORA_BITSANDBYTES})
 FRAMED = LORA_RULES | STRUCTURED_RULES | KV_RULES | EC_RULES | TRACE_RULES | PROFILER_RULES | ATTENTION_RULES \
     | ENGRAM_RULES | TWICE_RULES | OFFLOAD_RULES | HISTOGRAM_BOOL_RULES | HISTOGRAM_RULES | PROMPT_ADAPTER_RULES \
     | TOKENIZER_POOL_RULES | KV_COMPAT_RULES | QLORA_RULES | ADAPTIVE_RULES
+
+#: rule id -> what it refuses: the rules of ``FRAMED``, each judged in its frame (``judge``)
+RULES: Mapping[str, str] = {
+    "vllm.lora.value_ranges": "with --enable-lora, a --max-lora-rank or --lora-extra-vocab-size outside the "
+                              "release's choices, --max-loras below 1, or --max-cpu-loras below --max-loras",
+    "vllm.lora.cpu_offload": "--enable-lora with --cpu-offload-gb > 0 (0.8.0-0.8.2; on the V0 engine to 0.11.0)",
+    "vllm.lora.long_lora_v1": "--enable-lora with --long-lora-scaling-factors on the V1 engine (0.8.4-0.9.2)",
+    "vllm.lora.model_support": "--enable-lora on a model class without SupportsLoRA (0.33)",
+    "vllm.lora.mega_moe_backend": "--enable-lora with a MegaMoE --moe-backend (0.33)",
+    "vllm.lora.inkling_multimem_ar": "--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0 (0.26+)",
+    "vllm.lora.adaptive_verification": "--enable-lora with the speculative config's adaptive verification (0.29+)",
+    "vllm.lora.prompt_adapter_limits": "--enable-prompt-adapter without --max-prompt-adapter-token, or with "
+                                       "--max-prompt-adapters below 1 (0.8.0-0.9.2)",
+    "vllm.lora.qlora_bitsandbytes": "a QLoRA adapter without BitsAndBytes quantization; before 0.8.2 also "
+                                    "BitsAndBytes quantization and load format one without the other",
+    "vllm.tokenizer_pool.options": "a tokenizer pool (--tokenizer-pool-size > 0) of a type other than ray, or "
+                                   "whose extra config is not a JSON object (0.8.0-0.8.4)",
+    "vllm.structured_outputs.guided_backend": "a --guided-decoding-backend the engine's DecodingConfig does not "
+                                              "list (0.8.x)",
+    "vllm.structured_outputs.backend_options": "disable_any_whitespace with a backend other than xgrammar / "
+                                               "guidance, or disable_additional_properties without guidance",
+    "vllm.structured_outputs.reasoning_parser": "a --structured-outputs-config reasoning_parser the release does "
+                                                "not register (0.11.1-0.12.0)",
+    "vllm.kv_transfer.connector_role": "--kv-transfer-config with a kv_connector and no kv_role, or (before 0.9) "
+                                       "a kv_role outside kv_producer / kv_consumer / kv_both",
+    "vllm.kv_transfer.hidden_states_chunked_prefill": "the ExampleHiddenStatesConnector with chunked prefill on "
+                                                      "(0.22-0.23)",
+    "vllm.kv_transfer.expandable_segments": "a KV connector with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                                            "and no cuMem allocator (sleep mode in 0.21) (0.21+)",
+    "vllm.ec_transfer.connector_role": "--ec-transfer-config with an ec_connector and no ec_role (0.11.1+)",
+    "vllm.observability.detailed_trace_modules": "a --collect-detailed-traces module outside model / worker / all "
+                                                 "(0.8.x)",
+    "vllm.observability.detailed_traces_need_endpoint": "--collect-detailed-traces without --otlp-traces-endpoint "
+                                                        "(0.11.1+)",
+    "vllm.profiler.options": "--profiler-config options of another profiler than the one chosen (torch / proton), "
+                             "the chosen one without its directory, or Proton data and output formats that "
+                             "conflict (ProfilerConfig, 0.13+)",
+    "vllm.attention.options": "--attention-config with the removed use_cudnn_prefill (0.21), a backend_per_kind "
+                              "kind KV caches lack (0.26+), or an indexer option against indexer_kv_dtype",
+    "vllm.engram.options": "--engram-config's dp_shared_memory / use_thp without cpu_offload, dp_shared_memory "
+                           "at DP 1, with elastic EP or a load format other than auto / safetensors / pt (0.30+)",
+    "vllm.engram.model_support": "--engram-config on a model without n-gram embedding layers (0.30+)",
+    "vllm.attention.backend_twice": "--attention-backend with --attention-config's backend (0.13+)",
+    "vllm.kernel.flashinfer_autotune_twice": "--enable-flashinfer-autotune with --kernel-config's "
+                                             "enable_flashinfer_autotune (0.16+)",
+    "vllm.kernel.ir_op_priority_twice": "an op's --ir-op-priority with the same op of --kernel-config's "
+                                        "ir_op_priority (0.20+)",
+    "vllm.kernel.ir_op_priority_strings": "an op priority of --ir-op-priority / --kernel-config listing a "
+                                          "non-string (0.20+)",
+    "vllm.kv_transfer.offloading_size": "--kv-offloading-backend without --kv-offloading-size (0.11.1-0.13.0)",
+    "vllm.ec_transfer.manager_needs_cls": "--ec-manager-config's manager_config without encoder_cache_manager_cls "
+                                          "(0.28+)",
+    "vllm.offload.prefetch_options": "prefetch weight offload with --offload-num-in-group above "
+                                     "--offload-group-size, or --offload-prefetch-step 0 (0.17+)",
+    "vllm.watermark.key_bits": "a --watermark-config key above 64 bits (0.30+)",
+    "vllm.observability.histogram_bool_bounds": "a boolean bound in --custom-histogram-buckets (0.32+)",
+    "vllm.observability.histogram_buckets": "--custom-histogram-buckets with an unknown family, an empty list, a "
+                                            "bound not finite and positive, or bounds not increasing (0.32+)",
+}
 
 
 # -- the V0 / V1 engine of 0.8-0.11 -------------------------------------------------------------------------------
@@ -827,3 +887,9 @@ def frames(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     if engram is not None:
         out.append((ENGRAM_RULES, engram))
     return out
+
+
+def judge(ask: Ask) -> Judged:
+    """The rules of ``FRAMED`` in force, each frame of ``frames`` over the shared namespace."""
+    return combine(ask.judge(frame, rules)
+                   for rules, frame in frames(ask.args, ask.model, ask.layout, ask.version, ask.env))

@@ -48,9 +48,43 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
+from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
-from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.refusals import Judged, Layout
+
+#: rule id -> what it refuses: the rules this area judges, each in its frame (``judge``)
+RULES: Mapping[str, str] = {
+    "vllm.speculative.ngram_lookup": "ngram's prompt_lookup_min / prompt_lookup_max below 1, or min above max "
+                                     "(--ngram-prompt-lookup-min/max in 0.8.0-0.8.1; SpeculativeConfig)",
+    "vllm.speculative.tokens_without_model": "num_speculative_tokens without a draft model for a method that needs "
+                                             "one (before 0.11: a target other than DeepSeek-V3 / MiMo / ...; "
+                                             "custom_class without its module path) (SpeculativeConfig)",
+    "vllm.speculative.num_tokens": "num_speculative_tokens not given where nothing gives it (SpeculativeConfig)",
+    "vllm.speculative.num_tokens_positive": "num_speculative_tokens not above zero (SpeculativeConfig, before 0.11.1)",
+    "vllm.speculative.draft_tp": "a draft_tensor_parallel_size other than 1 or the target's TP (SpeculativeConfig)",
+    "vllm.speculative.tensor_parallel_size_key": "tensor_parallel_size given in --speculative-config (0.15+)",
+    "vllm.speculative.disable_by_batch_size": "disable_by_batch_size below 2 (SpeculativeConfig, before 0.11.1)",
+    "vllm.speculative.eagle3_target": "EAGLE-3 (and extract_hidden_states / dflash) on a target model type the "
+                                      "release does not list (SpeculativeConfig, 0.8.5-0.21)",
+    "vllm.speculative.multi_step": "speculative decoding with --num-scheduler-steps > 1 (0.8.0-0.10.0)",
+    "vllm.speculative.async_scheduling": "--async-scheduling with speculative decoding (0.10.0-0.11.0), or with a "
+                                         "method that is not EAGLE / MTP kind (VllmConfig, 0.11.1-0.32)",
+    "vllm.speculative.draft_model_unsupported": "method draft_model (EngineArgs._check_feature_supported, "
+                                                "0.11.1-0.14.1)",
+    "vllm.speculative.spec_flags_twice": "--spec-method / --spec-model / --spec-tokens with the same key of "
+                                         "--speculative-config (0.22+)",
+    "vllm.speculative.mtp_target": "method mtp (or an MTP alias) without a draft on a target whose own config "
+                                   "the release makes no MTP draft of (SpeculativeConfig, 0.11+)",
+    "vllm.speculative.kv_sharing_fast_prefill": "--kv-sharing-fast-prefill with an EAGLE / MTP kind of method "
+                                                "(VllmConfig, 0.10.2+)",
+    "vllm.speculative.async_padded_drafter": "--async-scheduling with disable_padded_drafter_batch (VllmConfig, "
+                                             "0.11.1-0.32)",
+    "vllm.speculative.lora_batch": "--enable-lora with max_num_batched_tokens below max_num_seqs x "
+                                   "(num_speculative_tokens + 1) (EngineArgs.create_engine_config, 0.11.1+)",
+    "vllm.speculative.metrics_without_speculative": "--per-request-spec-decode-metrics without speculative decoding "
+                                                    "(VllmConfig, 0.29+)",
+}
 
 #: the flags of 0.8.0-0.8.4, by the key of ``--speculative-config`` they fill (engine/arg_utils.py:1233-1252 in
 #: 0.8.2); 0.8.0-0.8.1 hand them to ``maybe_create_spec_config`` under the flags' own names
@@ -534,3 +568,22 @@ def judged(args: ResolvedArgs, version: Version) -> bool:
     except LookupError:
         return False
     return True
+
+
+def judge(ask: Ask) -> Judged:
+    """The ``vllm.speculative.*`` rules in force, each in its frame (``frame``), and what of the line's speculative
+    options they did not judge; nothing where the line sets no speculative decoding but the rules about a
+    speculative option without it (``WITHOUT_SPECULATIVE``)."""
+    args, version = ask.args, ask.version
+    common = values(args, ask.model, ask.layout, version, ask.env)
+    said = notes(args, version)
+    if not common:
+        if speculative(args, version).given is not None:
+            return Judged((), said)
+        return ask.judge(values_without(args), WITHOUT_SPECULATIVE)
+    rules = ask.among(RULES)
+    if not judged(args, version):
+        rules = [r for r in rules if r in BEFORE_CONFIG]
+    parts = [ask.judge(frame(rule, common), [rule]) for rule in rules
+             if not (rule in NEEDS_TOKENS and common.get("self.num_speculative_tokens", 0) is None)]
+    return combine(parts, said)
