@@ -55,6 +55,12 @@ def kv_heads_per_rank(model: ModelSpec, tp: int) -> int:
     return max(1, model.num_key_value_heads // tp)
 
 
+def served_kv_cache_dtype(model: ModelSpec, kv_cache_dtype: str = "auto") -> str:
+    """The KV cache dtype the engine serves ``model`` in for the line's ``kv_cache_dtype``: the one the engine picks
+    itself (``ModelSpec.served_kv_cache_dtype``, set by its ``as_served``), else the line's, lower-cased."""
+    return (model.served_kv_cache_dtype or kv_cache_dtype or "auto").lower()
+
+
 def kv_element_bytes(model: ModelSpec, kv_cache_dtype: str = "auto") -> float:
     """Bytes per cached K/V element.
 
@@ -62,9 +68,10 @@ def kv_element_bytes(model: ModelSpec, kv_cache_dtype: str = "auto") -> float:
     ones (both engines run those in bf16/fp16) and for fp8-*weight* checkpoints (activations stay
     16-bit); 4 where the engine serves the model in float32 (``ModelSpec.served_dtype``: vLLM's
     float32 fallback). Only a checkpoint that declares a KV cache scheme (compressed-tensors
-    ``kv_cache_scheme``, ModelOpt ``kv_cache_quant_algo: FP8``) makes ``auto`` 1 byte.
+    ``kv_cache_scheme``, ModelOpt ``kv_cache_quant_algo: FP8``) makes ``auto`` 1 byte. The dtype the engine
+    serves the model's cache in (``ModelSpec.served_kv_cache_dtype``) replaces the line's.
     """
-    d = (kv_cache_dtype or "auto").lower()
+    d = served_kv_cache_dtype(model, kv_cache_dtype)
     if d == "auto":
         q = model.quantization
         if q is not None and q.kv_cache_dtype:
@@ -94,7 +101,7 @@ def kv_layer_bytes_per_token(model: ModelSpec, *, tp: int, kv_cache_dtype: str =
       FlashInfer sparse backend keeps a flat 576 B fp8 latent: counted as 656, the safe side); ``auto``
       stays the model dtype (1152 B for bf16).
     """
-    d = (kv_cache_dtype or "auto").lower()
+    d = served_kv_cache_dtype(model, kv_cache_dtype)
     if model.is_mla:
         extra = indexer_bytes_per_token(model)
         if model.is_sparse_mla and d in SPARSE_MLA_FP8:

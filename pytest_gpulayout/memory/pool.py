@@ -217,7 +217,9 @@ def predict_pool(model: ModelSpec, *, engine: MemoryEngine, engine_version: str 
         notes.append(f"{no_kv} linear-attention/Mamba layers keep a fixed per-request state, not per-token "
                      f"KV (that state is not modelled).")
     q = model.quantization
-    if (kv_cache_dtype or "auto").lower() == "auto" and q is not None and q.kv_cache_dtype:
+    if model.served_kv_cache_dtype:
+        notes.append(f"KV cache in {model.served_kv_cache_dtype}: {model.served_kv_cache_why}.")
+    elif (kv_cache_dtype or "auto").lower() == "auto" and q is not None and q.kv_cache_dtype:
         notes.append(f"KV cache in {q.kv_cache_dtype}: the checkpoint declares a KV cache scheme.")
     ratio = W.measured_ratio(model)
     if model.weight_bytes_measured and abs(ratio - 1) > 0.10:

@@ -153,6 +153,11 @@ class ModelSpec:
     #: ``ModelConfig.use_mla`` False); the latent projections stay in the weights, the cache holds every head's K
     #: and V, V padded to the query/key width (vLLM ``models/deepseek_v2.py DeepseekV2Attention``)
     mla_disabled: bool = False
+    #: the KV cache dtype the engine serves this model in whatever the line's ``--kv-cache-dtype`` resolves to, and
+    #: why in words (SGLang's DeepSeek DSA hook: ``fp8_e4m3`` on SM 10.x+, ``engines/sglang/served.py``); "": the
+    #: line's dtype (``auto``: the model's)
+    served_kv_cache_dtype: str = ""
+    served_kv_cache_why: str = ""
 
     @property
     def hf_model_type(self) -> str:

@@ -38,6 +38,7 @@ from pytest_gpulayout.engines.sglang import (
     generation,
     launch,
     parallel,
+    served,
     specmem,
 )
 from pytest_gpulayout.engines.sglang.log import SGLANG_LOG
@@ -488,7 +489,9 @@ class SglangRules:
 
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:
-        return model  # its dtype resolution is not extracted (the checkpoint's is assumed)
+        """The KV cache dtype SGLang picks for the model on these GPUs (``served.served_model``: DeepSeek DSA); its
+        weight dtype resolution is not extracted (the checkpoint's is assumed)."""
+        return served.served_model(model, args, layout, version)
 
     def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
         """``--speculative-algorithm`` and its draft (``specmem.py``)."""

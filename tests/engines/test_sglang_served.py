@@ -1,0 +1,85 @@
+"""The KV cache dtype SGLang picks for a DeepSeek DSA model (``engines/sglang/served.py``): on SM 10.x+ its pool is
+fp8, so a B200 holds 1.63x the tokens the checkpoint's bfloat16 would give; on Hopper it stays bfloat16."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from builders import dep, machine, subject
+from packaging.version import Version
+
+from pytest_gpulayout.deployment import Launch
+from pytest_gpulayout.engines.sglang.served import dsa_kv_cache_dtype
+from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.model.load import load_model
+from pytest_gpulayout.refusals import Layout
+from pytest_gpulayout.rules.kv_pool import check_kv_pool
+
+V32 = "deepseek-ai/DeepSeek-V3.2"
+
+
+def _gpus(name: str, total: int, cc: tuple[int, int]) -> Machine:
+    m = machine(8, name=name, total=total, free=total - 1500, link="NV18")
+    return dataclasses.replace(m, gpus=tuple(dataclasses.replace(g, compute_capability=cc) for g in m.gpus))
+
+
+def _b200() -> Machine:
+    return _gpus("NVIDIA B200", 183359, (10, 0))
+
+
+def _h200() -> Machine:
+    return _gpus("NVIDIA H200", 143771, (9, 0))
+
+
+def _subject(version: str, m: Machine, *, kv: str = "auto", args: tuple[str, ...] = ()) -> object:
+    d = dep(engine="sglang", tp=8, engine_version=version, max_model_len=32768, kv_cache_dtype=kv,
+            launch=Launch(args=args))
+    return subject(d, m, load_model(V32))  # type: ignore[arg-type]
+
+
+def _tokens(s: object) -> int:
+    facts = check_kv_pool(s).facts  # type: ignore[arg-type]
+    assert facts.predicted_kv_tokens is not None  # type: ignore[union-attr]
+    return int(facts.predicted_kv_tokens)  # type: ignore[union-attr]
+
+
+def test_a_b200_serves_deepseek_v32_with_an_fp8_cache_where_the_line_says_auto() -> None:
+    auto = _subject("0.5.23", _b200())
+    assert auto.model.served_kv_cache_dtype == "fp8_e4m3"  # type: ignore[attr-defined]
+    given = _subject("0.5.23", _b200(), kv="fp8_e4m3")
+    assert given.model.served_kv_cache_dtype == ""  # type: ignore[attr-defined]
+    # the pool is the one an explicit fp8_e4m3 gets, not the bfloat16 one
+    assert _tokens(auto) == _tokens(given)
+    bf16 = _subject("0.5.23", _b200(), kv="bfloat16")
+    assert _tokens(auto) / _tokens(bf16) == pytest.approx((1152 + 132) / (656 + 132), rel=0.01)
+    finding = check_kv_pool(auto)  # type: ignore[arg-type]
+    assert "KV cache in fp8_e4m3: SGLang 0.5.23 picks it for DeepSeek DSA" in finding.message
+
+
+def test_hopper_keeps_bfloat16_and_a_given_dtype_is_kept_from_0_5_4_post2() -> None:
+    assert _subject("0.5.23", _h200()).model.served_kv_cache_dtype == ""  # type: ignore[attr-defined]
+    kept = _subject("0.5.4.post2", _b200(), kv="bfloat16")
+    assert kept.model.served_kv_cache_dtype == ""  # type: ignore[attr-defined]
+
+
+def test_0_5_3_turns_any_dtype_into_fp8_on_sm100() -> None:
+    # 0.5.3 server_args.py:826-832: ``if major >= 10: self.kv_cache_dtype = "fp8_e4m3"``, whatever the line says
+    forced = _subject("0.5.3", _b200(), kv="bfloat16")
+    assert forced.model.served_kv_cache_dtype == "fp8_e4m3"  # type: ignore[attr-defined]
+    assert _tokens(forced) == _tokens(_subject("0.5.3", _b200(), kv="fp8_e4m3"))
+    assert _subject("0.5.3", _h200(), kv="bfloat16").model.served_kv_cache_dtype == ""  # type: ignore[attr-defined]
+
+
+def test_learnable_sinks_keep_bfloat16_from_0_5_20_and_other_models_are_untouched() -> None:
+    b200 = Layout(8, 1, 1, (10, 0), "NVIDIA B200", 183359)
+    v32 = load_model(V32)
+    sinks = dataclasses.replace(v32, config_json=json.dumps({**json.loads(v32.config_json), "learnable_sink": True}))
+    assert dsa_kv_cache_dtype(sinks, "auto", b200, Version("0.5.20")) is None
+    picked = dsa_kv_cache_dtype(sinks, "auto", b200, Version("0.5.19"))
+    assert picked is not None and picked[0] == "fp8_e4m3"
+    v3 = load_model("deepseek-ai/DeepSeek-V3")  # no indexer: not DSA
+    assert dsa_kv_cache_dtype(v3, "auto", b200, Version("0.5.23")) is None
+    # before the DSA hook (0.5.3) the release serves the line's dtype
+    assert dsa_kv_cache_dtype(v32, "auto", b200, Version("0.5.2")) is None
