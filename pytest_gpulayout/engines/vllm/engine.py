@@ -31,7 +31,7 @@ from pytest_gpulayout.engine import (
 from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch, specmem
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
-from pytest_gpulayout.engines.vllm.served import served_model
+from pytest_gpulayout.engines.vllm.served import kv_cache_dtype_picked, served_model
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, SpecDraft, read_knobs
@@ -227,6 +227,10 @@ class VllmRules:
         (``dtype.resolve_dtype``): a float32 fallback (a model type that refuses float16 on a GPU without
         bfloat16) serves twice the weight bytes."""
         model = served_model(model, args, version, env or {})
+        picked = kv_cache_dtype_picked(model, str(args.get("kv_cache_dtype") or "auto") if args.ok else "auto",
+                                       layout.compute_capability, version)
+        if picked is not None:
+            model = dataclasses.replace(model, served_kv_cache_dtype=picked[0], served_kv_cache_why=picked[1])
         asked = args.get("dtype") if args.ok else None
         res = resolve_dtype(model, requested=str(asked) if asked else None, version=version,
                             cc=layout.compute_capability, gpu_name=layout.gpu_name)

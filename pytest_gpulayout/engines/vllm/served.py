@@ -23,6 +23,9 @@ Read in the wheels (``/work``'s unpacked ``vllm-<v>/``; ``pip download --no-deps
   caches every local head's K and V at ``qk_nope_head_dim + qk_rope_head_dim`` (V padded to it; 0.8.5
   ``models/deepseek_v2.py`` L281-284, 0.33.0 L582-584; head size 0.33.0
   ``transformers_utils/model_arch_config_convertor.py`` L97), split by TP, instead of one latent per token.
+* The KV cache dtype: GLM-5 (``GlmMoeDsaForCausalLM``) with ``--kv-cache-dtype auto`` on SM 10.x is served with an
+  ``fp8_e4m3`` cache (0.32+, ``model_executor/models/config.py:44-55`` in 0.32.0, :89-101 in 0.33.0); its pool is
+  counted in that dtype (``kv_cache_dtype_picked``).
 """
 
 from __future__ import annotations
@@ -71,6 +74,22 @@ def overrides_of(args: ResolvedArgs, version: Version) -> dict[str, Any]:
         if isinstance(theta, (int, float)) and not isinstance(theta, bool):
             out["rope_theta"] = theta
     return out
+
+
+#: GLM-5's fp8 cache on SM 10.x (``GlmMoeDsaForCausalLM.verify_and_update_config``, first in 0.32.0)
+GLM_DSA_FP8_SINCE = Version("0.32.0")
+GLM_DSA = "GlmMoeDsaForCausalLM"
+
+
+def kv_cache_dtype_picked(model: ModelSpec, asked: str, cc: tuple[int, int] | None,
+                          version: Version) -> tuple[str, str] | None:
+    """The KV cache dtype the release picks for this model where the line leaves it ``auto``, and why; None where
+    it keeps the line's (or the GPU's compute capability is unknown)."""
+    if (model.architectures[:1] != (GLM_DSA,) or version < GLM_DSA_FP8_SINCE or cc is None or cc[0] != 10
+            or (asked or "auto").lower() != "auto"):
+        return None
+    return "fp8_e4m3", (f"vLLM {version} picks it for {GLM_DSA} on SM 10.x where --kv-cache-dtype is auto "
+                        f"(model_executor/models/config.py {GLM_DSA}.verify_and_update_config)")
 
 
 def served_model(model: ModelSpec, args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> ModelSpec:

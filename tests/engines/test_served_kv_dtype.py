@@ -1,5 +1,5 @@
-"""The KV cache dtype SGLang picks for a DeepSeek DSA model (``engines/sglang/served.py``): on SM 10.x+ its pool is
-fp8, so a B200 holds 1.63x the tokens the checkpoint's bfloat16 would give; on Hopper it stays bfloat16."""
+"""The KV cache dtype an engine picks for a sparse-MLA (DSA) model: SGLang on SM 10.x+ serves DeepSeek-V3.2 in fp8
+(``engines/sglang/served.py``), so a B200 holds 1.63x the tokens bfloat16 would give; vLLM does so for GLM-5 (0.32+)."""
 
 from __future__ import annotations
 
@@ -83,3 +83,21 @@ def test_learnable_sinks_keep_bfloat16_from_0_5_20_and_other_models_are_untouche
     assert dsa_kv_cache_dtype(v3, "auto", b200, Version("0.5.23")) is None
     # before the DSA hook (0.5.3) the release serves the line's dtype
     assert dsa_kv_cache_dtype(v32, "auto", b200, Version("0.5.2")) is None
+
+
+def test_vllm_serves_glm5_with_an_fp8_cache_on_sm100_where_the_line_says_auto() -> None:
+    # vllm 0.32.0 model_executor/models/config.py:44-55 GlmMoeDsaForCausalLM.verify_and_update_config: auto and
+    # is_device_capability_family(100) -> fp8_e4m3; a DSA-shaped config under GLM-5's architecture
+    glm5 = dataclasses.replace(load_model(V32), architectures=("GlmMoeDsaForCausalLM",))
+
+    def served(version: str, m: Machine, kv: str = "auto") -> str:
+        d = dep(engine="vllm", tp=8, engine_version=version, max_model_len=32768, kv_cache_dtype=kv)
+        return subject(d, m, glm5).model.served_kv_cache_dtype
+
+    assert served("0.32.0", _b200()) == "fp8_e4m3"
+    assert served("0.33.0", _b200(), kv="bfloat16") == ""
+    assert served("0.33.0", _h200()) == ""
+    assert served("0.31.0", _b200()) == ""
+    # DeepSeek-V3.2 itself keeps the line's dtype in vLLM (its hook only maps bfloat16 to auto)
+    d = dep(engine="vllm", tp=8, engine_version="0.33.0", max_model_len=32768)
+    assert subject(d, _b200(), load_model(V32)).model.served_kv_cache_dtype == ""
