@@ -207,3 +207,23 @@ def test_a_layout_of_a_deployment_on_its_gpus() -> None:
             layout.nodes) == (2, (8, 0), "NVIDIA A100-SXM4-40GB", 40960, 2)
     unknown = Layout.of(dep("d", tp=2), [gpus[0], Gpu(index=1, uuid="c", name="?", memory_total_mib=None)])
     assert unknown.compute_capability is None
+
+
+def _counts(engine: str) -> tuple[int, int, int, int, int]:
+    ledger = load_ledger(engine)
+    verdicts = Counter(ledger.classify(e).verdict for e in ledger.entries)  # type: ignore[union-attr]
+    rules = {c.detail for e in ledger.entries if (c := ledger.classify(e)) is not None and c.verdict is Verdict.RULE}
+    return (len(ledger.entries), verdicts[Verdict.RULE], len(rules), verdicts[Verdict.UNREACHABLE],
+            verdicts[Verdict.OPEN])
+
+
+def test_the_readme_states_the_ledger_counts() -> None:
+    """README.md's counts of the ledger are the ledger's (the block between its markers)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- ledger counts: tests/engines/test_config_ledger.py -->")
+    block = readme[start:readme.index("<!-- end -->", start)]
+    for engine, display in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        total, ruled, rules, unreachable, open_ = _counts(engine)
+        said = (f"{display} {total:,} refusals: {ruled:,} under {rules:,} rules, {unreachable:,} unreachable, "
+                f"{open_:,} open")
+        assert said in block, f"README.md should say {said!r}"
