@@ -16,16 +16,8 @@ import pytest
 from packaging.version import Version
 
 from pytest_gpulayout.cli import main
-from pytest_gpulayout.engines.sglang import (
-    rules_cache,
-    rules_model,
-    rules_model2,
-    rules_moe,
-    rules_parallel2,
-    rules_spec,
-)
 from pytest_gpulayout.engines.sglang.cli import resolve
-from pytest_gpulayout.engines.sglang.config_checks import RULES, config_check
+from pytest_gpulayout.engines.sglang.config_checks import AREAS, RULES, config_check
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.refusals import Layout
@@ -131,10 +123,8 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 def test_every_rule_has_a_refusing_case() -> None:
     by_words = {"sglang.llama4.attention_backend", "sglang.olmo2.flashinfer", "sglang.priority_scheduling",
                 "sglang.worker_counts", "sglang.npu_only_flags", "sglang.pdmux"}   # LINE_CASES, the Olmo test
-    # tests/engines/test_sglang_config_checks_parallel2.py, _model.py, _spec.py, _cache.py, _model2.py
-    elsewhere = set(rules_parallel2.RULES) | set(rules_model.RULES) | set(rules_spec.RULES) | set(rules_cache.RULES)
-    elsewhere |= set(rules_model2.RULES)
-    elsewhere |= set(rules_moe.RULES)  # tests/engines/test_sglang_config_checks_moe.py
+    # each area's rules have their refused cases in its own module (tests/engines/test_sglang_config_checks_<area>.py)
+    elsewhere = {rule for area in AREAS for rule in area.RULES}
     assert {c.rule for c in CASES if c.refused is not None} | by_words == set(RULES) - elsewhere
 
 

@@ -27,6 +27,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_cache,
     rules_model,
     rules_model2,
+    rules_model3,
     rules_moe,
     rules_parallel2,
     rules_spec,
@@ -64,7 +65,7 @@ _SHARED: Mapping[str, str] = {
 #: elastic EP, DWDP and KV-cache sharding; speculative decoding, LoRA, PD disaggregation and metric buckets; SSL,
 #: HiCache, unified memory, Mamba and the other cache options; attention backends against the GPU, the KV cache
 #: dtype and the model; the rest of the model-specific adjustments
-AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2, rules_moe)
+AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2, rules_moe, rules_model3)
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
