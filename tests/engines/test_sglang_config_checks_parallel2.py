@@ -288,4 +288,6 @@ def test_gpulayout_check_fails_kv_cache_sharding_outside_pd_prefill(capsys: pyte
     refused = check("")
     assert refused["status"] == "fail"
     assert "only supported on PD prefill workers" in str(refused["message"])
-    assert check("--disaggregation-mode prefill")["status"] == "pass"
+    # a GQA model shards across prefill CP ranks (0.5.23 kv_shard_hook.py l.265-270, sglang.kv_cache_sharding.flags)
+    assert check("--disaggregation-mode prefill --enable-prefill-cp --attn-cp-size 2 --cp-strategy interleave")[
+        "status"] == "pass"

@@ -30,6 +30,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model3,
     rules_moe,
     rules_parallel2,
+    rules_pd,
     rules_spec,
 )
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
@@ -61,11 +62,17 @@ _SHARED: Mapping[str, str] = {
     "sglang.pdmux": "--enable-pdmux with pipeline parallelism or a disaggregation mode",
 }
 
-#: the rule areas (``engines/areas.py``), in the order their refusals are said: context parallelism, all-to-all,
-#: elastic EP, DWDP and KV-cache sharding; speculative decoding, LoRA, PD disaggregation and metric buckets; SSL,
-#: HiCache, unified memory, Mamba and the other cache options; attention backends against the GPU, the KV cache
-#: dtype and the model; the rest of the model-specific adjustments
-AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2, rules_moe, rules_model3)
+#: the rule areas (``engines/areas.py``), in the order their refusals are said
+AREAS: tuple[Area, ...] = (
+    rules_parallel2,  # context parallelism, all-to-all, elastic EP, DWDP, KV-cache sharding
+    rules_spec,       # speculative decoding, LoRA, PD disaggregation, metric buckets
+    rules_cache,      # SSL, HiCache, unified memory, Mamba and the other cache options
+    rules_model,      # attention backends against the GPU, the KV cache dtype and the model
+    rules_model2,     # the rest of the model-specific adjustments
+    rules_moe,        # MoE runner and all-to-all backends against quantization, EP and attention DP
+    rules_model3,     # DeepSeek DSA, serving-frontend flags, check_server_args
+    rules_pd,         # PD disaggregation, HiCache host memory, KV-cache sharding flags
+)
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
