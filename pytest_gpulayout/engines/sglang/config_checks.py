@@ -23,7 +23,14 @@ from functools import cache
 from packaging.version import Version
 
 from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
-from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_model2, rules_parallel2, rules_spec
+from pytest_gpulayout.engines.sglang import (
+    rules_cache,
+    rules_model,
+    rules_model2,
+    rules_parallel2,
+    rules_spec,
+    rules_spec2,
+)
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -57,7 +64,7 @@ _SHARED: Mapping[str, str] = {
 #: elastic EP, DWDP and KV-cache sharding; speculative decoding, LoRA, PD disaggregation and metric buckets; SSL,
 #: HiCache, unified memory, Mamba and the other cache options; attention backends against the GPU, the KV cache
 #: dtype and the model; the rest of the model-specific adjustments
-AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2)
+AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_spec2, rules_cache, rules_model, rules_model2)
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
@@ -167,20 +174,23 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     return ns, notes
 
 
-def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> Judged:
+def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+                 env: Mapping[str, str] | None = None) -> Judged:
     """Every config-time refusal of ``RULES`` that ``version`` (the nearest listed release at or below it)
-    makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
+    makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed.
+    ``env``: the launch's environment variables (the checks that read one take an unset one as its default)."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
     rules = rules_cache.in_force(rules, args, model, layout)
     ask = Ask(book(), version, book().ledger.listed(version) or version, values, tuple(rules), args, model, layout,
-              {})
+              env or {})
     shared = ask.judge({}, _SHARED)
     return combine((shared, *judge_areas(AREAS, ask)), (*notes, *parallel_notes))
 
 
-def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:
+def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+                    env: Mapping[str, str] | None = None) -> tuple[Refusal, ...]:
     """The refusals of ``config_check`` (see there)."""
-    return config_check(args, model, layout, version).refusals
+    return config_check(args, model, layout, version, env).refusals
