@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 from packaging.version import Version
 
+from pytest_gpulayout.engines.sglang import rules_spec2
 from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import config_check
 from pytest_gpulayout.model.load import load_model
@@ -244,3 +245,8 @@ def test_uno_with_a_backend_the_release_picks_is_not_judged() -> None:
     judged = judge("0.5.23", "--speculative-algorithm UNO --uno-lora-path l", tp=1)
     assert not [r for r in judged.refusals if r.rule == "sglang.spec2.uno_fa3"]
     assert any("sglang.spec2.uno_fa3" in n for n in judged.not_judged)
+
+
+def test_every_rule_of_the_area_has_a_refusing_and_an_accepted_case() -> None:
+    assert {c.rule for c in CASES if c.refused is not None} == set(rules_spec2.RULES)
+    assert {c.rule for c in CASES if c.refused is None} == set(rules_spec2.RULES)
