@@ -32,6 +32,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_parallel2,
     rules_pd,
     rules_spec,
+    rules_spec2,
 )
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
@@ -66,6 +67,7 @@ _SHARED: Mapping[str, str] = {
 AREAS: tuple[Area, ...] = (
     rules_parallel2,  # context parallelism, all-to-all, elastic EP, DWDP, KV-cache sharding
     rules_spec,       # speculative decoding, LoRA, PD disaggregation, metric buckets
+    rules_spec2,      # speculative decoding with other features, its environment variables
     rules_cache,      # SSL, HiCache, unified memory, Mamba and the other cache options
     rules_model,      # attention backends against the GPU, the KV cache dtype and the model
     rules_model2,     # the rest of the model-specific adjustments
@@ -182,20 +184,23 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
     return ns, notes
 
 
-def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> Judged:
+def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+                 env: Mapping[str, str] | None = None) -> Judged:
     """Every config-time refusal of ``RULES`` that ``version`` (the nearest listed release at or below it)
-    makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed."""
+    makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed.
+    ``env``: the launch's environment variables (the checks that read one take an unset one as its default)."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
     rules = rules_cache.in_force(rules, args, model, layout)
     ask = Ask(book(), version, book().ledger.listed(version) or version, values, tuple(rules), args, model, layout,
-              {})
+              env or {})
     shared = ask.judge({}, _SHARED)
     return combine((shared, *judge_areas(AREAS, ask)), (*notes, *parallel_notes))
 
 
-def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version) -> tuple[Refusal, ...]:
+def config_refusals(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
+                    env: Mapping[str, str] | None = None) -> tuple[Refusal, ...]:
     """The refusals of ``config_check`` (see there)."""
-    return config_check(args, model, layout, version).refusals
+    return config_check(args, model, layout, version, env).refusals

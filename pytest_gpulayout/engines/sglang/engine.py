@@ -485,7 +485,7 @@ class SglangRules:
         return generation.generation_refusals(s)
 
     def config_check(self, s: Subject) -> Judged | None:
-        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version)
+        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env)
 
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:
