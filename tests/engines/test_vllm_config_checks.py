@@ -19,6 +19,7 @@ from test_vllm_config_checks_model import CASES as MODEL_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
 from test_vllm_config_checks_post import CASES as POST_CASES
 from test_vllm_config_checks_small import CASES as SMALL_CASES
+from test_vllm_config_checks_spec2 import CASES as SPEC2_CASES
 from test_vllm_config_checks_speculative import CASES as SPECULATIVE_CASES
 
 from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check, scheduler
@@ -222,9 +223,9 @@ def test_every_rule_has_a_refusing_case() -> None:
     ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
     small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``,
     the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``, the pooler / Mamba ones in
-    ``test_vllm_config_checks_hybrid.py``."""
+    ``test_vllm_config_checks_hybrid.py``, the later speculative ones in ``test_vllm_config_checks_spec2.py``."""
     refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES,
-                                 *POST_CASES, *HYBRID_CASES) if c.refused is not None}
+                                 *POST_CASES, *HYBRID_CASES, *SPEC2_CASES) if c.refused is not None}
     assert refusing == set(RULES)
 
 

@@ -271,11 +271,11 @@ def test_a_line_without_speculative_decoding_is_not_judged_by_its_rules() -> Non
 
 
 def test_the_check_says_which_speculative_options_it_did_not_judge() -> None:
-    """A named draft (its config is not read), keys no rule reads, and the token count a draft's n_predict may
-    give are said, not guessed."""
+    """A named draft whose config cannot be read (rules_spec2), keys no rule reads, and the token count a draft's
+    n_predict may give are said, not guessed."""
     _, not_judged = _check(spec(method="eagle3", model="AngelSlim/Qwen3-8B_eagle3", quantization="fp8",
                                 max_model_len=4096), "0.33.0")
-    assert any("the draft 'AngelSlim/Qwen3-8B_eagle3' is not read" in n for n in not_judged)
+    assert any("the draft 'AngelSlim/Qwen3-8B_eagle3' could not be read" in n for n in not_judged)
     assert any("max_model_len, quantization not judged" in n for n in not_judged)
     assert any("vllm.speculative.num_tokens" in n and "self.num_speculative_tokens" in n for n in not_judged)
 

@@ -550,10 +550,7 @@ def notes(args: ResolvedArgs, version: Version) -> tuple[str, ...]:
     unread = sorted(str(k) for k in spec.given if k not in READ_KEYS)
     if unread:
         out.append(f"speculative decoding: {', '.join(unread)} not judged")
-    model = spec.given.get("model")
-    if isinstance(model, str) and model not in NGRAM_NAMES:
-        out.append(f"speculative decoding: the draft {model!r} is not read, so the checks of its config "
-                   f"(n_predict, its method, vocabulary, max_model_len) are not judged")
+    # the draft's own config: read (or said unread) by rules_spec2
     return tuple(out)
 
 
