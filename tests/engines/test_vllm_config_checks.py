@@ -6,6 +6,7 @@ another has both cases; ``CASES`` holds at least one refusal per rule (``test_ev
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -13,16 +14,9 @@ from types import MappingProxyType
 import pytest
 from builders import llama
 from packaging.version import Version
-from test_vllm_config_checks_hybrid import CASES as HYBRID_CASES
-from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
-from test_vllm_config_checks_model import CASES as MODEL_CASES
-from test_vllm_config_checks_modes import CASES as MODE_CASES
-from test_vllm_config_checks_post import CASES as POST_CASES
-from test_vllm_config_checks_small import CASES as SMALL_CASES
-from test_vllm_config_checks_spec2 import CASES as SPEC2_CASES
-from test_vllm_config_checks_speculative import CASES as SPECULATIVE_CASES
 
 from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check, scheduler
+from pytest_gpulayout.engines.vllm.rules_fields import FIELD_RULES
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
@@ -219,14 +213,13 @@ def test_each_release_refuses_in_its_own_words(case: Case) -> None:
 
 
 def test_every_rule_has_a_refusing_case() -> None:
-    """Here, or (the launch-mode rules, judged from a parsed command line) in ``test_vllm_config_checks_modes.py``,
-    ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
-    small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``,
-    the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``, the pooler / Mamba ones in
-    ``test_vllm_config_checks_hybrid.py``, the later speculative ones in ``test_vllm_config_checks_spec2.py``."""
-    refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES,
-                                 *POST_CASES, *HYBRID_CASES, *SPEC2_CASES) if c.refused is not None}
-    assert refusing == set(RULES)
+    """Among the ``CASES`` of this module and of every ``test_vllm_config_checks_*.py`` beside it (each rule area's
+    cases in its own module, the launch-mode rules judged from a parsed command line in ``_modes.py`` and
+    ``_launch.py``): the modules the real-engine harness collects too."""
+    cases = [c for path in sorted(Path(__file__).parent.glob("test_vllm_config_checks*.py"))
+             for c in getattr(importlib.import_module(path.stem), "CASES", [])]
+    refusing = {c.rule for c in cases if getattr(c, "refused", None) is not None}
+    assert refusing - set(FIELD_RULES) == set(RULES)  # pydantic's field rules are judged beside the ledger's
 
 
 def test_a_release_between_listed_ones_is_read_in_the_nearest_below() -> None:
