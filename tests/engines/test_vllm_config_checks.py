@@ -18,6 +18,8 @@ from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_model import CASES as MODEL_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
 from test_vllm_config_checks_post import CASES as POST_CASES
+from test_vllm_config_checks_post2 import CASES as POST2_CASES
+from test_vllm_config_checks_post2 import ENV_CASES as POST2_ENV_CASES
 from test_vllm_config_checks_small import CASES as SMALL_CASES
 from test_vllm_config_checks_speculative import CASES as SPECULATIVE_CASES
 
@@ -222,9 +224,11 @@ def test_every_rule_has_a_refusing_case() -> None:
     ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
     small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``,
     the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``, the pooler / Mamba ones in
-    ``test_vllm_config_checks_hybrid.py``."""
+    ``test_vllm_config_checks_hybrid.py``, the CUDA-graph size / profiler / kernel / NIXL ones in
+    ``test_vllm_config_checks_post2.py``."""
     refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES,
-                                 *POST_CASES, *HYBRID_CASES) if c.refused is not None}
+                                 *POST_CASES, *HYBRID_CASES, *POST2_CASES, *(e.case for e in POST2_ENV_CASES))
+                if c.refused is not None}
     assert refusing == set(RULES)
 
 
