@@ -216,8 +216,10 @@ def test_every_rule_has_a_refusing_case() -> None:
     """Among the ``CASES`` of this module and of every ``test_vllm_config_checks_*.py`` beside it (each rule area's
     cases in its own module, the launch-mode rules judged from a parsed command line in ``_modes.py`` and
     ``_launch.py``): the modules the real-engine harness collects too."""
-    cases = [c for path in sorted(Path(__file__).parent.glob("test_vllm_config_checks*.py"))
-             for c in getattr(importlib.import_module(path.stem), "CASES", [])]
+    modules = [importlib.import_module(path.stem)
+               for path in sorted(Path(__file__).parent.glob("test_vllm_config_checks*.py"))]
+    # ``ENV_CASES``: cases with the launch's environment variables (not run by the harness, which passes none)
+    cases = [c for m in modules for c in (*getattr(m, "CASES", []), *(e.case for e in getattr(m, "ENV_CASES", [])))]
     refusing = {c.rule for c in cases if getattr(c, "refused", None) is not None}
     assert refusing - set(FIELD_RULES) == set(RULES)  # pydantic's field rules are judged beside the ledger's
 

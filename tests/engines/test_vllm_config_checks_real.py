@@ -111,6 +111,14 @@ KNOWN: Mapping[str, str] = {
     "vllm.parallel.hybrid_and_external_lb 0.20.0 --data-parallel-hybrid-lb --data-parallel-external-lb "
     "--data-parallel-size 2":
         "as above: serve.py:83-104 refuses first",
+    "vllm.parallel.fault_tolerance_api_servers 0.33.0 --enable-fault-tolerance --data-parallel-external-lb "
+    "--data-parallel-rank 0 --api-server-count 2 --data-parallel-size 2":
+        "the release reads _api_process_count, which `vllm serve` sets from --api-server-count "
+        "(vllm/entrypoints/cli/serve.py:309 in 0.32.0); the harness builds EngineArgs without serve, so the count "
+        "stays 1 and vLLM accepts",
+    "vllm.parallel.fault_tolerance_api_servers 0.27.0 --enable-fault-tolerance --data-parallel-external-lb "
+    "--data-parallel-rank 0 --api-server-count 4 --data-parallel-size 2":
+        "as above: serve.py:309 sets the count the release reads",
 }
 
 #: an optional package the wheel does not require, absent from the CPU build's environment: whether the engine's
@@ -139,6 +147,8 @@ PLATFORM_RULES: Mapping[str, str] = {
                                       "cache dtype platforms/cpu.py:302-321 resets to float32",
     "vllm.kernel.kda_fused_needs_rocm": "reads current_platform.is_rocm() / is_cuda() "
                                         "(engine/arg_utils.py:2823-2833)",
+    "vllm.model.routed_experts_aux_output": "reads current_platform.is_tpu() / is_out_of_tree() and the model "
+                                            "runner the CPU build picks without Triton (config/vllm.py:1135-1150)",
 }
 #: the rules that read what the CPU platform's check_and_update_config changes before they are judged
 CPU_CHANGES: Mapping[str, str] = {
@@ -150,6 +160,10 @@ CPU_CHANGES: Mapping[str, str] = {
     "vllm.scheduler.async_with_pp": "platforms/cpu.py:331 sets scheduler_config.async_scheduling = False",
     "vllm.scheduler.async_with_uni": "platforms/cpu.py:331 turns async scheduling off and :334-341 turns the uni "
                                      "executor into mp",
+    "vllm.compilation.max_capture_size_positive": "the CPU platform has no static graph mode (support_static_graph_"
+                                                  "mode, platforms/interface.py:1347): config/vllm.py:1874 never "
+                                                  "calls _set_cudagraph_sizes, and platforms/cpu.py:353 empties the "
+                                                  "sizes",
 }
 #: raise sites of 0.32.0 the CPU build reaches for want of what a CUDA install has: Triton (without it
 #: ``VllmConfig._use_v2_model_runner`` picks Model Runner V1, config/vllm.py:720-728)

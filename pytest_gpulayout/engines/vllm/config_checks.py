@@ -36,6 +36,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_hybrid,
     rules_model,
     rules_post,
+    rules_post2,
     rules_small,
     rules_spec2,
     rules_speculative,
@@ -125,11 +126,16 @@ _SHARED: Mapping[str, str] = {
                                               "(0.19+)",
 }
 
-#: the rule areas (``engines/areas.py``), each judged in frames of its own, in the order their refusals are said:
-#: speculative decoding; the model's length and deprecated quantization; compilation options, executor backends
-#: and dual-batch overlap; LoRA, structured outputs, connectors, observability and the other small configs;
-#: Mamba / hybrid-model and pooling options
-AREAS: tuple[Area, ...] = (rules_speculative, rules_model, rules_post, rules_small, rules_hybrid, rules_spec2)
+#: the rule areas (``engines/areas.py``), each judged in frames of its own, in the order their refusals are said
+AREAS: tuple[Area, ...] = (
+    rules_speculative,  # speculative decoding
+    rules_model,        # the model's length and deprecated quantization
+    rules_post,         # compilation options, executor backends, dual-batch overlap
+    rules_small,        # LoRA, structured outputs, connectors, observability and the other small configs
+    rules_hybrid,       # Mamba / hybrid-model and pooling options
+    rules_spec2,        # speculative decoding keys and the named draft's own config
+    rules_post2,        # CUDA-graph sizes, profiler, kernel flags, NIXL with context parallel, routed experts
+)
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
