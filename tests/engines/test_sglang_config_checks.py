@@ -19,6 +19,7 @@ from pytest_gpulayout.cli import main
 from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_model2, rules_parallel2, rules_spec
 from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import RULES, config_check
+from pytest_gpulayout.engines.sglang.rules_mamba import RULES as MAMBA_RULES
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.refusals import Layout
@@ -127,6 +128,7 @@ def test_every_rule_has_a_refusing_case() -> None:
     # tests/engines/test_sglang_config_checks_parallel2.py, _model.py, _spec.py, _cache.py, _model2.py
     elsewhere = set(rules_parallel2.RULES) | set(rules_model.RULES) | set(rules_spec.RULES) | set(rules_cache.RULES)
     elsewhere |= set(rules_model2.RULES)
+    elsewhere |= set(MAMBA_RULES)   # tests/engines/test_sglang_config_checks_mamba.py
     assert {c.rule for c in CASES if c.refused is not None} | by_words == set(RULES) - elsewhere
 
 

@@ -23,7 +23,14 @@ from functools import cache
 from packaging.version import Version
 
 from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
-from pytest_gpulayout.engines.sglang import rules_cache, rules_model, rules_model2, rules_parallel2, rules_spec
+from pytest_gpulayout.engines.sglang import (
+    rules_cache,
+    rules_mamba,
+    rules_model,
+    rules_model2,
+    rules_parallel2,
+    rules_spec,
+)
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -57,7 +64,7 @@ _SHARED: Mapping[str, str] = {
 #: elastic EP, DWDP and KV-cache sharding; speculative decoding, LoRA, PD disaggregation and metric buckets; SSL,
 #: HiCache, unified memory, Mamba and the other cache options; attention backends against the GPU, the KV cache
 #: dtype and the model; the rest of the model-specific adjustments
-AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2)
+AREAS: tuple[Area, ...] = (rules_parallel2, rules_spec, rules_cache, rules_model, rules_model2, rules_mamba)
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
