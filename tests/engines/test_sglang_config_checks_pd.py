@@ -188,13 +188,6 @@ CASES = [
          f"{KV}:106"),
     Case("sglang.kv_mxfp8.platform", "0.5.23", "--kv-cache-dtype mxfp8", gpu="blackwell"),
     Case("sglang.kv_mxfp8.platform", "0.5.16", "--kv-cache-dtype fp8_e4m3"),
-    # -- the int8 Mamba checkpoint and the host-offload path
-    Case("sglang.int8_mamba.hicache", "0.5.14", "--enable-int8-mamba-checkpoint --enable-hierarchical-cache",
-         "--enable-int8-mamba-checkpoint is not supported together with --enable-hierarchical-cache",
-         f"{SA}:4872"),
-    Case("sglang.int8_mamba.hicache", "0.5.23", "--enable-int8-mamba-checkpoint --enable-hierarchical-cache",
-         "is not int8-aware", "sglang/srt/arg_groups/mamba_hook.py:84"),
-    Case("sglang.int8_mamba.hicache", "0.5.23", "--enable-int8-mamba-checkpoint"),
     # -- unified memory under PD disaggregation
     Case("sglang.unified_memory.pd", "0.5.18", f"--enable-unified-memory {DECODE} "
          "--disaggregation-transfer-backend nixl", "supports only the mooncake transfer backend; got 'nixl'.",

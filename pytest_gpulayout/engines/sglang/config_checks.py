@@ -25,6 +25,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
 from pytest_gpulayout.engines.sglang import (
     rules_cache,
+    rules_mamba,
     rules_model,
     rules_model2,
     rules_model3,
@@ -74,6 +75,7 @@ AREAS: tuple[Area, ...] = (
     rules_moe,        # MoE runner and all-to-all backends against quantization, EP and attention DP
     rules_model3,     # DeepSeek DSA, serving-frontend flags, check_server_args
     rules_pd,         # PD disaggregation, HiCache host memory, KV-cache sharding flags
+    rules_mamba,      # linear attention, int8 Mamba checkpoints, deterministic inference, named backends
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}

@@ -55,8 +55,6 @@ cache layout / dtype / pool flags that a command line decides, the values they r
   ``/sys/class/infiniband``.
 * ``--kv-cache-dtype mxfp8`` off Blackwell (0.5.16+, ``handle_mxfp8_kv_cache_compatibility``, 0.5.23 l.100-109:
   ``is_blackwell`` = compute-capability major 10, 11 or 12 with CUDA 12.8, ``utils/common.py`` l.297).
-* ``--enable-int8-mamba-checkpoint`` with ``--enable-hierarchical-cache`` (0.5.14+, ``handle_int8_mamba_checkpoint``,
-  0.5.23 ``mamba_hook.py`` l.75-88, returns without the flag).
 * Unified memory with PD disaggregation (0.5.18+, ``handle_unified_memory_pool``, returns without
   ``--enable-unified-memory``): only the mooncake transfer backend (0.5.21+ ``server_args.py``
   ``_unified_memory_pd_transfer_backends``: ``{'mooncake'}``); with decode KV offload (0.5.21+) only the ``file``
@@ -98,7 +96,6 @@ RULES: Mapping[str, str] = {
                                       "(0.5.22+)",
     "sglang.pd.ib_devices": "an empty --disaggregation-ib-device / --mooncake-ib-device list (0.5.9+)",
     "sglang.kv_mxfp8.platform": "--kv-cache-dtype mxfp8 off Blackwell (0.5.16+)",
-    "sglang.int8_mamba.hicache": "--enable-int8-mamba-checkpoint with --enable-hierarchical-cache (0.5.14+)",
     "sglang.unified_memory.pd": "--enable-unified-memory with PD disaggregation over a transfer backend other than "
                                 "mooncake, or with decode KV offload / host-pool retraction it does not support "
                                 "(0.5.18+)",
@@ -116,7 +113,6 @@ HOST_MEMORY_RULE = "sglang.hicache.host_memory_mode"
 SHARDING_RULE = "sglang.kv_cache_sharding.flags"
 IB_RULE = "sglang.pd.ib_devices"
 MXFP8_RULE = "sglang.kv_mxfp8.platform"
-INT8_MAMBA_RULE = "sglang.int8_mamba.hicache"
 UNIFIED_PD_RULE = "sglang.unified_memory.pd"
 PAGE_MAJOR_MAMBA_RULE = "sglang.page_major_kv_layout.mamba_backend"
 HISPARSE_RULE = "sglang.hisparse.check_server_args"
@@ -228,8 +224,6 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, listed: Version, retracti
         drop.add(SHARDING_RULE)
     if args.get("kv_cache_dtype") != "mxfp8":
         drop.add(MXFP8_RULE)
-    if not _flag(args, "enable_int8_mamba_checkpoint"):
-        drop.add(INT8_MAMBA_RULE)
     if not _flag(args, "enable_unified_memory"):
         drop.add(UNIFIED_PD_RULE)
     if not (_flag(args, "enable_page_major_kv_layout") or _flag(args, "enable_unified_memory")):
