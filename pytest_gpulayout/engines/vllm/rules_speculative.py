@@ -7,8 +7,9 @@ The options reach the release in three ways:
 - 0.8.0-0.8.1: the flags ``--speculative-model``, ``--num-speculative-tokens``, ``--ngram-prompt-lookup-max/min``,
   ``--speculative-draft-tensor-parallel-size``, ``--speculative-disable-by-batch-size``, the arguments of
   ``SpeculativeConfig.maybe_create_spec_config`` (vllm/config.py:1932-2046 in 0.8.0), under those names;
-- 0.8.2-0.8.4: ``--speculative-config`` (its text read by ``ast.literal_eval``), else the same flags made into
-  its keys (``EngineArgs.create_speculative_config``, engine/arg_utils.py:1219-1262 in 0.8.2);
+- 0.8.2-0.8.4: ``--speculative-config`` (its text read by ``ast.literal_eval``); in 0.8.2 also the same flags
+  made into its keys where it is not given (``EngineArgs.create_speculative_config``, engine/arg_utils.py:1219-1262
+  in 0.8.2; 0.8.3 removed the flags);
 - from 0.8.5 ``--speculative-config`` alone; from 0.22 ``--spec-method`` / ``--spec-model`` / ``--spec-tokens``
   fill its ``method`` / ``model`` / ``num_speculative_tokens`` keys and refuse one given twice; from 0.26 the
   keys' dashes read as underscores (engine/arg_utils.py:2108-2128 in 0.33.0).
@@ -96,7 +97,7 @@ LEGACY_FLAGS: Mapping[str, str] = {
     "quantization": "speculative_model_quantization",
 }
 CONFIG_SINCE = Version("0.8.2")                 # --speculative-config
-LEGACY_FLAGS_UNTIL = Version("0.8.5")           # the flags are gone from 0.8.5
+LEGACY_FLAGS_UNTIL = Version("0.8.3")           # the flags are gone from 0.8.3 (engine/arg_utils.py)
 LITERAL_EVAL_UNTIL = Version("0.8.5")           # 0.8.2-0.8.4 read the text with ast.literal_eval
 SPEC_FLAGS_SINCE = Version("0.22.0")            # --spec-method / --spec-model / --spec-tokens
 DASHED_KEYS_SINCE = Version("0.26.0")           # {k.replace("-", "_"): v}
