@@ -88,7 +88,7 @@ not).
   l.6021-6026), and for a DeepSeek model one other than fa3 / triton (0.5.4.post1+, l.6028-6033). Judged only where
   the line names the backend: unnamed, the release picks an allowed one (0.5.12+, l.6004-6019) or, before 0.5.12,
   checks the one ``_handle_attention_backend_compatibility`` picked first (0.5.11 l.849 before l.900), which is not
-  resolved here. From 0.5.15 the check reads the resolved backends: not modelled.
+  resolved here. From 0.5.15 (the check in ``arg_groups/``) a named backend is ``rules_mamba``'s rule.
 * IQuest Q1 (0.5.21+, ``arg_groups/model_overrides/iquest_q1.py _iquest_q1_overrides``, registered for
   ``IQuestQ1ForCausalLM`` / ``IQuestQ1MTP``, 0.5.23 l.11-40): any attention backend the line names other than fa3,
   context parallelism (``--attn-cp-size`` / ``--dcp-size`` > 1, ``--enable-prefill-cp``), attention DP and PP are
