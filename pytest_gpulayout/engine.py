@@ -194,10 +194,12 @@ class CommandLine(Protocol):
         (``ResolvedArgs.values``), where a knob's number comes from."""
         ...
 
-    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version, *,
+               model: ModelSpec | None = None) -> Deployment:
         """``dep`` with the layout release ``version`` runs its line ``args`` in: how many replicas, and how each
         TP group is cut (SGLang's attention DP inside TP: ``--tp 8 --dp 8 --enable-dp-attention`` is one replica
-        of 8 GPUs, ``attention_data_parallel_size`` 8); ``dep`` itself where the line runs what it says."""
+        of 8 GPUs, ``attention_data_parallel_size`` 8; the layout a release sets for a model itself, ``model``:
+        the model as read, None where it could not be); ``dep`` itself where the line runs what it says."""
         ...
 
 
@@ -580,7 +582,7 @@ def resolve(dep: Deployment, machine: Machine, model: ModelSpec | InputError, ho
     here = not image and not dep.launch.command and _installed_is(engine, host, version)
     knobs = replace(knobs, serving=Serving(image=image, engine_here=here))
     if args.ok:  # the GPUs and replicas the release makes of the line (placement, pools and launches read them)
-        dep = engine.cli.as_run(dep, args, version)
+        dep = engine.cli.as_run(dep, args, version, model=None if isinstance(model, InputError) else model)
         if dep.attention_data_parallel_size != knobs.attention_dp:
             knobs = replace(knobs, attention_dp=dep.attention_data_parallel_size)
     if args.ok:  # a speculative draft, read the way the target is (``memory/draft.py`` counts it)

@@ -66,10 +66,13 @@ def test_hopper_keeps_bfloat16_and_a_given_dtype_is_kept_from_0_5_4_post2() -> N
 
 def test_0_5_3_turns_any_dtype_into_fp8_on_sm100() -> None:
     # 0.5.3 server_args.py:826-832: ``if major >= 10: self.kv_cache_dtype = "fp8_e4m3"``, whatever the line says
-    forced = _subject("0.5.3", _b200(), kv="bfloat16")
+    # (its parser's choices are auto, fp8_e5m2 and fp8_e4m3)
+    forced = _subject("0.5.3", _b200(), kv="fp8_e5m2")
+    assert forced.args.ok  # type: ignore[attr-defined]
     assert forced.model.served_kv_cache_dtype == "fp8_e4m3"  # type: ignore[attr-defined]
     assert _tokens(forced) == _tokens(_subject("0.5.3", _b200(), kv="fp8_e4m3"))
-    assert _subject("0.5.3", _h200(), kv="bfloat16").model.served_kv_cache_dtype == ""  # type: ignore[attr-defined]
+    assert _subject("0.5.3", _b200()).model.served_kv_cache_dtype == "fp8_e4m3"  # type: ignore[attr-defined]
+    assert _subject("0.5.3", _h200(), kv="fp8_e5m2").model.served_kv_cache_dtype == ""  # type: ignore[attr-defined]
 
 
 def test_learnable_sinks_keep_bfloat16_from_0_5_20_and_other_models_are_untouched() -> None:
@@ -101,3 +104,22 @@ def test_vllm_serves_glm5_with_an_fp8_cache_on_sm100_where_the_line_says_auto() 
     # DeepSeek-V3.2 itself keeps the line's dtype in vLLM (its hook only maps bfloat16 to auto)
     d = dep(engine="vllm", tp=8, engine_version="0.33.0", max_model_len=32768)
     assert subject(d, _b200(), load_model(V32)).model.served_kv_cache_dtype == ""
+
+
+def test_sglang_0_5_3_to_0_5_5_serve_deepseek_v32_with_attention_dp_on_every_rank() -> None:
+    # 0.5.5 server_args.py:1070-1073: enable_dp_attention = True, dp_size = tp_size for DeepSeek NSA (0.5.6 keeps the
+    # line's --dp-size): one replica of 8 GPUs, each rank its own attention-DP group, the attention weights replicated
+    forced = _subject("0.5.5", _h200())
+    assert (forced.dep.data_parallel_size, forced.dep.attention_data_parallel_size) == (1, 8)  # type: ignore[attr-defined]
+    kept = _subject("0.5.6", _h200())
+    assert (kept.dep.data_parallel_size, kept.dep.attention_data_parallel_size) == (1, 1)  # type: ignore[attr-defined]
+    more = check_kv_pool(forced).facts.weights_gib_per_rank  # type: ignore[arg-type, union-attr]
+    less = check_kv_pool(kept).facts.weights_gib_per_rank  # type: ignore[arg-type, union-attr]
+    assert more > less + 5  # V3.2's attention (about 11B parameters in fp8) on every rank, not an eighth of it
+    assert "turns attention DP on for DeepSeek DSA" in check_kv_pool(forced).message  # type: ignore[arg-type]
+    # the line's own --dp-size is overwritten: still one replica of the TP group's 8 GPUs
+    two = _subject("0.5.4", _h200(), args=("--dp-size", "2"))
+    assert (two.dep.data_parallel_size, two.dep.attention_data_parallel_size) == (1, 8)  # type: ignore[attr-defined]
+    # 0.5.3 also sets mem_fraction_static 0.8
+    assert _subject("0.5.3", _h200()).dep.memory_fraction == 0.8  # type: ignore[attr-defined]
+    assert _subject("0.5.3.post1", _h200()).dep.memory_fraction is None  # type: ignore[attr-defined]

@@ -64,7 +64,8 @@ class LlamaCppCommandLine:
               typed: Mapping[str, object] | None = None) -> LaunchKnobs:
         return LaunchKnobs(env=MappingProxyType(dict(env)))
 
-    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version, *,
+               model: ModelSpec | None = None) -> Deployment:
         return dep  # its line runs the layout it says
 
 

@@ -12,6 +12,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.sglang.hybrid_swa import hybrid_swa
 from pytest_gpulayout.engines.sglang.multimodal import serves_multimodal
 from pytest_gpulayout.engines.sglang.pool_flags import apply, pool_flags
+from pytest_gpulayout.engines.sglang.served import dsa_layout_note
 from pytest_gpulayout.host import Host
 from pytest_gpulayout.knobs import LaunchKnobs
 from pytest_gpulayout.machine.facts import GIB, MIB
@@ -112,6 +113,9 @@ def _ranks(r: Replica, notes: list[str], knobs: LaunchKnobs | None = None) -> Ra
                      f"{'s' if attn_tp != 1 else ''} each (attn_tp_size = {tp} // {k.attention_dp}, "
                      "layers/dp_attention.py); KV heads and attention weights follow the attention TP size, experts "
                      f"and MLP stay split over TP={tp}; every rank's pool serves its own group's requests.")
+        dsa = dsa_layout_note(model, r.version)
+        if dsa:
+            notes.append(dsa)
     if flags.max_total_tokens is not None:
         notes.append(f"--max-total-tokens {flags.max_total_tokens:,} caps the pool (SGLang keeps the smaller of it and "
                      "what memory holds).")

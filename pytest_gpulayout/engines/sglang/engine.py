@@ -358,11 +358,14 @@ class SglangCommandLine:
         return read_knobs(args, env, flags=knob_flags(version), neutral=neutral, value_flags=VALUE_FLAGS,
                           env_knobs=ENV_KNOBS, env_not_modelled=ENV_NOT_MODELLED, typed=typed)
 
-    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version, *,
+               model: ModelSpec | None = None) -> Deployment:
         """Attention DP inside TP, release by release (``parallel.py``): ``--tp 8 --dp 8 --enable-dp-attention``
         is one replica of 8 GPUs whose attention layers are split over ``tp / dp`` ranks; the sizes, context
-        length and fraction a ``--config FILE`` sets (``with_line_keys``) first."""
-        return parallel.as_run(with_line_keys(dep, args, FLAGS), args, version)
+        length and fraction a ``--config FILE`` sets (``with_line_keys``) first, and what the release sets for
+        a DeepSeek DSA model itself (``served.dsa_layout``)."""
+        dep = parallel.as_run(with_line_keys(dep, args, FLAGS), args, version)
+        return dep if model is None else served.dsa_layout(dep, model, version)
 
 
 def dp_reserve_groups(version: Version, knobs: LaunchKnobs) -> int:

@@ -13,6 +13,11 @@ is SGLang's to pick, on CUDA:
   0.5.20 a model with learnable attention sinks (``learnable_sink`` in its config) stays ``bfloat16``
   (:597-606 in 0.5.20).
 
+The same hook sets the layout in 0.5.3 - 0.5.5.post3: ``self.enable_dp_attention = True`` and ``self.dp_size =
+self.tp_size`` whatever the line says (0.5.3 ``server_args.py:815-818``, 0.5.5 :1070-1073; 0.5.6 keeps the line's
+``--dp-size``, :949-951), so every rank of the TP group is its own attention-DP group: the attention weights are
+replicated on each (``dsa_layout``), and 0.5.3 alone also sets ``mem_fraction_static = 0.8`` (:823-824).
+
 The project read ``auto`` as the checkpoint's 16-bit dtype: on a B200 the pool of DeepSeek-V3.2 was predicted at
 1,152 + 132 bytes a token per layer where SGLang caches 656 + 132 (``memory/kv.py``), 1.63x fewer tokens than it
 has. The fp8 layout is counted as the scaled one (656 B: ``calculate_mla_kv_cache_dim``, kv_cache_configurator.py:
@@ -27,6 +32,7 @@ import json
 
 from packaging.version import Version
 
+from pytest_gpulayout.deployment import Deployment
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Layout
@@ -41,6 +47,10 @@ SINKS_KEEP_BF16_SINCE = Version("0.5.20")
 #: later additions (GLM-5, Mistral Large 3, Kimi K2.5) are read per release and not resolved here
 DSA_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
 FP8 = "fp8_e4m3"
+#: 0.5.3 - 0.5.5.post3 turn attention DP on with one group per TP rank for a DSA model (0.5.6 keeps --dp-size)
+DSA_DP_ATTENTION_UNTIL = Version("0.5.6")
+#: 0.5.3 alone also sets its memory fraction
+DSA_FRACTION_RELEASE, DSA_FRACTION = Version("0.5.3"), 0.8
 
 
 def _learnable_sink(model: ModelSpec) -> bool:
@@ -84,3 +94,31 @@ def served_model(model: ModelSpec, args: ResolvedArgs, layout: Layout, version: 
     if picked is None:
         return model
     return dataclasses.replace(model, served_kv_cache_dtype=picked[0], served_kv_cache_why=picked[1])
+
+
+def is_dsa(model: ModelSpec, version: Version) -> bool:
+    """A DeepSeek DSA model as release ``version`` recognises one (``is_deepseek_nsa``: a DeepSeek-V3 / V3.2
+    architecture with ``index_topk``)."""
+    arch = model.architectures[0] if model.architectures else ""
+    return model.is_sparse_mla and arch in DSA_ARCHITECTURES and version >= DSA_SINCE
+
+
+def dsa_layout(dep: Deployment, model: ModelSpec, version: Version) -> Deployment:
+    """``dep`` as 0.5.3 - 0.5.5.post3 run it for a DeepSeek DSA model: one replica whose TP ranks are each an
+    attention-DP group (``dp_size = tp_size``), and in 0.5.3 a ``mem_fraction_static`` of 0.8; ``dep`` itself for
+    any other model or release."""
+    if not is_dsa(model, version) or version >= DSA_DP_ATTENTION_UNTIL:
+        return dep
+    fraction = DSA_FRACTION if version == DSA_FRACTION_RELEASE else dep.memory_fraction
+    return dataclasses.replace(dep, data_parallel_size=1, attention_data_parallel_size=dep.tensor_parallel_size,
+                               memory_fraction=fraction)
+
+
+def dsa_layout_note(model: ModelSpec, version: Version) -> str:
+    """What ``dsa_layout`` did, in words ("" where it did nothing)."""
+    if not is_dsa(model, version) or version >= DSA_DP_ATTENTION_UNTIL:
+        return ""
+    also = ", and sets mem_fraction_static to 0.8" if version == DSA_FRACTION_RELEASE else ""
+    return (f"SGLang {version} turns attention DP on for DeepSeek DSA with --dp-size = --tp-size whatever the line "
+            f"says (server_args.py _handle_model_specific_adjustments){also}: the attention weights are replicated "
+            f"on every rank.")

@@ -109,7 +109,8 @@ class VllmCommandLine:
         left = tuple(f for f in k.not_modelled if f.partition(".")[0] not in known)
         return dataclasses.replace(k, not_modelled=left)
 
-    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version) -> Deployment:
+    def as_run(self, dep: Deployment, args: ResolvedArgs, version: Version, *,
+               model: ModelSpec | None = None) -> Deployment:
         """The layout its line runs: the manifest's keys, and what a ``--config FILE`` sets of them."""
         return with_line_keys(dep, args, FLAGS)
 
