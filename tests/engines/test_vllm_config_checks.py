@@ -16,6 +16,8 @@ from packaging.version import Version
 from test_vllm_config_checks_hybrid import CASES as HYBRID_CASES
 from test_vllm_config_checks_launch import CASES as LAUNCH_CASES
 from test_vllm_config_checks_model import CASES as MODEL_CASES
+from test_vllm_config_checks_model3 import CASES as MODEL3_CASES
+from test_vllm_config_checks_model3 import STORE_CASES as MODEL3_STORE_CASES
 from test_vllm_config_checks_modes import CASES as MODE_CASES
 from test_vllm_config_checks_post import CASES as POST_CASES
 from test_vllm_config_checks_small import CASES as SMALL_CASES
@@ -222,9 +224,11 @@ def test_every_rule_has_a_refusing_case() -> None:
     ``test_vllm_config_checks_launch.py``; the speculative rules in ``test_vllm_config_checks_speculative.py``, the
     small configs' in ``test_vllm_config_checks_small.py``, the model rules in ``test_vllm_config_checks_model.py``,
     the compilation / executor / DBO rules in ``test_vllm_config_checks_post.py``, the pooler / Mamba ones in
-    ``test_vllm_config_checks_hybrid.py``."""
+    ``test_vllm_config_checks_hybrid.py``, the runner / pooling-head / online-quantization ones in
+    ``test_vllm_config_checks_model3.py``."""
     refusing = {c.rule for c in (*CASES, *MODE_CASES, *LAUNCH_CASES, *SPECULATIVE_CASES, *SMALL_CASES, *MODEL_CASES,
-                                 *POST_CASES, *HYBRID_CASES) if c.refused is not None}
+                                 *POST_CASES, *HYBRID_CASES, *MODEL3_CASES, *MODEL3_STORE_CASES)
+                if c.refused is not None}
     assert refusing == set(RULES)
 
 

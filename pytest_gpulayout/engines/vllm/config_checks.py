@@ -35,6 +35,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_fields,
     rules_hybrid,
     rules_model,
+    rules_model3,
     rules_post,
     rules_small,
     rules_speculative,
@@ -128,7 +129,7 @@ _SHARED: Mapping[str, str] = {
 #: speculative decoding; the model's length and deprecated quantization; compilation options, executor backends
 #: and dual-batch overlap; LoRA, structured outputs, connectors, observability and the other small configs;
 #: Mamba / hybrid-model and pooling options
-AREAS: tuple[Area, ...] = (rules_speculative, rules_model, rules_post, rules_small, rules_hybrid)
+AREAS: tuple[Area, ...] = (rules_speculative, rules_model, rules_post, rules_small, rules_hybrid, rules_model3)
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
 
