@@ -218,8 +218,11 @@ def test_every_rule_has_a_refusing_case() -> None:
     ``_launch.py``): the modules the real-engine harness collects too."""
     modules = [importlib.import_module(path.stem)
                for path in sorted(Path(__file__).parent.glob("test_vllm_config_checks*.py"))]
-    # ``ENV_CASES``: cases with the launch's environment variables (not run by the harness, which passes none)
-    cases = [c for m in modules for c in (*getattr(m, "CASES", []), *(e.case for e in getattr(m, "ENV_CASES", [])))]
+    # every module-level list named ``*CASES``: ``CASES`` (the harness runs them), and the ones it cannot run, such
+    # as ``ENV_CASES`` (the launch's environment variables; each item's ``.case``) or ``STORE_CASES`` (a model path
+    # of its own)
+    cases = [getattr(c, "case", c) for m in modules for name, value in vars(m).items()
+             if name.endswith("CASES") and isinstance(value, list) for c in value]
     refusing = {c.rule for c in cases if getattr(c, "refused", None) is not None}
     assert refusing - set(FIELD_RULES) == set(RULES)  # pydantic's field rules are judged beside the ledger's
 

@@ -119,6 +119,12 @@ KNOWN: Mapping[str, str] = {
     "vllm.parallel.fault_tolerance_api_servers 0.27.0 --enable-fault-tolerance --data-parallel-external-lb "
     "--data-parallel-rank 0 --api-server-count 4 --data-parallel-size 2":
         "as above: serve.py:309 sets the count the release reads",
+    "vllm.pooling.head_dtype 0.33.0 --hf-overrides {\"head_dtype\":\"FP77\"}":
+        "the release refuses when it reads ModelConfig.head_dtype, building the pooler's head while the model loads "
+        "(model_executor/layers/pooler/, models/roberta.py in 0.32.0), after create_engine_config where the probe "
+        "stops: the engine does not start, the probe sees it accepted",
+    "vllm.pooling.head_dtype 0.10.2 --hf-overrides {\"head_dtype\":3}":
+        "as above: head_dtype is read when the model loads, after the probe stops",
 }
 
 #: an optional package the wheel does not require, absent from the CPU build's environment: whether the engine's
@@ -149,6 +155,9 @@ PLATFORM_RULES: Mapping[str, str] = {
                                         "(engine/arg_utils.py:2823-2833)",
     "vllm.model.routed_experts_aux_output": "reads current_platform.is_tpu() / is_out_of_tree() and the model "
                                             "runner the CPU build picks without Triton (config/vllm.py:1135-1150)",
+    "vllm.multimodal.processor_device": "validate_mm_processor_device returns where current_platform.device_type is "
+                                        "'' or 'cpu' (config/multimodal.py:644-646), and --mm-processor-device's "
+                                        "choices add the platform's device type (engine/arg_utils.py:1530-1538)",
 }
 #: the rules that read what the CPU platform's check_and_update_config changes before they are judged
 CPU_CHANGES: Mapping[str, str] = {

@@ -35,6 +35,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_fields,
     rules_hybrid,
     rules_model,
+    rules_model3,
     rules_post,
     rules_post2,
     rules_small,
@@ -135,6 +136,7 @@ AREAS: tuple[Area, ...] = (
     rules_hybrid,       # Mamba / hybrid-model and pooling options
     rules_spec2,        # speculative decoding keys and the named draft's own config
     rules_post2,        # CUDA-graph sizes, profiler, kernel flags, NIXL with context parallel, routed experts
+    rules_model3,       # runners and pooling heads, --quantization(-config), multimodal processor options
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
