@@ -264,7 +264,8 @@ def test_multi_item_scoring_without_named_backends_is_not_judged() -> None:
 
 def test_a_model_branch_that_rewrites_the_swa_ratio_is_not_judged() -> None:
     """MiMo-V2-Flash / Step-3.5 reset the ratio to 1.0 under hierarchical cache before the range check."""
-    line = resolve(["--model-path", "m", "--swa-full-tokens-ratio", "0"], Version("0.5.23"))
+    line = resolve(["--model-path", "m", "--swa-full-tokens-ratio", "0", "--enable-hierarchical-cache"],
+                   Version("0.5.23"))
     model = replace(load_model(DENSE), architectures=("Step3p5ForCausalLM",))
     judged = config_check(line, model, layout_of("hopper"), Version("0.5.23"), {})
     assert _not_judged(judged, rules_pd2.SWA_RULE)

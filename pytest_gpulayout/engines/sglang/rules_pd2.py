@@ -35,7 +35,8 @@ scoring's backend and the KV-cache sharding environment, the values they read as
   value, else 0.8 (the default, 0.5.10 ``server_args.py`` l.360; from 0.5.21 the field's fallback, 0.5.23
   ``fields/schedule.py`` l.150-161). Model branches that reset it first (MiMo-V2-Flash / Step-3.5 with hierarchical
   cache set 1.0: 0.5.10 l.1807 / l.1827, 0.5.23 ``overrides.py`` l.353-355; DeepSeek V4 / Inkling fill an unset one,
-  ``deepseek_v4.py`` l.45-48) are not judged. ``--swa-prefix-tails`` below 0 (0.5.21+, l.429-431).
+  ``deepseek_v4.py`` l.45-48, a value the check takes) are not judged where the line gives a ratio.
+  ``--swa-prefix-tails`` below 0 (0.5.21+, l.429-431).
 * Radix eviction: ``--enable-session-radix-cache`` needs ``--radix-eviction-policy priority`` (0.5.15 - 0.5.16,
   0.5.15 l.5767); ``--radix-eviction-policy tlru`` needs non-negative ``threshold`` / ``next_prompt_estimate`` in
   ``--radix-eviction-policy-config`` (each 0 when absent) with the threshold above the estimate (0.5.21+, 0.5.23
@@ -146,9 +147,9 @@ _HYBRID_SWA_LISTED = frozenset({
     "UnlimitedOCRForCausalLM"})
 #: ``--swa-full-tokens-ratio``'s default (0.5.10 ``server_args.py`` l.360; 0.5.23 ``fields/schedule.py`` fallback)
 SWA_RATIO_DEFAULT = 0.8
-#: the architectures whose model branch rewrites the ratio with hierarchical cache (to 1.0) or fills an unset one
-_SWA_RATIO_REWRITTEN = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM", "Step3p5ForCausalLM",
-                                  "DeepseekV4ForCausalLM", "InklingForConditionalGeneration"})
+#: the architectures whose model branch resets the ratio to 1.0 under hierarchical cache (the others that touch it,
+#: DeepSeek V4 and Inkling, fill an unset one with 0.1: a ratio the check takes, as it takes the default)
+_SWA_RATIO_RESET = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM", "Step3p5ForCausalLM"})
 #: ``_NVFP4_PREFILL_BACKEND`` and its inverse (0.5.21 - 0.5.23 ``kv_cache_hook.py`` l.24-30)
 NVFP4_PREFILL_BACKEND: Mapping[str, str] = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}
 NVFP4_PREFILL_DEQUANT_DTYPE: Mapping[str, str] = {b: d for d, b in NVFP4_PREFILL_BACKEND.items()}
@@ -249,7 +250,8 @@ def _dsa_kv(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
 def _swa(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
     """The ratio the range check reads (left out where a model branch may rewrite it) and the prefix tails."""
     ns: dict[str, object] = {"swa_prefix_tails": args.get("swa_prefix_tails")}
-    if _arch(model) not in _SWA_RATIO_REWRITTEN:
+    reset = _arch(model) in _SWA_RATIO_RESET and _flag(args, "enable_hierarchical_cache")
+    if not (reset and args.is_set("swa_full_tokens_ratio")):
         ratio = _value(args, "swa_full_tokens_ratio", SWA_RATIO_DEFAULT)
         ns["swa_full_tokens_ratio"] = ratio
         ns["resolution_result(server_args, 'swa_full_tokens_ratio')"] = ratio
