@@ -32,6 +32,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_moe,
     rules_parallel2,
     rules_pd,
+    rules_pd2,
     rules_spec,
     rules_spec2,
 )
@@ -76,6 +77,7 @@ AREAS: tuple[Area, ...] = (
     rules_model3,     # DeepSeek DSA, serving-frontend flags, check_server_args
     rules_pd,         # PD disaggregation, HiCache host memory, KV-cache sharding flags
     rules_mamba,      # linear attention, int8 Mamba checkpoints, deterministic inference, named backends
+    rules_pd2,        # PD beside DSA, unified memory's PD / DCP limits, SWA / eviction / NVFP4 dequant flags
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
