@@ -219,3 +219,12 @@ def test_the_readme_states_the_ledger_counts() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     said = readme[readme.index(module.START) + len(module.START):readme.index(module.END)]
     assert said == module.block(), "README.md's ledger counts are stale: run python tools/readme_counts.py"
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_every_rule_decides_some_listed_refusal(engine: str) -> None:
+    """A rule of ``config_checks.RULES`` that no ledger entry is classified under decides nothing: its entries went
+    to an earlier item of the classification (the same refusal built twice, by two rule areas), or it has none."""
+    ledger = load_ledger(engine)
+    idle = sorted(rule for rule in ENGINES[engine] if not ledger.rule_entries(rule))
+    assert not idle, f"rules without a listed refusal: {idle}"
