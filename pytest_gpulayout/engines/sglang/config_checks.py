@@ -29,6 +29,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model,
     rules_model2,
     rules_model3,
+    rules_model4,
     rules_moe,
     rules_parallel2,
     rules_pd,
@@ -76,6 +77,7 @@ AREAS: tuple[Area, ...] = (
     rules_model3,     # DeepSeek DSA, serving-frontend flags, check_server_args
     rules_pd,         # PD disaggregation, HiCache host memory, KV-cache sharding flags
     rules_mamba,      # linear attention, int8 Mamba checkpoints, deterministic inference, named backends
+    rules_model4,     # DeepSeek-V4 / V4.1, DSA overrides, MiMo-V2, Nemotron-H, MiniCPM, Kimi-K3, CP by model
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
