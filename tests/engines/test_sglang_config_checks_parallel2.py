@@ -197,7 +197,9 @@ CASES = [
     Case("sglang.dcp.comm_backend", "0.5.20", "--dcp-comm-backend fi_a2a", refused="--dcp-comm-backend fi_a2a only "
          "affects the decode context-parallel attention reduction", exception="ValueError"),
     Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-comm-backend a2a --dcp-size 2"),
-    Case("sglang.dcp.comm_backend", "0.5.19", "--dcp-comm-backend a2a"),                # before the check
+    # 0.5.17 - 0.5.19 make the same check (0.5.19 arg_groups/parallel_hook.py:137 handle_dcp_validation)
+    Case("sglang.dcp.comm_backend", "0.5.19", "--dcp-comm-backend a2a", refused="--dcp-comm-backend a2a only affects "
+         "the decode context-parallel attention reduction", source=f"{PH}:137", exception="ValueError"),
     Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-replicate-q-proj", refused="--dcp-replicate-q-proj requires "
          "--dcp-size > 1.", source=f"{PH}:267", exception="ValueError"),
     Case("sglang.dcp.comm_backend", "0.5.23", "--dcp-replicate-q-proj --dcp-size 2 --dcp-comm-backend ag_rs",

@@ -29,6 +29,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model,
     rules_model2,
     rules_model3,
+    rules_model4,
     rules_moe,
     rules_moe2,
     rules_parallel2,
@@ -80,6 +81,7 @@ AREAS: tuple[Area, ...] = (
     rules_mamba,      # linear attention, int8 Mamba checkpoints, deterministic inference, named backends
     rules_pd2,        # PD beside DSA, unified memory's PD / DCP limits, SWA / eviction / NVFP4 dequant flags
     rules_moe2,       # elastic EP scale-up, SGLANG_CUTLASS_MOE, Ascend fused EP, FlashInfer / DeepGEMM MegaMoE
+    rules_model4,     # DeepSeek-V4 / V4.1, DSA overrides, MiMo-V2, Nemotron-H, MiniCPM, Kimi-K3, CP by model
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}

@@ -95,7 +95,7 @@ RULES: Mapping[str, str] = {
     "sglang.moe_runner.flashinfer": "a FlashInfer MoE runner without the quantization (modelopt_fp4 / fp8) or the "
                                     "expert-parallel size it needs (0.4.8 - 0.5.2)",
     "sglang.moss_vl.prefill_backend": "Moss-VL with a prefill attention backend other than flashinfer "
-                                      "(0.5.11 - 0.5.14)",
+                                      "(0.5.11+)",
     "sglang.deepep.auto_with_dp_attention": "--enable-deepep-moe in --deepep-mode auto with attention DP "
                                             "(0.4.6 - 0.4.8.post1)",
     "sglang.lmcache.incompatible": "--enable-lmcache with HiCache, the unified cache linker, radix cache off, "

@@ -47,7 +47,7 @@ RULES: Mapping[str, str] = {
                              "or above 8 (0.5.12 - 0.5.14), or with --dp-size > 1 in the round-robin / interleave "
                              "split",
     "sglang.dsa.cache_layer_split": "--enable-dsa-cache-layer-split without --enable-prefill-cp in the interleave "
-                                    "strategy, or with PP (0.5.16 - 0.5.18)",
+                                    "strategy, or with PP (0.5.16+)",
     "sglang.serving.flag_values": "non-positive ASR limits, a negative multimodal cache size, a --mm-process-config "
                                   "or --default-chat-template-kwargs that is not a JSON object, an unknown modality "
                                   "in --limit-mm-data-per-request, watermark in --preferred-sampling-params, both "
@@ -66,7 +66,7 @@ RULES: Mapping[str, str] = {
                                     "non-positive --sampling-mask-max-tokens, --ple-offload-embedding with layer "
                                     "offload or the file backend without it",
     "sglang.prefill_cp.two_spellings": "--enable-prefill-context-parallel with --enable-nsa-prefill-context-parallel "
-                                       "(0.5.13 - 0.5.18)",
+                                       "(0.5.13 - 0.5.19)",
 }
 
 #: ``is_deepseek_nsa``'s architectures (``is_deepseek_dsa`` from 0.5.13), by the first release of each list: 0.5.4

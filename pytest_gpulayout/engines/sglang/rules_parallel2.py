@@ -80,7 +80,7 @@ RULES: Mapping[str, str] = {
     "sglang.dwdp.layout": "--dwdp-size other than TP, or beside PP, EPLB, two-batch overlap or a PD decode worker "
                           "(0.5.17+)",
     "sglang.dcp.comm_backend": "--dcp-comm-backend a2a / fi_a2a or --dcp-replicate-q-proj without --dcp-size > 1, or "
-                               "--dcp-replicate-q-proj with the ag_rs backend (0.5.20+)",
+                               "--dcp-replicate-q-proj with the ag_rs backend (0.5.17+)",
 }
 
 #: rules whose entries read the attention CP / MoE DP sizes (``sglang.attn_cp.tp_divisible`` is the shared one)
@@ -189,8 +189,9 @@ def _dcp_comm_backend(args: ResolvedArgs) -> object:
     (0.5.23 ``arg_groups/overrides.py`` l.1374-1396; 0.5.20 l.1430): the line's; unset, ``ag_rs`` up to DCP 1, and
     above it ``fi_a2a`` where FlashInfer's MNNVL all-to-all fits, else ``a2a`` on CUDA. Those two answer every check
     of the function alike on CUDA (both are in its ``("a2a", "fi_a2a")``; only the off-CUDA one tells them apart),
-    so ``a2a`` stands for either (from 0.5.20 the parser leaves the flag unset; 0.5.17 - 0.5.19 defaulted it to
-    ``ag_rs`` and had none of these checks)."""
+    so ``a2a`` stands for either (from 0.5.20 the parser leaves the flag unset; 0.5.17 - 0.5.19 default it to
+    ``ag_rs`` in the parser, which the line's value then is, and make the same checks in ``_handle_dcp_validation``:
+    0.5.17 ``server_args.py:3824-3848``, 0.5.19 ``arg_groups/parallel_hook.py:136-160``)."""
     given = args.get("dcp_comm_backend")
     if given is not None:
         return given
