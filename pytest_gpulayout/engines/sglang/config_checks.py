@@ -34,6 +34,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_pd,
     rules_spec,
     rules_spec2,
+    rules_spec3,
 )
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
@@ -76,6 +77,7 @@ AREAS: tuple[Area, ...] = (
     rules_model3,     # DeepSeek DSA, serving-frontend flags, check_server_args
     rules_pd,         # PD disaggregation, HiCache host memory, KV-cache sharding flags
     rules_mamba,      # linear attention, int8 Mamba checkpoints, deterministic inference, named backends
+    rules_spec3,      # speculative decoding beside PP, DeepSeek V4, unified memory, HiCache DCP, KV sharding ...
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
