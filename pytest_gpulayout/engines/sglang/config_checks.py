@@ -37,6 +37,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_pd2,
     rules_spec,
     rules_spec2,
+    rules_spec3,
 )
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
@@ -82,6 +83,7 @@ AREAS: tuple[Area, ...] = (
     rules_pd2,        # PD beside DSA, unified memory's PD / DCP limits, SWA / eviction / NVFP4 dequant flags
     rules_moe2,       # elastic EP scale-up, SGLANG_CUTLASS_MOE, Ascend fused EP, FlashInfer / DeepGEMM MegaMoE
     rules_model4,     # DeepSeek-V4 / V4.1, DSA overrides, MiMo-V2, Nemotron-H, MiniCPM, Kimi-K3, CP by model
+    rules_spec3,      # speculative decoding beside PP, DeepSeek V4, unified memory, HiCache DCP, KV sharding ...
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
