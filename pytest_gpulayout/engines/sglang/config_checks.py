@@ -26,6 +26,7 @@ from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rule
 from pytest_gpulayout.engines.sglang import (
     rules_cache,
     rules_mamba,
+    rules_mamba2,
     rules_model,
     rules_model2,
     rules_model3,
@@ -76,6 +77,7 @@ AREAS: tuple[Area, ...] = (
     rules_model3,     # DeepSeek DSA, serving-frontend flags, check_server_args
     rules_pd,         # PD disaggregation, HiCache host memory, KV-cache sharding flags
     rules_mamba,      # linear attention, int8 Mamba checkpoints, deterministic inference, named backends
+    rules_mamba2,     # the Mamba radix-cache strategy, DSA backends, CUDA-graph backends
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
