@@ -25,11 +25,19 @@ LFM2 = "Lfm2ForCausalLM"                     # uses it, never supports the extra
 NEMOTRON = "NemotronHForCausalLM"            # supports it from 0.5.13 (0.5.9 - 0.5.12: not)
 GLM4 = "Glm4MoeForCausalLM"                  # 0.5.8's branch that holds the extra-buffer page asserts
 QWEN3 = "Qwen3ForCausalLM"                   # no Mamba step at all
+DSV32 = "DeepseekV32ForCausalLM"             # DeepSeek-V3.2: DSA (index_topk in its config)
+SINK = "DeepseekV32ForCausalLM+learnable_sink"
+V41 = "DeepseekV4ForCausalLM+deepseek_v41"
 H100, B200 = (9, 0), (10, 0)
 
 EXTRA_MODEL, EXTRA_PAGE = rules_mamba2.EXTRA_MODEL, rules_mamba2.EXTRA_PAGE
 RADIX_OFF, LAZY = rules_mamba2.EXTRA_RADIX_OFF, rules_mamba2.EXTRA_LAZY
 FLASHINFER, NO_BUFFER, REPLAYSSM = rules_mamba2.FLASHINFER_NO_BUFFER, rules_mamba2.NO_BUFFER, rules_mamba2.REPLAYSSM
+DSA, DSA_SINK = rules_mamba2.DSA_BACKENDS, rules_mamba2.DSA_SINK
+GRAPHS, V41_GRAPH = rules_mamba2.GRAPH_BACKENDS, rules_mamba2.V41_PREFILL_GRAPH
+GRAPH_HOOK = "sglang/srt/arg_groups/cuda_graph_hook.py"
+V4_HOOK = "sglang/srt/arg_groups/deepseek_v4_hook.py"
+ROCM_ONLY = "The triton DSA backend is only supported on ROCm/HIP. Pick an alternative DSA backend for CUDA"
 SERVER = "sglang/srt/server_args.py"
 HOOK = "sglang/srt/arg_groups/mamba_hook.py"
 OVERRIDES = "sglang/srt/arg_groups/overrides.py"
@@ -40,7 +48,16 @@ OVERLAP = "no_buffer do not support overlap schedule. Try to set disable_overlap
 
 
 def model(arch: str, **config: object) -> ModelSpec:
-    """Qwen3-Next's shape under ``arch``, its ``config.json`` with ``config`` written in."""
+    """Qwen3-Next's shape under ``arch``, its ``config.json`` with ``config`` written in; DeepSeek-V3.2's
+    (``DSV32``), with ``learnable_sink`` (``SINK``) or as DeepSeek-V4.1 (``V41``: ``model_type`` deepseek_v41)."""
+    if arch in (DSV32, SINK, V41):
+        v32 = load_model("tests/data/models/deepseek-v3.2")
+        if arch == SINK:
+            return replace(v32, config_json=json.dumps({**json.loads(v32.config_json), "learnable_sink": True}))
+        if arch == V41:
+            return replace(v32, architectures=("DeepseekV4ForCausalLM",), model_type="deepseek_v41",
+                           config_model_type="deepseek_v41")
+        return v32
     spec = load_model("tests/data/models/qwen3-next-80b-a3b-instruct")
     if arch == NEXT and not config:
         return spec
@@ -164,6 +181,58 @@ CASES = [
          "Got --mamba-radix-cache-strategy='extra_buffer'.", f"{ATTENTION}:418", exception="ValueError"),
     Case(REPLAYSSM, "0.5.23", "--enable-linear-replayssm --disable-overlap-schedule", NEXT),   # auto: no_buffer
     Case(REPLAYSSM, "0.5.23", "--enable-linear-replayssm", LFM2),
+    # -- the DSA split backends
+    Case(DSA, "0.5.20", "--dsa-prefill-backend triton", DSV32, ROCM_ONLY, f"{OVERRIDES}:633", exception="ValueError"),
+    Case(DSA, "0.5.23", "--dsa-decode-backend triton", DSV32, ROCM_ONLY, f"{OVERRIDES}:563", exception="ValueError"),
+    Case(DSA, "0.5.23", "--dsa-prefill-backend flashmla_sparse", DSV32),
+    Case(DSA, "0.5.19", "--dsa-prefill-backend tilelang --kv-cache-dtype fp8_e4m3", DSV32),   # no such check yet
+    Case(DSA, "0.5.23", "--dsa-prefill-backend triton", QWEN3),                 # not a DSA model
+    # auto is fp8_e4m3 on SM100 (bfloat16 below): 0.5.20 - 0.5.21 refuse tilelang with it
+    Case(DSA, "0.5.21", "--dsa-prefill-backend tilelang", DSV32,
+         "The tilelang DSA prefill/decode kernels only support an fp8_e4m3 KV cache on ROCm/HIP", f"{OVERRIDES}:544",
+         cc=B200, exception="ValueError"),
+    Case(DSA, "0.5.21", "--dsa-prefill-backend tilelang", DSV32),
+    Case(DSA, "0.5.22", "--dsa-prefill-backend tilelang --kv-cache-dtype fp8_e4m3", DSV32,
+         "CUDA TileLang FP8 KV requires both DSA backends to be tilelang", f"{OVERRIDES}:548", exception="ValueError"),
+    Case(DSA, "0.5.23", "--dsa-prefill-backend tilelang --dsa-decode-backend tilelang --kv-cache-dtype fp8_e4m3 "
+         "--dcp-size 2", DSV32, "CUDA TileLang FP8 KV does not support --dcp-size > 1.", f"{OVERRIDES}:577",
+         exception="ValueError"),
+    Case(DSA, "0.5.23", "--dsa-prefill-backend tilelang --dsa-decode-backend tilelang --kv-cache-dtype fp8_e4m3",
+         DSV32, "CUDA TileLang FP8 KV requires SM89 or newer.", f"{OVERRIDES}:583", cc=(8, 0), exception="ValueError"),
+    Case(DSA, "0.5.23", "--dsa-prefill-backend tilelang --dsa-decode-backend tilelang --kv-cache-dtype fp8_e4m3",
+         DSV32),
+    Case(DSA, "0.5.23", "--dsa-prefill-backend tilelang --kv-cache-dtype bfloat16", DSV32),
+    Case(DSA_SINK, "0.5.20", "--dsa-decode-backend fa3", SINK,
+         "DeepseekV32ForCausalLM uses learnable attention sinks and requires --dsa-decode-backend 'flashmla_sparse'; "
+         "got 'fa3'", f"{OVERRIDES}:717", exception="ValueError"),
+    Case(DSA_SINK, "0.5.23", "--dsa-prefill-backend trtllm", SINK,
+         "requires --dsa-prefill-backend 'flashmla_sparse'; got 'trtllm'", f"{OVERRIDES}:650", exception="ValueError"),
+    Case(DSA_SINK, "0.5.23", "--dsa-decode-backend flashmla_sparse", SINK),
+    Case(DSA_SINK, "0.5.23", "--dsa-decode-backend fa3", DSV32),
+    # -- the CUDA-graph backends
+    Case(GRAPHS, "0.5.14", "--cuda-graph-backend-prefill full", QWEN3,
+         "--cuda-graph-config[prefill].backend='full' not allowed; allowed: ('breakable', 'tc_piecewise', 'disabled')",
+         f"{SERVER}:3086", exception="ValueError"),
+    Case(GRAPHS, "0.5.15", "--cuda-graph-backend-prefill full", QWEN3),
+    Case(GRAPHS, "0.5.18", '--cuda-graph-config {"prefill":{"backend":"piecewise"}}', QWEN3,
+         "--cuda-graph-config[prefill].backend='piecewise' not allowed; allowed: ('full', 'breakable', "
+         "'tc_piecewise', 'disabled')", f"{SERVER}:4766", exception="ValueError"),
+    Case(GRAPHS, "0.5.21", '--cuda-graph-config {"prefill":{"backend":"tc_piecewise"}}', QWEN3),
+    Case(GRAPHS, "0.5.23", '--cuda-graph-config {"decode":{"backend":"foo"}}', QWEN3,
+         "--cuda-graph-config[decode].backend='foo' not allowed; allowed: ('full', 'breakable', 'disabled')",
+         f"{GRAPH_HOOK}:417", exception="ValueError"),
+    Case(GRAPHS, "0.5.23", '--cuda-graph-config {"decode":{"backend":"full"}} --cuda-graph-backend-prefill breakable',
+         QWEN3),
+    # -- DeepSeek-V4.1 with TRT-LLM attention and a prefill CUDA graph
+    Case(V41_GRAPH, "0.5.22", "--dsv4-attn-backend trtllm --cuda-graph-backend-prefill breakable", V41,
+         "DeepSeek-V4.1 TRT-LLM requires --cuda-graph-backend-prefill disabled", f"{V4_HOOK}:220", cc=B200,
+         exception="ValueError"),
+    Case(V41_GRAPH, "0.5.22", "--dsv4-attn-backend trtllm --disable-prefill-cuda-graph", V41, cc=B200),
+    Case(V41_GRAPH, "0.5.23", "--dsv4-attn-backend trtllm --cuda-graph-backend-prefill full", V41,
+         "DeepSeek-V4.1 TRT-LLM requires --cuda-graph-backend-prefill disabled or breakable", f"{V4_HOOK}:287",
+         cc=B200, exception="ValueError"),
+    Case(V41_GRAPH, "0.5.23", "--dsv4-attn-backend trtllm --cuda-graph-backend-prefill breakable", V41, cc=B200),
+    Case(V41_GRAPH, "0.5.23", "--cuda-graph-backend-prefill full", V41, cc=B200),
 ]
 
 
@@ -219,8 +288,33 @@ def test_speculative_decoding_leaves_the_page_checks_not_judged() -> None:
     assert any("draft-token count" in n for n in judged.not_judged), judged.not_judged
 
 
+def test_a_prefill_graph_the_line_leaves_to_the_release_is_not_judged_for_deepseek_v41() -> None:
+    judged = judge("0.5.23", "--dsv4-attn-backend trtllm", V41, B200)
+    assert not [r for r in judged.refusals if r.rule == V41_GRAPH]
+    assert any("DeepSeek-V4.1" in n for n in judged.not_judged), judged.not_judged
+
+
+def test_a_cuda_graph_config_the_release_parser_may_refuse_is_not_judged() -> None:
+    judged = judge("0.5.23", '--cuda-graph-config {"prefill":{"backend":"foo","max_context_size":8}}', QWEN3)
+    assert not [r for r in judged.refusals if r.rule == GRAPHS]
+    assert any("--cuda-graph-config" in n for n in judged.not_judged), judged.not_judged
+
+
+def test_hisparse_leaves_the_dsa_backends_not_judged() -> None:
+    judged = judge("0.5.23", "--dsa-prefill-backend triton --enable-hisparse --disable-radix-cache", DSV32)
+    assert not [r for r in judged.refusals if r.rule == DSA]
+    assert any("HiSparse" in n or "hisparse" in n for n in judged.not_judged), judged.not_judged
+
+
 def test_a_pd_decode_worker_and_a_model_without_the_step_reach_no_check() -> None:
     decode = judge("0.5.23", "--mamba-radix-cache-strategy no_buffer --disaggregation-mode decode", NEXT)
     assert not [r for r in decode.refusals if r.rule.startswith("sglang.mamba2.")]
     dense = judge("0.5.23", "--page-size 48", QWEN3)
     assert not [r for r in dense.refusals if r.rule.startswith("sglang.mamba2.")]
+
+
+def test_a_model_of_the_releases_lists_is_judged_or_said_not_judged_never_both() -> None:
+    assert not rules_mamba2.JUDGED & rules_mamba2.NOT_JUDGED
+    judged = judge("0.5.23", "--mamba-radix-cache-strategy no_buffer", "KimiLinearForCausalLM")
+    assert not [r for r in judged.refusals if r.rule == NO_BUFFER]
+    assert any("KimiLinearForCausalLM" in n for n in judged.not_judged), judged.not_judged

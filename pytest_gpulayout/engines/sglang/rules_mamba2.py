@@ -39,6 +39,26 @@ What SGLang resolves before it checks, and so what the frame resolves:
 ReplaySSM (``--enable-linear-replayssm``, 0.5.15+; 0.5.16's ``--enable-gdn-replayssm-spec``) refuses the extra
 buffer as resolved above; ``handle_linear_attn_backend`` runs after the deterministic-inference step, which may
 turn the radix cache off (0.5.23 ``attention_hook.py`` l.655-662): there not judged.
+
+The DSA split backends (0.5.20+, ``arg_groups/overrides.py _dsa_split_backend_resolution``, 0.5.23 l.600-741, run
+for a DeepSeek sparse-attention model on CUDA, ``model_hook.py`` l.343-344): a config with ``learnable_sink`` takes
+only flashmla_sparse for a DSA backend the line names (l.644-653); otherwise ``--dsa-prefill-backend`` /
+``--dsa-decode-backend``, else the defaults by the KV cache dtype (``served.dsa_kv_cache_dtype``: the one
+``_dsa_kv_cache_dtype_default`` sets just before) and the GPU (fp8_e4m3: trtllm from SM100, else flashmla_kv; else
+flashmla_sparse prefill and trtllm / fa3 decode, l.713-725), go to ``_check_dsa_backend_constraints`` (l.550-583):
+triton is ROCm-only; 0.5.20 - 0.5.21 refuse tilelang with an fp8_e4m3 KV cache, 0.5.22+ take it when both
+backends are tilelang, without ``--dcp-size`` > 1 and from SM89. Judged for DeepSeek-V3 / V3.2 (``served.
+DSA_ARCHITECTURES``) on a GPU of known capability without ``--enable-hisparse`` (whose arm picks its own defaults).
+
+The CUDA-graph backends (0.5.14+, ``ServerArgs._validate_cuda_graph_config`` / 0.5.19+ ``arg_groups/cuda_graph_hook.py
+validate_cuda_graph_config``, 0.5.23 l.410-420): each phase's backend, ``--cuda-graph-config``'s JSON over
+``--cuda-graph-backend-<phase>`` over the off-switches (0.5.23 l.32-103; the compatibility cascade leaves a backend
+the line sets alone, l.143 / l.560-575), must be one ``ALLOWED_BACKENDS_PER_PHASE`` lists (0.5.14: no full
+prefill; tc_piecewise until 0.5.21, which 0.5.22's parser refuses itself). A JSON the release's parser
+refuses (``parse_cuda_graph_config_arg``) is not judged. DeepSeek-V4.1 (``model_type`` deepseek_v41) with
+``--dsv4-attn-backend trtllm`` needs the prefill graph disabled (0.5.22) or breakable too (0.5.23,
+``deepseek_v4_hook.py validate_deepseek_v41_features`` l.282-290): judged where the line sets the prefill backend
+(the release's default and its cascade otherwise decide it).
 """
 
 from __future__ import annotations
@@ -49,9 +69,11 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.areas import Ask
+from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.engines.sglang.rules_cache import MAMBA_EXTRA_BUFFER_STRATEGIES
 from pytest_gpulayout.engines.sglang.rules_model import Frame
+from pytest_gpulayout.engines.sglang.rules_model2 import is_deepseek_dsa
+from pytest_gpulayout.engines.sglang.served import DSA_ARCHITECTURES, dsa_kv_cache_dtype
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout
@@ -63,6 +85,10 @@ EXTRA_LAZY = "sglang.mamba2.extra_buffer_lazy"
 FLASHINFER_NO_BUFFER = "sglang.mamba2.flashinfer_no_buffer"
 NO_BUFFER = "sglang.mamba2.no_buffer"
 REPLAYSSM = "sglang.mamba2.replayssm_extra_buffer"
+DSA_BACKENDS = "sglang.dsa.split_backends"
+DSA_SINK = "sglang.dsa.learnable_sink_backend"
+GRAPH_BACKENDS = "sglang.cuda_graph.backend_allowed"
+V41_PREFILL_GRAPH = "sglang.deepseek_v41.trtllm_prefill_graph"
 
 RULES: Mapping[str, str] = {
     EXTRA_MODEL: "the Mamba extra buffer (given, or auto resolved to it) for a model or linear-attention backend "
@@ -77,6 +103,12 @@ RULES: Mapping[str, str] = {
                "schedule on or the trtllm_mha attention backend (0.5.14+)",
     REPLAYSSM: "--enable-linear-replayssm (0.5.16: --enable-gdn-replayssm-spec) with the Mamba extra buffer "
                "(0.5.15+)",
+    DSA_BACKENDS: "a DSA backend that is ROCm-only (triton), or tilelang with an fp8_e4m3 KV cache (0.5.20 - 0.5.21: "
+                  "at all; 0.5.22+: on one side only, with --dcp-size > 1 or below SM89) (0.5.20+)",
+    DSA_SINK: "a DSA backend other than flashmla_sparse for a model with learnable attention sinks (0.5.20+)",
+    GRAPH_BACKENDS: "a --cuda-graph-config / --cuda-graph-backend-<phase> backend the phase does not allow (0.5.14+)",
+    V41_PREFILL_GRAPH: "DeepSeek-V4.1 with --dsv4-attn-backend trtllm and a prefill CUDA graph other than disabled "
+                       "(0.5.23: or breakable) (0.5.22+)",
 }
 
 
@@ -131,7 +163,8 @@ NOT_JUDGED = frozenset({
     "BailingMoeV3VLForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
     "MiniCPMV4_6ForConditionalGeneration", "MiniCPMV4_7ForConditionalGeneration", "NemotronH_Omni_Reasoning_V3",
     "Qwen4ExpForConditionalGeneration", "Glm5NextForConditionalGeneration", "GraniteMoeHybridForCausalLM",
-    "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP", "GigaChat35ForCausalLM"})
+    "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP", "GigaChat35ForCausalLM",
+    "GigaChat35ForCausalLMNextN"})
 #: the first release whose Mamba step resolves ``auto`` (0.5.14 ``server_args.py`` l.4385-4394)
 RESOLVES_AUTO_SINCE = Version("0.5.14")
 #: the first release with the Mamba step (0.5.9 ``_handle_mamba_radix_cache``); 0.5.7 - 0.5.8.post1 check in the
@@ -140,6 +173,11 @@ MAMBA_STEP_SINCE = Version("0.5.9")
 #: ``FLA_CHUNK_SIZE`` (``layers/attention/fla/chunk_delta_h.py`` l.19 in 0.5.7; ``kernels/ops/attention/fla/
 #: chunk_delta_h.py`` l.23 in 0.5.16; 64 in every release)
 FLA_CHUNK_SIZE = 64
+#: 0.5.13 first counts ``extra_buffer_lazy`` as the extra buffer (``enable_mamba_extra_buffer``, l.7363-7364; 0.5.12
+#: l.7220-7221 compares with ``extra_buffer`` only)
+LAZY_SINCE = Version("0.5.13")
+#: the compute-capability major from which the model branches may set the page size and strategy (Blackwell)
+BLACKWELL_MAJOR = 10
 #: the first release whose page check reads ``mamba_cache_chunk_size`` (0.5.13 ``server_args.py`` l.2720 / l.7389)
 CHUNK_PROPERTY_SINCE = Version("0.5.13")
 #: the GDN families, whose config classes carry no ``mamba_chunk_size`` (the FLA chunk applies)
@@ -211,10 +249,10 @@ def radix_state(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Ve
     if listed < RESOLVES_AUTO_SINCE:
         if strategy == "auto":
             strategy = "no_buffer"
-        return Radix(uses, strategy, strategy in ("extra_buffer", "extra_buffer_lazy"), supports, overlap_off, page)
-    if uses and layout.compute_capability is not None and layout.compute_capability[0] < 10:
-        pass
-    elif uses and args.get("attention_backend") is None:
+        extra = strategy == "extra_buffer" or (listed >= LAZY_SINCE and strategy == "extra_buffer_lazy")
+        return Radix(uses, strategy, extra, supports, overlap_off, page)
+    cc = layout.compute_capability
+    if uses and (cc is None or cc[0] >= BLACKWELL_MAJOR) and args.get("attention_backend") is None:
         return (f"{arch}: the page size, strategy and attention backend its branch of SGLang {listed} sets on a "
                 "Blackwell (or unknown) GPU without --attention-backend are not resolved")
     supports = supports and args.get("linear_attn_backend") == "triton"
@@ -317,8 +355,163 @@ def _radix_rewritten_later(args: ResolvedArgs) -> bool:
         or bool(args.get("enable_mis", False))
 
 
+#: the DSA backend a config with learnable attention sinks takes (0.5.23 ``overrides.py`` l.645)
+SINK_BACKEND = "flashmla_sparse"
+SINK_TEST = "getattr(hf_config, 'learnable_sink', False)"
+SINK_FIELDS = "for field in ('dsa_prefill_backend', 'dsa_decode_backend')"
+DSA_FIELDS = ("dsa_prefill_backend", "dsa_decode_backend")
+#: the first release whose TileLang FP8 checks take both-tilelang (0.5.22 ``overrides.py`` l.548-559); the entries
+#: hold no test of the early return before them (l.569-570): given as the values of their conditions
+TILELANG_BOTH_SINCE = Version("0.5.22")
+TILELANG_TESTS = ("prefill_backend != 'tilelang' or decode_backend != 'tilelang'", "dcp_size > 1",
+                  "(major, minor) < (8, 9)")
+FP8 = "fp8_e4m3"
+
+
+def _dsa_kv(model: ModelSpec, args: ResolvedArgs, layout: Layout, listed: Version) -> str:
+    """The KV cache dtype ``_dsa_kv_cache_dtype_default`` leaves (``served.dsa_kv_cache_dtype``; ``auto`` it keeps as
+    the 16-bit checkpoint's dtype is bfloat16 there, 0.5.23 ``overrides.py`` l.530-541)."""
+    asked = str(args.get("kv_cache_dtype") or "auto")
+    picked = dsa_kv_cache_dtype(model, asked, layout, listed)
+    if picked is not None:
+        return picked[0]
+    return "bfloat16" if asked == "auto" else asked
+
+
+def dsa_frame(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version) -> Frame:
+    """The DSA split-backend checks' values (see the module)."""
+    arch = _arch(model)
+    cc = layout.compute_capability
+    named = [args.get(d) for d in DSA_FIELDS]
+    if arch not in DSA_ARCHITECTURES or is_deepseek_dsa(model, listed) is not True or "dsa_prefill_backend" not in \
+            args.values:
+        return Frame({}, ())
+    if cc is None or bool(args.get("enable_hisparse", False)):
+        why = "the GPU's compute capability is unknown" if cc is None else "--enable-hisparse picks its own defaults"
+        notes = (f"{arch}: the DSA backends SGLang {listed} resolves are not judged ({why})",) if any(
+            n is not None for n in named) else ()
+        return Frame({}, (), notes)
+    values: dict[str, object] = {"hip": False, "model_arch": arch}
+    if _config(model).get("learnable_sink"):
+        wrong = next(((d, v) for d, v in zip(DSA_FIELDS, named, strict=True) if v is not None and v != SINK_BACKEND),
+                     None)
+        values.update({SINK_TEST: True, SINK_FIELDS: wrong is not None, "backend": SINK_BACKEND})
+        if wrong is not None:
+            values.update({"field": wrong[0], "value": wrong[1], "option": "--" + wrong[0].replace("_", "-")})
+        return Frame(values, (DSA_SINK,))
+    kv = _dsa_kv(model, args, layout, listed)
+    major, minor = cc
+    if kv == FP8:
+        default_prefill = default_decode = "trtllm" if major >= 10 else "flashmla_kv"
+    else:
+        default_prefill, default_decode = "flashmla_sparse", "trtllm" if major >= 10 else "fa3"
+    prefill = named[0] if named[0] is not None else default_prefill
+    decode = named[1] if named[1] is not None else default_decode
+    chosen = {prefill, decode}
+    rocm_only, fp8_unsupported = {"triton"} & chosen, {"tilelang"} & chosen
+    dcp = args.get("dcp_size") or 1
+    values.update({"kv_cache_dtype": kv, "prefill_backend": prefill, "decode_backend": decode, "dcp_size": dcp,
+                   "major": major, "minor": minor, "rocm_only": rocm_only, "cuda_fp8_unsupported": fp8_unsupported,
+                   "'/'.join(sorted(rocm_only))": "/".join(sorted(rocm_only)),
+                   "'/'.join(sorted(cuda_fp8_unsupported))": "/".join(sorted(fp8_unsupported))})
+    if rocm_only or kv != FP8 or "tilelang" not in chosen:
+        values.update(dict.fromkeys(TILELANG_TESTS, False))   # the early return before them (l.562-570)
+    return Frame(values, (DSA_BACKENDS,))
+
+
+#: ``ALLOWED_BACKENDS_PER_PHASE`` by the first release that holds it (0.5.14 ``model_executor/cuda_graph_config.py``
+#: l.48-56; 0.5.15 l.48-62 adds full prefill; 0.5.22 l.51-66 drops tc_piecewise)
+ALLOWED_BACKENDS: tuple[tuple[Version, Mapping[str, tuple[str, ...]]], ...] = (
+    (Version("0.5.14"), {"decode": ("full", "breakable", "tc_piecewise", "disabled"),
+                         "prefill": ("breakable", "tc_piecewise", "disabled")}),
+    (Version("0.5.15"), {"decode": ("full", "breakable", "tc_piecewise", "disabled"),
+                         "prefill": ("full", "breakable", "tc_piecewise", "disabled")}),
+    (Version("0.5.22"), {"decode": ("full", "breakable", "disabled"), "prefill": ("full", "breakable", "disabled")}),
+)
+#: ``Phase.ALL`` (decode first) and the keys every release's JSON parser takes (0.5.14 l.66-69, 0.5.23 l.74-85)
+PHASES = ("decode", "prefill")
+SAFE_KEYS = frozenset({"backend", "max_bs", "bs"})
+#: 0.5.22 first refuses tc_piecewise in its parser (``parse_cuda_graph_backend_arg``, 0.5.23 l.237-243)
+TC_PIECEWISE_REFUSED_SINCE = Version("0.5.22")
+GRAPH_LOOP = "for phase in Phase.ALL"
+PREFILL_BACKEND = "cfg.cuda_graph_config.prefill.backend"
+V41_MODEL_TYPE = "deepseek_v41"
+
+
+def _graph_json(args: ResolvedArgs) -> dict[str, dict[str, object]] | None:
+    """``--cuda-graph-config`` as the release's parser returns it ({} when not given); None where that parser
+    refuses it (not JSON, not an object, an unknown phase or key) or a key may be one it refuses."""
+    raw = args.get("cuda_graph_config")
+    if raw is None:
+        return {}
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or any(p not in PHASES or not isinstance(v, dict) or set(v) - SAFE_KEYS
+                                           for p, v in parsed.items()):
+        return None
+    return parsed
+
+
+def phase_backends(args: ResolvedArgs) -> dict[str, object] | None:
+    """Each phase's backend where the line sets it (``parse_cuda_graph_config``'s precedence, see the module); a
+    phase the line leaves to the release's default is absent; None where the JSON is not judged."""
+    parsed = _graph_json(args)
+    if parsed is None:
+        return None
+    out: dict[str, object] = {}
+    if bool(args.get("disable_cuda_graph", False)):
+        out.update(dict.fromkeys(PHASES, "disabled"))
+    for phase in PHASES:
+        if bool(args.get(f"disable_{phase}_cuda_graph", False)):
+            out[phase] = "disabled"
+        given = args.get(f"cuda_graph_backend_{phase}")
+        if given is not None:
+            out[phase] = given
+        if "backend" in parsed.get(phase, {}):
+            out[phase] = parsed[phase]["backend"]
+    return out
+
+
+def graph_frame(args: ResolvedArgs, model: ModelSpec, listed: Version) -> Frame:
+    """The CUDA-graph backend check's and DeepSeek-V4.1's values (see the module)."""
+    if "cuda_graph_config" not in args.values:
+        return Frame({}, ())
+    backends = phase_backends(args)
+    values: dict[str, object] = {"Backend.DISABLED": "disabled", "Backend.BREAKABLE": "breakable"}
+    rules: list[str] = []
+    notes: list[str] = []
+    allowed = next((a for since, a in reversed(ALLOWED_BACKENDS) if listed >= since), None)
+    if backends is None:
+        notes.append(f"--cuda-graph-config as SGLang {listed}'s parser reads it is not resolved: "
+                     f"{RULES[GRAPH_BACKENDS]} is not judged")
+    elif allowed is not None and not (listed >= TC_PIECEWISE_REFUSED_SINCE and "tc_piecewise" in backends.values()):
+        bad = next((p for p in PHASES if p in backends and backends[p] not in allowed[p]), None)
+        values[GRAPH_LOOP] = bad is not None
+        if bad is not None:
+            values.update({"phase": bad, "backend": backends[bad], "ALLOWED_BACKENDS_PER_PHASE[phase]": allowed[bad]})
+        rules.append(GRAPH_BACKENDS)
+    if _arch(model) == "DeepseekV4ForCausalLM" and model.hf_model_type == V41_MODEL_TYPE:
+        values["dsv4_attn_backend"] = args.get("dsv4_attn_backend")
+        prefill = None if backends is None else backends.get("prefill")
+        if prefill is not None:
+            values[PREFILL_BACKEND] = prefill
+            rules.append(V41_PREFILL_GRAPH)
+        elif args.get("dsv4_attn_backend") == "trtllm":
+            notes.append(f"DeepSeek-V4.1 with --dsv4-attn-backend trtllm against the prefill CUDA graph SGLang "
+                         f"{listed} resolves (none set on the line) is not judged")
+    return Frame(values, tuple(rules), tuple(notes))
+
+
 def judge(ask: Ask) -> Judged:
-    """The rules ``frame`` names, in that frame over the shared namespace, and what it could not resolve."""
-    framed = frame(ask.args, ask.model, ask.layout, ask.listed)
-    in_frame = ask.judge(framed.values, framed.rules)
-    return Judged(in_frame.refusals, framed.notes + in_frame.not_judged)
+    """The rules of each frame (the Mamba step's, the DSA backends', the CUDA graphs'), each in its own frame over the
+    shared namespace (``backend`` means another thing in each), and what they could not resolve."""
+    parts: list[Judged] = []
+    notes: list[str] = []
+    for framed in (frame(ask.args, ask.model, ask.layout, ask.listed),
+                   dsa_frame(ask.args, ask.model, ask.layout, ask.listed),
+                   graph_frame(ask.args, ask.model, ask.listed)):
+        notes.extend(framed.notes)
+        parts.append(ask.judge(framed.values, framed.rules))
+    return combine(parts, notes)
