@@ -26,6 +26,7 @@ from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rule
 from pytest_gpulayout.engines.sglang import (
     rules_cache,
     rules_mamba,
+    rules_mamba2,
     rules_model,
     rules_model2,
     rules_model3,
@@ -84,6 +85,7 @@ AREAS: tuple[Area, ...] = (
     rules_moe2,       # elastic EP scale-up, SGLANG_CUTLASS_MOE, Ascend fused EP, FlashInfer / DeepGEMM MegaMoE
     rules_model4,     # DeepSeek-V4 / V4.1, DSA overrides, MiMo-V2, Nemotron-H, MiniCPM, Kimi-K3, CP by model
     rules_spec3,      # speculative decoding beside PP, DeepSeek V4, unified memory, HiCache DCP, KV sharding ...
+    rules_mamba2,     # the Mamba radix-cache strategy, DSA backends, CUDA-graph backends
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
