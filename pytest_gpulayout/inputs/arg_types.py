@@ -39,6 +39,22 @@ def _named(name: str, fn: TypeFunc) -> TypeFunc:
     return fn
 
 
+#: the mark of a function made for a type the release defines and this module does not rebuild: it keeps the word
+#: as it is, so a value the release's own function refuses is not refused here (``passes_through``)
+_PASSTHROUGH = "_gpulayout_passthrough"
+
+
+def _passthrough(name: str) -> TypeFunc:
+    fn = _named(name, lambda v: v)
+    setattr(fn, _PASSTHROUGH, True)
+    return fn
+
+
+def passes_through(fn: TypeFunc | None) -> bool:
+    """Whether ``fn`` is a release's own type function that is not rebuilt here (the word is kept unchecked)."""
+    return bool(getattr(fn, _PASSTHROUGH, False))
+
+
 def human_readable_int_of(tables: Mapping[str, Any]) -> TypeFunc:
     """The release's ``human_readable_int`` (its suffix tables as extracted)."""
     decimal: dict[str, int] = {str(k): int(v) for k, v in dict(tables.get("decimal") or _DEFAULT_DECIMAL).items()}
@@ -140,6 +156,8 @@ class Types:
             return _named("loads", _json_loads)
         if spec == "nullable_str":
             return nullable_str
+        if spec in _REBUILT:
+            return _named(spec, _REBUILT[spec])
         if spec == "nullable_kvs":
             return nullable_kvs
         if spec.startswith("optional(") and spec.endswith(")"):
@@ -154,8 +172,7 @@ class Types:
             return self._dataclass(name, lambda_rule=kind == "dataclass_lambda")
         if spec.startswith("lambda:"):
             return self._lambda(spec[len("lambda:"):])
-        name = spec.split(":", 1)[-1]
-        return _named(name, lambda v: v)
+        return _passthrough(spec.split(":", 1)[-1])
 
     def _parse_type(self, inner: TypeFunc, inner_spec: str) -> TypeFunc:
         kvs = bool(self.variants.get("json_kvs")) and inner_spec == "json.loads"
@@ -242,7 +259,34 @@ class Types:
         if "isdigit()" in body and "split(',')" in body:
             return _named("<lambda>", lambda s: [int(p) if p.isdigit() else p
                                                  for p in (x.strip() for x in s.split(","))])
-        return _named("<lambda>", lambda s: s)
+        return _passthrough("<lambda>")
+
+
+def _json_list(value: str) -> Any:
+    """SGLang's ``json_list_type`` (``utils/common.py``, 0.5.10 l.3493-3499, 0.5.23 l.4818-4824): ``orjson.loads``,
+    its JSON error refused in its words (orjson's ``JSONDecodeError`` is a ``json.JSONDecodeError``)."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.") from e
+
+
+def _cuda_graph_backend(raw: str) -> str:
+    """SGLang 0.5.22+ ``parse_cuda_graph_backend_arg`` (``model_executor/cuda_graph_config.py`` l.237-243 in
+    0.5.23): the retired backend refused before argparse checks the choices."""
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return raw
+
+
+def _reasoning_parser(val: str) -> str:
+    """vLLM 0.33 ``parse_reasoning_parser`` (``engine/arg_utils.py`` l.188-190): ``none`` (any case) is unset."""
+    return "" if val.lower() == "none" else val
+
+
+#: the type functions of the releases rebuilt here by the name their tables give (the releases' own code)
+_REBUILT: Mapping[str, TypeFunc] = {"json_list_type": _json_list, "parse_cuda_graph_backend_arg": _cuda_graph_backend,
+                                    "parse_reasoning_parser": _reasoning_parser}
 
 
 def _pydantic_repr(value: object) -> str:

@@ -255,6 +255,9 @@ class ResolvedArgs:
     from_file: tuple[str, ...] = ()
     #: what the release parses but does not act on, each in words (``--config=FILE``, a file never merged)
     ignored: tuple[str, ...] = ()
+    #: the flags given whose value the release converts with a function of its own that is not rebuilt here
+    #: (``arg_types.passes_through``), each as ``flag (function)``: a value that function refuses is not refused
+    unchecked: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

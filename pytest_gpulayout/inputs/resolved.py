@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from pytest_gpulayout.inputs.arg_types import Types, passes_through
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.inputs.flag_tables import Chosen, ReleaseTables
 from pytest_gpulayout.inputs.release_parser import Outcome
@@ -50,10 +51,13 @@ def resolved(engine: str, chosen: Chosen, tables: ReleaseTables, outcome: Outcom
     first = error or outcome.error
     deprecated = tuple(sorted(o.flags[0] for dest in outcome.given for o in t.by_dest.get(dest, ())
                               if o.deprecated and o.flags))
+    types = Types(t)
+    unchecked = tuple(sorted({f"{o.flags[0]} ({o.type})" for dest in outcome.given for o in t.by_dest.get(dest, ())
+                              if o.flags and passes_through(types.get(o.type))}))
     return ResolvedArgs(
         engine=engine, release=t.release,
         values=MappingProxyType(dict(outcome.values)) if not first else MappingProxyType({}),
         given=outcome.given if not first else frozenset(),
         errors=(first,) if first else (), release_note=chosen.note,
         hints=hints_for(first, chosen, tables) if first else (), deprecated=deprecated, args=tuple(args),
-        dests=t.dest_by_spelling)
+        dests=t.dest_by_spelling, unchecked=unchecked if not first else ())

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pytest_gpulayout.check import Rule
 from pytest_gpulayout.engine import Subject, config_reader
-from pytest_gpulayout.findings import Facts, Finding, Status, failed, passed, register_facts
+from pytest_gpulayout.findings import ABSENT, Absent, Facts, Finding, Status, failed, passed, register_facts
 
 CHECK = "config"
 
@@ -37,6 +37,9 @@ class ConfigFacts(Facts):
     deprecated: tuple[str, ...] = ()
     release_note: str = ""
     command: tuple[str, ...] = ()
+    #: the flags whose value the release converts with a type function of its own that is not rebuilt here (absent:
+    #: none)
+    unchecked: tuple[str, ...] | Absent = ABSENT
 
 
 def _sentence(text: str) -> str:
@@ -137,7 +140,8 @@ def check_config(s: Subject) -> Finding:
         parts.append(f"its config-time checks are not modelled for {engine.display}")
     else:
         facts = ConfigFacts(release=a.release, accepted=True, not_judged=(*judged.not_judged, *a.not_read),
-                            deprecated=a.deprecated, release_note=a.release_note, command=a.args)
+                            deprecated=a.deprecated, release_note=a.release_note, command=a.args,
+                            unchecked=a.unchecked or ABSENT)
         parts.append("none of its modelled config-time refusals holds")
         if judged.not_judged:
             parts.append(f"not judged: {'; '.join(judged.not_judged)}")
@@ -150,6 +154,10 @@ def check_config(s: Subject) -> Finding:
     for why in a.ignored:  # --config=FILE: parsed, never merged
         status = Status.WARN
         parts.append(why)
+    if a.unchecked:  # a type function of the release's own that is not rebuilt: its value was taken as written
+        status = Status.WARN
+        parts.append(f"the release converts {', '.join(a.unchecked)} with a function of its own that is not "
+                     f"modelled: a value it refuses at parse time is not refused here")
     if unknown:
         status = Status.WARN
         parts.append(_unset(unknown, fields) if fields else f"{_unset(unknown)}: their text was judged as written")

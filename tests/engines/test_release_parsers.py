@@ -253,3 +253,30 @@ def test_llamacpp_reads_words_as_common_params_parse_ex_does() -> None:
     assert (r.get("ctx_size"), r.get("parallel")) == (4096, 2)  # the command line wins over the variable
     between = llamacpp.resolve(["-m", "x.gguf"], v("11200"))
     assert between.release == "b11003" and "nearest release below" in between.release_note
+
+
+# -- the releases' own type functions --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("line", "error"), [
+    # SGLang 0.5.23 model_executor/cuda_graph_config.py:237-243, utils/common.py:4818-4824
+    ("--cuda-graph-backend-decode tc_piecewise", "argument --cuda-graph-backend-decode: tc_piecewise was removed; "
+                                                 "select breakable, full, or disabled"),
+    ("--forward-hooks [1", "argument --forward-hooks: Invalid JSON list: [1. Please provide a valid JSON list."),
+])
+def test_sglang_type_functions_refuse_in_their_words(line: str, error: str) -> None:
+    flag, value = line.split(" ", 1)
+    r = sglang.resolve(["--model-path", "m", flag, value], Version("0.5.23"))
+    assert not r.ok and error in r.errors[0]
+
+
+def test_a_type_function_not_rebuilt_is_named_not_passed_in_silence() -> None:
+    """--cuda-graph-config's parse_cuda_graph_config_arg checks phases and keys per release (0.5.23
+    cuda_graph_config.py:246-280): not rebuilt here, so the line is taken, and the flag is named as unchecked, which
+    the config check says (a warning, not a pass)."""
+    ok = sglang.resolve(["--model-path", "m", "--forward-hooks", "[]", "--cuda-graph-backend-decode", "full"],
+                        Version("0.5.23"))
+    assert ok.ok and ok.unchecked == ()
+    r = sglang.resolve(["--model-path", "m", "--cuda-graph-config", '{"bogus": {}}'], Version("0.5.23"))
+    assert r.ok and r.unchecked == ("--cuda-graph-config (parse_cuda_graph_config_arg)",)
+    v = vllm.resolve(["Qwen/Qwen3-8B", "--reasoning-parser", "None"], Version("0.33.0"))
+    assert v.ok and v.get("reasoning_parser") == "" and v.unchecked == ()  # vllm 0.33.0 arg_utils.py:188-190

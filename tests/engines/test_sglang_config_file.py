@@ -200,3 +200,19 @@ def test_a_config_file_given_as_config_equals_is_never_read_by_the_engine(
     main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
     checks = json.loads(capsys.readouterr().out)["deployments"]["d"]["checks"]
     assert "does not read" not in checks["config"]["message"] and checks["heads"]["status"] == "fail"
+
+
+def test_a_flag_whose_type_function_is_not_rebuilt_warns_instead_of_passing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang 0.5.23 checks --cuda-graph-config's phases and keys in its own argparse type
+    (``parse_cuda_graph_config_arg``, model_executor/cuda_graph_config.py:246-280), which is not rebuilt: the line is
+    taken, and the config check says that value was not checked instead of passing it."""
+    (tmp_path / "gpulayout.yaml").write_text(
+        "version: 1\nmachine: preset:8xH100-sxm\ndeployments:\n  d:\n    model: Qwen/Qwen3-8B\n"
+        "    engine: sglang\n    engine_version: '0.5.23'\n    launch:\n"
+        "      args: ['--cuda-graph-config', '{\"decode\": {\"max_bs\": 64}}']\n")
+    main(["check", str(tmp_path / "gpulayout.yaml"), "--json"])
+    config = json.loads(capsys.readouterr().out)["deployments"]["d"]["checks"]["config"]
+    assert config["status"] == "warn", config
+    assert "--cuda-graph-config (parse_cuda_graph_config_arg) with a function of its own that is not modelled" in \
+        config["message"]
