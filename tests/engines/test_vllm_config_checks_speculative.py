@@ -276,7 +276,9 @@ def test_the_check_says_which_speculative_options_it_did_not_judge() -> None:
     _, not_judged = _check(spec(method="eagle3", model="AngelSlim/Qwen3-8B_eagle3", quantization="fp8",
                                 max_model_len=4096), "0.33.0")
     assert any("the draft 'AngelSlim/Qwen3-8B_eagle3' could not be read" in n for n in not_judged)
-    assert any("max_model_len, quantization not judged" in n for n in not_judged)
+    assert any("speculative decoding: quantization not judged" in n for n in not_judged)
+    # the speculative max_model_len is rules_spec3's, which says it needs the draft's config
+    assert any("max_model_len against the draft's length is not judged" in n for n in not_judged)
     assert any("vllm.speculative.num_tokens" in n and "self.num_speculative_tokens" in n for n in not_judged)
 
 

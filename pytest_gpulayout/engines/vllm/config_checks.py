@@ -40,6 +40,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_post2,
     rules_small,
     rules_spec2,
+    rules_spec3,
     rules_speculative,
 )
 from pytest_gpulayout.generation import release_facts
@@ -137,6 +138,7 @@ AREAS: tuple[Area, ...] = (
     rules_spec2,        # speculative decoding keys and the named draft's own config
     rules_post2,        # CUDA-graph sizes, profiler, kernel flags, NIXL with context parallel, routed experts
     rules_model3,       # runners and pooling heads, --quantization(-config), multimodal processor options
+    rules_spec3,        # Qwen3-Omni DSpark drafts, dspark_draft_topk, the draft max_model_len, EAGLE on V0, the oracle
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}

@@ -195,7 +195,8 @@ _DSPARK_ARCHITECTURES = {"_QWEN3_OMNI_DSPARK_ARCHITECTURE": "Qwen3OmniDSparkMode
 #: the keys the rules read (the others are named by ``notes``)
 READ_KEYS = frozenset({"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
                        "draft_tensor_parallel_size", "disable_by_batch_size", "tensor_parallel_size",
-                       "speculative_token_tree", "disable_padded_drafter_batch", "suffix_decoding_max_tree_depth"})
+                       "speculative_token_tree", "disable_padded_drafter_batch", "suffix_decoding_max_tree_depth",
+                       "max_model_len", "dspark_draft_topk"})   # the last two: rules_spec3
 
 
 @dataclass(frozen=True)
