@@ -37,6 +37,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_model,
     rules_post,
     rules_post2,
+    rules_post3,
     rules_small,
     rules_spec2,
     rules_speculative,
@@ -135,6 +136,7 @@ AREAS: tuple[Area, ...] = (
     rules_hybrid,       # Mamba / hybrid-model and pooling options
     rules_spec2,        # speculative decoding keys and the named draft's own config
     rules_post2,        # CUDA-graph sizes, profiler, kernel flags, NIXL with context parallel, routed experts
+    rules_post3,        # ReplaySSM, adaptive verification, Model Runner V2 replay / PCP, dual-chunk, V0 by hand
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
