@@ -56,6 +56,10 @@ CASES = [
     Case(RAGGED, "0.5.23", f"{SPEC} DFLASH --linear-attn-verify-backend triton", env=CAP),
     Case(RAGGED, "0.5.23", f"{SPEC} EAGLE"),
     Case(RAGGED, "0.5.23", f"{SPEC} EAGLE", env={"SGLANG_RAGGED_VERIFY_MODE": "static"}),
+    Case(RAGGED, "0.5.23", f"{SPEC} EAGLE", "got algorithm='EAGLE', verify=None.", f"{HOOK}:484",
+         {**CAP, "SGLANG_ENABLE_PP_SPEC": "false"}),
+    Case(RAGGED, "0.5.21", f"{SPEC} EAGLE", "got algorithm='EAGLE', verify=None.", f"{HOOK}:395",
+         {**CAP, "SGLANG_ENABLE_PP_SPEC": "1"}),
     Case(RAGGED, "0.5.19", f"{SPEC} EAGLE", "SGLANG_RAGGED_VERIFY_MODE=compact requires", f"{HOOK}:417", COMPACT),
     Case(RAGGED, "0.5.17", f"{SPEC} EAGLE",
          "got algorithm='EAGLE', verify=None. Use SGLANG_RAGGED_VERIFY_MODE=static.", f"{SERVER}:6206", CAP),
@@ -101,7 +105,8 @@ def test_every_rule_has_a_refused_and_an_accepted_case() -> None:
         assert refused and accepted, rule
 
 
-@pytest.mark.parametrize("env", [{**CAP, "SGLANG_ENABLE_PP_SPEC": "1"}, {"SGLANG_RAGGED_VERIFY_MODE": "sometimes"}])
+@pytest.mark.parametrize("env", [{**CAP, "SGLANG_ENABLE_PP_SPEC": "1"}, {**CAP, "SGLANG_ENABLE_PP_SPEC": "on"},
+                                 {"SGLANG_RAGGED_VERIFY_MODE": "sometimes"}])
 def test_a_verify_backend_sglang_may_rewrite_or_an_unknown_mode_is_not_judged(env: dict[str, str]) -> None:
     judged = judge("0.5.23", f"{SPEC} EAGLE", env)
     assert not [r for r in judged.refusals if r.rule == RAGGED]

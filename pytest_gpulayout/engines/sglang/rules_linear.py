@@ -60,8 +60,9 @@ PP_SPEC_SINCE = Version("0.5.22")
 #: models whose speculative hook pins the verify backend when the line leaves it unset, and since when
 #: (Kimi: 0.5.18 ``kimi_k3_hook.py``; GLM-5-Next: 0.5.22 ``glm5_next_hook.py``)
 VERIFY_PINNED: tuple[tuple[str, Version], ...] = (("Kimi", Version("0.5.18")), ("Glm5Next", Version("0.5.22")))
-#: ``EnvBool``'s false spellings (0.5.23 ``environ.py``): an unset or false switch keeps the line's verify backend
-_FALSE = frozenset({"", "0", "false", "no", "off", "f", "n"})
+#: ``EnvBool``'s false spellings (lowered, 0.5.23 ``environ.py`` l.143-150): only an unset or false switch keeps the
+#: line's verify backend (any other value may turn it on, or is SGLang's own error)
+_FALSE = frozenset({"false", "0", "no", "n"})
 
 
 def _verify(args: ResolvedArgs, model: ModelSpec, listed: Version, env: Mapping[str, str]) -> str | None:
@@ -75,7 +76,7 @@ def _verify(args: ResolvedArgs, model: ModelSpec, listed: Version, env: Mapping[
     pp_spec = env.get(PP_SPEC_ENV)
     # ``uses_kda_attention`` reads the model's text config too (0.5.23 ``configs/model_config.py`` l.230): any
     # model is taken as one that may be KDA
-    if (listed >= PP_SPEC_SINCE and pp_spec is not None and pp_spec.strip().lower() not in _FALSE
+    if (listed >= PP_SPEC_SINCE and pp_spec is not None and pp_spec.lower() not in _FALSE
             and verify in (None, "flashinfer")):
         return f"{PP_SPEC_ENV} with a KDA model may fall the verify backend back to triton"
     return None
