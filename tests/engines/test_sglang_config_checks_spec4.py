@@ -54,6 +54,8 @@ AS = "sglang.spec4.adaptive_steps"
 DS = "sglang.spec4.dspark_dp_a2a"
 LM = "sglang.spec4.lora_v2_modes"
 LR = "sglang.spec4.lora_moe_runner"
+LS = "sglang.spec4.lora_speculative"
+LORA = "--enable-lora --lora-paths a=/adapters/a"
 CASES = [
     # -- DeepEP v2 as the draft's backend: given, or inherited from the target by an algorithm other than NGRAM
     Case(DD, "0.5.23", f"{ALGO} EAGLE --speculative-moe-a2a-backend deepep_v2",
@@ -123,6 +125,21 @@ CASES = [
     Case(LR, "0.5.23", f"{LORA_MOE} --moe-a2a-backend deepep", "--moe-runner-backend lora_triton requires Standard "
          "dispatch, got --moe-a2a-backend deepep", f"{LORA_HOOK}:221"),
     Case(LR, "0.5.23", LORA_MOE),
+    # -- LoRA with speculative decoding: the release's list, the first reason that holds
+    Case(LS, "0.5.23", f"{LORA} {ALGO} nextn {ADAPTIVE}", "LoRA with EAGLE/NEXTN/EAGLE3 speculative decoding does "
+         "not support --speculative-adaptive", f"{LORA_HOOK}:299"),
+    # a top-k of 2 turns adaptive off in the speculative hook first
+    Case(LS, "0.5.23", f"{LORA} {ALGO} EAGLE {ADAPTIVE} --speculative-num-steps 3 --speculative-eagle-topk 2 "
+         "--speculative-num-draft-tokens 8"),
+    Case(LS, "0.5.23", f"{LORA} {ALGO} EAGLE", "does not support SGLANG_ENABLE_OVERLAP_PLAN_STREAM=1",
+         f"{LORA_HOOK}:299", env={"SGLANG_ENABLE_OVERLAP_PLAN_STREAM": "1"}),
+    Case(LS, "0.5.23", f"{LORA} {ALGO} EAGLE"),
+    Case(LS, "0.5.23", f"{ALGO} EAGLE {ADAPTIVE}"),                            # no LoRA
+    Case(LS, "0.5.19", f"{LORA} {ALGO} DSPARK", "does not support SGLANG_RAGGED_VERIFY_MODE='compact'",
+         f"{LORA_HOOK}:225", env=COMPACT),
+    Case(LS, "0.5.20", f"{LORA} {ALGO} EAGLE --speculative-moe-runner-backend experimental_sgl_trtllm",
+         "does not support the experimental_sgl_trtllm MoE runner", f"{LORA_HOOK}:221"),
+    Case(LS, "0.5.19", f"{LORA} {ALGO} DSPARK"),
 ]
 
 

@@ -25,6 +25,12 @@ the LoRA triton_v2 modes and MoE runners, each read as the release holds the val
   no attention DP, PDMux, two-batch overlap or ``SGLANG_EXPERIMENTAL_LORA_OPTI``; then the LoRA MoE runner's
   quantization (none, fp8 or modelopt_fp4; modelopt_fp4 only with ``lora_marlin``) and standard dispatch (l.209-
   223). The quantization is ``rules_moe.quantization``'s, the runner ``rules_moe.runner``'s.
+- LoRA with speculative decoding (``check_lora_speculative_compatibility``'s list, 0.5.19+, 0.5.23 ``lora_hook.py:
+  265-302``, run with LoRA on, l.73): for EAGLE / EAGLE3 / DFLASH / DSPARK (rewritten: NEXTN is EAGLE; a possible
+  FROZEN_KV_MTP promotion is not judged), DSPARK with a ``SGLANG_RAGGED_VERIFY_MODE`` other than static,
+  ``--speculative-adaptive`` as the speculative hook leaves it, the ``experimental_sgl_trtllm`` MoE runner (the
+  target's as resolved, or the draft's as given) and ``SGLANG_ENABLE_OVERLAP_PLAN_STREAM``; the first that holds
+  is said.
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ RULES: Mapping[str, str] = {
                                   "two-batch overlap or SGLANG_EXPERIMENTAL_LORA_OPTI (0.5.23)",
     "sglang.spec4.lora_moe_runner": "a LoRA MoE runner with a quantization other than BF16 / fp8 / modelopt_fp4, "
                                     "modelopt_fp4 off lora_marlin, or an all-to-all backend (0.5.23)",
+    "sglang.spec4.lora_speculative": "LoRA with EAGLE / EAGLE3 / DFLASH / DSPARK beside a non-static ragged verify "
+                                     "mode (DSPARK), --speculative-adaptive, the experimental_sgl_trtllm MoE runner "
+                                     "or SGLANG_ENABLE_OVERLAP_PLAN_STREAM (0.5.19+)",
 }
 
 DEEPEP_DRAFT_RULE = "sglang.spec4.deepep_v2_draft"
@@ -64,6 +73,9 @@ ADAPTIVE_RULE = "sglang.spec4.adaptive_steps"
 DSPARK_RULE = "sglang.spec4.dspark_dp_a2a"
 LORA_MODES_RULE = "sglang.spec4.lora_v2_modes"
 LORA_MOE_RULE = "sglang.spec4.lora_moe_runner"
+LORA_SPEC_RULE = "sglang.spec4.lora_speculative"
+#: the algorithms ``check_lora_speculative_compatibility`` reaches its list for (0.5.23 ``lora_hook.py:253``)
+_LORA_SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "DFLASH", "DSPARK")
 
 #: the union of ``DEFAULT_ADAPTIVE_CONFIG``'s candidate steps, sorted as ``resolve_candidate_steps_from_config``
 #: returns them (0.5.14 - 0.5.19 ``speculative/adaptive_spec_params.py`` l.22-46; 0.5.20 l.26-50 adds 5)
@@ -204,6 +216,46 @@ def _lora(ask: Ask, notes: list[str]) -> Judged:
     return _judge(ask, frame, [LORA_MOE_RULE])
 
 
+def _lora_speculative(ask: Ask, notes: list[str]) -> Judged:
+    """``check_lora_speculative_compatibility``'s list (see the module), its reasons in the release's words."""
+    args, values = ask.args, ask.values
+    algo = values.get("speculative_algorithm")
+    if not _enable_lora(args) or algo not in _LORA_SPEC_ALGORITHMS or not ask.among([LORA_SPEC_RULE]):
+        return Judged()
+    if promotable(values, ask.listed):
+        notes.append(f"the algorithm may be promoted to FROZEN_KV_MTP by the draft's config, not read: "
+                     f"{RULES[LORA_SPEC_RULE]} is not judged")
+        return Judged()
+    adaptive = adaptive_after_hook(ask) if ask.listed >= ADAPTIVE_FALLBACK_SINCE else (
+        _adaptive_before_fallback(ask) if args.get("speculative_adaptive") else False)
+    runner = rules_moe.runner(args, ask.model, ask.layout, rules_moe.a2a_backend(args, ask.model))
+    ragged = ask.env.get("SGLANG_RAGGED_VERIFY_MODE", _STATIC)
+    trtllm = "experimental_sgl_trtllm"
+    checks: tuple[tuple[bool | None, str], ...] = (
+        (algo == "DSPARK" and ragged != _STATIC,
+         f"does not support SGLANG_RAGGED_VERIFY_MODE={ragged!r}: the per-request verify lengths it schedules break "
+         "the uniform-width LoRA segment layout"),
+        (adaptive, "does not support --speculative-adaptive: the draft is built from a static ServerArgs snapshot, "
+                   "and the runtime-state swap does not rebuild LoRA cuda-graph metadata"),
+        (None if runner is None and _given(args, "speculative_moe_runner_backend") != trtllm
+         else trtllm in (runner, _given(args, "speculative_moe_runner_backend")),
+         "does not support the experimental_sgl_trtllm MoE runner: its TopK reads the LoRA config per forward, "
+         "which the draft resolves against the target's after its own publish ended"),
+        (env_bool(ask.env, "SGLANG_ENABLE_OVERLAP_PLAN_STREAM"),
+         "does not support SGLANG_ENABLE_OVERLAP_PLAN_STREAM=1: LoRA batch preparation would run on the plan "
+         "stream, unordered against in-flight forwards"),
+    )
+    for holds, reason in checks:
+        if holds is None:
+            notes.append(f"a value the list reads is not resolved for this line: {RULES[LORA_SPEC_RULE]} is not "
+                         "judged")
+            return Judged()
+        if holds:
+            return _judge(ask, {"for (is_unsupported, reason) in unsupported": True, "is_unsupported": True,
+                                "reason": reason}, [LORA_SPEC_RULE])
+    return Judged()
+
+
 def judge(ask: Ask) -> Judged:
     """Each rule of this module whose check the line reaches, in its frame; what was left out, in words."""
     args, values, listed = ask.args, ask.values, ask.listed
@@ -223,5 +275,7 @@ def judge(ask: Ask) -> Judged:
     if algo == "DSPARK":
         parts.append(_judge(ask, _dspark_frame(ask), [DSPARK_RULE]))
     parts.append(_lora(ask, notes))
+    if algo is not None:
+        parts.append(_lora_speculative(ask, notes))
     refusals = tuple(r for j in parts for r in j.refusals)
     return Judged(refusals, tuple(dict.fromkeys((*notes, *(n for j in parts for n in j.not_judged)))))
