@@ -40,6 +40,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_spec,
     rules_spec2,
     rules_spec3,
+    rules_spec4,
 )
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
@@ -88,6 +89,7 @@ AREAS: tuple[Area, ...] = (
     rules_spec3,      # speculative decoding beside PP, DeepSeek V4, unified memory, HiCache DCP, KV sharding ...
     rules_mamba2,     # the Mamba radix-cache strategy, DSA backends, CUDA-graph backends
     rules_linear,     # ReplaySSM with SGLANG_RAGGED_VERIFY_MODE and under PD disaggregation
+    rules_spec4,      # DeepEP v2 drafts, adaptive steps, DSPARK with attention DP, LoRA triton_v2 / MoE runners
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
