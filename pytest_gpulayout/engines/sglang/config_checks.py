@@ -25,6 +25,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
 from pytest_gpulayout.engines.sglang import (
     rules_cache,
+    rules_kv,
     rules_mamba,
     rules_mamba2,
     rules_model,
@@ -86,6 +87,7 @@ AREAS: tuple[Area, ...] = (
     rules_model4,     # DeepSeek-V4 / V4.1, DSA overrides, MiMo-V2, Nemotron-H, MiniCPM, Kimi-K3, CP by model
     rules_spec3,      # speculative decoding beside PP, DeepSeek V4, unified memory, HiCache DCP, KV sharding ...
     rules_mamba2,     # the Mamba radix-cache strategy, DSA backends, CUDA-graph backends
+    rules_kv,         # FP4 KV, page-major / unified-memory DCP backends, HiSparse DSA backends
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
