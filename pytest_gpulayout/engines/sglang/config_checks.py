@@ -25,6 +25,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
 from pytest_gpulayout.engines.sglang import (
     rules_cache,
+    rules_kv,
     rules_linear,
     rules_mamba,
     rules_mamba2,
@@ -90,6 +91,7 @@ AREAS: tuple[Area, ...] = (
     rules_mamba2,     # the Mamba radix-cache strategy, DSA backends, CUDA-graph backends
     rules_linear,     # ReplaySSM with SGLANG_RAGGED_VERIFY_MODE and under PD disaggregation
     rules_spec4,      # DeepEP v2 drafts, adaptive steps, DSPARK with attention DP, LoRA triton_v2 / MoE runners
+    rules_kv,         # FP4 KV, page-major / unified-memory DCP backends, HiSparse DSA backends
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
