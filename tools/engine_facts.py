@@ -219,6 +219,21 @@ class Wheel:
         return None
 
 
+    def has_method(self, member: str, cls: ast.ClassDef, name: str, depth: int = 0) -> bool:
+        """Whether ``cls`` or a base it names (followed through imports) defines the method ``name``."""
+        if depth > 12:
+            return False
+        if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in cls.body):
+            return True
+        for base in cls.bases:
+            node = base.value if isinstance(base, ast.Subscript) else base
+            base_name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            found = self.resolve_class(member, base_name) if base_name else None
+            if found is not None and self.has_method(found[0], found[1], name, depth + 1):
+                return True
+        return False
+
+
 def _module_level(tree: ast.AST) -> Iterator[ast.stmt]:
     """Top-level statements, descending into module-level if/try blocks (``if TYPE_CHECKING:`` and friends)."""
     stack = list(getattr(tree, "body", []))
@@ -1415,6 +1430,9 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
     by_flag: dict[str, list[str]] = {f: [] for f in INTERFACE_FLAGS}
     unresolved: list[str] = []
     without_flags: list[str] = []
+    #: the architectures whose class defines ``compute_logits`` (``interfaces_base.is_text_generation_model``:
+    #: ``callable(getattr(model, "compute_logits", None))``): a pooling class that also generates text has it
+    text_generation: list[str] = []
     resolved = 0
     for arch, (module, cls_name) in sorted(merged.items()):
         found_member = _model_member(wheel, module)
@@ -1423,6 +1441,8 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
             unresolved.append(arch)
             continue
         resolved += 1
+        if wheel.has_method(found[0], found[1], "compute_logits"):
+            text_generation.append(arch)
         flagged = False
         for flag in INTERFACE_FLAGS:
             hit = wheel.find_class_attr(found[0], found[1], flag)
@@ -1452,6 +1472,7 @@ def vllm_interfaces(wheel: Wheel) -> dict[str, Any]:
         "resolved": resolved,
         "by_flag": by_flag,
         "without_flags": without_flags,
+        "text_generation": text_generation,
         "unresolved": unresolved,
         "pp_refusal": refusal,
         "note": "the registry's architectures whose class was read are those of by_flag and without_flags; one "

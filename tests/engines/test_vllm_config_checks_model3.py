@@ -263,3 +263,15 @@ def test_defaults_say_nothing() -> None:
         notes = _not_judged("", "0.33.0", model)
         assert not [n for n in notes if any(r in n for r in (RUNNER, HEAD, EMBEDS, QUANT, FLOAT_KV, XFORMERS, DEVICE,
                                                                  EC, STORE, QCFG))], notes
+
+
+def test_a_pooling_class_that_also_generates_takes_the_generate_runner() -> None:
+    """``is_generative_model`` is the class's ``compute_logits`` (model_executor/models/interfaces_base.py:140-147 in
+    0.33.0), which pooling classes built on a causal LM inherit (InternLM2ForRewardModel, internlm2.py:389): the
+    release takes ``--runner generate`` there, as it refuses it on bge-m3's XLMRobertaModel, which has none. The
+    interface facts say which (``text_generation``, tools/engine_facts.py)."""
+    reward = replace(load_model("Qwen/Qwen3-8B"), architectures=("InternLM2ForRewardModel",))
+    for model, refused in ((reward, False), (MODELS["bge-m3"], True)):
+        line = resolve(["Qwen/Qwen3-8B", "--runner", "generate"], Version("0.33.0"))
+        judged = config_check(line, model, layout(), Version("0.33.0"))
+        assert any(r.rule == RUNNER for r in judged.refusals) is refused, (model.architectures, judged.refusals)

@@ -149,6 +149,17 @@ def _known_class(ask: Ask) -> bool | None:
     return None
 
 
+def _generates(ask: Ask) -> bool | None:
+    """Whether the model's class generates text (``is_text_generation_model``: it has ``compute_logits``; a pooling
+    class may too, e.g. ``InternLM2ForRewardModel``, ``JambaForSequenceClassification``), by the release's interface
+    facts (``text_generation``); None where the facts do not say."""
+    facts = release_facts("vllm", ask.version, group="interfaces")
+    if facts is None or "text_generation" not in facts.data["interfaces"]:
+        return None
+    generating = set(facts.data["interfaces"]["text_generation"])
+    return any(arch in generating for arch in ask.model.architectures) if ask.model.architectures else None
+
+
 def runner_frame(ask: Ask, pooling_class: bool | None) -> dict[str, object] | None:
     """``__post_init__``'s names at the runner checks (see the module docstring); None where nothing can refuse
     (no runner / converter flag on a class no release knows); without ``self.runner_type`` where it is not known."""
@@ -160,10 +171,13 @@ def runner_frame(ask: Ask, pooling_class: bool | None) -> dict[str, object] | No
         return {} if (runner, convert) != ("auto", "auto") or task is not None else None
     pooling_converts = ["embed", "classify"] + (["reward"] if version < POOLING_CONVERTS_REWARD_UNTIL else [])
     out: dict[str, object] = {
-        "is_pooling_model": pooling_class, "is_generative_model": not pooling_class,
+        "is_pooling_model": pooling_class,
         "generate_converts": [], "pooling_converts": pooling_converts,
         "convert_option": "<" + "|".join(pooling_converts) + ">", "self.task": None,
     }
+    generates = _generates(ask) if pooling_class else False
+    if generates is not None:  # unknown (no facts): the entries reading it are named, never guessed
+        out["is_generative_model"] = generates if pooling_class else True
     if task is not None:
         return {k: v for k, v in out.items() if k != "self.task"}
     if runner == "auto":
