@@ -1,7 +1,9 @@
 """vLLM 0.10.0's ``--task`` against the model's class (``engines/vllm/rules_model4.py``): an
 embedding model (BAAI/bge-m3, XLMRobertaModel) or a reranker (BAAI/bge-reranker-v2-m3,
 XLMRobertaForSequenceClassification) served with ``--task generate`` / ``embed``, each refused case (the
-release's words, its file:line, its exception) with an accepted neighbour; and the parser-converted values
+release's words, its file:line, its exception) with an accepted neighbour; ``--override-pooler-config`` normalize
+false on a Matryoshka model (bge-m3 given ``matryoshka_dimensions`` by ``--hf-overrides``, 0.8.4-0.10.0), where
+``--task`` says the runner; and the parser-converted values
 (``human_readable_int``, ``nullable_kvs``, ``optional_type`` / ``parse_type``) the release's parser refuses before
 any config class, in the release's words.
 
@@ -22,6 +24,11 @@ from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 
 RUNNER_TASK = "vllm.model.runner_task_unsupported"
+NORMALIZE = "vllm.pooler.matryoshka_normalize"
+_OFF = '--override-pooler-config {"normalize":false}'
+_MRL = '--hf-overrides {"matryoshka_dimensions":[256,512,1024]}'
+_MRL_NULL = '--hf-overrides {"matryoshka_dimensions":null}'
+_NORMALIZE = "`normalize` must be enabled (set to True) for models that are compatible with Matryoshka Representation."
 _DIR = "tests/data/models"
 M = "Qwen/Qwen3-8B"
 
@@ -53,6 +60,20 @@ CASES = [
              refused="This model does not support task='reward'. Available tasks for runner='pooling': ['classify']",
              source="vllm/config.py:961"),
     LineCase(RUNNER_TASK, "0.10.0", "--task classify", layout(), model="reranker"),
+    # a Matryoshka embedding model (bge-m3 given matryoshka_dimensions) with normalize turned off
+    LineCase(NORMALIZE, "0.8.4", f"--task embed {_OFF} {_MRL}", layout(), model="bge-m3",
+             refused=_NORMALIZE, source="vllm/config.py:590"),
+    LineCase(NORMALIZE, "0.8.4", f'--task embed --override-pooler-config {{"normalize":true}} {_MRL}', layout(),
+             model="bge-m3"),
+    LineCase(NORMALIZE, "0.9.2", f"--task embed {_OFF} {_MRL_NULL}", layout(), model="bge-m3",
+             refused=_NORMALIZE, source="vllm/config.py:742"),
+    LineCase(NORMALIZE, "0.9.2", f"--task embed {_OFF}", layout(), model="bge-m3"),
+    LineCase(NORMALIZE, "0.10.0", f"--task embed {_OFF} {_MRL}", layout(), model="bge-m3",
+             refused=_NORMALIZE, source="vllm/config.py:812"),
+    # 0.10.0 reads matryoshka_dimensions' truth, not its presence
+    LineCase(NORMALIZE, "0.10.0", f"--task embed {_OFF} {_MRL_NULL}", layout(), model="bge-m3"),
+    # not the pooling runner: no pooler config is built
+    LineCase(NORMALIZE, "0.10.0", f"--task generate {_OFF} {_MRL}", layout()),
 ]
 
 
@@ -69,6 +90,15 @@ def test_the_rule_holds_only_in_0_10_0() -> None:
         assert args.ok, args.errors
         judged = config_check(args, MODELS["bge-m3"], layout(), Version(version))
         assert not [r for r in judged.refusals if r.rule == RUNNER_TASK]
+
+
+def test_the_runner_a_line_does_not_say_leaves_normalize_not_judged() -> None:
+    """``--task auto``: the runner is the class's or the repository's Sentence Transformers files' choice."""
+    args = resolve(f"{_OFF} {_MRL}".split(), Version("0.9.2"))
+    assert args.ok, args.errors
+    judged = config_check(args, MODELS["bge-m3"], layout(), Version("0.9.2"))
+    assert not [r for r in judged.refusals if r.rule == NORMALIZE]
+    assert any("_init_pooler_config" in n and NORMALIZE in n for n in judged.not_judged), judged.not_judged
 
 
 def test_0_10_0_has_no_runner_flag() -> None:

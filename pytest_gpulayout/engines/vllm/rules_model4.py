@@ -1,5 +1,6 @@
 """vLLM 0.10.0's ``--task`` against the model's class (``ModelConfig._resolve_runner``, config.py:935-990 in
-0.10.0), judged in a frame of its own (its entries read ``runner_option``, ``task_option`` and ``supported_tasks``,
+0.10.0) and 0.8.4-0.10.0's Matryoshka ``normalize`` check of the pooler config, each judged in a frame of its own
+(their entries read ``runner_option``, ``task_option``, ``supported_tasks`` and ``user_config`` / ``pooler_config``,
 names no other rule gives).
 
 0.10.0 is the one release of ``_resolve_runner``: ``__post_init__`` first rewrites ``--task score`` to ``classify``
@@ -27,21 +28,37 @@ transformers`` the entries are not judged. ``--task draft`` on a classify archit
 ``_RUNNER_TASKS`` (``next`` raises ``StopIteration``, not this message): not judged.
 
 The release prints ``supported_runner_types``, a set, in its process's hash order; it is shown here sorted.
+
+``ModelConfig._init_pooler_config`` (0.8.4-0.10.0, config.py:571-597 in 0.8.4, 793-819 in 0.10.0): on the pooling
+runner, ``--override-pooler-config`` ``normalize`` false on a Matryoshka model (``matryoshka_dimensions`` in the
+config, or ``is_matryoshka``; ``--hf-overrides`` sets top-level keys of ``hf_config``). The Sentence Transformers
+pooling config the release reads from the repository fills only the keys the user left unset, so a given
+``normalize`` stands. ``is_matryoshka`` is ``hasattr`` up to 0.9.2 (a key present, whatever its value) and
+``bool(getattr(...))`` in 0.10.0. The runner is known only with ``--task``: a pooling task (``embed``, ``embedding``,
+``classify``, ``score``, ``reward``) gives the pooling runner (every class supports them there, above; 0.10.0's
+refusal of ``embed`` / ``reward`` on a classify architecture comes first and is said alone), ``generate`` /
+``transcription`` another; with ``--task auto`` the runner is the class's (not among the facts before 0.9.2) or the
+repository's Sentence Transformers files: the entry is not judged.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from packaging.version import Version
 
-from pytest_gpulayout.engines.areas import Ask
+from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.refusals import Judged
 
 RUNNER_TASK = "vllm.model.runner_task_unsupported"
 
+MATRYOSHKA_NORMALIZE = "vllm.pooler.matryoshka_normalize"
+
 RULES: Mapping[str, str] = {
+    MATRYOSHKA_NORMALIZE: "--override-pooler-config normalize false on a Matryoshka model on the pooling runner "
+                          "(ModelConfig._init_pooler_config, 0.8.4-0.10.0)",
     RUNNER_TASK: "--task generate / transcription on a class with no compute_logits, or --task embed / reward on a "
                  "classify architecture (ModelConfig._resolve_runner, 0.10.0)",
 }
@@ -136,6 +153,60 @@ def runner_task_frame(ask: Ask) -> dict[str, object] | None:
     return out
 
 
+#: ``_init_pooler_config``'s Matryoshka check: 0.8.4 (config.py:586-593) to 0.10.0 (config.py:808-815)
+NORMALIZE_SINCE = Version("0.8.4")
+NORMALIZE_UNTIL = Version("0.10.1")
+#: ``is_matryoshka`` is ``bool(getattr(hf_config, "matryoshka_dimensions", None))`` from 0.10.0 (config.py:1572-1574)
+MATRYOSHKA_TRUTHY_SINCE = Version("0.10.0")
+POOLING_TASKS = frozenset({"embed", "embedding", "classify", "score", "reward"})
+NORMALIZE_NAMES = ("self.runner_type", "self.is_matryoshka", "user_config.normalize", "pooler_config.normalize")
+
+
+def _mapping(value: object) -> Mapping[str, object] | None:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, Mapping) else None
+
+
+def is_matryoshka(ask: Ask) -> bool | None:
+    """``ModelConfig.is_matryoshka`` of the model's config with ``--hf-overrides``' top-level keys; None where the
+    config is not here."""
+    if not ask.model.config_json:
+        return None
+    cfg = json.loads(ask.model.config_json)
+    if not isinstance(cfg, Mapping):
+        return None
+    config = {**cfg, **(_mapping(ask.args.get("hf_overrides")) or {})}
+    if ask.version >= MATRYOSHKA_TRUTHY_SINCE:
+        dims = bool(config.get("matryoshka_dimensions"))
+    else:
+        dims = "matryoshka_dimensions" in config
+    return dims or bool(config.get("is_matryoshka", False))
+
+
+def normalize_frame(ask: Ask, task_refused: bool) -> dict[str, object] | None:
+    """``_init_pooler_config``'s names (see the module docstring); None where ``--override-pooler-config`` gives
+    no ``normalize`` (the check cannot refuse) or 0.10.0's task check refuses first; without the runner where
+    ``--task`` does not say it."""
+    if not NORMALIZE_SINCE <= ask.version < NORMALIZE_UNTIL or task_refused:
+        return None
+    given = _mapping(ask.args.get("override_pooler_config"))
+    if given is None or given.get("normalize") is None:
+        return None
+    out: dict[str, object] = {"user_config.normalize": given["normalize"],
+                              "pooler_config.normalize": given["normalize"]}
+    matryoshka = is_matryoshka(ask)
+    if matryoshka is not None:
+        out["self.is_matryoshka"] = matryoshka
+    task = str(ask.args.get("task") or "auto")
+    if task != "auto":
+        out["self.runner_type"] = "pooling" if task in POOLING_TASKS else "generate"
+    return out
+
+
 def _one(ask: Ask, rule: str, frame: Mapping[str, object] | None, names: Sequence[str]) -> Judged:
     """``rule`` judged in ``frame`` over the shared namespace less ``names`` the frame leaves out."""
     if frame is None or not ask.among([rule]):
@@ -146,4 +217,6 @@ def _one(ask: Ask, rule: str, frame: Mapping[str, object] | None, names: Sequenc
 
 def judge(ask: Ask) -> Judged:
     """The rules of this module in force, each in its frame."""
-    return _one(ask, RUNNER_TASK, runner_task_frame(ask), NAMES)
+    task = _one(ask, RUNNER_TASK, runner_task_frame(ask), NAMES)
+    normalize = _one(ask, MATRYOSHKA_NORMALIZE, normalize_frame(ask, bool(task.refusals)), NORMALIZE_NAMES)
+    return combine([task, normalize])
