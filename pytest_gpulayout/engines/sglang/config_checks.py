@@ -31,6 +31,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model2,
     rules_model3,
     rules_model4,
+    rules_model5,
     rules_moe,
     rules_moe2,
     rules_parallel2,
@@ -86,6 +87,7 @@ AREAS: tuple[Area, ...] = (
     rules_model4,     # DeepSeek-V4 / V4.1, DSA overrides, MiMo-V2, Nemotron-H, MiniCPM, Kimi-K3, CP by model
     rules_spec3,      # speculative decoding beside PP, DeepSeek V4, unified memory, HiCache DCP, KV sharding ...
     rules_mamba2,     # the Mamba radix-cache strategy, DSA backends, CUDA-graph backends
+    rules_model5,     # --language-model-only, --load-publish-endpoint, DSA index_kpool with DCP
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
