@@ -33,6 +33,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model2,
     rules_model3,
     rules_model4,
+    rules_model5,
     rules_moe,
     rules_moe2,
     rules_parallel2,
@@ -92,6 +93,7 @@ AREAS: tuple[Area, ...] = (
     rules_linear,     # ReplaySSM with SGLANG_RAGGED_VERIFY_MODE and under PD disaggregation
     rules_spec4,      # DeepEP v2 drafts, adaptive steps, DSPARK with attention DP, LoRA triton_v2 / MoE runners
     rules_kv,         # FP4 KV, page-major / unified-memory DCP backends, HiSparse DSA backends
+    rules_model5,     # --language-model-only, --load-publish-endpoint, DSA index_kpool with DCP
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
