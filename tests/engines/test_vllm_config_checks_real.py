@@ -125,12 +125,6 @@ KNOWN: Mapping[str, str] = {
         "stops: the engine does not start, the probe sees it accepted",
     "vllm.pooling.head_dtype 0.10.2 --hf-overrides {\"head_dtype\":3}":
         "as above: head_dtype is read when the model loads, after the probe stops",
-    "vllm.mamba.replayssm 0.29.0 --use-replayssm --no-enable-prefix-caching --speculative-config "
-    '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_max":4}':
-        "written for 0.29.0's RecoverSSM (any model with speculative tokens); at 0.32.0 a Nemotron-H model with "
-        "speculative tokens takes Mamba2 ReplaySSM speculative decoding, which requires --mamba-backend flashinfer "
-        "(vllm/config/vllm.py:3385-3389 in 0.32.0): that raise is still open in config_classes.yaml (speculative "
-        "decoding combined with ReplaySSM), so the project names nothing for it",
 }
 
 #: an optional package the wheel does not require, absent from the CPU build's environment: whether the engine's
@@ -193,6 +187,8 @@ CPU_SITES: Mapping[str, str] = {
                                 "AuxOutput refuses (config/vllm.py:1135-1150)",
     "vllm/config/vllm.py:1242": "the CPU build has no Triton, so Model Runner V1 (config/vllm.py:720-728), which "
                                 "sampling distribution replay refuses first (config/vllm.py:1241-1242)",
+    "vllm/config/vllm.py:3190": "a --watermark-config takes Model Runner V2 (config/vllm.py:712-716), which the CPU "
+                                "build refuses for want of Triton (config/vllm.py:3187-3190)",
 }
 #: the CPU platform's own default batch (engine/arg_utils.py:2975-2983: 2048 x world tokens, 128 x world
 #: sequences for the API server), not the GPU's tiers the project reads
