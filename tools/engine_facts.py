@@ -227,7 +227,8 @@ class Wheel:
             return True
         for base in cls.bases:
             node = base.value if isinstance(base, ast.Subscript) else base
-            base_name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            base_name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                         else None)
             found = self.resolve_class(member, base_name) if base_name else None
             if found is not None and self.has_method(found[0], found[1], name, depth + 1):
                 return True
