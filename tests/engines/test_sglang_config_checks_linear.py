@@ -6,6 +6,7 @@ ring-writing verify kernel, another PD role, or the flag off). The line is parse
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -17,7 +18,10 @@ from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.refusals import Judged, Layout
 from tests.engines.sglang_line_cases import assert_verdict
 
-NEXT = "tests/data/models/qwen3-next-80b-a3b-instruct"   # Qwen3-Next: hybrid linear attention (GDN)
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
+
+NEXT = f"{MODELS_DIR}/qwen3-next-80b-a3b-instruct"   # Qwen3-Next: hybrid linear attention (GDN)
 RAGGED, PD = rules_linear.RAGGED, rules_linear.PD
 HOOK = "sglang/srt/arg_groups/attention_hook.py"
 SERVER = "sglang/srt/server_args.py"

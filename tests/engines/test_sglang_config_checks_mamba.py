@@ -6,6 +6,7 @@ parser (``engines/sglang/cli.py resolve``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -19,10 +20,13 @@ from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout
 from tests.engines.sglang_line_cases import assert_verdict
 
-NEXT = "tests/data/models/qwen3-next-80b-a3b-instruct"   # Qwen3-Next: hybrid linear attention (GDN)
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
+
+NEXT = f"{MODELS_DIR}/qwen3-next-80b-a3b-instruct"   # Qwen3-Next: hybrid linear attention (GDN)
 QWEN = "Qwen/Qwen3-8B"
 DSV3 = "deepseek-ai/DeepSeek-V3"                          # DeepseekV3ForCausalLM: the deterministic DeepSeek list
-DUAL = "tests/data/models/qwen2.5-7b-instruct-1m"         # Qwen2.5-1M: dual_chunk_attention_config
+DUAL = f"{MODELS_DIR}/qwen2.5-7b-instruct-1m"         # Qwen2.5-1M: dual_chunk_attention_config
 H100, B200, RTX_PRO = (9, 0), (10, 0), (12, 0)
 
 REPLAYSSM, VERIFY, INT8 = rules_mamba.REPLAYSSM, rules_mamba.VERIFY, rules_mamba.INT8

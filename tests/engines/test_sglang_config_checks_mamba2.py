@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -19,6 +20,9 @@ from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout
 from tests.engines.sglang_line_cases import assert_verdict
+
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
 
 NEXT = "Qwen3NextForCausalLM"                # GDN: uses the Mamba radix cache, supports the extra buffer
 LFM2 = "Lfm2ForCausalLM"                     # uses it, never supports the extra buffer
@@ -51,14 +55,14 @@ def model(arch: str, **config: object) -> ModelSpec:
     """Qwen3-Next's shape under ``arch``, its ``config.json`` with ``config`` written in; DeepSeek-V3.2's
     (``DSV32``), with ``learnable_sink`` (``SINK``) or as DeepSeek-V4.1 (``V41``: ``model_type`` deepseek_v41)."""
     if arch in (DSV32, SINK, V41):
-        v32 = load_model("tests/data/models/deepseek-v3.2")
+        v32 = load_model(f"{MODELS_DIR}/deepseek-v3.2")
         if arch == SINK:
             return replace(v32, config_json=json.dumps({**json.loads(v32.config_json), "learnable_sink": True}))
         if arch == V41:
             return replace(v32, architectures=("DeepseekV4ForCausalLM",), model_type="deepseek_v41",
                            config_model_type="deepseek_v41")
         return v32
-    spec = load_model("tests/data/models/qwen3-next-80b-a3b-instruct")
+    spec = load_model(f"{MODELS_DIR}/qwen3-next-80b-a3b-instruct")
     if arch == NEXT and not config:
         return spec
     written = {**json.loads(spec.config_json), "architectures": [arch], **config}

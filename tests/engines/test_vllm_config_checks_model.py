@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -29,6 +30,9 @@ from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.runner import evaluate
 from tests.builders import dep
 
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
+
 LEN = "vllm.model.max_len_above_derived"
 SWA = "vllm.model.disable_sliding_window_unsupported"
 QUANT = "vllm.model.quantization_mismatch"
@@ -39,7 +43,7 @@ SEED = "vllm.model.external_launcher_needs_seed"
 KV_DTYPE = "vllm.cache.kv_cache_dtype_unknown"
 RENDERER = "vllm.multimodal.renderer_workers_with_cache"
 IPC = "vllm.multimodal.torch_shm_ipc_parallel"
-_MODELS_DIR = "tests/data/models"
+_MODELS_DIR = MODELS_DIR
 
 _LLAMA: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -25,6 +26,9 @@ from pytest_gpulayout.engines.vllm.cli import resolve
 from pytest_gpulayout.engines.vllm.config_checks import config_check
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
+
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
 
 RUNNER = "vllm.model.runner_unsupported"
 HEAD = "vllm.pooling.head_dtype"
@@ -37,7 +41,7 @@ EC = "vllm.multimodal.ec_producer_text_model"
 STORE = "vllm.model.object_store_load_format"
 QCFG = "vllm.quantization.config_options"
 _PRODUCER = '--ec-transfer-config {"ec_connector":"ECExampleConnector","ec_role":"ec_producer"}'
-_DIR = "tests/data/models"
+_DIR = MODELS_DIR
 
 MODELS: Mapping[str, ModelSpec] = {
     "dense": load_model("Qwen/Qwen3-8B"),

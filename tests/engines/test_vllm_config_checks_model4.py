@@ -13,6 +13,7 @@ the sequence-classification head's architecture and labels)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -23,13 +24,16 @@ from pytest_gpulayout.engines.vllm.config_checks import config_check
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
+
 RUNNER_TASK = "vllm.model.runner_task_unsupported"
 NORMALIZE = "vllm.pooler.matryoshka_normalize"
 _OFF = '--override-pooler-config {"normalize":false}'
 _MRL = '--hf-overrides {"matryoshka_dimensions":[256,512,1024]}'
 _MRL_NULL = '--hf-overrides {"matryoshka_dimensions":null}'
 _NORMALIZE = "`normalize` must be enabled (set to True) for models that are compatible with Matryoshka Representation."
-_DIR = "tests/data/models"
+_DIR = MODELS_DIR
 M = "Qwen/Qwen3-8B"
 
 MODELS: Mapping[str, ModelSpec] = {

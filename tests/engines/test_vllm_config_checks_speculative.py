@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -24,10 +25,13 @@ from pytest_gpulayout.engines.vllm.config_checks import RULES, config_check
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.model.spec import ModelSpec
 
+#: the model configs of tests/data/models, wherever the tests are started from
+MODELS_DIR = str(Path(__file__).resolve().parents[1] / "data" / "models")
+
 Case = LineCase
 
 MODELS = {"dense": "Qwen/Qwen3-8B", "deepseek": "deepseek-ai/DeepSeek-V3", "llama": "meta-llama/Llama-3.1-8B-Instruct",
-          "mistral": "tests/data/models/mistral-sw", "qwen3_next": "tests/data/models/qwen3-next-80b-a3b-instruct"}
+          "mistral": f"{MODELS_DIR}/mistral-sw", "qwen3_next": f"{MODELS_DIR}/qwen3-next-80b-a3b-instruct"}
 
 
 def model_of(name: str) -> ModelSpec:
