@@ -46,6 +46,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_spec3,
     rules_speculative,
 )
+from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.machine.facts import GIB_MIB
@@ -305,19 +306,10 @@ def scheduler(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
 def _arch_flags(model: ModelSpec, version: Version) -> dict[str, object]:
     """The interface flags of the model's class (the first of its architectures the release's registry
     reads), from the facts; {} when no extracted release at or below ``version`` knows the class."""
-    facts = release_facts("vllm", version, group="interfaces")
-    if facts is None:
+    cls = model_class(model, version)
+    if cls is None:
         return {}
-    interfaces = facts.data["interfaces"]
-    by_flag = {flag: set(archs) for flag, archs in interfaces["by_flag"].items()}
-    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
-    for arch in model.architectures:
-        if arch in known:
-            flags: dict[str, object] = {flag: arch in archs for flag, archs in by_flag.items()}
-            flags["is_pp_supported_model"] = flags.get("supports_pp", False)
-            flags["architecture"] = arch
-            return flags
-    return {}
+    return {**cls.flags, "is_pp_supported_model": cls.flag("supports_pp"), "architecture": cls.architecture}
 
 
 def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,

@@ -79,6 +79,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.engines.vllm import rules_model
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
+from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.generation import extracted_releases, release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
@@ -137,27 +138,16 @@ def _known_class(ask: Ask) -> bool | None:
     release at or below knows it, or under ``--model-impl transformers``."""
     if ask.args.get("model_impl", "auto") == "transformers":
         return None
-    facts = release_facts("vllm", ask.version, group="interfaces")
-    if facts is None:
-        return None
-    interfaces = facts.data["interfaces"]
-    by_flag = {name: set(archs) for name, archs in interfaces["by_flag"].items()}
-    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
-    for arch in ask.model.architectures:
-        if arch in known:
-            return arch in by_flag.get("is_pooling_model", set())
-    return None
+    cls = model_class(ask.model, ask.version)
+    return None if cls is None else cls.flag("is_pooling_model")
 
 
 def _generates(ask: Ask) -> bool | None:
     """Whether the model's class generates text (``is_text_generation_model``: it has ``compute_logits``; a pooling
     class may too, e.g. ``InternLM2ForRewardModel``, ``JambaForSequenceClassification``), by the release's interface
     facts (``text_generation``); None where the facts do not say."""
-    facts = release_facts("vllm", ask.version, group="interfaces")
-    if facts is None or "text_generation" not in facts.data["interfaces"]:
-        return None
-    generating = set(facts.data["interfaces"]["text_generation"])
-    return any(arch in generating for arch in ask.model.architectures) if ask.model.architectures else None
+    cls = model_class(ask.model, ask.version)
+    return None if cls is None else cls.generates
 
 
 def runner_frame(ask: Ask, pooling_class: bool | None) -> dict[str, object] | None:
@@ -313,16 +303,8 @@ def xformers_frame(args: ResolvedArgs, flags_multimodal: bool | None) -> dict[st
 def _multimodal_class(ask: Ask) -> bool | None:
     if ask.args.get("model_impl", "auto") == "transformers":
         return None
-    facts = release_facts("vllm", ask.version, group="interfaces")
-    if facts is None:
-        return None
-    interfaces = facts.data["interfaces"]
-    by_flag = {name: set(archs) for name, archs in interfaces["by_flag"].items()}
-    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
-    for arch in ask.model.architectures:
-        if arch in known:
-            return arch in by_flag.get("supports_multimodal", set())
-    return None
+    cls = model_class(ask.model, ask.version)
+    return None if cls is None else cls.flag("supports_multimodal")
 
 
 def _json(value: object) -> object:

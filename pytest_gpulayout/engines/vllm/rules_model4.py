@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from packaging.version import Version
 
 from pytest_gpulayout.engines.areas import Ask, combine
-from pytest_gpulayout.generation import release_facts
+from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.refusals import Judged
 
 RUNNER_TASK = "vllm.model.runner_task_unsupported"
@@ -93,18 +93,10 @@ def _architecture(ask: Ask) -> tuple[str, bool] | None:
     pooling-flagged one; None where none is known or under ``--model-impl transformers``."""
     if ask.args.get("model_impl", "auto") == "transformers":
         return None
-    facts = release_facts("vllm", ask.version, group="interfaces")
-    if facts is None:
+    cls = model_class(ask.model, ask.version)
+    if cls is None or cls.flag("supports_transcription"):
         return None
-    interfaces = facts.data["interfaces"]
-    by_flag = {name: set(archs) for name, archs in interfaces["by_flag"].items()}
-    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
-    for arch in ask.model.architectures:
-        if arch in known:
-            if arch in by_flag.get("supports_transcription", set()):
-                return None
-            return arch, arch in by_flag.get("is_pooling_model", set())
-    return None
+    return cls.architecture, cls.flag("is_pooling_model")
 
 
 def supported_tasks(classify: bool, generative: bool, task: str) -> dict[str, list[str]]:

@@ -73,6 +73,7 @@ from collections.abc import Mapping
 from packaging.version import Version
 
 from pytest_gpulayout.engines.areas import Ask
+from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Dtype, Judged, Layout
@@ -435,18 +436,8 @@ def _raw_config(model: ModelSpec) -> Mapping[str, object]:
 def _arch_flag(model: ModelSpec, version: Version, flag: str) -> bool | None:
     """The registry's interface ``flag`` (``supports_multimodal``, ``is_hybrid``) of the model's class, from the
     release's interface facts; None where no extracted release at or below knows the class."""
-    from pytest_gpulayout.generation import release_facts
-
-    facts = release_facts("vllm", version, group="interfaces")
-    if facts is None:
-        return None
-    interfaces = facts.data["interfaces"]
-    by_flag = {name: set(archs) for name, archs in interfaces["by_flag"].items()}
-    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
-    for arch in model.architectures:
-        if arch in known:
-            return arch in by_flag.get(flag, set())
-    return None
+    cls = model_class(model, version)
+    return None if cls is None else cls.flag(flag)
 
 
 def _multimodal(model: ModelSpec, version: Version) -> bool | None:

@@ -30,7 +30,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.areas import Ask, combine
 from pytest_gpulayout.engines.vllm import defaults
-from pytest_gpulayout.generation import release_facts
+from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout
@@ -198,18 +198,8 @@ MEGA_MOE_BACKENDS = frozenset({"deep_gemm_mega_moe", "flashinfer_moe_ep_cutedsl"
 def _class_flags(model: ModelSpec, version: Version) -> dict[str, object]:
     """The interfaces of the model's class (``supports_lora``, ``supports_multimodal``) and its name: the first of
     the model's architectures the extracted release at or below ``version`` knows; {} when none does."""
-    facts = release_facts("vllm", version, group="interfaces")
-    if facts is None:
-        return {}
-    interfaces = facts.data["interfaces"]
-    by_flag = {flag: set(archs) for flag, archs in interfaces["by_flag"].items()}
-    known = set().union(*by_flag.values()) | set(interfaces.get("without_flags", ()))
-    for arch in model.architectures:
-        if arch in known:
-            flags: dict[str, object] = {flag: arch in archs for flag, archs in by_flag.items()}
-            flags["architecture"] = arch
-            return flags
-    return {}
+    cls = model_class(model, version)
+    return {} if cls is None else {**cls.flags, "architecture": cls.architecture}
 
 
 def _native_class(args: ResolvedArgs, model: ModelSpec, version: Version) -> dict[str, object]:
