@@ -6,12 +6,11 @@ judged in the release's words at its line; each refusal has its accepted neighbo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from vllm_line_cases import LineCase, case_id, judge, layout
+from vllm_line_cases import EnvCase, LineCase, case_id, judge, layout
 from vllm_line_cases import model_of as line_model_of
 
 from pytest_gpulayout.engines.vllm import rules_post3
@@ -123,12 +122,6 @@ CASES = [
 ]
 
 
-@dataclass(frozen=True)
-class EnvCase:
-    """A line judged with the deployment's environment (not a ``CASES`` line: the real-engine harness gives none)."""
-
-    case: LineCase
-    env: tuple[tuple[str, str], ...]
 
 
 V1_RUNNER = (("VLLM_USE_V2_MODEL_RUNNER", "0"),)
@@ -193,18 +186,7 @@ def test_line(case: LineCase) -> None:
 
 @pytest.mark.parametrize("env_case", ENV_CASES, ids=lambda c: case_id(c.case))
 def test_line_with_env(env_case: EnvCase) -> None:
-    case = env_case.case
-    version = Version(case.version)
-    args = resolve(case.line.split(), version)
-    assert args.ok, args.errors
-    judged = config_check(args, model_of(case.model), case.layout, version, env=dict(env_case.env))
-    mine = [r for r in judged.refusals if r.rule == case.rule]
-    if case.refused is None:
-        assert not mine, [r.text("vLLM") for r in mine]
-        return
-    assert mine, (judged.refusals, judged.not_judged)
-    assert case.refused in mine[0].message and mine[0].exception == case.exception
-    assert mine[0].source == case.source
+    judge(env_case.case, model_of, env_case.env)
 
 
 def test_what_the_release_resolves_is_named_not_guessed() -> None:

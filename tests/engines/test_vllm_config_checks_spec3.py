@@ -7,13 +7,11 @@ neighbour on every release range where the check changes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from vllm_line_cases import LineCase, case_id, judge, layout
+from vllm_line_cases import EnvCase, LineCase, case_id, judge, layout
 
 from pytest_gpulayout.engines.vllm import rules_spec3
 from pytest_gpulayout.engines.vllm.cli import resolve
@@ -145,12 +143,6 @@ def test_line(case: LineCase) -> None:
     judge(case, model_of)
 
 
-@dataclass(frozen=True)
-class EnvCase:
-    """A line judged with the launch environment (``VLLM_USE_V1``)."""
-
-    case: LineCase
-    env: Mapping[str, str] = field(default_factory=dict)
 
 
 ENV_CASES = [
@@ -182,17 +174,7 @@ ENV_CASES = [
 
 @pytest.mark.parametrize("env_case", ENV_CASES, ids=lambda c: case_id(c.case))
 def test_line_with_env(env_case: EnvCase) -> None:
-    case, version = env_case.case, Version(env_case.case.version)
-    args = resolve(case.line.split(), version)
-    assert args.ok, args.errors
-    judged = config_check(args, model_of(case.model), case.layout, version, env=dict(env_case.env))
-    mine = [r for r in judged.refusals if r.rule == case.rule]
-    if case.refused is None:
-        assert not mine, [r.text("vLLM") for r in mine]
-        return
-    assert mine, (judged.refusals, judged.not_judged)
-    assert case.refused in mine[0].message and mine[0].source == case.source
-    assert mine[0].exception == case.exception
+    judge(env_case.case, model_of, env_case.env)
 
 
 def _checked(line: str, version: str, model: str = "dense", lay: Layout | None = None,

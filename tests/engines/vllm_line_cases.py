@@ -4,7 +4,7 @@ test_vllm_config_checks_launch.py state them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from packaging.version import Version
@@ -43,13 +43,24 @@ def case_id(c: LineCase) -> str:
     return f"{c.rule.removeprefix('vllm.')}-{c.version}-{'refused' if c.refused is not None else 'passes'}"
 
 
-def judge(case: LineCase, models: Callable[[str], ModelSpec] = model_of) -> None:
-    """The line parsed by ``case.version``'s parser and judged: refused by ``case.rule`` in the release's words
-    (its message, exception and file:line), or not refused by it at all. ``models``: the module's models by name."""
+@dataclass(frozen=True)
+class EnvCase:
+    """A line judged with the launch's environment variables (an ``ENV_CASES`` item, not a ``CASES`` one: the
+    real-engine harness gives the release none)."""
+
+    case: LineCase
+    env: Mapping[str, str] | tuple[tuple[str, str], ...] = ()
+
+
+def judge(case: LineCase, models: Callable[[str], ModelSpec] = model_of,
+          env: Mapping[str, str] | tuple[tuple[str, str], ...] = ()) -> None:
+    """The line parsed by ``case.version``'s parser and judged (with ``env``, the launch's variables): refused by
+    ``case.rule`` in the release's words (its message, exception and file:line), or not refused by it at all.
+    ``models``: the module's models by name."""
     version = Version(case.version)
     args = resolve(case.line.split(), version)
     assert args.ok, args.errors
-    judged = config_check(args, models(case.model), case.layout, version)
+    judged = config_check(args, models(case.model), case.layout, version, env=dict(env))
     mine = [r for r in judged.refusals if r.rule == case.rule]
     if case.refused is None:
         assert not mine, [r.text("vLLM") for r in mine]
