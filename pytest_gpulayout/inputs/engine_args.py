@@ -281,6 +281,20 @@ class ResolvedArgs:
         """Whether the command line itself sets ``dest``."""
         return dest in self.given
 
+    def flag(self, dest: str) -> bool:
+        """Whether ``dest`` is on (a switch given, or one whose release default is on)."""
+        return bool(self.values.get(dest, False))
+
+    def json_object(self, dest: str) -> Mapping[str, object] | None:
+        """``dest`` as the JSON object it holds (a parsed mapping, or text that reads as one); None otherwise."""
+        given = self.values.get(dest)
+        if isinstance(given, str):
+            try:
+                given = json.loads(given)
+            except ValueError:
+                return None
+        return given if isinstance(given, Mapping) else None
+
     def dest(self, spelling: str) -> str:
         """The destination of an option's spelling in this release (``--tp`` -> ``tensor_parallel_size``);
         without a table, argparse's own rule (the long name, ``-`` as ``_``)."""

@@ -247,8 +247,6 @@ BUILT_IN_SAMPLING_BACKENDS = frozenset({"flashinfer", "pytorch", "ascend", "inte
 PREFILL_CP_SPELLINGS = ("enable_prefill_cp", "enable_prefill_context_parallel")
 
 
-def _flag(args: ResolvedArgs, dest: str) -> bool:
-    return bool(args.get(dest, False))
 
 
 def _value(args: ResolvedArgs, dest: str, default: object) -> object:
@@ -284,9 +282,9 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
                  "disable_radix_cache", "enable_hisparse", "enable_unified_memory", "enable_hierarchical_cache",
                  "enable_two_batch_overlap", "enable_unified_cache_external_linker", "use_ray", "encoder_only",
                  "smg_grpc_mode", "grpc_mode"):
-        ns[dest] = _flag(args, dest)
-    ns["enable_prefill_context_parallel"] = _flag(args, "enable_prefill_context_parallel")
-    ns["enable_lmcache"] = _flag(args, "enable_lmcache")
+        ns[dest] = args.flag(dest)
+    ns["enable_prefill_context_parallel"] = args.flag("enable_prefill_context_parallel")
+    ns["enable_lmcache"] = args.flag("enable_lmcache")
     ns["BUILT_IN_SAMPLING_BACKENDS"] = BUILT_IN_SAMPLING_BACKENDS
     ns["MAX_WATERMARK_CONTEXT_WINDOW"] = MAX_WATERMARK_CONTEXT_WINDOW
     if args.get("watermark_config") is None:
@@ -298,7 +296,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     ns["envs.SGLANG_RUST_SERVER.get"] = env.get("SGLANG_RUST_SERVER", "").strip().lower() in ("1", "true", "yes")
     ns.update(_grpc(args, version, env))
     ns.update(_layernorm_sp(args, model, version))
-    ns["enable_page_major_kv_layout"] = _flag(args, "enable_page_major_kv_layout")
+    ns["enable_page_major_kv_layout"] = args.flag("enable_page_major_kv_layout")
     ns.update(_platform(layout))
     # handle_hicache's / handle_hicache_ratio_default's locals (0.5.23 hicache_hook.py l.26, l.114)
     ns["config"] = args.get("unified_cache_external_linker_config")
@@ -308,11 +306,11 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
     ns.update(_sparse_models(model))
     ns.update(_deterministic(args, model, version))
     prefill_backend = args.get("prefill_attention_backend") or args.get("attention_backend")
-    if prefill_backend is not None and not _flag(args, "enable_mis"):
+    if prefill_backend is not None and not args.flag("enable_mis"):
         ns["prefill_backend"] = prefill_backend   # handle_prefill_only_disable_kv_cache's local
     ns.update(_aux_hidden_states(args))
     ns.update(_mamba_strategy(args, model))
-    ns["disable_fast_image_processor"] = _flag(args, "disable_fast_image_processor")
+    ns["disable_fast_image_processor"] = args.flag("disable_fast_image_processor")
     ns["image_processor_backend"] = args.get("image_processor_backend")
     requested = (args.get("attention_backend"), args.get("prefill_attention_backend"),
                  args.get("decode_attention_backend"))
@@ -339,7 +337,7 @@ def _aux_hidden_states(args: ResolvedArgs) -> dict[str, object]:
     layer_ids = args.get("return_aux_hidden_state_layer_ids")
     spec = args.get("speculative_algorithm")
     ns: dict[str, object] = {
-        "enable_return_aux_hidden_states": _flag(args, "enable_return_aux_hidden_states"),
+        "enable_return_aux_hidden_states": args.flag("enable_return_aux_hidden_states"),
         "return_aux_hidden_state_layer_ids": layer_ids, "layer_ids": layer_ids,
         "method": str(spec or "").upper(), "_AUX_HIDDEN_STATE_CAPTURE_METHODS": AUX_HIDDEN_STATE_CAPTURE_METHODS,
         "speculative_draft_model_path": args.get("speculative_draft_model_path"),
@@ -362,7 +360,7 @@ def _mamba_strategy(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
     if model.linear_state is None:
         ns["uses_mamba_radix_cache"] = False
     if not _radix_rewritten(args):
-        ns["mamba_extra_buffer_of"] = (not _flag(args, "disable_radix_cache")
+        ns["mamba_extra_buffer_of"] = (not args.flag("disable_radix_cache")
                                        and args.get("mamba_radix_cache_strategy") in MAMBA_EXTRA_BUFFER_STRATEGIES)
     ns["mamba_radix_cache_strategy"] = args.get("mamba_radix_cache_strategy")
     ns["hf_config.architectures[0]"] = model.architectures[0] if model.architectures else None
@@ -370,13 +368,13 @@ def _mamba_strategy(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
 
 
 def _deterministic_on(args: ResolvedArgs) -> bool:
-    return _flag(args, "enable_deterministic_inference") or args.get("rl_on_policy_target") is not None
+    return args.flag("enable_deterministic_inference") or args.get("rl_on_policy_target") is not None
 
 
 def _radix_rewritten(args: ResolvedArgs) -> bool:
     """Whether SGLang may turn the radix cache off itself before a check reads it (see the module)."""
-    return (args.get("disaggregation_mode") == "decode" or _flag(args, "enable_deterministic_inference")
-            or _flag(args, "enable_mis"))
+    return (args.get("disaggregation_mode") == "decode" or args.flag("enable_deterministic_inference")
+            or args.flag("enable_mis"))
 
 
 def _sparse_models(model: ModelSpec) -> dict[str, object]:
@@ -406,8 +404,8 @@ def _layernorm_sp(args: ResolvedArgs, model: ModelSpec, version: Version) -> dic
     architecture = model.architectures[0] if model.architectures else None
     supported = next((archs for since, archs in reversed(SP_SUPPORTED_ARCHITECTURES) if version >= since),
                      frozenset())
-    use_megamoe = _flag(args, "enable_megamoe_for_layernorm_sp")
-    return {"enable_layernorm_sp": _flag(args, "enable_layernorm_sp"), "use_megamoe": use_megamoe,
+    use_megamoe = args.flag("enable_megamoe_for_layernorm_sp")
+    return {"enable_layernorm_sp": args.flag("enable_layernorm_sp"), "use_megamoe": use_megamoe,
             "enable_megamoe_for_layernorm_sp": use_megamoe, "architecture": architecture,
             "SP_SUPPORTED_ARCHITECTURES": supported,
             "is_muse_spark_architecture": architecture in MUSE_SP_ARCHITECTURES}
@@ -417,7 +415,7 @@ def _grpc(args: ResolvedArgs, version: Version, env: Mapping[str, str]) -> dict[
     """``grpc_port``, ``legacy_grpc`` and ``native_grpc`` as ``_handle_deprecated_args`` sets them (see the module)."""
     port = _value(args, "port", 30000)
     env_port = _int_env(env, "SGLANG_GRPC_PORT")
-    legacy = _flag(args, "smg_grpc_mode") or _flag(args, "grpc_mode")
+    legacy = args.flag("smg_grpc_mode") or args.flag("grpc_mode")
     grpc_port: object
     if GRPC_PORT_ALWAYS[0] <= version < GRPC_PORT_ALWAYS[1]:
         grpc_port = env_port if env_port is not None else (port + GRPC_PORT_OFFSET if isinstance(port, int) else None)
@@ -439,30 +437,30 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec, layout:
     ones without an FP4 KV cache, HiCache's DCP ones without both, deterministic inference's without a named backend,
     IQuest Q1's for other models, the Mamba-state one without an extra-buffer strategy."""
     drop: set[str] = set()
-    if not _flag(args, "enable_watermark"):
+    if not args.flag("enable_watermark"):
         drop.add(WATERMARK_CONFLICTS)
     if layout.pipeline_parallel_size <= 1:
         drop.add(PP_RULE)
-    if not _flag(args, "prefill_only_disable_kv_cache"):
+    if not args.flag("prefill_only_disable_kv_cache"):
         drop.add(PREFILL_ONLY_RULE)
-    if not _flag(args, "enable_unified_memory"):
+    if not args.flag("enable_unified_memory"):
         drop.add(UNIFIED_RULE)
-    if not _flag(args, "enable_layernorm_sp"):
+    if not args.flag("enable_layernorm_sp"):
         drop.add(LAYERNORM_SP_RULE)
-    if not _flag(args, "enable_page_major_kv_layout"):
+    if not args.flag("enable_page_major_kv_layout"):
         drop.add(PAGE_MAJOR_RULE)
     if args.get("kv_cache_dtype") not in FP4_KV_DTYPES:
         drop.add(KV4_RULE)
     dcp = args.get("dcp_size")
-    if not (_flag(args, "enable_hierarchical_cache") and isinstance(dcp, int) and dcp > 1):
+    if not (args.flag("enable_hierarchical_cache") and isinstance(dcp, int) and dcp > 1):
         drop.add(HICACHE_DCP_RULE)
-    if not _flag(args, "enable_hisparse"):
+    if not args.flag("enable_hisparse"):
         drop.add(HISPARSE_RULE)
     if not (_deterministic_on(args) and args.get("attention_backend") is not None):
         drop.add(DETERMINISTIC_RULE)
     if not model.architectures or model.architectures[0] not in IQUEST_ARCHS:
         drop.add(IQUEST_RULE)
-    if not _flag(args, "enable_return_aux_hidden_states"):
+    if not args.flag("enable_return_aux_hidden_states"):
         drop.add(AUX_RULE)
     if args.get("mamba_radix_cache_strategy") not in MAMBA_EXTRA_BUFFER_STRATEGIES:
         drop.add(MAMBA_STATE_RULE)   # the entry needs an extra-buffer strategy (auto resolves per model)

@@ -171,8 +171,6 @@ _DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "ha
            "float32": "float32", "float": "float32"}
 
 
-def _flag(args: ResolvedArgs, dest: str) -> bool:
-    return bool(args.get(dest, False))
 
 
 def _value(args: ResolvedArgs, dest: str, default: object) -> object:
@@ -191,7 +189,7 @@ def spanning(listed: Version) -> frozenset[str]:
 
 def _model_sets_cp(ask: Ask) -> bool:
     """Whether the model's overrides set the attention CP and dense TP sizes (MLA prefill CP, DeepSeek V4)."""
-    prefill_cp = any(_flag(ask.args, d) for d in rules_parallel2.PREFILL_CP_FLAGS)
+    prefill_cp = any(ask.args.flag(d) for d in rules_parallel2.PREFILL_CP_FLAGS)
     return (ask.model.is_mla and prefill_cp) or _arch(ask.model) == rules_parallel2.DEEPSEEK_V4
 
 
@@ -215,12 +213,12 @@ def scale_frame(ask: Ask) -> tuple[dict[str, object], tuple[str, ...]]:
     frame: dict[str, object] = {
         "elastic_ep_scale_timeout": _value(args, "elastic_ep_scale_timeout", 600),
         "tokenizer_worker_num": _value(args, "tokenizer_worker_num", 1),
-        "use_ray": _flag(args, "use_ray"),
-        "enable_elastic_expert_backup": _flag(args, "enable_elastic_expert_backup"),
+        "use_ray": args.flag("use_ray"),
+        "enable_elastic_expert_backup": args.flag("enable_elastic_expert_backup"),
         "elastic_ep_initial_size": initial,
         "load_balance_method": method,
-        "enable_dp_attention": _flag(args, "enable_dp_attention"),
-        "enable_dp_lm_head": _flag(args, "enable_dp_lm_head"),
+        "enable_dp_attention": args.flag("enable_dp_attention"),
+        "enable_dp_lm_head": args.flag("enable_dp_lm_head"),
         "attn_dp_enabled_of": (_int(values.get("attn_dp_size")) or 1) > 1 or join_mode == "scale",
     }
     missing: list[str] = []
@@ -416,9 +414,9 @@ def _expert_pack_errors(ask: Ask) -> tuple[list[str], bool]:
         sizes.append(("attention data", "--attn-dp-size", values.get("attn_dp_size")))
     sizes.append(("expert", "--ep-size", _value(args, "ep_size", 1)))
     errors = [f"{label} parallelism ({option}) must be 1, got {size}" for label, option, size in sizes if size != 1]
-    if _flag(args, "enforce_shared_experts_fusion"):
+    if args.flag("enforce_shared_experts_fusion"):
         errors.append("--enforce-shared-experts-fusion is incompatible with expert_pack")
-    if _flag(args, "enable_waterfill"):
+    if args.flag("enable_waterfill"):
         errors.append("--enable-waterfill is incompatible with expert_pack")
     complete = args.get("cuda_graph_config") is None
     for phase in ("decode", "prefill"):
@@ -518,8 +516,8 @@ def judge(ask: Ask) -> Judged:
         # ``check_mega_moe_compat`` returns unless the backend is megamoe, after the runner alias made it so (0.5.23
         # ``mega_moe_hook.py`` l.22-30, l.259-276), the second hook of the pipeline: the line's flags
         gpu = rules_moe.gpu(ask.layout)
-        frame = {"enable_two_batch_overlap": _flag(ask.args, "enable_two_batch_overlap"),
-                 "enable_single_batch_overlap": _flag(ask.args, "enable_single_batch_overlap"), **gpu}
+        frame = {"enable_two_batch_overlap": ask.args.flag("enable_two_batch_overlap"),
+                 "enable_single_batch_overlap": ask.args.flag("enable_single_batch_overlap"), **gpu}
         parts.append(_judge(ask, [DEEPGEMM_MEGAMOE_RULE], frame, () if gpu else ("is_sm90", "is_sm100")))
     return Judged(tuple(r for p in parts for r in p.refusals),
                   tuple(dict.fromkeys((*notes, *(n for p in parts for n in p.not_judged)))))

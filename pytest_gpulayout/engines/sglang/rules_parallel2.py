@@ -104,8 +104,6 @@ DEEPSEEK_V4 = "DeepseekV4ForCausalLM"
 A2A_CHECKED = frozenset({"flashinfer", "flashinfer_megamoe", "pplx"})
 
 
-def _flag(args: ResolvedArgs, dest: str) -> bool:
-    return bool(args.get(dest, False))
 
 
 def _value(args: ResolvedArgs, dest: str, default: object) -> object:
@@ -118,25 +116,25 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
            env: Mapping[str, str]) -> dict[str, object]:
     """What the context-parallel, KV-sharding and elastic-EP refusals read, as ``version`` holds it when it checks
     them (see the module's docstring); a value SGLang sets itself first is left out (the entry is not judged)."""
-    legacy_cp = any(_flag(args, d) for d in LEGACY_PREFILL_CP_FLAGS)
+    legacy_cp = any(args.flag(d) for d in LEGACY_PREFILL_CP_FLAGS)
     ns: dict[str, object] = {
         # 0.5.9 - 0.5.13 parse --moe-data-parallel-size into moe_data_parallel_size (from_cli_args copies it,
         # 0.5.9 server_args.py l.5073)
         "moe_dp_size": _value(args, "moe_dp_size", _value(args, "moe_data_parallel_size", 1)),
-        "enable_kv_cache_sharding": _flag(args, "enable_kv_cache_sharding"),
+        "enable_kv_cache_sharding": args.flag("enable_kv_cache_sharding"),
         "disaggregation_mode": _value(args, "disaggregation_mode", "null"),
         "node_rank": _value(args, "node_rank", 0),
     }
     if not legacy_cp:  # the legacy flags turn enable_prefill_cp on and pick a strategy (not resolved here)
-        ns["enable_prefill_cp"] = _flag(args, "enable_prefill_cp")
+        ns["enable_prefill_cp"] = args.flag("enable_prefill_cp")
         ns["cp_strategy"] = args.get("cp_strategy")
-    if not _flag(args, "enable_deterministic_inference"):
-        ns["enable_aiter_allreduce_fusion"] = _flag(args, "enable_aiter_allreduce_fusion")
+    if not args.flag("enable_deterministic_inference"):
+        ns["enable_aiter_allreduce_fusion"] = args.flag("enable_aiter_allreduce_fusion")
     # elastic EP: the backend as parsed, the join mode after the rejoin alias; the parser's "none" choice is kept
     # out (the field's type names None, and no conversion of the string was found: not judged rather than guessed)
     backend = args.get("elastic_ep_backend")
     join_mode = args.get("ep_join_mode")
-    rejoin = _flag(args, "elastic_ep_rejoin")
+    rejoin = args.flag("elastic_ep_rejoin")
     if rejoin and join_mode is None and version >= REJOIN_AS_JOIN_MODE_SINCE:
         join_mode = "recover"
     algorithm = _value(args, "eplb_algorithm", "auto")
@@ -158,7 +156,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Versio
         ns["a2a_backend"] = ns["a2a_now"] = a2a   # handle_a2a_moe's locals (0.5.22 calls the second a2a_now)
     ns["flashinfer_a2a_dispatch_type"] = args.get("flashinfer_a2a_dispatch_type")
     ns["dwdp_size"] = _value(args, "dwdp_size", 1)
-    ns["enable_two_batch_overlap"] = _flag(args, "enable_two_batch_overlap")
+    ns["enable_two_batch_overlap"] = args.flag("enable_two_batch_overlap")
     ns["dcp_comm_backend"] = _dcp_comm_backend(args)
     ns["dcp_replicate_q_proj"] = args.get("dcp_replicate_q_proj")
     ns["deepep_mode"] = _value(args, "deepep_mode", "auto")
@@ -176,9 +174,9 @@ def _a2a_backend(args: ResolvedArgs, model: ModelSpec) -> str | None:
     given = _value(args, "moe_a2a_backend", "none")
     arch = model.architectures[0] if model.architectures else ""
     dwdp = args.get("dwdp_size")
-    rewritten = (_flag(args, "enable_waterfill") or (isinstance(dwdp, int) and dwdp > 1)
+    rewritten = (args.flag("enable_waterfill") or (isinstance(dwdp, int) and dwdp > 1)
                  or args.get("moe_runner_backend") == "megamoe"
-                 or (model.is_mla and any(_flag(args, d) for d in PREFILL_CP_FLAGS)) or arch.startswith("MiniMaxM3"))
+                 or (model.is_mla and any(args.flag(d) for d in PREFILL_CP_FLAGS)) or arch.startswith("MiniMaxM3"))
     if given in A2A_CHECKED and rewritten:
         return None
     return str(given)
@@ -207,12 +205,12 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, model: ModelSpec,
     ``held``: whether the release judged holds a rule (a rule it does not hold is not named as not judged)."""
     notes: list[str] = []
     drop: set[str] = set()
-    if not _flag(args, "enable_kv_cache_sharding"):
+    if not args.flag("enable_kv_cache_sharding"):
         drop.add(KV_SHARDING_RULE)
     dwdp = args.get("dwdp_size")
     if not (isinstance(dwdp, int) and dwdp > 1):
         drop.add(DWDP_RULE)
-    prefill_cp = any(_flag(args, d) for d in PREFILL_CP_FLAGS)
+    prefill_cp = any(args.flag(d) for d in PREFILL_CP_FLAGS)
     arch = model.architectures[0] if model.architectures else ""
     if ((model.is_mla and prefill_cp) or arch == DEEPSEEK_V4) and any(held(r) for r in CP_SIZE_RULES):
         drop |= CP_SIZE_RULES

@@ -135,8 +135,6 @@ SUPPORTED_BACKENDS_WORDS = "', '.join(sorted(supported_backends))"
 _OWN = ("disable_radix_cache",)
 
 
-def _flag(args: ResolvedArgs, dest: str) -> bool:
-    return bool(args.get(dest, False))
 
 
 def _value(args: ResolvedArgs, dest: str, default: object) -> object:
@@ -163,8 +161,8 @@ def retraction_backup(args: ResolvedArgs, listed: Version) -> object:
 def _radix_off(args: ResolvedArgs, mode: object) -> bool | None:
     """Whether the radix cache is off when the hierarchical-cache check reads it; None: not resolved."""
     if mode == "decode":
-        return None if _flag(args, "disaggregation_decode_enable_radix_cache") else True
-    if args.is_set("disable_radix_cache") and _flag(args, "disable_radix_cache"):
+        return None if args.flag("disaggregation_decode_enable_radix_cache") else True
+    if args.is_set("disable_radix_cache") and args.flag("disable_radix_cache"):
         return True
     return None
 
@@ -173,7 +171,7 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version
            env: Mapping[str, str]) -> dict[str, object]:
     """What this module's refusals read (see the module); a value not resolved here is left out."""
     mode = _value(args, "disaggregation_mode", "null")
-    ns: dict[str, object] = {dest: _flag(args, dest) for dest in (
+    ns: dict[str, object] = {dest: args.flag(dest) for dest in (
         "prefill_round_robin_balance", "enable_priority_scheduling", "disable_priority_preemption",
         "disaggregation_decode_enable_offload_kvcache", "disaggregation_decode_enable_radix_cache",
         "enable_response_store", "language_model_only", "enable_hierarchical_cache", "enable_lmcache",
@@ -212,23 +210,23 @@ def in_force(rules: Sequence[str], args: ResolvedArgs, listed: Version, retracti
     """``rules`` less those whose function returns before its checks for this line (see the module)."""
     mode = _value(args, "disaggregation_mode", "null")
     drop: set[str] = set()
-    if not _flag(args, "language_model_only"):
+    if not args.flag("language_model_only"):
         drop.add(LMO_RULE)
-    linker_returns = listed >= HICACHE_LINKER_RETURNS_SINCE and _flag(args, "enable_unified_cache_external_linker")
-    reaches_hicache = (_flag(args, "enable_hierarchical_cache")
-                       or _flag(args, "disaggregation_decode_enable_offload_kvcache")
+    linker_returns = listed >= HICACHE_LINKER_RETURNS_SINCE and args.flag("enable_unified_cache_external_linker")
+    reaches_hicache = (args.flag("enable_hierarchical_cache")
+                       or args.flag("disaggregation_decode_enable_offload_kvcache")
                        or (mode == "decode" and retraction in (None, "host_pool")))
     if linker_returns or not reaches_hicache or args.get("hicache_host_memory_mode") != "buffer_only":
         drop.add(HOST_MEMORY_RULE)   # its checks follow ``if mode == "cache": return`` (0.5.23 l.268-269)
-    if not _flag(args, "enable_kv_cache_sharding"):
+    if not args.flag("enable_kv_cache_sharding"):
         drop.add(SHARDING_RULE)
     if args.get("kv_cache_dtype") != "mxfp8":
         drop.add(MXFP8_RULE)
-    if not _flag(args, "enable_unified_memory"):
+    if not args.flag("enable_unified_memory"):
         drop.add(UNIFIED_PD_RULE)
-    if not (_flag(args, "enable_page_major_kv_layout") or _flag(args, "enable_unified_memory")):
+    if not (args.flag("enable_page_major_kv_layout") or args.flag("enable_unified_memory")):
         drop.add(PAGE_MAJOR_MAMBA_RULE)
-    if not _flag(args, "enable_hisparse"):
+    if not args.flag("enable_hisparse"):
         drop.add(HISPARSE_RULE)
     drop.add(IB_RULE)   # judged per flag in frames of its own (``ib_frames``)
     return [r for r in rules if r not in drop]

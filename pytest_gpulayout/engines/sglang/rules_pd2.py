@@ -160,8 +160,6 @@ _FP4_KV = ("nvfp4", "fp4_mx_block16")
 _INSTANCE_SCHEME = "instance://"
 
 
-def _flag(args: ResolvedArgs, dest: str) -> bool:
-    return bool(args.get(dest, False))
 
 
 def _value(args: ResolvedArgs, dest: str, default: object) -> object:
@@ -180,7 +178,7 @@ def _arch(model: ModelSpec) -> str:
 
 def is_hybrid_swa(args: ResolvedArgs, model: ModelSpec) -> bool | None:
     """``ModelConfig.is_hybrid_swa`` from 0.5.20 (see the module); None where it is not decided here."""
-    if _flag(args, "disable_hybrid_swa_memory"):
+    if args.flag("disable_hybrid_swa_memory"):
         return False
     arch = _arch(model)
     if arch in HYBRID_SWA_ARCHS:
@@ -203,7 +201,7 @@ def _dequant(args: ResolvedArgs, model: ModelSpec, layout: Layout) -> dict[str, 
         ns["explicit_backend"] = None
         return ns
     explicit = args.get("prefill_attention_backend") or args.get("attention_backend")
-    deterministic = _flag(args, "enable_deterministic_inference")
+    deterministic = args.flag("enable_deterministic_inference")
     if explicit is not None or (_arch(model) in PLAIN_ARCHS and not deterministic):
         ns["explicit_backend"] = explicit
     return ns
@@ -250,7 +248,7 @@ def _dsa_kv(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
 def _swa(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:
     """The ratio the range check reads (left out where a model branch may rewrite it) and the prefix tails."""
     ns: dict[str, object] = {"swa_prefix_tails": args.get("swa_prefix_tails")}
-    reset = _arch(model) in _SWA_RATIO_RESET and _flag(args, "enable_hierarchical_cache")
+    reset = _arch(model) in _SWA_RATIO_RESET and args.flag("enable_hierarchical_cache")
     if not (reset and args.is_set("swa_full_tokens_ratio")):
         ratio = _value(args, "swa_full_tokens_ratio", SWA_RATIO_DEFAULT)
         ns["swa_full_tokens_ratio"] = ratio
@@ -264,7 +262,7 @@ def _eviction(args: ResolvedArgs) -> dict[str, object]:
     config = args.get("radix_eviction_policy_config")
     config = config if isinstance(config, dict) else {}
     return {"radix_eviction_policy": _value(args, "radix_eviction_policy", "lru"),
-            "enable_session_radix_cache": _flag(args, "enable_session_radix_cache"),
+            "enable_session_radix_cache": args.flag("enable_session_radix_cache"),
             "threshold": config.get("threshold", 0), "next_prompt_estimate": config.get("next_prompt_estimate", 0)}
 
 
@@ -275,10 +273,10 @@ def values(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Version
         "disaggregation_mode": _value(args, "disaggregation_mode", "null"),
         "disaggregation_transfer_backend": rules_pd.transfer_backend(args),
         "disaggregation_decode_retraction_backup": rules_pd.retraction_backup(args, listed),
-        "disaggregation_decode_enable_offload_kvcache": _flag(args, "disaggregation_decode_enable_offload_kvcache"),
-        "enable_dsa_cache_layer_split": _flag(args, "enable_dsa_cache_layer_split"),
-        "enable_hisparse": _flag(args, "enable_hisparse"),
-        "enable_hierarchical_cache": _flag(args, "enable_hierarchical_cache"),
+        "disaggregation_decode_enable_offload_kvcache": args.flag("disaggregation_decode_enable_offload_kvcache"),
+        "enable_dsa_cache_layer_split": args.flag("enable_dsa_cache_layer_split"),
+        "enable_hisparse": args.flag("enable_hisparse"),
+        "enable_hierarchical_cache": args.flag("enable_hierarchical_cache"),
         "kv_cache_dtype": _value(args, "kv_cache_dtype", "auto"),
         "use_mla_backend": model.is_mla,
         "envs.SGLANG_DISABLE_LAZY_COMPACTION.get()": env_bool(env, "SGLANG_DISABLE_LAZY_COMPACTION"),
@@ -316,16 +314,16 @@ def in_force(args: ResolvedArgs, model: ModelSpec, layout: Layout, listed: Versi
         drop.add(DSA_DCP_RULE)
     if dsa.get("is_deepseek_dsa") is not True or _arch(model) not in DSA_DCP_ARCHS:
         drop.add(DSA_KV_RULE)
-    if not _flag(args, "enable_unified_memory"):
+    if not args.flag("enable_unified_memory"):
         drop.update((LAZY_RULE, SWA_TRANSFER_RULE, UNIFIED_DCP_RULE))
     if not (isinstance(dcp, int) and dcp > 1):
         drop.add(UNIFIED_DCP_RULE)
     kv = _value(args, "kv_cache_dtype", "auto")
     if kv != "nvfp4" or _dequant_resolved(args, layout) is None:
         drop.add(NVFP4_PREFILL_RULE)
-    if not _flag(args, "enable_mis"):
+    if not args.flag("enable_mis"):
         drop.add(MIS_RULE)
-    if not _flag(args, "enable_kv_cache_sharding"):
+    if not args.flag("enable_kv_cache_sharding"):
         drop.add(STAGING_RULE)
     return [r for r in RULES if r not in drop]
 

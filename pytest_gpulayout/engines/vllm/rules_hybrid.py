@@ -30,7 +30,6 @@ Three configs, each judged in a frame of its own (their entries read ``self.back
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from pytest_gpulayout.engines.areas import Ask
@@ -56,14 +55,6 @@ _POOLER_FLOATS = ("logit_bias", "logit_mean", "logit_scale", "logit_sigma")
 _POOLER_TYPES = ("pooling_type", "seq_pooling_type", "tok_pooling_type")
 
 
-def _json_flag(args: ResolvedArgs, dest: str) -> Mapping[str, object] | None:
-    given = args.get(dest)
-    if isinstance(given, str):
-        try:
-            given = json.loads(given)
-        except ValueError:
-            return None
-    return given if isinstance(given, Mapping) else None
 
 
 def _number(value: object) -> bool:
@@ -73,7 +64,7 @@ def _number(value: object) -> bool:
 def pooler_frame(args: ResolvedArgs) -> dict[str, object] | None:
     """``PoolerConfig``'s fields as ``--pooler-config`` gives them (an unset key is the field's default, None);
     None without the flag or where its text is not a JSON object (the parse refuses it first)."""
-    given = _json_flag(args, "pooler_config")
+    given = args.json_object("pooler_config")
     if given is None:
         return None
     out: dict[str, object] = {"values": dict(given)}

@@ -441,19 +441,11 @@ KV_ROLES = ("kv_producer", "kv_both", "kv_consumer")
 EC_ROLES = ("ec_producer", "ec_both", "ec_consumer")
 
 
-def _json_flag(args: ResolvedArgs, dest: str) -> Mapping[str, object] | None:
-    given = args.get(dest)
-    if isinstance(given, str):
-        try:
-            given = json.loads(given)
-        except ValueError:
-            return None
-    return given if isinstance(given, Mapping) else None
 
 
 def ec_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
     """``--ec-transfer-config``'s connector and role (0.11.1+, the encoder-cache connector); None without it."""
-    given = _json_flag(args, "ec_transfer_config")
+    given = args.json_object("ec_transfer_config")
     if given is None:
         return None
     return {"self.ec_connector": given.get("ec_connector"), "self.ec_role": given.get("ec_role"),
@@ -465,7 +457,7 @@ def kv_transfer_frame(args: ResolvedArgs) -> dict[str, object] | None:
     None without the flag, or where its text is not a JSON object (the parse refuses it first). With it,
     ``VllmConfig._post_init_kv_transfer_config`` reads the connector against the scheduler's chunked prefill
     (0.22-0.23, config/vllm.py:731-746 in 0.22.0: the shared namespace's ``enable_chunked_prefill``)."""
-    given = _json_flag(args, "kv_transfer_config")
+    given = args.json_object("kv_transfer_config")
     if given is None:
         return None
     return {"self.kv_connector": given.get("kv_connector"), "self.kv_role": given.get("kv_role"),
@@ -512,7 +504,7 @@ def offload_frame(args: ResolvedArgs) -> dict[str, object]:
         out.update({"self.offload_backend": args.get("offload_backend") or "auto",
                     "self.prefetch.offload_group_size": group, "self.prefetch.offload_num_in_group": in_group,
                     "self.prefetch.offload_prefetch_step": step})
-    watermark = _json_flag(args, "watermark_config")
+    watermark = args.json_object("watermark_config")
     key = watermark.get("key") if watermark is not None else None
     if watermark is None:
         out["self.key"] = 0
@@ -532,7 +524,7 @@ def kv_transfer_compat_frame(args: ResolvedArgs, version: Version,
     ``expandable_segments:True`` in the engine's ``PYTORCH_CUDA_ALLOC_CONF`` (as the deployment sets it), and
     neither the cuMem allocator (``--enable-cumem-allocator`` or ``--enable-sleep-mode``) nor, in 0.21, sleep mode;
     None where one of them returns."""
-    kv = _json_flag(args, "kv_transfer_config")
+    kv = args.json_object("kv_transfer_config")
     connector = kv.get("kv_connector") if kv is not None else None
     if connector is None or "expandable_segments:True" not in env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
         return None
