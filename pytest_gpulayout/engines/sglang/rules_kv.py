@@ -44,7 +44,7 @@ from pytest_gpulayout.engines.sglang.rules_cache import (
     MINIMAX_SPARSE_ARCHS,
     SM100_MAJORS,
 )
-from pytest_gpulayout.engines.sglang.served import _learnable_sink
+from pytest_gpulayout.engines.sglang.served import learnable_sink
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal
@@ -234,7 +234,7 @@ def judge_hisparse(ask: Ask) -> Judged:
     cc = ask.layout.compute_capability
     default = "flashmla_kv" if kv == "fp8_e4m3" else "flashmla_sparse"
     # GLM-5 with an FP8 KV cache on SM120 and a learnable-sink model take their own arm before HiSparse's
-    own_arm = _learnable_sink(ask.model) or (arch.startswith("GlmMoeDsa") and kv == "fp8_e4m3"
+    own_arm = learnable_sink(ask.model) or (arch.startswith("GlmMoeDsa") and kv == "fp8_e4m3"
                                              and (cc is None or cc[0] == 12))
     named = {label: _named(args, f"dsa_{label}_backend") or _named(args, f"nsa_{label}_backend")
              for label in ("prefill", "decode")}

@@ -62,7 +62,6 @@ The environment is the deployment's (``ask.env``; unset: the release's default).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from packaging.version import Version
@@ -70,6 +69,7 @@ from packaging.version import Version
 from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.engines.sglang import rules_model3, rules_pd
 from pytest_gpulayout.engines.sglang.rules_model2 import is_deepseek_dsa
+from pytest_gpulayout.engines.sglang.served import learnable_sink
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout
@@ -228,13 +228,6 @@ def _dequant_resolved(args: ResolvedArgs, layout: Layout) -> dict[str, object] |
             "explicit_decode_backend": args.get("decode_attention_backend")}
 
 
-def learnable_sink(model: ModelSpec) -> bool:
-    """``getattr(hf_config, "learnable_sink", False)``: the checkpoint's ``config.json`` key."""
-    try:
-        config = json.loads(model.config_json) if model.config_json else {}
-    except ValueError:
-        return False
-    return isinstance(config, dict) and bool(config.get("learnable_sink", False))
 
 
 def _dsa_kv(args: ResolvedArgs, model: ModelSpec) -> dict[str, object]:

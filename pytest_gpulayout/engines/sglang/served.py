@@ -53,7 +53,8 @@ DSA_DP_ATTENTION_UNTIL = Version("0.5.6")
 DSA_FRACTION_RELEASE, DSA_FRACTION = Version("0.5.3"), 0.8
 
 
-def _learnable_sink(model: ModelSpec) -> bool:
+def learnable_sink(model: ModelSpec) -> bool:
+    """``getattr(hf_config, "learnable_sink", False)``: the checkpoint's ``config.json`` key."""
     try:
         config = json.loads(model.config_json) if model.config_json else {}
     except ValueError:
@@ -78,7 +79,7 @@ def dsa_kv_cache_dtype(model: ModelSpec, asked: str, layout: Layout, version: Ve
         return None
     if asked != "auto":
         return None
-    if version >= SINKS_KEEP_BF16_SINCE and _learnable_sink(model):
+    if version >= SINKS_KEEP_BF16_SINCE and learnable_sink(model):
         served = "bfloat16"
     else:
         served = FP8 if sm >= 10 else "bfloat16"
