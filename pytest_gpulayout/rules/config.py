@@ -136,6 +136,7 @@ def check_config(s: Subject) -> Finding:
         return failed(CHECK, f"{who}{note} takes {_what(s)} but refuses its configuration: "
                              f"{_sentence(texts[0])}{more}", facts)
     parts = [f"{who}{note} takes {_what(s)}"]
+    status = Status.PASS
     if judged is None:
         parts.append(f"its config-time checks are not modelled for {engine.display}")
     else:
@@ -143,9 +144,9 @@ def check_config(s: Subject) -> Finding:
                             deprecated=a.deprecated, release_note=a.release_note, command=a.args,
                             unchecked=a.unchecked or ABSENT)
         parts.append("none of its modelled config-time refusals holds")
-        if judged.not_judged:
-            parts.append(f"not judged: {'; '.join(judged.not_judged)}")
-    status = Status.PASS
+        if judged.not_judged:  # a refusal whose conditions read what no input gives: it may hold, so no pass
+            status = Status.WARN
+            parts.append(f"not judged, so the release may still refuse it: {'; '.join(judged.not_judged)}")
     for why in a.not_read:  # SGLang's --config FILE in a container: the line was judged without its keys
         status = Status.WARN
         parts.append(f"{why}: the keys it sets (TP / PP / DP, the memory fraction, the context length, the pool "

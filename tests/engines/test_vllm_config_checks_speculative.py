@@ -343,3 +343,17 @@ def test_gpulayout_check_fails_a_speculative_line_in_the_releases_words(
         return
     assert code == 1 and config["status"] == "fail"
     assert f'vLLM 0.33.0 raises ValueError: "{refused}' in config["message"]
+
+
+def test_a_draft_that_could_not_be_read_is_no_pass(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config check whose refusals read a draft it could not read warns (and names it), never passes: the
+    release may still refuse the line on the draft's config. Its reachable neighbour, n-gram, reads no draft."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    line = ('vllm serve Qwen/Qwen3-8B --speculative-config '
+            '\'{"method":"eagle3","model":"no-such-org/no-such-draft","num_speculative_tokens":3}\'')
+    main(["check", "--cmd", line, "--machine", "preset:8xH100-sxm", "--json"])
+    config = json.loads(capsys.readouterr().out)["deployments"]["--cmd:1"]["checks"]["config"]
+    assert config["status"] == "warn", config["message"]
+    assert "not judged, so the release may still refuse it" in config["message"]
+    assert "the draft 'no-such-org/no-such-draft' could not be read" in config["message"]
