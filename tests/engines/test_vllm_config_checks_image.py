@@ -98,3 +98,9 @@ def test_the_wheel_requirement_answers_for_ray() -> None:
     """0.11's wheel requires ray[cgraph]: with nothing probed, a world above the visible GPUs is not refused."""
     mine, notes = _judge(ImageCase(LineCase(RAY, "0.11.0", "", _devices(1, 2)), {}, Serving()))  # type: ignore[arg-type]
     assert not mine and not any("Ray" in n for n in notes)
+
+
+def test_releases_without_the_entries_say_nothing() -> None:
+    """0.20 holds no Ray entry (Ray is chosen elsewhere there): no refusal and no note, whatever the probe says."""
+    mine, notes = _judge(ImageCase(LineCase(RAY, "0.20.0", "", _devices(1, 2)), {"ray": None}))  # type: ignore[arg-type]
+    assert not mine and not any("Ray" in n for n in notes)

@@ -50,13 +50,18 @@ def found(ask: Ask, rule: str) -> Found:
     return in_environment("vllm", ask.listed, _PACKAGE[rule], ask.serving, ask.packages)
 
 
+def _in_force(ask: Ask, rule: str) -> bool:
+    """Whether ``rule`` is in force for the line and the release holds its entries."""
+    return bool(ask.among([rule])) and ask.book.in_force(rule, ask.version)
+
+
 def _unknown(rule: str, what: Found) -> str:
     return f"{RULES[rule]}: not judged, {what.where}"
 
 
 def _otel(ask: Ask) -> Judged:
     endpoint = ask.args.get("otlp_traces_endpoint")
-    if endpoint is None or not ask.among([OTEL]):
+    if endpoint is None or not _in_force(ask, OTEL):
         return Judged()
     what = found(ask, OTEL)
     if what.presence is Presence.UNKNOWN:
@@ -69,7 +74,7 @@ def _otel(ask: Ask) -> Judged:
 
 def _flashinfer(ask: Ask) -> Judged:
     backend = ask.env.get("VLLM_ATTENTION_BACKEND")
-    if backend != "FLASHINFER" or not ask.among([FLASHINFER_BACKEND]):
+    if backend != "FLASHINFER" or not _in_force(ask, FLASHINFER_BACKEND):
         return Judged()
     what = found(ask, FLASHINFER_BACKEND)
     if what.presence is Presence.UNKNOWN:
@@ -83,7 +88,7 @@ def _flashinfer(ask: Ask) -> Judged:
 def _ray(ask: Ask) -> Judged:
     world = ask.layout.tensor_parallel_size * ask.layout.pipeline_parallel_size
     backend = ask.args.get("distributed_executor_backend")
-    if backend is not None or world <= 1 or not ask.among([RAY]):
+    if backend is not None or world <= 1 or not _in_force(ask, RAY):
         return Judged()
     devices = ask.layout.devices
     if devices is not None and devices >= world:
