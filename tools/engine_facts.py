@@ -36,6 +36,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engine_requires  # noqa: E402
+
 EXTRACTED_BY = "tools/engine_facts.py"
 SCHEMA = 1
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -2122,9 +2125,12 @@ def main(argv: list[str] | None = None) -> int:
     groups = {args.only}
     if args.wheel is not None:
         data = extract(args.engine, args.version, args.wheel, groups)
+        engine_requires.update(args.engine, [args.wheel])  # the wheel's Requires-Dist (engines/ENGINE/requires.json)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            data = extract(args.engine, args.version, download(args.engine, args.version, Path(tmp)), groups)
+            wheel_path = download(args.engine, args.version, Path(tmp))
+            data = extract(args.engine, args.version, wheel_path, groups)
+            engine_requires.update(args.engine, [wheel_path])
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{args.version}.json"
     if args.merge and target.exists():

@@ -16,12 +16,13 @@ order. A new area is a module and one line there.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from packaging.version import Version
 
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.knobs import Serving
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook
 
@@ -30,7 +31,9 @@ from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook
 class Ask:
     """One deployment as a rule area is asked about it: the engine's rule book, the release asked and the
     nearest listed one at or below it, the shared namespace (``values``), the rules in force for the line
-    (``active``: the engine's RULES less the ones its gates leave out), and what the frames are built from."""
+    (``active``: the engine's RULES less the ones its gates leave out), and what the frames are built from;
+    ``serving`` and ``packages`` (the nodes' probed packages, ``packages.node_packages``) say the engine's own
+    environment (``engines/packages.py``)."""
 
     book: RuleBook
     version: Version
@@ -41,6 +44,8 @@ class Ask:
     model: ModelSpec
     layout: Layout
     env: Mapping[str, str]
+    serving: Serving = field(default_factory=Serving)
+    packages: Mapping[str, str | None] = field(default_factory=dict)
 
     def among(self, rules: Iterable[str]) -> list[str]:
         """The rules of ``rules`` in force for this line, in the engine's order."""

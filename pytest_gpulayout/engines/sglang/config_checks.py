@@ -45,6 +45,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_spec4,
 )
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.knobs import Serving
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
 
@@ -205,17 +206,19 @@ def namespace(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Ver
 
 
 def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version,
-                 env: Mapping[str, str] | None = None) -> Judged:
+                 env: Mapping[str, str] | None = None, *, serving: Serving | None = None,
+                 packages: Mapping[str, str | None] | None = None) -> Judged:
     """Every config-time refusal of ``RULES`` that ``version`` (the nearest listed release at or below it)
     makes, and the entries it could not judge. SGLang stops at the first; the others follow once it is fixed.
-    ``env``: the launch's environment variables (the checks that read one take an unset one as its default)."""
+    ``env``: the launch's environment variables (the checks that read one take an unset one as its default);
+    ``serving`` / ``packages``: the engine's environment and the nodes' probed packages (``engines/packages.py``)."""
     values, notes = namespace(args, model, layout, version)
     arch = str(values["model_arch"])
     rules = [r for r in RULES if r not in _BY_ARCH or (arch.startswith(_BY_ARCH[r]) and "attention_backend" in values)]
     rules, parallel_notes = rules_parallel2.in_force(rules, args, model, lambda r: book().in_force(r, version))
     rules = rules_cache.in_force(rules, args, model, layout)
     ask = Ask(book(), version, book().ledger.listed(version) or version, values, tuple(rules), args, model, layout,
-              env or {})
+              env or {}, serving or Serving(), packages or {})
     shared = ask.judge({}, _SHARED)
     return combine((shared, *judge_areas(AREAS, ask)), (*notes, *parallel_notes))
 

@@ -30,6 +30,7 @@ from pytest_gpulayout.engine import (
     parse_version,
     with_line_keys,
 )
+from pytest_gpulayout.engines.packages import node_packages
 from pytest_gpulayout.engines.sglang import (
     budget,
     cli,
@@ -488,7 +489,8 @@ class SglangRules:
         return generation.generation_refusals(s)
 
     def config_check(self, s: Subject) -> Judged | None:
-        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env)
+        return config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env,
+            serving=s.knobs.serving, packages=node_packages({k: n.packages for k, n in s.machine.nodes.items()}))
 
     def as_served(self, model: ModelSpec, args: ResolvedArgs, layout: Layout, version: Version,
                   env: Mapping[str, str] | None = None) -> ModelSpec:

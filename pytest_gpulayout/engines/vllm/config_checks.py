@@ -34,6 +34,7 @@ from pytest_gpulayout.engines.vllm import (
     defaults,
     rules_fields,
     rules_hybrid,
+    rules_image,
     rules_model,
     rules_model3,
     rules_model4,
@@ -49,6 +50,7 @@ from pytest_gpulayout.engines.vllm import (
 from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.generation import release_facts
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
+from pytest_gpulayout.knobs import Serving
 from pytest_gpulayout.machine.facts import GIB_MIB
 from pytest_gpulayout.model.spec import ModelSpec
 from pytest_gpulayout.refusals import Judged, Layout, Refusal, RuleBook, load_ledger
@@ -146,6 +148,7 @@ AREAS: tuple[Area, ...] = (
     rules_post3,        # ReplaySSM, adaptive verification, Model Runner V2 replay / PCP, dual-chunk, V0 by hand
     rules_model4,       # 0.10.0's --runner / --task against the model's class
     rules_post4,        # speculative decoding with watermarking, sampling replay, routed experts, DCP interleave
+    rules_image,        # packages the engine's environment holds: OpenTelemetry, FlashInfer, Ray
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
@@ -550,10 +553,12 @@ def _dtype_values(args: ResolvedArgs, model: ModelSpec, version: Version) -> dic
 # -- the entry points -------------------------------------------------------------------------------------
 
 def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: Version, *,
-                 env: Mapping[str, str] | None = None) -> Judged:
+                 env: Mapping[str, str] | None = None, serving: Serving | None = None,
+                 packages: Mapping[str, str | None] | None = None) -> Judged:
     """Every config-time refusal of ``RULES`` that ``version`` (the nearest listed release at or below it)
     makes for this command line, model and layout, and the entries it could not judge. vLLM stops at the
-    first refusal it meets; the others follow once it is fixed."""
+    first refusal it meets; the others follow once it is fixed. ``serving`` / ``packages``: the engine's
+    environment and the nodes' probed packages (``engines/packages.py``)."""
     values, notes = namespace(args, model, layout, version, env=env)
     active = [r for r in RULES if (r not in _CALLED_ONLY_IF or bool(values.get(_CALLED_ONLY_IF[r])))
               and (r != _DEVICES_RULE or layout.devices is not None)]
@@ -569,7 +574,7 @@ def config_check(args: ResolvedArgs, model: ModelSpec, layout: Layout, version: 
     in_parallel = book().judge(version, {**values, **parallel_config_frame(launch)},
                                rules=[r for r in active if r in _PARALLEL_CONFIG_RULES])
     ask = Ask(book(), version, book().ledger.listed(version) or version, values, tuple(active), args, model, layout,
-              env or {})
+              env or {}, serving or Serving(), packages or {})
     return rules_fields.beside(  # -- fields: pydantic's field constraints (0.11+), before the classes' own raises
         combine((judged, in_engine_args, in_parallel, *judge_areas(AREAS, ask)), notes),
         rules_fields.check(args, version, values), _functions())

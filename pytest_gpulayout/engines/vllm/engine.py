@@ -28,6 +28,7 @@ from pytest_gpulayout.engine import (
     parse_version,
     with_line_keys,
 )
+from pytest_gpulayout.engines.packages import node_packages
 from pytest_gpulayout.engines.vllm import cli, config_checks, divisibility, generation, launch, specmem
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
 from pytest_gpulayout.engines.vllm.log import VLLM_LOG
@@ -214,7 +215,8 @@ class VllmRules:
     def config_check(self, s: Subject) -> Judged | None:
         """The config-time refusals but those ``heads`` judges with the layouts that work (heads % TP, expert
         parallel on a dense model: ``JUDGED_BY_HEADS``), so one cause fails one check."""
-        judged = config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env)
+        judged = config_checks.config_check(s.args, s.model, layout_of(s.dep, s.machine), s.version, env=s.knobs.env,
+            serving=s.knobs.serving, packages=node_packages({k: n.packages for k, n in s.machine.nodes.items()}))
         return Judged(tuple(r for r in judged.refusals if r.rule not in JUDGED_BY_HEADS), judged.not_judged)
 
     def speculative_draft(self, args: ResolvedArgs, version: Version) -> SpecDraft | None:
