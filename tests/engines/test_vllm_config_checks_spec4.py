@@ -52,7 +52,6 @@ CASES = [
              source="vllm/engine/arg_utils.py:1263", exception="AssertionError"),
     LineCase(NOT_MAPPING, "0.8.2", 'Qwen/Qwen3-8B --speculative-config {"method":"ngram","num_speculative_tokens":3,'
              '"prompt_lookup_max":3}', layout()),
-    LineCase(NOT_MAPPING, "0.8.2", "Qwen/Qwen3-8B --speculative-config not-a-literal", layout()),
     # 0.17-0.19: max_num_scheduled_tokens is derived from the budget, the one check cannot fail
     LineCase(BUDGET, "0.17.0", P_NGRAM + " --max-num-batched-tokens 512 --max-num-seqs 256", layout()),
     # 0.20-0.27: the 2 x 256 draft slots take the whole budget of 512
