@@ -45,6 +45,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_small,
     rules_spec2,
     rules_spec3,
+    rules_spec4,
     rules_speculative,
 )
 from pytest_gpulayout.engines.vllm.interfaces import model_class
@@ -149,6 +150,7 @@ AREAS: tuple[Area, ...] = (
     rules_model4,       # 0.10.0's --runner / --task against the model's class
     rules_post4,        # speculative decoding with watermarking, sampling replay, routed experts, DCP interleave
     rules_image,        # packages the engine's environment holds: OpenTelemetry, FlashInfer, Ray
+    rules_spec4,        # speculative decoding against the scheduler's token budget
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
