@@ -44,6 +44,10 @@ def _with_attention(spec: ModelSpec) -> ModelSpec:
 _MODELS["nas-noop"] = load_model(f"{_DIR}/nemotron-nas-noop")
 _MODELS["nas"] = _with_attention(_MODELS["nas-noop"])
 NAS = rules_model5.NAS_KV_HEADS
+_MODELS["qwen2.5-vl"] = load_model(f"{_DIR}/qwen2.5-vl-7b-instruct")
+_MODELS["qwen3-vl"] = replace(_MODELS["qwen2.5-vl"], architectures=("Qwen3VLForConditionalGeneration",))
+PRUNE = rules_model5.VIDEO_PRUNING
+_VIDCOM2 = "--video-pruning-method vidcom2 --video-pruning-rate 0.5"
 
 
 def model_of(name: str) -> ModelSpec:
@@ -109,6 +113,17 @@ CASES = [
              exception="RuntimeError"),
     LineCase(NAS, "0.13.0", "my/nas-model", layout(), model="nas"),
     LineCase(NAS, "0.14.0", "my/nas-model", layout(), model="nas-noop"),
+    # vidcom2 on a class that inherits SupportsMultiModalPruning's ("evs",)
+    LineCase(PRUNE, "0.27.0", _VIDCOM2, layout(), model="qwen2.5-vl",
+             refused="Video pruning method 'vidcom2' is not supported by Qwen2_5_VLForConditionalGeneration "
+                     "(supported methods: ('evs',)).", source="vllm/config/model.py:777"),
+    LineCase(PRUNE, "0.27.0", "--video-pruning-rate 0.5", layout(), model="qwen2.5-vl"),
+    LineCase(PRUNE, "0.33.0", _VIDCOM2, layout(), model="qwen2.5-vl",
+             refused="Video pruning method 'vidcom2' is not supported by Qwen2_5_VLForConditionalGeneration",
+             source="vllm/config/model.py:890"),
+    LineCase(PRUNE, "0.33.0", "--video-pruning-method vidcom2 --video-pruning-rate 0", layout(), model="qwen2.5-vl"),
+    LineCase(PRUNE, "0.33.0", _VIDCOM2, layout(), model="qwen3-vl"),
+    LineCase(PRUNE, "0.33.0", _VIDCOM2, layout(), model="dense"),
 ]
 
 
@@ -153,6 +168,13 @@ def test_nas_block_not_readable_is_not_judged() -> None:
     assert rules_model5.all_attention_no_op(raw) is None
     raw["block_configs"][0] = {"attention": {"n_heads_in_group": 8}}
     assert rules_model5.all_attention_no_op(raw) is False
+
+
+def test_evs_only_grows_by_release() -> None:
+    """CohereCompass joins the evs-only classes in 0.30; the Nemotron VL architectures print their shared class."""
+    assert "CohereCompassForConditionalGeneration" not in rules_model5.evs_only(Version("0.29.0"))
+    assert "CohereCompassForConditionalGeneration" in rules_model5.evs_only(Version("0.30.0"))
+    assert rules_model5.evs_only(Version("0.33.0"))["NemotronH_Super_Omni_Reasoning_V3"] == "NemotronH_Nano_VL_V2"
 
 
 def test_method_facts_between_releases() -> None:

@@ -22,6 +22,14 @@ attention block's ``num_attention_heads // n_heads_in_group`` and raises after t
 ``multi_query`` config returns 1 first. A block the config does not spell as a mapping leaves the entry named.
 0.13.0's message names ``self.model`` (the line's model) and ``self.architectures``.
 
+``ModelConfig.__post_init__`` (0.27+, config/model.py:882-894 in 0.33.0, 769-781 in 0.27.0) refuses a
+``--video-pruning-method`` (default evs) with a ``--video-pruning-rate`` above 0 that the multimodal class does not
+list in ``supported_video_pruning_methods``: the registry reads the class attribute (empty for a class without
+``SupportsMultiModalPruning``, whose default is ``("evs",)``: model_executor/models/interfaces.py:540 in 0.33.0) and
+prints the class's ``__name__`` (registry.py:936). ``VideoPruningMethod`` is evs / vidcom2, so only a class that
+inherits the default ``("evs",)`` refuses (vidcom2): ``EVS_ONLY``, read from every listed release's model classes
+(each class's bases followed to the protocol; Qwen3-VL and its subclasses list both methods).
+
 Each method's minimum capability and dtypes are the release's class attributes as ``tools/engine_facts.py`` read
 them from the wheel (``releases/<version>.json``, group ``quantization``); for a release between two extracted
 ones a value is used only where the nearest extracted releases below and above agree on it (and the class returns
@@ -42,12 +50,14 @@ from packaging.version import Version
 from pytest_gpulayout.engines.areas import Ask
 from pytest_gpulayout.engines.vllm import rules_model
 from pytest_gpulayout.engines.vllm.dtype import resolve_dtype
+from pytest_gpulayout.engines.vllm.interfaces import model_class
 from pytest_gpulayout.generation import extracted_releases, release_facts
 from pytest_gpulayout.refusals import Dtype, Judged
 
 QUANT_CAPABILITY = "vllm.quantization.min_capability"
 QUANT_DTYPE = "vllm.quantization.act_dtype"
 NAS_KV_HEADS = "vllm.model.nemotron_nas_kv_heads"
+VIDEO_PRUNING = "vllm.multimodal.video_pruning_method"
 
 RULES: Mapping[str, str] = {
     QUANT_CAPABILITY: "a quantization method (after the overrides) whose config class needs a higher compute "
@@ -56,7 +66,25 @@ RULES: Mapping[str, str] = {
                  "dtypes, e.g. --dtype float32 on an AWQ / FP8 checkpoint (VllmConfig._get_quantization_config)",
     NAS_KV_HEADS: "a Nemotron-NAS config whose every block's attention is a no-op: no KV head count "
                   "(ModelConfig.get_total_num_kv_heads, 0.8.3-0.13.0)",
+    VIDEO_PRUNING: "--video-pruning-method vidcom2 with a --video-pruning-rate above 0 on a multimodal class that "
+                   "supports only evs pruning (ModelConfig.__post_init__, 0.27+)",
 }
+
+_NEMOTRON_VL = "NemotronH_Nano_VL_V2"
+#: the architectures whose class inherits ``SupportsMultiModalPruning``'s default ``("evs",)`` and the class name the
+#: registry prints, by the first release that holds each (read in 0.27.0-0.33.0: models/qwen2_5_vl.py,
+#: nano_nemotron_vl.py, opencua.py, exaone4_5.py, cohere_compass.py)
+EVS_ONLY: tuple[tuple[Version, Mapping[str, str]], ...] = (
+    (Version("0.27.0"), {"Qwen2_5_VLForConditionalGeneration": "Qwen2_5_VLForConditionalGeneration",
+                         "OpenCUAForConditionalGeneration": "OpenCUAForConditionalGeneration",
+                         "Exaone4_5_ForConditionalGeneration": "Exaone4_5_ForConditionalGeneration",
+                         "NemotronH_Nano_VL_V2": _NEMOTRON_VL, "NemotronH_Nano_Omni_Reasoning_V3": _NEMOTRON_VL,
+                         "NemotronH_Super_Omni_Reasoning_V3": _NEMOTRON_VL}),
+    (Version("0.29.0"), {"NemotronH_Omni_Reasoning_V3": _NEMOTRON_VL}),
+    (Version("0.30.0"), {"CohereCompassForConditionalGeneration": "CohereCompassForConditionalGeneration"}),
+)
+_PRUNING_CONDITION = ("pruning_spec is not None and supported_pruning and (pruning_spec[0] not in "
+                      "supported_pruning)")
 
 #: torch's spellings in ``get_supported_act_dtypes`` and the name torch prints for each
 _TORCH_NAMES = {"torch.half": "float16", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
@@ -241,15 +269,50 @@ def nas_frame(ask: Ask) -> dict[str, object] | None:
     return out
 
 
+def evs_only(version: Version) -> dict[str, str]:
+    """``EVS_ONLY`` as ``version`` holds it: architecture -> the class name the registry prints."""
+    out: dict[str, str] = {}
+    for since, archs in EVS_ONLY:
+        if version >= since:
+            out.update(archs)
+    return out
+
+
+def pruning_frame(ask: Ask) -> dict[str, object] | None:
+    """``__post_init__``'s values at the pruning check; None without a rate above 0 (``get_video_pruning_spec``
+    is None) or where the registry's class is not known (the entry is then named)."""
+    rate = ask.args.get("video_pruning_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
+        return None
+    method = str(ask.args.get("video_pruning_method") or "evs")
+    cls = model_class(ask.model, ask.version)
+    if cls is None:
+        return {"pruning_spec[0]": method}
+    name = evs_only(ask.version).get(cls.architecture)
+    supported: tuple[str, ...] = ("evs",) if name is not None else ()
+    return {"self._model_info.supports_multimodal": cls.flag("supports_multimodal"), "pruning_spec[0]": method,
+            "supported_pruning": supported, "self._model_info.architecture": name or cls.architecture,
+            _PRUNING_CONDITION: bool(supported) and method not in supported}
+
+
 def judge(ask: Ask) -> Judged:
-    """The Nemotron-NAS KV heads, then the quantization checks."""
+    """The Nemotron-NAS KV heads, the video pruning method, then the quantization checks."""
     nas = nas_frame(ask)
     heads = Judged()
     if nas is not None and ask.among([NAS_KV_HEADS]):
         base = {k: v for k, v in ask.values.items() if k not in (_NAS_CONDITION, "self.model", "self.architectures")}
         heads = ask.book.judge(ask.version, {**base, **nas}, rules=[NAS_KV_HEADS])
+    pruning = pruning_frame(ask)
+    prune = Judged()
+    if pruning is not None and ask.among([VIDEO_PRUNING]):
+        names = ("self._model_info.supports_multimodal", "pruning_spec[0]", "supported_pruning",
+                 "self._model_info.architecture", _PRUNING_CONDITION)
+        base = {k: v for k, v in ask.values.items() if k not in names}
+        prune = ask.book.judge(ask.version, {**base, **pruning}, rules=[VIDEO_PRUNING])
     quant = judge_quantization(ask)
-    return Judged((*heads.refusals, *quant.refusals), tuple(dict.fromkeys((*heads.not_judged, *quant.not_judged))))
+    parts = (heads, prune, quant)
+    return Judged(tuple(r for j in parts for r in j.refusals),
+                  tuple(dict.fromkeys(n for j in parts for n in j.not_judged)))
 
 
 def judge_quantization(ask: Ask) -> Judged:
