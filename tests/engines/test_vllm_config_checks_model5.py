@@ -48,6 +48,9 @@ _MODELS["qwen2.5-vl"] = load_model(f"{_DIR}/qwen2.5-vl-7b-instruct")
 _MODELS["qwen3-vl"] = replace(_MODELS["qwen2.5-vl"], architectures=("Qwen3VLForConditionalGeneration",))
 PRUNE = rules_model5.VIDEO_PRUNING
 _VIDCOM2 = "--video-pruning-method vidcom2 --video-pruning-rate 0.5"
+ALIGN = rules_model5.ALIGN_CHUNKED_MM
+_ALIGN = "--mamba-cache-mode align --disable-chunked-mm-input"
+_MODELS["hybrid"] = load_model(f"{_DIR}/nemotron-h-8b")
 
 
 def model_of(name: str) -> ModelSpec:
@@ -124,6 +127,17 @@ CASES = [
     LineCase(PRUNE, "0.33.0", "--video-pruning-method vidcom2 --video-pruning-rate 0", layout(), model="qwen2.5-vl"),
     LineCase(PRUNE, "0.33.0", _VIDCOM2, layout(), model="qwen3-vl"),
     LineCase(PRUNE, "0.33.0", _VIDCOM2, layout(), model="dense"),
+    # --mamba-cache-mode align on a model the Mamba hooks leave alone
+    LineCase(ALIGN, "0.15.0", _ALIGN, layout(), model="dense", refused="Chunked MM input is required because we need "
+             "the flexibility to schedule a multiple of block_size tokens", source="vllm/config/vllm.py:1014",
+             exception="AssertionError"),
+    LineCase(ALIGN, "0.15.0", "--mamba-cache-mode align", layout(), model="dense"),
+    LineCase(ALIGN, "0.18.0", _ALIGN, layout(), model="dense", refused="Chunked MM input is required",
+             source="vllm/config/vllm.py:1672", exception="AssertionError"),
+    LineCase(ALIGN, "0.32.0", _ALIGN, layout(), model="dense", refused="Chunked MM input is required",
+             source="vllm/config/vllm.py:3279", exception="AssertionError"),
+    LineCase(ALIGN, "0.32.0", "--disable-chunked-mm-input", layout(), model="dense"),
+    LineCase(ALIGN, "0.33.0", _ALIGN, layout(), model="dense"),
 ]
 
 
@@ -168,6 +182,14 @@ def test_nas_block_not_readable_is_not_judged() -> None:
     assert rules_model5.all_attention_no_op(raw) is None
     raw["block_configs"][0] = {"attention": {"n_heads_in_group": 8}}
     assert rules_model5.all_attention_no_op(raw) is False
+
+
+def test_align_on_a_mamba_model_is_not_judged() -> None:
+    """On a hybrid model the release's hook sets the mode from prefix caching: named, not refused or passed."""
+    rules, notes = _judged("--disable-chunked-mm-input", "hybrid", "0.33.0")
+    assert ALIGN not in rules and ALIGN in notes
+    rules, notes = _judged(_ALIGN + " --max-num-batched-tokens 8", "dense", "0.18.0")
+    assert ALIGN not in rules and "earlier assertions" in notes
 
 
 def test_evs_only_grows_by_release() -> None:

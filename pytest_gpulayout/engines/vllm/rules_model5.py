@@ -30,6 +30,19 @@ prints the class's ``__name__`` (registry.py:936). ``VideoPruningMethod`` is evs
 inherits the default ``("evs",)`` refuses (vidcom2): ``EVS_ONLY``, read from every listed release's model classes
 (each class's bases followed to the protocol; Qwen3-VL and its subclasses list both methods).
 
+The Mamba cache's align mode with ``--disable-chunked-mm-input`` (``VllmConfig.__post_init__`` 0.15-0.17,
+config/vllm.py:1008-1019 in 0.15.0; ``validate_block_size`` 0.18+, :3414-3419 in 0.33.0, called by the engine core
+once the block size is final) is judged on a model the release's Mamba hooks leave alone: a class neither hybrid
+nor attention-free (``MambaModelConfig.verify_and_update_config``, which sets or resets the mode from prefix
+caching, runs for the Mamba architectures of ``MODELS_CONFIG_MAP``, all attention-free, and through
+``HybridAttentionMambaModelConfig`` for a hybrid one: config/vllm.py:1286-1301, model_executor/models/config.py:
+396-399 in 0.15.0). There the mode is ``--mamba-cache-mode`` as given, 0.15-0.32 (engine/arg_utils.py passes it to
+``CacheConfig``); 0.33 passes it no more (deprecated), so the mode stays none. A hybrid or attention-free model is
+named (its default prefix caching is not resolved here), and so is a line that gives --block-size,
+--max-num-batched-tokens, --long-prefill-token-threshold or --max-num-partial-prefills (the align block's earlier
+assertions read them) or an encoder-decoder config without the flag (the release turns chunked MM input off
+itself).
+
 Each method's minimum capability and dtypes are the release's class attributes as ``tools/engine_facts.py`` read
 them from the wheel (``releases/<version>.json``, group ``quantization``); for a release between two extracted
 ones a value is used only where the nearest extracted releases below and above agree on it (and the class returns
@@ -58,6 +71,7 @@ QUANT_CAPABILITY = "vllm.quantization.min_capability"
 QUANT_DTYPE = "vllm.quantization.act_dtype"
 NAS_KV_HEADS = "vllm.model.nemotron_nas_kv_heads"
 VIDEO_PRUNING = "vllm.multimodal.video_pruning_method"
+ALIGN_CHUNKED_MM = "vllm.mamba.align_chunked_mm_input"
 
 RULES: Mapping[str, str] = {
     QUANT_CAPABILITY: "a quantization method (after the overrides) whose config class needs a higher compute "
@@ -68,6 +82,8 @@ RULES: Mapping[str, str] = {
                   "(ModelConfig.get_total_num_kv_heads, 0.8.3-0.13.0)",
     VIDEO_PRUNING: "--video-pruning-method vidcom2 with a --video-pruning-rate above 0 on a multimodal class that "
                    "supports only evs pruning (ModelConfig.__post_init__, 0.27+)",
+    ALIGN_CHUNKED_MM: "--mamba-cache-mode align with --disable-chunked-mm-input on a model the Mamba hooks leave "
+                      "alone (VllmConfig, 0.15-0.32)",
 }
 
 _NEMOTRON_VL = "NemotronH_Nano_VL_V2"
@@ -295,8 +311,45 @@ def pruning_frame(ask: Ask) -> dict[str, object] | None:
             _PRUNING_CONDITION: bool(supported) and method not in supported}
 
 
+#: the release passes --mamba-cache-mode to CacheConfig until then (engine/arg_utils.py; 0.33.0 only warns)
+_MODE_PASSED_BELOW = Version("0.33.0")
+_ALIGN_EARLIER = ("block_size", "max_num_batched_tokens", "long_prefill_token_threshold", "max_num_partial_prefills")
+_ALIGN_NAMES = ("self.cache_config.mamba_cache_mode", "self.scheduler_config.disable_chunked_mm_input")
+
+
+def _encoder_decoder(raw: object) -> bool | None:
+    if not isinstance(raw, Mapping):
+        return None
+    text = raw.get("text_config")
+    return bool(raw.get("is_encoder_decoder")) or (isinstance(text, Mapping) and bool(text.get("is_encoder_decoder")))
+
+
+def align_frame(ask: Ask) -> tuple[dict[str, object] | None, str | None]:
+    """``(frame, why not)``: the align block's values where the Mamba hooks leave the mode as the line gives it;
+    None and the reason where it is not known; ``(None, None)`` where the check cannot refuse (chunked MM input
+    stays on, or the mode is not align)."""
+    disabled = bool(ask.args.get("disable_chunked_mm_input"))
+    raw = json.loads(ask.model.config_json) if ask.model.config_json else None
+    maybe_disabled = disabled or _encoder_decoder(raw) is not False
+    if not maybe_disabled:
+        return None, None
+    cls = model_class(ask.model, ask.version)
+    if cls is None:
+        return None, "the model's class is not known to the release's facts"
+    if cls.flag("is_hybrid") or cls.flag("is_attention_free"):
+        return None, f"{cls.architecture} is a Mamba model: its hooks set the cache mode from prefix caching"
+    mode = str(ask.args.get("mamba_cache_mode") or "none") if ask.version < _MODE_PASSED_BELOW else "none"
+    if mode != "align":
+        return None, None
+    if not disabled:
+        return None, "an encoder-decoder config (or one not read): the release turns chunked MM input off itself"
+    if any(ask.args.is_set(k) for k in _ALIGN_EARLIER):
+        return None, "the align block's earlier assertions read the line's block size / token budget"
+    return {_ALIGN_NAMES[0]: mode, _ALIGN_NAMES[1]: disabled}, None
+
+
 def judge(ask: Ask) -> Judged:
-    """The Nemotron-NAS KV heads, the video pruning method, then the quantization checks."""
+    """The Nemotron-NAS KV heads, the video pruning method, the align mode, then the quantization checks."""
     nas = nas_frame(ask)
     heads = Judged()
     if nas is not None and ask.among([NAS_KV_HEADS]):
@@ -309,8 +362,16 @@ def judge(ask: Ask) -> Judged:
                  "self._model_info.architecture", _PRUNING_CONDITION)
         base = {k: v for k, v in ask.values.items() if k not in names}
         prune = ask.book.judge(ask.version, {**base, **pruning}, rules=[VIDEO_PRUNING])
+    align = Judged()
+    if ask.among([ALIGN_CHUNKED_MM]):
+        frame, why = align_frame(ask)
+        if frame is not None:
+            base = {k: v for k, v in ask.values.items() if k not in _ALIGN_NAMES}
+            align = ask.book.judge(ask.version, {**base, **frame}, rules=[ALIGN_CHUNKED_MM])
+        elif why is not None:
+            align = Judged((), (f"{ALIGN_CHUNKED_MM}: --mamba-cache-mode align not judged: {why}",))
     quant = judge_quantization(ask)
-    parts = (heads, prune, quant)
+    parts = (heads, prune, align, quant)
     return Judged(tuple(r for j in parts for r in j.refusals),
                   tuple(dict.fromkeys(n for j in parts for n in j.not_judged)))
 
