@@ -29,7 +29,9 @@ _MODELS = {
     "dense": load_model("Qwen/Qwen3-8B"),
     "fp8": load_model(f"{_DIR}/qwen3-8b-fp8"),
     "awq": load_model(f"{_DIR}/llama-3.1-8b-awq"),
-    "gptq": load_model(f"{_DIR}/llama-3.1-8b-gptq"),
+    # desc_act false: from 0.32 AutoGPTQConfig refuses group activation ordering first (quantization/utils/
+    # gptq_utils.py:23-36 in 0.32.0, called by from_config inside get_quant_config)
+    "gptq": load_model(f"{_DIR}/llama-3.1-8b-gptq-static"),
 }
 
 
@@ -70,6 +72,14 @@ CASES = [
                      "Current capability: 70.", source="vllm/config/vllm.py:931"),
     LineCase(CAP, "0.33.0", "", layout(cc=T4), model="fp8"),
     LineCase(CAP, "0.20.0", "", layout(cc=T4), model="fp8"),
+    # 0.8.0-0.10.0: the plain methods as every one of those releases defines them
+    LineCase(CAP, "0.9.2", "", layout(cc=T4), model="fp8",
+             refused="The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. "
+                     "Current capability: 75.", source="vllm/config.py:4474"),
+    LineCase(CAP, "0.9.2", "", layout(), model="fp8"),
+    LineCase(DTYPE, "0.8.5", "--dtype float32", layout(), model="fp8",
+             refused="torch.float32 is not supported for quantization method fp8", source="vllm/config.py:3812"),
+    LineCase(DTYPE, "0.8.5", "--dtype float16", layout(), model="fp8"),
     # online FP8 of an unquantized checkpoint (--quantization fp8: no override loop)
     LineCase(CAP, "0.10.1", "--quantization fp8", layout(cc=T4), model="dense",
              refused="Minimum capability: 80. Current capability: 75.", source="vllm/config/__init__.py:3453"),
@@ -94,10 +104,11 @@ CASES = [
     LineCase(CAP, "0.33.0", "", layout(cc=T4), model="awq"),
     LineCase(DTYPE, "0.28.0", "--dtype float32", layout(), model="awq",
              refused="torch.float32 is not supported for quantization method auto_awq. Supported dtypes: "
-                     "[torch.bfloat16, torch.float16]", source="vllm/config/vllm.py:783"),
+                     "[torch.float16, torch.bfloat16]", source="vllm/config/vllm.py:783"),
     LineCase(DTYPE, "0.28.0", "--dtype float16", layout(), model="awq"),
     LineCase(DTYPE, "0.32.0", "--quantization gptq --dtype float32", layout(), model="gptq",
-             refused="torch.float32 is not supported for quantization method auto_gptq",
+             refused="torch.float32 is not supported for quantization method auto_gptq. Supported dtypes: "
+                     "[torch.float16, torch.bfloat16]",
              source="vllm/config/vllm.py:909"),
     LineCase(DTYPE, "0.32.0", "--dtype bfloat16", layout(), model="gptq"),
     LineCase(CAP, "0.32.0", "", layout(cc=V100), model="gptq"),
@@ -161,8 +172,9 @@ def test_capability_refused_first() -> None:
 
 
 def test_no_facts_below_is_not_judged() -> None:
-    """0.8.0-0.10.0 have no extracted quantization facts: the entries are named, never guessed."""
-    rules, notes = _judged("--dtype float32", "fp8", "0.9.2", T4)
+    """0.8.0-0.10.0 have no extracted quantization facts: beyond the plain methods read by hand the entries are
+    named, never guessed."""
+    rules, notes = _judged("--dtype float32", "gptq", "0.9.2", V100)
     assert CAP not in rules and DTYPE not in rules
     assert CAP in notes and DTYPE in notes
 
@@ -206,4 +218,5 @@ def test_method_facts_between_releases() -> None:
     assert mid is not None and mid.min_capability is None
     assert mid.act_dtypes == ("bfloat16", "float16")
     assert rules_model5.method_facts(Version("0.33.0"), "fp8") == rules_model5.MethodFacts(75, ("bfloat16", "float16"))
-    assert rules_model5.method_facts(Version("0.9.2"), "fp8") is None
+    assert rules_model5.method_facts(Version("0.9.2"), "gptq") is None
+    assert rules_model5.method_facts(Version("0.9.2"), "fp8") == rules_model5.MethodFacts(80, ("bfloat16", "float16"))

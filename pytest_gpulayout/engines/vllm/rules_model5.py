@@ -46,7 +46,8 @@ itself).
 Each method's minimum capability and dtypes are the release's class attributes as ``tools/engine_facts.py`` read
 them from the wheel (``releases/<version>.json``, group ``quantization``); for a release between two extracted
 ones a value is used only where the nearest extracted releases below and above agree on it (and the class returns
-a literal), so a value that changed in between is not guessed. The served dtype is ``dtype.resolve_dtype`` (with
+a literal), so a value that changed in between is not guessed; before the first extracted release (0.8.0-0.10.0)
+only the plain methods read by hand are known (``EARLY_METHODS``). The served dtype is ``dtype.resolve_dtype`` (with
 ``--dtype auto`` on a float32 checkpoint the pooling runner prefers float16: judged only where both runners give
 the same dtype). Without the GPU's capability neither entry is judged.
 """
@@ -127,6 +128,33 @@ class MethodFacts:
     act_dtypes: tuple[str, ...] | None
 
 
+#: the checkpoint methods no override renames, as every release before the first extracted facts (0.8.0-0.10.0)
+#: defines them (read in each release's model_executor/layers/quantization/fp8.py ``Fp8Config``,
+#: compressed_tensors/compressed_tensors.py ``CompressedTensorsConfig``, bitsandbytes.py ``BitsAndBytesConfig``:
+#: the same literals in all twelve)
+EARLY_SINCE = Version("0.10.1")
+EARLY_METHODS: Mapping[str, MethodFacts] = {
+    "fp8": MethodFacts(80, ("bfloat16", "float16")),
+    "compressed-tensors": MethodFacts(70, ("float16", "bfloat16")),
+    "bitsandbytes": MethodFacts(70, ("float32", "float16", "bfloat16")),
+}
+
+
+#: ``get_supported_act_dtypes``'s list in the class's own order where the facts hold it sorted (the message prints
+#: the list as the class returns it), by the class that defines it: the same in every extracted release
+#: (read in each one's model_executor/layers/quantization/*.py)
+_HALF_BF16 = ("float16", "bfloat16")
+_F32_HALF_BF16 = ("float32", "float16", "bfloat16")
+ACT_DTYPE_ORDER: Mapping[str, tuple[str, ...]] = {
+    **dict.fromkeys(("AWQMarlinConfig", "AutoAWQConfig", "AutoGPTQConfig", "AutoRoundConfig", "BitBLASConfig",
+                     "CPUAWQConfig", "DeepSpeedFPConfig", "GPTQBitBLASConfig", "GPTQMarlinConfig", "HQQMarlinConfig",
+                     "INCConfig", "Int8TpuConfig", "QuarkConfig"), _HALF_BF16),
+    **dict.fromkeys(("BitsAndBytesConfig", "CompressedTensorsConfig", "TorchAOConfig"), _F32_HALF_BF16),
+    "GGUFConfig": ("float16", "bfloat16", "float32"),
+    "ModelOptNvFp4Config": ("bfloat16", "float16", "float8_e4m3fn"),
+}
+
+
 def _facts_at(version: Version) -> tuple[Version, Mapping[str, Any]] | None:
     facts = release_facts("vllm", version, group="quantization")
     if facts is None:
@@ -147,6 +175,9 @@ def _one_method(quant: Mapping[str, Any], method: str) -> MethodFacts | None:
     if isinstance(dtypes, Mapping) and dtypes.get("literal") is True and isinstance(dtypes.get("value"), list):
         mapped = [_TORCH_NAMES.get(str(d)) for d in dtypes["value"]]
         names = tuple(m for m in mapped if m is not None) if all(m is not None for m in mapped) else None
+        ordered = ACT_DTYPE_ORDER.get(str(dtypes.get("defined_in", "")))
+        if names is not None and ordered is not None and sorted(ordered) == sorted(names):
+            names = ordered
     return MethodFacts(int(cap) if cap_known and isinstance(cap, int) else None, names)
 
 
@@ -157,7 +188,7 @@ def method_facts(version: Version, method: str) -> MethodFacts | None:
     an extracted release holds no such method."""
     below = _facts_at(version)
     if below is None:
-        return None
+        return EARLY_METHODS.get(method) if version < EARLY_SINCE else None
     release, quant = below
     got = _one_method(quant, method)
     if release == version:
@@ -386,7 +417,8 @@ def judge_quantization(ask: Ask) -> Judged:
     if not known:
         return Judged((), (f"{QUANT_CAPABILITY} / {QUANT_DTYPE}: the final quantization method is not resolved "
                            f"(an override may claim the checkpoint for the flag); not judged",))
-    if names and _facts_at(ask.version) is None:
+    if names and _facts_at(ask.version) is None and not (
+            ask.version < EARLY_SINCE and all(m in EARLY_METHODS for m in names)):
         return Judged((), (f"{QUANT_CAPABILITY} / {QUANT_DTYPE}: vLLM {ask.version}'s quantization classes were not "
                            f"extracted (no facts at or below it): {' or '.join(names)} not checked",))
     frames = [f for f in (quant_frame(ask, m) for m in names) if f is not None]
