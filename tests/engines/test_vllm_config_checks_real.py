@@ -125,6 +125,21 @@ KNOWN: Mapping[str, str] = {
         "stops: the engine does not start, the probe sees it accepted",
     "vllm.pooling.head_dtype 0.10.2 --hf-overrides {\"head_dtype\":3}":
         "as above: head_dtype is read when the model loads, after the probe stops",
+    "vllm.quantization.act_dtype 0.28.0 --dtype float32":
+        "both refuse, the release naming the method awq: on the CPU platform AutoAWQConfig claims no AWQ checkpoint "
+        "(override_quantization_method returns None under current_platform.is_cpu(), model_executor/layers/"
+        "quantization/auto_awq.py:268 in 0.32.0), so the method stays awq; on CUDA it is auto_awq",
+    "vllm.mamba.align_chunked_mm_input 0.15.0 --mamba-cache-mode align --disable-chunked-mm-input":
+        "0.32.0 refuses it in VllmConfig.validate_block_size, which the engine core calls once the KV cache is "
+        "laid out (v1/engine/core.py:359 in 0.32.0), after create_engine_config where the probe stops: the probe "
+        "sees it accepted",
+    "vllm.mamba.align_chunked_mm_input 0.18.0 --mamba-cache-mode align --disable-chunked-mm-input":
+        "as above: validate_block_size runs in the engine core, after the probe stops",
+    "vllm.mamba.align_chunked_mm_input 0.32.0 --mamba-cache-mode align --disable-chunked-mm-input":
+        "as above: validate_block_size runs in the engine core, after the probe stops",
+    "vllm.mamba.align_chunked_mm_input 0.33.0 --mamba-cache-mode align --disable-chunked-mm-input":
+        "judged at 0.32.0 (which passes the flag to CacheConfig) the project refuses; validate_block_size runs in "
+        "the engine core, after the probe stops",
 }
 
 #: an optional package the wheel does not require, absent from the CPU build's environment: whether the engine's
@@ -158,6 +173,9 @@ PLATFORM_RULES: Mapping[str, str] = {
     "vllm.multimodal.processor_device": "validate_mm_processor_device returns where current_platform.device_type is "
                                         "'' or 'cpu' (config/multimodal.py:644-646), and --mm-processor-device's "
                                         "choices add the platform's device type (engine/arg_utils.py:1530-1538)",
+    "vllm.quantization.min_capability": "reads current_platform.get_device_capability() (config/vllm.py:896-898), "
+                                        "which the CPU platform answers None (Platform.get_device_capability, "
+                                        "platforms/interface.py:517-528; platforms/cpu.py does not override it)",
 }
 #: the rules that read what the CPU platform's check_and_update_config changes before they are judged
 CPU_CHANGES: Mapping[str, str] = {

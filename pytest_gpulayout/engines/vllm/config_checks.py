@@ -38,6 +38,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_model,
     rules_model3,
     rules_model4,
+    rules_model5,
     rules_post,
     rules_post2,
     rules_post3,
@@ -151,6 +152,7 @@ AREAS: tuple[Area, ...] = (
     rules_post4,        # speculative decoding with watermarking, sampling replay, routed experts, DCP interleave
     rules_image,        # packages the engine's environment holds: OpenTelemetry, FlashInfer, Ray
     rules_spec4,        # speculative decoding against the scheduler's token budget
+    rules_model5,       # the final quantization method against the GPU's capability and the served dtype
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}

@@ -364,7 +364,7 @@ def _mismatch_certain(quant_cfg: Mapping[str, Any], method: str, asked: str, mod
     release compares the two as they are."""
     if asked in USER_CLAIMED:
         return False
-    if _serialized(quant_cfg):
+    if serialized(quant_cfg):
         return False
     if method in PLAIN_CHECKPOINTS:
         return not model_type.startswith("deepseek_v4")
@@ -491,27 +491,27 @@ def final_quantization(args: ResolvedArgs, model: ModelSpec, version: Version) -
     if version >= COMPRESSED_TENSORS_SPELLING_SINCE:
         method = method.replace("compressed_tensors", "compressed-tensors")
     if method in PLAIN_CHECKPOINTS and not model.hf_model_type.startswith("deepseek_v4") and \
-            not _serialized(quant_cfg):
+            not serialized(quant_cfg):
         return True, method
     deprecated = deprecated_methods(version)
-    if asked == method and method in ("awq", "gptq") and not _serialized(quant_cfg):
+    if asked == method and method in ("awq", "gptq") and not serialized(quant_cfg):
         # --quantization awq / gptq on its own checkpoint: of the overrides only AutoAWQConfig / AutoGPTQConfig
         # (0.24+ / 0.22+) take that flag, giving auto_awq / auto_gptq; none of the three is ever deprecated
         return True, method
-    if method not in deprecated and not (deprecated & _renamed_to(method, quant_cfg)):
+    if method not in deprecated and not (deprecated & renamed_to(method, quant_cfg)):
         return True, method      # whatever an override makes of it, no deprecated name
     return False, None
 
 
-def _renamed_to(method: str, quant_cfg: Mapping[str, Any]) -> frozenset[str]:
+def renamed_to(method: str, quant_cfg: Mapping[str, Any]) -> frozenset[str]:
     """The names an override can give a checkpoint of ``method`` on CUDA without a flag: an AWQ checkpoint's
     ``AWQMarlinConfig`` / ``AutoAWQConfig`` (a serialized-format key aside); every override's name otherwise."""
-    if method == "awq" and not _serialized(quant_cfg):
+    if method == "awq" and not serialized(quant_cfg):
         return frozenset({"awq_marlin", "auto_awq"})
     return OVERRIDE_RESULTS
 
 
-def _serialized(quant_cfg: Mapping[str, Any]) -> bool:
+def serialized(quant_cfg: Mapping[str, Any]) -> bool:
     """A checkpoint in a kernel's serialized format (``MarlinConfig``, ``GPTQMarlin24Config``, ``BitBLASConfig``)."""
     return quant_cfg.get("checkpoint_format") in _SERIALIZED_FORMATS or bool(
         quant_cfg.get("is_marlin_format") or quant_cfg.get("is_bitblas_format"))
