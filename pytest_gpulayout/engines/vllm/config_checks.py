@@ -41,6 +41,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_post2,
     rules_post3,
     rules_post4,
+    rules_post5,
     rules_small,
     rules_spec2,
     rules_spec3,
@@ -146,6 +147,7 @@ AREAS: tuple[Area, ...] = (
     rules_post3,        # ReplaySSM, adaptive verification, Model Runner V2 replay / PCP, dual-chunk, V0 by hand
     rules_model4,       # 0.10.0's --runner / --task against the model's class
     rules_post4,        # speculative decoding with watermarking, sampling replay, routed experts, DCP interleave
+    rules_post5,        # the AuxOutput connector (returned routed experts) on a runner other than generate
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
