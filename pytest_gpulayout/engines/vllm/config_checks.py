@@ -43,6 +43,7 @@ from pytest_gpulayout.engines.vllm import (
     rules_post2,
     rules_post3,
     rules_post4,
+    rules_post5,
     rules_small,
     rules_spec2,
     rules_spec3,
@@ -153,6 +154,7 @@ AREAS: tuple[Area, ...] = (
     rules_image,        # packages the engine's environment holds: OpenTelemetry, FlashInfer, Ray
     rules_spec4,        # speculative decoding against the scheduler's token budget
     rules_model5,       # the final quantization method against the GPU's capability and the served dtype
+    rules_post5,        # the AuxOutput connector (returned routed experts) on a runner other than generate
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}

@@ -133,7 +133,7 @@ STR_DTYPES: Mapping[str, str] = {"half": "float16", "float16": "float16", "float
                                  "bfloat16": "bfloat16"}
 
 
-def _known_class(ask: Ask) -> bool | None:
+def known_class(ask: Ask) -> bool | None:
     """Whether the model's class is a pooling one, by the release's interface facts; None where no extracted
     release at or below knows it, or under ``--model-impl transformers``."""
     if ask.args.get("model_impl", "auto") == "transformers":
@@ -573,7 +573,7 @@ def _first_raised(judged: Judged) -> Judged:
 
 def judge(ask: Ask) -> Judged:
     """The rules of this module in force, each in its frame over the shared namespace."""
-    pooling_class = _known_class(ask)
+    pooling_class = known_class(ask)
     runner = served_runner(ask, pooling_class)
     multimodal = _multimodal_class(ask)
     parts = [

@@ -298,7 +298,7 @@ def _has_connector(kv_transfer: Mapping[str, object], name: str) -> bool:
         isinstance(c, Mapping) and c.get("kv_connector") == name for c in children)
 
 
-def _hisparse_values(args: ResolvedArgs, model: ModelSpec, env: Mapping[str, str]) -> dict[str, object]:
+def hisparse_values(args: ResolvedArgs, model: ModelSpec, env: Mapping[str, str]) -> dict[str, object]:
     """``VllmConfig.__post_init__``'s HiSparse checks (config/vllm.py:1633-1652 in 0.30.0, 1874-1911 in 0.33.0): on
     with ``--attention-config``'s hisparse_config, or a HiSparseConnector; ``hasattr(hf_config, 'index_topk')`` read
     in the checkpoint's top-level config (``hf_config``, not a nested text config); VLLM_USE_V2_MODEL_RUNNER through
@@ -778,7 +778,7 @@ def judge(ask: Ask) -> Judged:
     frame = {**base, **_parallel_values(args, layout, version, env), **_dbo_values(args, version, env),
              **_compilation_values(compilation, version), **_engine_args_values(args),
              "envs.VLLM_ATTENTION_BACKEND": env.get("VLLM_ATTENTION_BACKEND"),
-             **_hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation),
+             **hisparse_values(args, model, env), **_model_values(args, model, version, env, compilation),
              **_capture_size_values(args, layout, compilation, base),
              **_level_values(args, layout, version, env, compilation),
              **_hybrid_manager_values(args, model, version, env)}

@@ -464,7 +464,7 @@ def judge(ask: Ask) -> Judged:
         return Judged()
     compilation = rules_post.compilation_config(args)
     kv_transfer = _json(args, "kv_transfer_config")
-    hisparse = rules_post._hisparse_values(args, ask.model, env)["self.attention_config.hisparse_config"]
+    hisparse = rules_post.hisparse_values(args, ask.model, env)["self.attention_config.hisparse_config"]
     notes: list[str] = []
     framed: list[tuple[str, Frame | None]] = [
         (MAX_CAPTURE, max_capture_frame(args, compilation, env, base)),

@@ -319,7 +319,7 @@ def judge(ask: Ask) -> Judged:
     if not rules:
         return Judged()
     args, env = ask.args, ask.env
-    hisparse = rules_post._hisparse_values(args, ask.model, env)["self.attention_config.hisparse_config"] is not None
+    hisparse = rules_post.hisparse_values(args, ask.model, env)["self.attention_config.hisparse_config"] is not None
     sliding, fast = v0_frames(ask)
     sampling, trace = replay_frames(args, ask.model, hisparse, env)
     framed: list[tuple[str, Frame | None]] = [

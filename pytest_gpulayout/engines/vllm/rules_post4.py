@@ -341,7 +341,7 @@ def judge(ask: Ask) -> Judged:
     rules = set(ask.among(FRAMED))
     if not rules:
         return Judged()
-    hisparse = rules_post._hisparse_values(ask.args, ask.model, ask.env)["self.attention_config.hisparse_config"] \
+    hisparse = rules_post.hisparse_values(ask.args, ask.model, ask.env)["self.attention_config.hisparse_config"] \
         is not None
     framed: list[tuple[str, Frame | None]] = [
         (WATERMARK_SPEC, watermark_frame(ask.args, ask.version)),
