@@ -9,10 +9,12 @@ from dataclasses import dataclass, replace
 import pytest
 from packaging.version import Version
 
+from pytest_gpulayout.engine import ib_hosts
 from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import config_check
 from pytest_gpulayout.engines.sglang.rules_ib import RULE, groups, host_frame
-from pytest_gpulayout.machine.nodes import node_from_dict
+from pytest_gpulayout.machine.facts import Gpu, Machine
+from pytest_gpulayout.machine.nodes import IbPort, NodeFacts, node_from_dict
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.refusals import Judged, Layout
 from tests.engines.sglang_line_cases import assert_verdict
@@ -137,3 +139,16 @@ def test_snapshot_node_says_whether_the_directory_exists() -> None:
     assert node.infiniband_sysfs is False
     assert node.to_json()["infiniband_sysfs"] is False
     assert node_from_dict("gpu-a", {}, "snap.yaml").infiniband_sysfs is None
+
+
+def test_the_layout_carries_each_hosts_devices_only_where_every_host_was_probed() -> None:
+    """``engine.ib_hosts``: the node facts of every host the deployment's GPUs are on; None for an NVML-only
+    machine (no node facts) or where one host has none, so "probed, none found" differs from "not probed"."""
+    a = NodeFacts("gpu-a", infiniband=(IbPort("mlx5_0", 1, "ACTIVE"),), infiniband_sysfs=True)
+    b = NodeFacts("gpu-b", infiniband=(), infiniband_sysfs=True)
+    gpus = [Gpu(0, host="gpu-a"), Gpu(1, host="gpu-b")]
+    both = Machine(tuple(gpus), nodes={"gpu-a": a, "gpu-b": b})
+    assert ib_hosts(gpus, both) == (("gpu-a", True, frozenset({"mlx5_0"})), ("gpu-b", True, frozenset()))
+    assert ib_hosts(gpus, Machine(tuple(gpus), nodes={"gpu-a": a})) is None
+    assert ib_hosts([Gpu(0)], Machine((Gpu(0),))) is None
+    assert ib_hosts([Gpu(0)], Machine((Gpu(0),), nodes={"gpu-a": a})) == (("gpu-a", True, frozenset({"mlx5_0"})),)
