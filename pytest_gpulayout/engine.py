@@ -30,7 +30,7 @@ from pytest_gpulayout.host import BARE_HOST, Host
 from pytest_gpulayout.inputs.config_file import in_container, reader
 from pytest_gpulayout.inputs.engine_args import ResolvedArgs
 from pytest_gpulayout.knobs import LaunchKnobs, Serving, SpecDraft
-from pytest_gpulayout.machine.facts import Machine
+from pytest_gpulayout.machine.facts import Gpu, Machine
 from pytest_gpulayout.machine.stand_in import per_node
 from pytest_gpulayout.memory.common import MemoryEngine, resolve_version
 from pytest_gpulayout.memory.pool import PoolPrediction, predict_replicas
@@ -607,6 +607,18 @@ def read_draft(draft: SpecDraft | None, base_dir: Path | None) -> SpecDraft | No
         return replace(draft, unread=str(err))
 
 
+def ib_hosts(gpus: Sequence[Gpu], machine: Machine) -> tuple[tuple[str, bool | None, frozenset[str]], ...] | None:
+    """Each host of ``gpus`` with its InfiniBand facts from the machine's node facts (``Layout.ib_hosts``): a GPU
+    without a host is on the machine's host, or on its only node; None where a host has no node facts (not
+    probed: an NVML-only snapshot), so no rule claims anything about the hosts' devices."""
+    only = next(iter(machine.nodes)) if len(machine.nodes) == 1 else None
+    hosts = sorted({g.host or machine.host or only or "" for g in gpus})
+    if not hosts or not all(h in machine.nodes for h in hosts):
+        return None
+    return tuple((h, machine.nodes[h].infiniband_sysfs, frozenset(p.device for p in machine.nodes[h].infiniband))
+                 for h in hosts)
+
+
 def layout_of(dep: Deployment, machine: Machine) -> Layout:
     """The deployment's sizes on the GPUs it is placed on (``refusals.Layout``; the machine's GPUs where it
     cannot be placed, so a rule that reads the GPU still has one)."""
@@ -615,5 +627,6 @@ def layout_of(dep: Deployment, machine: Machine) -> Layout:
     except PlacementError:
         gpus = list(machine.gpus)
     layout = Layout.of(dep, gpus)
+    layout = replace(layout, ib_hosts=ib_hosts(gpus, machine))
     visible = dep.origin.visible if dep.origin is not None else None  # an artifact's CUDA_VISIBLE_DEVICES
     return replace(layout, devices=len(visible)) if visible else layout

@@ -417,6 +417,10 @@ class Layout:
     #: the CUDA devices the engine sees on its node where the deployment says (an artifact's
     #: ``CUDA_VISIBLE_DEVICES``); None: not said (the placement check judges the machine's GPUs)
     devices: int | None = None
+    #: each host's InfiniBand devices where the machine's snapshot holds node facts for every host of the
+    #: deployment: (host, whether ``/sys/class/infiniband`` exists (None: not recorded), its device names);
+    #: None: not probed (an NVML-only snapshot), so nothing is claimed about the hosts' devices
+    ib_hosts: tuple[tuple[str, bool | None, frozenset[str]], ...] | None = None
 
     @classmethod
     def of(cls, shape: ParallelShape, gpus: Sequence[Gpu]) -> Layout:

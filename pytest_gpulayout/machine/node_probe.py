@@ -172,6 +172,7 @@ def probe_node(model_dirs: Sequence[str] = (), env: Mapping[str, str] | None = N
         "python": platform.python_version(),
         "packages": package_versions(engines or {}),
         "infiniband": [p.to_json() for p in infiniband_ports(root)],
+        "infiniband_sysfs": (root / "sys" / "class" / "infiniband").is_dir(),
         "env": {k: env[k] for k in NCCL_ENV if k in env},
         "shm_mib": shm_mib(root),
         "models": {d: model_files(root, d).to_json() for d in model_dirs},

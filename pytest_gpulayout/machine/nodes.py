@@ -21,6 +21,7 @@ Snapshot form (all keys but the host key optional; ``null`` means not known)::
         python: "3.11.7"
         packages: {torch: "2.5.1", vllm: "0.6.6", sglang: null, ray: "2.40.0", nvidia-nccl-cu12: "2.21.5"}
         infiniband: [{device: mlx5_0, port: 1, state: ACTIVE, rate: "200 Gb/sec (4X HDR)", link_layer: InfiniBand}]
+        infiniband_sysfs: true     # /sys/class/infiniband exists (null: not recorded)
         env: {NCCL_SOCKET_IFNAME: eth0}
         shm_mib: 65536             # size of /dev/shm
         models: {/models/llama: {exists: true, config_sha256: "...", index_sha256: null}}
@@ -44,7 +45,7 @@ NCCL_ENV = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "GLOO_SOCKET
             "NCCL_DEBUG")
 
 NODE_KEYS = ("hostname", "node_id", "ip", "head", "ray_gpus", "driver", "cuda", "python", "packages",
-             "infiniband", "env", "shm_mib", "models")
+             "infiniband", "infiniband_sysfs", "env", "shm_mib", "models")
 IB_KEYS = ("device", "port", "state", "rate", "link_layer")
 MODEL_KEYS = ("exists", "config_sha256", "index_sha256")
 
@@ -109,6 +110,9 @@ class NodeFacts:
     python: str | None = None
     packages: Mapping[str, str | None] = field(default_factory=_ro)
     infiniband: tuple[IbPort, ...] = ()
+    #: whether ``/sys/class/infiniband`` exists on the host (SGLang's IB device check tells a missing directory from
+    #: an empty one); None: not said (a snapshot written before the probe recorded it)
+    infiniband_sysfs: bool | None = None
     env: Mapping[str, str] = field(default_factory=_ro)
     shm_mib: int | None = None
     models: Mapping[str, ModelFiles] = field(default_factory=_ro)
@@ -142,7 +146,7 @@ class NodeFacts:
             "ray_gpus": self.ray_gpus,
             "driver": self.driver, "cuda": self.cuda, "python": self.python,
             "packages": dict(sorted(self.packages.items())),
-            "infiniband": [p.to_json() for p in self.infiniband],
+            "infiniband": [p.to_json() for p in self.infiniband], "infiniband_sysfs": self.infiniband_sysfs,
             "env": dict(sorted(self.env.items())), "shm_mib": self.shm_mib,
             "models": {k: m.to_json() for k, m in sorted(self.models.items())},
         }
@@ -239,6 +243,9 @@ def node_from_dict(host: str, d: object, where: str) -> NodeFacts:
     ib_raw = d.get("infiniband") or []
     if not isinstance(ib_raw, list):
         raise InputError(f"must be a list of ports, not {_kind(ib_raw)}", where=where, key=f"{key}.infiniband")
+    sysfs = d.get("infiniband_sysfs")
+    if sysfs is not None and not isinstance(sysfs, bool):
+        raise InputError(f"must be true, false or null, not {_kind(sysfs)}", where=where, key=f"{key}.infiniband_sysfs")
     ray_gpus = d.get("ray_gpus")
     if ray_gpus is not None and (isinstance(ray_gpus, bool) or not isinstance(ray_gpus, int) or ray_gpus < 0):
         raise InputError(f"must be a whole number or null, not {_kind(ray_gpus)} ({ray_gpus!r})", where=where,
@@ -261,6 +268,7 @@ def node_from_dict(host: str, d: object, where: str) -> NodeFacts:
         python=_opt_str(d.get("python"), where, f"{key}.python"),
         packages=packages,
         infiniband=tuple(_ib_port(p, where, f"{key}.infiniband[{k}]") for k, p in enumerate(ib_raw)),
+        infiniband_sysfs=sysfs,
         env=env,
         shm_mib=shm,
         models=models,
