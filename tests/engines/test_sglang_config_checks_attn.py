@@ -8,7 +8,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.sglang.cli import resolve
 from pytest_gpulayout.engines.sglang.config_checks import config_check
-from pytest_gpulayout.engines.sglang.rules_attn import UNIFIED_TRTLLM_MHA
+from pytest_gpulayout.engines.sglang.rules_attn import KV_SHARD_BACKEND, UNIFIED_TRTLLM_MHA
 from pytest_gpulayout.model.load import load_model
 from pytest_gpulayout.refusals import Judged, Layout
 from tests.engines.sglang_line_cases import assert_verdict
@@ -55,3 +55,25 @@ def test_not_judged_says_why(words: str, cc: tuple[int, int] | None, why: str) -
     judged = judge("0.5.22", words, cc)
     assert not [r for r in judged.refusals if r.rule == UNIFIED_TRTLLM_MHA]
     assert any(why in n and "trtllm_mha decode backend" in n for n in judged.not_judged), judged.not_judged
+
+
+KV_SHARD = "--enable-kv-cache-sharding --disaggregation-mode prefill --page-size 64"
+
+
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_kv_sharding_refuses_the_resolved_trtllm_mha_prefill(version: str) -> None:
+    """Qwen3 on SM100 resolves trtllm_mha: KV sharding takes fa3 or trtllm_mla only; on Hopper fa3 passes."""
+    assert_verdict(judge(version, KV_SHARD), KV_SHARD_BACKEND, "requires the fa3 prefill attention backend, or "
+                   "trtllm_mla for plain-TP MLA; got 'trtllm_mha'", exception="ValueError", version=version)
+    assert_verdict(judge(version, KV_SHARD, H100), KV_SHARD_BACKEND, None, exception="ValueError", version=version)
+
+
+def test_kv_sharding_trtllm_mla_needs_mla() -> None:
+    assert_verdict(judge("0.5.22", f"{KV_SHARD} --attention-backend trtllm_mla"), KV_SHARD_BACKEND,
+                   "KV sharding with trtllm_mla requires an MLA model.", exception="ValueError", version="0.5.22")
+
+
+def test_kv_sharding_on_an_unknown_gpu_is_not_judged() -> None:
+    judged = judge("0.5.22", KV_SHARD, None)
+    assert not [r for r in judged.refusals if r.rule == KV_SHARD_BACKEND]
+    assert any("--enable-kv-cache-sharding with a prefill" in n for n in judged.not_judged), judged.not_judged

@@ -11,6 +11,13 @@ l.520-528), DeepEP normal mode (``moe_hook.py`` l.325), the tensor-dump / msprob
 l.523-555), a diffusion LLM (``dllm_hook.py`` l.45), XPU and the HRM-text / embedding-Gemma models
 (``platform_hook.py`` l.130-146, ``model_hook.py`` l.792 / l.916). Judged where the resolver resolves the decode
 backend and none of those flags is on the line; else not judged, said.
+
+``validate_kv_shard_attention_backend`` (0.5.22 ``kv_shard_hook.py`` l.26-45, 0.5.23 l.30-84; called by
+``handle_kv_cache_sharding`` after its flag checks, 0.5.22 l.170, run after the backend pick, ``pipeline.py``
+l.272, and again after the model capability adjustments, l.347) with ``--enable-kv-cache-sharding``: a prefill
+backend other than fa3 / trtllm_mla refuses, and trtllm_mla on a model without MLA. 0.5.23 first takes the ``dsa``
+backend and a DSA model (l.33-67): the resolver resolves neither, so those lines are not judged. The resolved prefill
+backend is ``attention.resolve_backends``'; where it does not resolve, not judged, said.
 """
 
 from __future__ import annotations
@@ -26,7 +33,11 @@ from pytest_gpulayout.refusals import Judged
 
 UNIFIED_TRTLLM_MHA = "sglang.attn.unified_memory_trtllm_mha_graphs"
 
+KV_SHARD_BACKEND = "sglang.attn.kv_shard_prefill_backend"
+
 RULES: Mapping[str, str] = {
+    KV_SHARD_BACKEND: "--enable-kv-cache-sharding with a prefill attention backend SGLang resolves (or the line "
+                      "names) other than fa3 / trtllm_mla, or trtllm_mla on a model without MLA (0.5.22+)",
     UNIFIED_TRTLLM_MHA: "--enable-unified-memory with the trtllm_mha decode backend SGLang resolves (or the line "
                         "names) and decode CUDA graphs on (0.5.22)",
 }
@@ -39,6 +50,27 @@ _GRAPH_OFF_FLAGS = ("enable_mis", "debug_tensor_dump_output_folder", "msprobe_du
 
 
 def judge(ask: Ask) -> Judged:
+    """Both checks (see the module), each in its own frame."""
+    parts = (judge_unified(ask), judge_kv_shard(ask))
+    return Judged(tuple(r for p in parts for r in p.refusals), tuple(n for p in parts for n in p.not_judged))
+
+
+def judge_kv_shard(ask: Ask) -> Judged:
+    """KV sharding's prefill-backend check over the resolved prefill backend (see the module)."""
+    rules = ask.among((KV_SHARD_BACKEND,))
+    if not rules or not ask.args.get("enable_kv_cache_sharding"):
+        return Judged()
+    resolved = resolve_backends(ask.args, ask.model, ask.layout, ask.listed)
+    if resolved.prefill is None:
+        return Judged((), (f"{RULES[KV_SHARD_BACKEND]}: not judged ({resolved.reason})",))
+    if resolved.prefill == "fa3":
+        return Judged()  # the check returns (0.5.22 l.29-30)
+    values: dict[str, object] = {"prefill_backend": resolved.prefill, "use_mla_backend": ask.model.is_mla,
+                                 "is_deepseek_dsa": False}
+    return ask.judge(values, rules)
+
+
+def judge_unified(ask: Ask) -> Judged:
     """The unified-memory trtllm_mha decode-graph assert over the resolved decode backend (see the module)."""
     args, listed = ask.args, ask.listed
     rules = ask.among((UNIFIED_TRTLLM_MHA,))
