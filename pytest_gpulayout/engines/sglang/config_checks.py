@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from pytest_gpulayout.engines.areas import Area, Ask, combine, judge_areas, rules_of
 from pytest_gpulayout.engines.sglang import (
+    rules_attn,
     rules_cache,
     rules_ib,
     rules_kv,
@@ -97,6 +98,7 @@ AREAS: tuple[Area, ...] = (
     rules_kv,         # FP4 KV, page-major / unified-memory DCP backends, HiSparse DSA backends
     rules_model5,     # --language-model-only, --load-publish-endpoint, DSA index_kpool with DCP
     rules_ib,         # --disaggregation-ib-device / --mooncake-ib-device against the hosts' InfiniBand devices
+    rules_attn,       # what reads the attention backends SGLang resolves (engines/sglang/attention.py)
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
