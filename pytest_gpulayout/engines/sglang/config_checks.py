@@ -36,6 +36,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model5,
     rules_moe,
     rules_moe2,
+    rules_moe3,
     rules_parallel2,
     rules_pd,
     rules_pd2,
@@ -94,6 +95,7 @@ AREAS: tuple[Area, ...] = (
     rules_spec4,      # DeepEP v2 drafts, adaptive steps, DSPARK with attention DP, LoRA triton_v2 / MoE runners
     rules_kv,         # FP4 KV, page-major / unified-memory DCP backends, HiSparse DSA backends
     rules_model5,     # --language-model-only, --load-publish-endpoint, DSA index_kpool with DCP
+    rules_moe3,       # EP dispatch without an all-to-all backend, the EPLB balancedness variable, the gRPC port
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
