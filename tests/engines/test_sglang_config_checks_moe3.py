@@ -6,6 +6,7 @@ resolve``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -18,6 +19,8 @@ from pytest_gpulayout.refusals import Judged, Layout
 from tests.engines.sglang_line_cases import assert_verdict
 
 QWEN_MOE = "Qwen/Qwen3-30B-A3B"
+MODELS = Path(__file__).resolve().parent.parent / "data" / "models"
+NEMOTRON = str(MODELS / "nemotron-h-8b")     # NemotronHForCausalLM
 H100 = (9, 0)
 
 
@@ -36,6 +39,7 @@ class Case:
     refused: str | None = None          # the release's words; None: accepted
     source: str = ""                    # file:line in that release
     env: tuple[tuple[str, str], ...] = ()
+    model: str = QWEN_MOE
 
 
 SA = "sglang/srt/server_args.py"
@@ -50,6 +54,11 @@ LP = STATIC.replace("algorithm static picks", "algorithm lp picks")
 EP = ("--ep-size", "8")
 BALANCED = "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC is no longer supported. Use --expert-balancedness-report-mode"
 METRIC = (("SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC", "0"),)
+RM = rules_moe3.REMAP_RULE
+NH = "sglang/srt/arg_groups/model_overrides/nemotron_h.py"
+TRTLLM = ("flashinfer_trtllm routes inside the kernel and does not support EPLB or redundant experts on Nemotron-H; "
+          "use --moe-runner-backend flashinfer_trtllm_routed.")
+CUTEDSL = "flashinfer_cutedsl without an a2a backend does not migrate its expert scales on EPLB rebalance"
 GRPC_ON = (("SGLANG_ENABLE_GRPC", "1"), ("SGLANG_GRPC_PORT", "30000"))
 
 CASES = [
@@ -76,6 +85,19 @@ CASES = [
     Case(GP, "0.5.13", (), env=(("SGLANG_ENABLE_GRPC", "1"),)),               # --port + 10000
     Case(GP, "0.5.13", (), env=(("SGLANG_ENABLE_GRPC", "0"), ("SGLANG_GRPC_PORT", "30000"))),   # gRPC off
     Case(GP, "0.5.16", (), env=GRPC_ON),                                      # not checked from 0.5.16
+    # -- Nemotron-H's expert remap against the MoE runner
+    Case(RM, "0.5.23", ("--enable-eplb", "--moe-runner-backend", "flashinfer_trtllm"), TRTLLM, f"{NH}:154",
+         model=NEMOTRON),
+    Case(RM, "0.5.23", ("--ep-num-redundant-experts", "8", "--moe-runner-backend", "flashinfer_trtllm"), TRTLLM,
+         f"{NH}:154", model=NEMOTRON),
+    Case(RM, "0.5.23", ("--enable-eplb", "--moe-runner-backend", "flashinfer_cutedsl"), CUTEDSL, f"{NH}:164",
+         model=NEMOTRON),
+    Case(RM, "0.5.23", ("--enable-eplb", "--moe-runner-backend", "flashinfer_trtllm_routed"), model=NEMOTRON),
+    Case(RM, "0.5.23", ("--moe-runner-backend", "flashinfer_trtllm"), model=NEMOTRON),        # no expert remap
+    Case(RM, "0.5.23", ("--ep-num-redundant-experts", "8", "--moe-runner-backend", "flashinfer_cutedsl"),
+         model=NEMOTRON),                                                     # cutedsl: only with EPLB
+    Case(RM, "0.5.23", ("--enable-eplb", "--moe-runner-backend", "flashinfer_trtllm")),   # not Nemotron-H
+    Case(RM, "0.5.22", ("--enable-eplb", "--moe-runner-backend", "flashinfer_trtllm"), model=NEMOTRON),
 ]
 
 
@@ -85,7 +107,7 @@ def _id(case: Case) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_each_release_refuses_in_its_own_words(case: Case) -> None:
-    judged = judge(case.version, list(case.words), dict(case.env))
+    judged = judge(case.version, list(case.words), dict(case.env), case.model)
     if case.refused is None:
         assert_verdict(judged, case.rule, None, exception="ValueError", version=case.version)
         assert not [n for n in judged.not_judged if case.rule in n], judged.not_judged

@@ -19,6 +19,14 @@ equal to the HTTP port, by release.
   ``--port`` is not rewritten before the check); a gRPC port equal to ``--port`` is refused. A value the release's
   ``EnvBool`` / ``EnvInt`` cannot parse (``environ.py`` l.119-136 in 0.5.11) raises in its own words before this
   check: the entry is then not judged.
+* Nemotron-H with an expert remap (``--enable-eplb``, ``--ep-num-redundant-experts`` > 0 or an
+  ``--init-expert-location`` other than ``trivial``; 0.5.23 ``model_overrides/nemotron_h.py`` l.57-63 calls
+  ``_validate_expert_remap``, l.151-166): the ``flashinfer_trtllm`` runner routes inside its kernel, and
+  ``flashinfer_cutedsl`` with EPLB and no all-to-all backend does not migrate its expert scales. The runner is the
+  line's: the overrides run in ``handle_model_specific_adjustments`` (``pipeline.py`` l.225), before
+  ``handle_moe_kernel_config`` / ``handle_a2a_moe`` (l.294-295) rewrite it; only ``handle_mega_moe`` (l.49,
+  ``mega_moe_hook.py`` l.261-276) rewrites ``--moe-runner-backend megamoe`` to auto first. The all-to-all backend is
+  ``rules_moe.a2a_backend``'s (not judged where SGLang rewrites it).
 """
 
 from __future__ import annotations
@@ -32,13 +40,18 @@ from pytest_gpulayout.refusals import Judged
 DISPATCH_RULE = "sglang.eplb.rank_invariant_dispatch"
 BALANCEDNESS_RULE = "sglang.env.eplb_balancedness_metric"
 GRPC_RULE = "sglang.grpc.port_equals_http"
+REMAP_RULE = "sglang.nemotron_h.expert_remap_runner"
 
 RULES: Mapping[str, str] = {
     DISPATCH_RULE: "--ep-dispatch-algorithm static / lp with the all-to-all backend resolved to none (0.5.17+)",
     BALANCEDNESS_RULE: "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC set in the launch environment (0.5.18 - 0.5.20: "
                        "removed)",
     GRPC_RULE: "SGLANG_ENABLE_GRPC with a gRPC port (SGLANG_GRPC_PORT) equal to --port (0.5.11 - 0.5.15.post1)",
+    REMAP_RULE: "Nemotron-H with EPLB / redundant experts / a non-trivial expert location and the flashinfer_trtllm "
+                "runner, or EPLB with flashinfer_cutedsl and no all-to-all backend (0.5.23)",
 }
+#: the architectures ``_nemotron_h_overrides`` is registered for (0.5.23 ``model_overrides/nemotron_h.py`` l.17-21)
+NEMOTRON_H_ARCHS = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3")
 
 BALANCEDNESS_ENV = "SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC"
 GRPC_ENABLE_ENV = "SGLANG_ENABLE_GRPC"
@@ -94,17 +107,39 @@ def _grpc_frame(ask: Ask) -> dict[str, object] | None:
     return {"enable_grpc": enabled, "grpc_port": grpc, "port": port}
 
 
+def uses_expert_remap(ask: Ask) -> bool:
+    """``uses_expert_remap`` of ``_nemotron_h_overrides`` (0.5.23 l.57-61), over the line's flags."""
+    redundant = ask.args.get("ep_num_redundant_experts", 0)
+    return (bool(ask.args.get("enable_eplb", False)) or (isinstance(redundant, int) and redundant > 0)
+            or ask.args.get("init_expert_location", "trivial") != "trivial")
+
+
+def _remap_frame(ask: Ask) -> dict[str, object]:
+    out: dict[str, object] = {"enable_eplb": bool(ask.args.get("enable_eplb", False))}
+    runner = ask.args.get("moe_runner_backend", "auto")
+    if runner != "megamoe":
+        out["moe_runner_backend"] = runner
+    a2a = rules_moe.a2a_backend(ask.args, ask.model)
+    if a2a is not None:
+        out["moe_a2a_backend"] = a2a
+    return out
+
+
 def judge(ask: Ask) -> Judged:
     """The rules of this module in force; an entry whose value is not resolved is left not judged (its name is
     absent from the mapping judged)."""
-    rules = ask.among(RULES)
+    arch = ask.model.architectures[0] if ask.model.architectures else ""
+    rules = [r for r in ask.among(RULES) if r != REMAP_RULE or (arch in NEMOTRON_H_ARCHS and uses_expert_remap(ask))]
     if not rules:
         return Judged()
     values: dict[str, object] = {**ask.values, "os.environ": dict(ask.env)}
-    for name in ("needs_rank_invariant_dispatch", "enable_grpc", "grpc_port"):
+    for name in ("needs_rank_invariant_dispatch", "enable_grpc", "grpc_port", "moe_runner_backend",
+                 "moe_a2a_backend"):
         values.pop(name, None)
     if DISPATCH_RULE in rules:
         values.update(_dispatch_frame(ask) or {})
     if GRPC_RULE in rules:
         values.update(_grpc_frame(ask) or {})
+    if REMAP_RULE in rules:
+        values.update(_remap_frame(ask))
     return ask.book.judge(ask.version, values, rules=rules)
