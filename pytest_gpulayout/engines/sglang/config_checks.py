@@ -38,6 +38,7 @@ from pytest_gpulayout.engines.sglang import (
     rules_model5,
     rules_moe,
     rules_moe2,
+    rules_moe3,
     rules_parallel2,
     rules_pd,
     rules_pd2,
@@ -99,6 +100,7 @@ AREAS: tuple[Area, ...] = (
     rules_model5,     # --language-model-only, --load-publish-endpoint, DSA index_kpool with DCP
     rules_ib,         # --disaggregation-ib-device / --mooncake-ib-device against the hosts' InfiniBand devices
     rules_attn,       # what reads the attention backends SGLang resolves (engines/sglang/attention.py)
+    rules_moe3,       # EP dispatch without an all-to-all backend, the EPLB balancedness variable, the gRPC port
 )
 #: every rule: the ones judged over the shared namespace (above), then each area's
 RULES: Mapping[str, str] = {**_SHARED, **rules_of(AREAS)}
