@@ -150,12 +150,12 @@ def template(node: ast.expr | None, fn: ast.AST | None, depth: int = 0) -> str |
             return f"{left}.format({{{', '.join(args)}}})"
         return None
     if isinstance(node, ast.Name) and fn is not None:
-        assigned = None
-        for sub in ast.walk(fn):
-            if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets):
-                assigned = sub.value
-        if assigned is not None:
-            return template(assigned, fn, depth + 1)
+        # the assignment nearest above the use (``ast.walk`` goes breadth first, not in source order: the last
+        # one walked can be another branch's, vLLM 0.9.2 ``ModelConfig._resolve_task``'s ``msg``)
+        found = [sub for sub in ast.walk(fn) if isinstance(sub, ast.Assign) and sub.lineno <= node.lineno
+                 and any(isinstance(t, ast.Name) and t.id == node.id for t in sub.targets)]
+        if found:
+            return template(max(found, key=lambda a: a.lineno).value, fn, depth + 1)
     return None
 
 
