@@ -7,9 +7,10 @@ it is in.
 
 Each argument is a wheel (``.whl``) or the folder it was unpacked into. A requirement under an extra
 (``extra == "..."``) is left out: a plain ``pip install ENGINE==VER`` does not install it. The others are kept
-as ``[name, specifier, marker]`` (the name normalized as PEP 503 says, extras dropped; "" where there is no
-specifier or marker), in the wheel's order. ``tools/engine_facts.py`` calls ``update`` for the wheel it reads,
-so a re-extraction records them too.
+as ``[name, specifier, marker, on]`` (the name normalized as PEP 503 says, extras dropped; "" where there is no
+specifier or marker; ``on``: the machines of ``MACHINES`` on which the marker holds for every CPython of
+``PYTHONS``, evaluated here so that the checks never import a marker grammar), in the wheel's order.
+``tools/engine_facts.py`` calls ``update`` for the wheel it reads, so a re-extraction records them too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from packaging.markers import Marker
 from packaging.requirements import Requirement
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,15 +34,32 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: the machines the checks judge (NVIDIA GPUs on Linux) and the CPython minors a release may run on
+MACHINES = ("x86_64", "aarch64")
+PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
+
+
+def holds_on(marker: str) -> str:
+    """The machines of ``MACHINES`` (comma-joined) on which ``marker`` holds for every CPython of ``PYTHONS``."""
+    if not marker:
+        return ",".join(MACHINES)
+    m = Marker(marker)
+    return ",".join(machine for machine in MACHINES if all(
+        m.evaluate({"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+                    "platform_machine": machine, "python_version": py, "python_full_version": f"{py}.0",
+                    "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""})
+        for py in PYTHONS))  # fmt: skip
+
+
 def requirements(metadata: str) -> list[list[str]]:
-    """The ``Requires-Dist`` lines of ``metadata`` that no extra guards, as ``[name, specifier, marker]``."""
+    """The ``Requires-Dist`` lines of ``metadata`` that no extra guards, as ``[name, specifier, marker, on]``."""
     out: list[list[str]] = []
     for value in email.parser.HeaderParser().parsestr(metadata).get_all("Requires-Dist") or []:
         req = Requirement(value.strip())
         marker = str(req.marker) if req.marker is not None else ""
         if re.search(r"\bextra\s*==", marker):
             continue
-        out.append([canonical(req.name), str(req.specifier), marker])
+        out.append([canonical(req.name), str(req.specifier), marker, holds_on(marker)])
     return out
 
 

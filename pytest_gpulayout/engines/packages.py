@@ -25,14 +25,13 @@ from enum import Enum
 from functools import cache
 from importlib import resources
 
-from packaging.markers import Marker
 from packaging.version import Version
 
 from pytest_gpulayout.knobs import Serving
 
-#: the machines the checks judge (NVIDIA GPUs on Linux) and the CPython minors a release may run on
+#: the machines the checks judge (NVIDIA GPUs on Linux): ``tools/engine_requires.py`` records on which of them each
+#: requirement's marker holds for every CPython a release may run on
 MACHINES = ("x86_64", "aarch64")
-PYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
 
 
 class Presence(Enum):
@@ -55,15 +54,16 @@ def canonical(name: str) -> str:
 
 
 @cache
-def _requires(engine: str) -> Mapping[str, tuple[tuple[str, str, str], ...]]:
+def _requires(engine: str) -> Mapping[str, tuple[tuple[str, str, str, str], ...]]:
     root = resources.files(f"pytest_gpulayout.engines.{engine}") / "requires.json"
     data = json.loads(root.read_text(encoding="utf-8"))
-    return {v: tuple((n, s, m) for n, s, m in reqs) for v, reqs in data["releases"].items()}
+    return {v: tuple((n, s, m, on) for n, s, m, on in reqs) for v, reqs in data["releases"].items()}
 
 
-def requirement(engine: str, version: Version, package: str) -> tuple[str, str, str] | None:
-    """The release's own requirement of ``package`` (name, specifier, marker), read in ``version`` or the
-    nearest recorded release below it; None where it has none (or no release at or below is recorded)."""
+def requirement(engine: str, version: Version, package: str) -> tuple[str, str, str, str] | None:
+    """The release's own requirement of ``package`` (name, specifier, marker, the machines it holds on), read in
+    ``version`` or the nearest recorded release below it; None where it has none (or no release at or below is
+    recorded)."""
     table = _requires(engine)
     below = [v for v in table if Version(v) <= version]
     if not below:
@@ -73,31 +73,19 @@ def requirement(engine: str, version: Version, package: str) -> tuple[str, str, 
     return next((r for r in table[listed] if r[0] == name), None)
 
 
-def _holds(marker: str, machine: str) -> tuple[bool, ...]:
-    if not marker:
-        return (True,) * len(PYTHONS)
-    m = Marker(marker)
-    return tuple(m.evaluate({"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                             "platform_machine": machine, "python_version": py, "python_full_version": f"{py}.0",
-                             "implementation_name": "cpython", "platform_python_implementation": "CPython",
-                             "extra": ""})
-                 for py in PYTHONS)  # fmt: skip
-
-
 def from_wheel(engine: str, version: Version, package: str) -> Found | None:
     """What the release's wheel says of ``package``: INSTALLED where it requires it on every machine the checks
     judge, UNKNOWN (said why) where only on some; None where it does not require it."""
     req = requirement(engine, version, package)
     if req is None:
         return None
-    name, spec, marker = req
-    held = {machine: _holds(marker, machine) for machine in MACHINES}
+    name, spec, marker, holds = req
+    on = [m for m in MACHINES if m in holds.split(",")]
     pinned = f"{name}{spec}" + (f"; {marker}" if marker else "")
-    if all(all(h) for h in held.values()):
+    if len(on) == len(MACHINES):
         return Found(Presence.INSTALLED, f"{engine} {version}'s wheel requires {pinned} (METADATA Requires-Dist, "
                                          f"on Linux x86_64 and aarch64)")
-    on = [m for m, h in held.items() if all(h)]
-    where = f"on {' and '.join(on)} only" if on else "only on some Python versions"
+    where = f"on {' and '.join(on)} only" if on else "not on every CPython of Linux x86_64 or aarch64"
     return Found(Presence.UNKNOWN, f"{engine} {version}'s wheel requires {pinned} {where} (METADATA "
                                    f"Requires-Dist): the node's machine decides")
 

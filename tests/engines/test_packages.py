@@ -34,8 +34,9 @@ Requires-Dist: not-a-header
 
 def test_requirements_keep_the_unconditional_ones_normalized() -> None:
     assert engine_requires.requirements(METADATA) == [
-        ["torch", "==2.9.1", ""], ["ray", ">=2.48.0", ""], ["xgrammar", "==0.1.29", 'platform_machine == "x86_64"'],
-        ["flashinfer-python", "==0.6.1", ""]]  # fmt: skip
+        ["torch", "==2.9.1", "", "x86_64,aarch64"], ["ray", ">=2.48.0", "", "x86_64,aarch64"],
+        ["xgrammar", "==0.1.29", 'platform_machine == "x86_64"', "x86_64"],
+        ["flashinfer-python", "==0.6.1", "", "x86_64,aarch64"]]  # fmt: skip
 
 
 def test_update_writes_the_release_from_an_unpacked_wheel(tmp_path: Path) -> None:
@@ -44,7 +45,7 @@ def test_update_writes_the_release_from_an_unpacked_wheel(tmp_path: Path) -> Non
     (wheel / "vllm-9.9.0.dist-info" / "METADATA").write_text(METADATA)
     out = engine_requires.update("vllm", [wheel], tmp_path / "requires.json")
     data = json.loads(out.read_text())
-    assert data["releases"]["9.9.0"][0] == ["torch", "==2.9.1", ""]
+    assert data["releases"]["9.9.0"][0] == ["torch", "==2.9.1", "", "x86_64,aarch64"]
 
 
 def test_the_shipped_requirements_say_what_each_release_requires() -> None:
